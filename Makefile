@@ -1,0 +1,38 @@
+# cnperf — see README.md. `make demo` runs the main job, `make test` the tests.
+
+GO       ?= go
+BIN      := bin/cnperf
+PKGS     := ./...
+# The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
+TEST_TIMEOUT ?= 30m
+
+.PHONY: all build demo test test-deps vet fmt-check bench-probes bench-server bench-lab clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cnperf
+
+# The main job. Until the lab lands this measures a probe pair on loopback.
+demo: build
+	./scripts/demo.sh
+
+test-deps:
+	./scripts/install-test-deps.sh
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# All tests with the race detector, against SQLite and a throwaway
+# PostgreSQL started for the run.
+test: test-deps fmt-check vet build
+	./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
+
+bench-probes: build test-deps
+	$(GO) run ./internal/probe/probebench -cnperf $(BIN)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// probeFlags are the flags of `cnperf probe KIND`.
+type probeFlags struct {
+	to, source            string
+	duration, interval    time.Duration
+	timeout, histWidth    time.Duration
+	streams, size, count  int
+	window, mss, histBins int
+	maxTTL                int
+	reverse, asJSON       bool
+	rate, proto           string
+	dscp, tos             string
+}
+
+func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
+	f := &probeFlags{}
+	cmd := &cobra.Command{
+		Use:   "probe KIND --to HOST:PORT",
+		Short: "Run one probe (tcp, udp, rr, ping, trace) and print its result",
+		Long: `Run one measurement against a cnperf responder (tcp, udp, rr) or a host
+(ping, trace) and print a summary like iperf3's or ping's, or the JSON result.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec, err := f.spec(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			reg := probers()
+			env := probe.Env{Logger: g.logger(st)}
+			if !f.asJSON {
+				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			}
+			res, err := reg.Run(cmd.Context(), spec, env)
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				enc := json.NewEncoder(st.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			_, err = fmt.Fprint(st.Out, probe.FormatSummary(res))
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr) or HOST (ping, trace)")
+	fl.StringVar(&f.source, "source", "", "local address to bind")
+	fl.DurationVarP(&f.duration, "time", "t", 0, "test duration (default 10s; ping/rr: until --count)")
+	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms) or packet interval (ping)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
+	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")
+	fl.BoolVarP(&f.reverse, "reverse", "R", false, "the responder sends, this side receives")
+	fl.StringVarP(&f.rate, "rate", "b", "", "target rate in bits/s with k, M, G suffixes; 0 = as fast as possible")
+	fl.IntVarP(&f.size, "size", "l", 0, "bytes per datagram, write, request or echo")
+	fl.StringVar(&f.proto, "proto", "", "rr transport: tcp, udp or crr")
+	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping) or transactions (rr)")
+	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
+	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
+	fl.IntVarP(&f.window, "window", "w", 0, "socket buffer bytes")
+	fl.IntVarP(&f.mss, "mss", "M", 0, "TCP maximum segment size")
+	fl.DurationVar(&f.histWidth, "hist-bin", 0, "latency histogram bin width (e.g. 5us)")
+	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
+	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// spec turns the flags into a probe spec; only flags the user set are
+// carried, so each kind's defaults apply to the rest.
+func (f *probeFlags) spec(cmd *cobra.Command, kindArg string) (probe.Spec, error) {
+	kind, err := probe.ParseKind(kindArg)
+	if err != nil {
+		return probe.Spec{}, err
+	}
+	s := probe.Spec{
+		Kind: kind, Target: f.to, Source: f.source,
+		Duration: probe.Duration(f.duration), Interval: probe.Duration(f.interval),
+		Timeout: probe.Duration(f.timeout), Streams: f.streams, Reverse: f.reverse,
+		Size: f.size, Proto: f.proto, Count: f.count, WindowBytes: f.window, MSS: f.mss,
+		HistBinWidth: probe.Duration(f.histWidth), HistBins: f.histBins, MaxTTL: f.maxTTL,
+	}
+	if s.Target == "" {
+		return s, fmt.Errorf("--to is required (responder HOST:PORT, or HOST for ping and trace)")
+	}
+	if cmd.Flags().Changed("rate") {
+		r, err := probe.ParseRate(f.rate)
+		if err != nil {
+			return s, err
+		}
+		s.RateBps = &r
+	}
+	if f.dscp != "" && f.tos != "" {
+		return s, fmt.Errorf("give --dscp or --tos, not both")
+	}
+	if f.dscp != "" {
+		d, err := probe.ParseDSCP(f.dscp)
+		if err != nil {
+			return s, err
+		}
+		tos := d << 2
+		s.TOS = &tos
+	}
+	if f.tos != "" {
+		t, err := probe.ParseTOS(f.tos)
+		if err != nil {
+			return s, err
+		}
+		s.TOS = &t
+	}
+	return s, nil
+}

@@ -1,0 +1,100 @@
+// Package cli holds cnperf's command-line verbs, one file each. Every verb
+// is a thin layer that turns flags into options for a library package in
+// internal/; nothing here measures, stores or schedules by itself.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Streams are the command's standard input and outputs.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// StdStreams returns the process's standard streams.
+func StdStreams() Streams { return Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr} }
+
+// ExitError carries a specific exit code (for example an SLO that failed).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Main runs cnperf with args and returns the process exit code. SIGINT and
+// SIGTERM cancel the command's context.
+func Main(args []string, st Streams) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, args, st); err != nil {
+		fmt.Fprintf(st.Err, "cnperf: %v\n", err)
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return ee.Code
+		}
+		return 1
+	}
+	return 0
+}
+
+// globalOptions are flags every verb shares.
+type globalOptions struct {
+	logLevel string
+	logJSON  bool
+}
+
+func (g *globalOptions) logger(st Streams) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if g.logJSON {
+		return slog.New(slog.NewJSONHandler(st.Err, opts))
+	}
+	return slog.New(slog.NewTextHandler(st.Err, opts))
+}
+
+// Run parses args and runs the chosen verb.
+func Run(ctx context.Context, args []string, st Streams) error {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "cnperf",
+		Short:         "Network performance and QoS testing for container networks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CNPERF_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	root.PersistentFlags().BoolVar(&g.logJSON, "log-json", false, "write logs as JSON")
+	root.SetIn(st.In)
+	root.SetOut(st.Out)
+	root.SetErr(st.Err)
+	root.AddCommand(
+		newRespondCommand(g, st),
+		newProbeCommand(g, st),
+		// Verbs of other areas are added here, one line each.
+	)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// envOr returns the environment variable's value, or def when unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}

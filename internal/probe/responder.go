@@ -1,0 +1,342 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// A Handler serves one probe kind on the responder side. Serve owns the
+// session's control connection until it returns; the responder closes it
+// afterwards and forgets the session.
+type Handler interface {
+	Kind() string
+	Serve(ctx context.Context, s *Session) error
+}
+
+// RxInfo is what the kernel said about a received datagram.
+type RxInfo struct {
+	TOS      int   // TOS byte on arrival, valid when TOSOK
+	TOSOK    bool  //
+	KernelNs int64 // kernel receive timestamp (ns since the epoch), 0 if absent
+}
+
+// PacketFunc handles one datagram of a session. It runs on the responder's
+// UDP reader: it must be quick and must not keep pkt.
+type PacketFunc func(pkt []byte, from netip.AddrPort, rx RxInfo)
+
+// Session is one test on the responder.
+type Session struct {
+	ID     SessionID
+	Kind   string
+	Spec   Spec
+	Ctrl   *ControlConn
+	Remote net.Addr
+	Log    *slog.Logger
+
+	data chan DataConn
+	r    *Responder
+}
+
+// DataConn is a TCP data connection of a session.
+type DataConn struct {
+	net.Conn
+	Stream int
+}
+
+// AcceptData waits for the session's next data connection.
+func (s *Session) AcceptData(ctx context.Context) (DataConn, error) {
+	select {
+	case c := <-s.data:
+		return c, nil
+	case <-ctx.Done():
+		return DataConn{}, fmt.Errorf("wait for data connection: %w", ctx.Err())
+	}
+}
+
+// HandlePackets routes the session's datagrams to fn until the session ends.
+func (s *Session) HandlePackets(fn PacketFunc) {
+	s.r.packetFns.Store(s.ID, fn)
+}
+
+// WriteTo sends a datagram from the responder's UDP port.
+func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
+	_, err := s.r.udp.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+// UDPConn returns the responder's shared UDP socket (for engines that send
+// in batches from the same port). Do not close it or read from it.
+func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
+
+// Responder serves every registered probe kind on one TCP and one UDP port.
+type Responder struct {
+	log      *slog.Logger
+	handlers map[string]Handler
+
+	tcp *net.TCPListener
+	udp *net.UDPConn
+
+	mu       sync.Mutex // guards sessions and conns
+	sessions map[SessionID]*Session
+	conns    map[net.Conn]struct{}
+
+	packetFns sync.Map // SessionID → PacketFunc
+
+	wg sync.WaitGroup
+}
+
+// NewResponder returns a responder for the given handlers.
+func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Responder{log: log, handlers: map[string]Handler{}, sessions: map[SessionID]*Session{}, conns: map[net.Conn]struct{}{}}
+	for _, h := range hs {
+		r.handlers[h.Kind()] = h
+	}
+	return r
+}
+
+// Listen binds the TCP and UDP sockets on addr (HOST:PORT; port 0 picks a
+// free port, the same number for both).
+func (r *Responder) Listen(ctx context.Context, addr string) error {
+	lc := net.ListenConfig{}
+	for attempt := 0; ; attempt++ {
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+		tl := ln.(*net.TCPListener)
+		host, _, _ := net.SplitHostPort(addr)
+		port := tl.Addr().(*net.TCPAddr).Port
+		ulc := net.ListenConfig{Control: SockOpts{RecvTOS: true, RecvTstamp: true}.Control()}
+		pc, err := ulc.ListenPacket(ctx, "udp", net.JoinHostPort(host, fmt.Sprint(port)))
+		if err != nil {
+			tl.Close()
+			_, p, _ := net.SplitHostPort(addr)
+			if p == "0" && attempt < 10 {
+				continue // the UDP twin of a random TCP port was taken; try another
+			}
+			return fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		uc := pc.(*net.UDPConn)
+		_ = uc.SetReadBuffer(8 << 20)
+		_ = uc.SetWriteBuffer(8 << 20)
+		r.tcp, r.udp = tl, uc
+		return nil
+	}
+}
+
+// Addr returns the bound address (TCP; the UDP port has the same number).
+func (r *Responder) Addr() net.Addr { return r.tcp.Addr() }
+
+// Serve accepts connections and datagrams until ctx ends or Close is called.
+func (r *Responder) Serve(ctx context.Context) error {
+	if r.tcp == nil {
+		return errors.New("responder: Serve before Listen")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.readUDP(ctx)
+	}()
+	stop := context.AfterFunc(ctx, func() { r.closeSockets() })
+	defer stop()
+	for {
+		c, err := r.tcp.Accept()
+		if err != nil {
+			cancel()
+			r.closeSockets()
+			r.wg.Wait()
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		r.track(c, true)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.handleConn(ctx, c)
+		}()
+	}
+}
+
+// Close stops the responder and every session.
+func (r *Responder) Close() error {
+	r.closeSockets()
+	return nil
+}
+
+func (r *Responder) closeSockets() {
+	if r.tcp != nil {
+		_ = r.tcp.Close()
+	}
+	if r.udp != nil {
+		_ = r.udp.Close()
+	}
+	r.mu.Lock()
+	for c := range r.conns {
+		_ = c.Close()
+	}
+	r.mu.Unlock()
+}
+
+func (r *Responder) track(c net.Conn, add bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if add {
+		r.conns[c] = struct{}{}
+	} else {
+		delete(r.conns, c)
+	}
+}
+
+// prefaceTimeout bounds how long a new connection may take to say what it is.
+const prefaceTimeout = 10 * time.Second
+
+func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(prefaceTimeout))
+	var pre [4]byte
+	if _, err := io.ReadFull(c, pre[:]); err != nil {
+		r.log.Debug("connection without preface", "remote", c.RemoteAddr(), "err", err)
+		r.drop(c)
+		return
+	}
+	switch pre {
+	case PrefaceControl:
+		_ = c.SetReadDeadline(time.Time{})
+		r.serveControl(ctx, c)
+		r.drop(c)
+	case PrefaceData:
+		var rest [12]byte
+		if _, err := io.ReadFull(c, rest[:]); err != nil {
+			r.drop(c)
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		var id SessionID
+		copy(id[:], rest[0:8])
+		stream := int(binary.BigEndian.Uint32(rest[8:12]))
+		r.mu.Lock()
+		s := r.sessions[id]
+		r.mu.Unlock()
+		if s == nil {
+			r.log.Debug("data connection for unknown session", "session", id, "remote", c.RemoteAddr())
+			r.drop(c)
+			return
+		}
+		select {
+		case s.data <- DataConn{Conn: c, Stream: stream}:
+			// The handler owns c now; the responder still closes it on Close.
+		case <-time.After(prefaceTimeout):
+			r.drop(c)
+		case <-ctx.Done():
+			r.drop(c)
+		}
+	default:
+		r.log.Debug("connection with unknown preface", "remote", c.RemoteAddr())
+		r.drop(c)
+	}
+}
+
+func (r *Responder) drop(c net.Conn) {
+	_ = c.Close()
+	r.track(c, false)
+}
+
+// answerClockSync answers the n time exchanges a hello announced.
+func answerClockSync(ctx context.Context, ctrl *ControlConn, n int) error {
+	if n > 100 {
+		return fmt.Errorf("hello announces %d time exchanges, more than 100", n)
+	}
+	for i := 0; i < n; i++ {
+		sctx, cancel := context.WithTimeout(ctx, prefaceTimeout)
+		m, err := ctrl.recvOne(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if m.Type != MsgTime {
+			return fmt.Errorf("control protocol: want %q message, got %q", MsgTime, m.Type)
+		}
+		if err := ctrl.Send(ctx, Message{Type: MsgTime, T1: m.T1, T2: time.Now().UnixNano(), BootID: BootID()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Responder) serveControl(ctx context.Context, c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	ctrl := NewControlConn(c)
+	ctrl.answerTime = true
+	hctx, cancel := context.WithTimeout(ctx, prefaceTimeout)
+	hello, err := ctrl.Expect(hctx, MsgHello)
+	cancel()
+	if err != nil {
+		r.log.Debug("bad hello", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	fail := func(err error) {
+		r.log.Info("session refused", "remote", c.RemoteAddr(), "kind", hello.Kind, "err", err)
+		ctrl.SendError(ctx, err)
+	}
+	h, ok := r.handlers[hello.Kind]
+	if !ok {
+		fail(fmt.Errorf("this responder does not serve probe kind %q", hello.Kind))
+		return
+	}
+	id, err := ParseSessionID(hello.Session)
+	if err != nil {
+		fail(err)
+		return
+	}
+	spec := Spec{Kind: hello.Kind}
+	if hello.Spec != nil {
+		spec = *hello.Spec
+	}
+	s := &Session{ID: id, Kind: hello.Kind, Spec: spec, Ctrl: ctrl, Remote: c.RemoteAddr(),
+		Log:  r.log.With("session", id.String(), "probe", hello.Kind, "src", c.RemoteAddr().String()),
+		data: make(chan DataConn), r: r}
+	r.mu.Lock()
+	if _, dup := r.sessions[id]; dup {
+		r.mu.Unlock()
+		fail(fmt.Errorf("session %s already exists", id))
+		return
+	}
+	r.sessions[id] = s
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.sessions, id)
+		r.mu.Unlock()
+		r.packetFns.Delete(id)
+	}()
+	if err := ctrl.Send(ctx, Message{Type: MsgOK, Session: hello.Session, BootID: BootID()}); err != nil {
+		return
+	}
+	if err := answerClockSync(ctx, ctrl, hello.Sync); err != nil {
+		s.Log.Debug("clock sync failed", "err", err)
+		return
+	}
+	s.Log.Debug("session start")
+	if err := h.Serve(ctx, s); err != nil {
+		s.Log.Info("session ended with error", "err", err)
+		ctrl.SendError(ctx, err)
+		return
+	}
+	s.Log.Debug("session end")
+}

@@ -1,0 +1,127 @@
+package probe_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/probetest"
+)
+
+// echoHandler answers "start" with the bytes it read on one data
+// connection and counts datagrams of the session.
+type echoHandler struct{}
+
+func (echoHandler) Kind() string { return "echo" }
+
+func (echoHandler) Serve(ctx context.Context, s *probe.Session) error {
+	got := make(chan int, 16)
+	s.HandlePackets(func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+		select {
+		case got <- len(pkt):
+		default:
+		}
+	})
+	dc, err := s.AcceptData(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	b, err := io.ReadAll(io.LimitReader(dc, 1<<20))
+	if err != nil {
+		return err
+	}
+	if _, err := s.Ctrl.Expect(ctx, probe.MsgStop); err != nil {
+		return err
+	}
+	n := 0
+	select {
+	case n = <-got:
+	case <-time.After(2 * time.Second):
+	}
+	data, _ := json.Marshal(map[string]int{"bytes": len(b), "stream": dc.Stream, "datagram": n})
+	return s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgResult, Data: data})
+}
+
+func TestResponderRoutesSessions(t *testing.T) {
+	addr := probetest.Start(t, echoHandler{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := probe.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, probe.SockOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if clock := c.Clock; !clock.SameClock {
+		t.Errorf("loopback responder should share the clock: %+v", c.Clock)
+	}
+	dc, err := c.DialData(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Write([]byte("hello data")); err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
+	uc, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	pkt := make([]byte, 40)
+	probe.PacketHeader{Type: probe.PacketUDPData, Session: c.Session}.Put(pkt)
+	if _, err := uc.Write(pkt); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Ctrl.Expect(ctx, probe.MsgResult)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]int
+	if err := json.Unmarshal(m.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["bytes"] != len("hello data") || got["stream"] != 7 || got["datagram"] != 40 {
+		t.Fatalf("responder saw %v", got)
+	}
+}
+
+func TestResponderRefusesUnknownKind(t *testing.T) {
+	addr := probetest.Start(t, echoHandler{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := probe.Dial(ctx, probe.Spec{Kind: "nope", Target: addr}, probe.SockOpts{})
+	var re *probe.RemoteError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), `does not serve probe kind "nope"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDialRefusedPortFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = probe.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, probe.SockOpts{})
+	if err == nil || !strings.Contains(err.Error(), "connect to responder") {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("refused port took %v", time.Since(start))
+	}
+}

@@ -1,0 +1,149 @@
+package probe
+
+import "time"
+
+// Result is the typed outcome of one probe run. Its JSON keys are part of
+// cnperf's interface (reports, SLOs and the API name metrics by them): every
+// metric's name carries its unit. Kind-specific fields are nil or empty when
+// the kind does not measure them, so "0" always means a measured zero.
+type Result struct {
+	Kind      string    `json:"kind"`
+	Tool      string    `json:"tool,omitempty"` // "cnperf" for own engines, else the external tool's name
+	Src       string    `json:"src"`
+	Dst       string    `json:"dst"`
+	DSCP      int       `json:"dscp"`
+	TOS       int       `json:"tos"`
+	StartedAt time.Time `json:"started_at"`
+	DurationS float64   `json:"duration_s"`
+
+	// DSCPReceived is the DSCP the far end saw on arrival (IP_RECVTOS), or
+	// nil when it could not be read. DSCPSurvived is true when it equals the
+	// DSCP that was sent.
+	DSCPReceived *int  `json:"dscp_received,omitempty"`
+	DSCPSurvived *bool `json:"dscp_survived,omitempty"`
+
+	// Throughput and transfer (tcp, udp).
+	ThroughputBps *SenderReceiver `json:"throughput_bps,omitempty"`
+	Bytes         *SenderReceiver `json:"bytes,omitempty"`
+	Retransmits   *int64          `json:"retransmits,omitempty"`
+	// SRTTms is TCP's smoothed RTT from TCP_INFO at the end of the test, in ms.
+	SRTTms    *float64        `json:"srtt_ms,omitempty"`
+	CPUPct    *SenderReceiver `json:"cpu_pct,omitempty"`
+	Intervals []Interval      `json:"intervals,omitempty"`
+	Streams   []StreamResult  `json:"streams,omitempty"`
+
+	// Datagram accounting (udp).
+	Packets   *PacketCounts `json:"packets,omitempty"`
+	LossPct   *float64      `json:"loss_pct,omitempty"`
+	JitterMs  *float64      `json:"jitter_ms,omitempty"`
+	PPS       *float64      `json:"pps,omitempty"`
+	LatencyMs *Summary      `json:"latency_ms,omitempty"` // one-way delay
+	Histogram *Histogram    `json:"histogram,omitempty"`
+	// Clock tells how far one-way figures can be trusted.
+	Clock *ClockInfo `json:"clock,omitempty"`
+
+	// Round trips (rr, ping).
+	RTTms            *Summary `json:"rtt_ms,omitempty"`
+	AppRTTms         *Summary `json:"app_rtt_ms,omitempty"`
+	TransactionsPerS *float64 `json:"transactions_per_s,omitempty"`
+
+	// Path (trace).
+	Hops []Hop `json:"hops,omitempty"`
+
+	// Notes say how the figures were obtained when that matters to reading
+	// them (a fallback used, a kernel feature missing, a clock caveat).
+	Notes []string `json:"notes,omitempty"`
+	// Raw is an external tool's output, kept beside the parsed figures.
+	Raw string `json:"raw,omitempty"`
+}
+
+// SenderReceiver is a figure measured at both ends.
+type SenderReceiver struct {
+	Sender   float64 `json:"sender"`
+	Receiver float64 `json:"receiver"`
+}
+
+// Interval is one interval report.
+type Interval struct {
+	StartS        float64 `json:"start_s"`
+	EndS          float64 `json:"end_s"`
+	Bytes         float64 `json:"bytes"`
+	ThroughputBps float64 `json:"throughput_bps"`
+	// Retransmits in this interval (tcp sender), packets and loss (udp).
+	Retransmits *int64   `json:"retransmits,omitempty"`
+	Packets     *int64   `json:"packets,omitempty"`
+	LossPct     *float64 `json:"loss_pct,omitempty"`
+	JitterMs    *float64 `json:"jitter_ms,omitempty"`
+}
+
+// StreamResult is one parallel stream's share.
+type StreamResult struct {
+	ID            int            `json:"id"`
+	ThroughputBps SenderReceiver `json:"throughput_bps"`
+	Bytes         SenderReceiver `json:"bytes"`
+	Retransmits   *int64         `json:"retransmits,omitempty"`
+	SRTTms        *float64       `json:"srtt_ms,omitempty"`
+}
+
+// PacketCounts is datagram accounting at the receiver.
+type PacketCounts struct {
+	Sent       int64 `json:"sent"`
+	Received   int64 `json:"received"`
+	Lost       int64 `json:"lost"`
+	OutOfOrder int64 `json:"out_of_order"`
+	Duplicate  int64 `json:"duplicate"`
+}
+
+// Summary is a distribution of values in one unit (the field's name says
+// which).
+type Summary struct {
+	Min   float64 `json:"min"`
+	Avg   float64 `json:"avg"`
+	Max   float64 `json:"max"`
+	Stdev float64 `json:"stdev"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Count int64   `json:"count"`
+}
+
+// Histogram counts values in fixed-width bins starting at zero; the last
+// bin also holds everything beyond it.
+type Histogram struct {
+	BinWidthUs float64 `json:"bin_width_us"`
+	Counts     []int64 `json:"counts"`
+}
+
+// ClockInfo says how one-way delays were measured.
+type ClockInfo struct {
+	// SameClock is true when both ends read the same kernel clock (same boot
+	// id): one-way delays are then exact.
+	SameClock bool `json:"same_clock"`
+	// OffsetMs is the estimated offset of the far end's clock (far - near),
+	// and ErrorBoundMs half the control connection's best RTT: the true
+	// offset lies within OffsetMs ± ErrorBoundMs.
+	OffsetMs     float64 `json:"offset_ms"`
+	ErrorBoundMs float64 `json:"error_bound_ms"`
+}
+
+// Hop is one traceroute hop.
+type Hop struct {
+	TTL   int       `json:"ttl"`
+	Addr  string    `json:"addr,omitempty"` // empty when no reply came
+	RTTms []float64 `json:"rtt_ms"`
+	// Reached is true for the hop that is the destination.
+	Reached bool `json:"reached,omitempty"`
+}
+
+// Float returns a pointer to v, for the optional fields of Result.
+func Float(v float64) *float64 { return &v }
+
+// Int64 returns a pointer to v.
+func Int64(v int64) *int64 { return &v }
+
+// Int returns a pointer to v.
+func Int(v int) *int { return &v }
+
+// Bool returns a pointer to v.
+func Bool(v bool) *bool { return &v }

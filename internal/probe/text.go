@@ -1,0 +1,108 @@
+package probe
+
+import (
+	"fmt"
+	"strings"
+)
+
+// FormatInterval writes one interval report line, as iperf3 does.
+func FormatInterval(iv Interval) string {
+	s := fmt.Sprintf("[SUM] %6.2f-%-6.2f sec  %12s  %16s", iv.StartS, iv.EndS, FormatBytes(iv.Bytes), FormatRate(iv.ThroughputBps))
+	if iv.Retransmits != nil {
+		s += fmt.Sprintf("  %5d retr", *iv.Retransmits)
+	}
+	if iv.JitterMs != nil {
+		s += fmt.Sprintf("  %8.3f ms jitter", *iv.JitterMs)
+	}
+	if iv.LossPct != nil {
+		s += fmt.Sprintf("  %.3g%% loss", *iv.LossPct)
+	}
+	return s
+}
+
+// FormatSummary writes a result as a human summary: iperf3-like for
+// throughput, ping-like for round trips, traceroute-like for paths.
+func FormatSummary(r *Result) string {
+	var b strings.Builder
+	mark := "unmarked"
+	if r.TOS != 0 {
+		mark = fmt.Sprintf("DSCP %s (TOS 0x%02x)", DSCPName(r.DSCP), r.TOS)
+	}
+	fmt.Fprintf(&b, "%s %s → %s, %s, %.2f s\n", r.Kind, r.Src, r.Dst, mark, r.DurationS)
+	if r.ThroughputBps != nil && r.Bytes != nil {
+		fmt.Fprintf(&b, "  sender:   %12s  %16s", FormatBytes(r.Bytes.Sender), FormatRate(r.ThroughputBps.Sender))
+		if r.Retransmits != nil {
+			fmt.Fprintf(&b, "  %d retransmits", *r.Retransmits)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "  receiver: %12s  %16s\n", FormatBytes(r.Bytes.Receiver), FormatRate(r.ThroughputBps.Receiver))
+	}
+	if r.SRTTms != nil {
+		fmt.Fprintf(&b, "  smoothed rtt: %.3f ms\n", *r.SRTTms)
+	}
+	if r.CPUPct != nil {
+		fmt.Fprintf(&b, "  cpu: sender %.1f%%, receiver %.1f%%\n", r.CPUPct.Sender, r.CPUPct.Receiver)
+	}
+	if p := r.Packets; p != nil {
+		fmt.Fprintf(&b, "  packets: %d sent, %d received, %d lost", p.Sent, p.Received, p.Lost)
+		if r.LossPct != nil {
+			fmt.Fprintf(&b, " (%.4g%%)", *r.LossPct)
+		}
+		fmt.Fprintf(&b, ", %d out of order, %d duplicate\n", p.OutOfOrder, p.Duplicate)
+	}
+	if r.PPS != nil {
+		fmt.Fprintf(&b, "  rate: %.0f packets/s\n", *r.PPS)
+	}
+	if r.JitterMs != nil {
+		fmt.Fprintf(&b, "  jitter: %.3f ms\n", *r.JitterMs)
+	}
+	if r.LatencyMs != nil {
+		fmt.Fprintf(&b, "  one-way latency ms: %s\n", formatSummaryLine(r.LatencyMs))
+	}
+	if c := r.Clock; c != nil {
+		if c.SameClock {
+			b.WriteString("  clock: both ends share one clock; one-way figures are exact\n")
+		} else {
+			fmt.Fprintf(&b, "  clock: far end offset %.3f ms ± %.3f ms; one-way figures carry that error\n", c.OffsetMs, c.ErrorBoundMs)
+		}
+	}
+	if r.RTTms != nil {
+		if r.LossPct != nil && r.Packets == nil {
+			fmt.Fprintf(&b, "  %d replies, %.4g%% loss\n", r.RTTms.Count, *r.LossPct)
+		}
+		fmt.Fprintf(&b, "  rtt ms: %s\n", formatSummaryLine(r.RTTms))
+	}
+	if r.AppRTTms != nil {
+		fmt.Fprintf(&b, "  app rtt ms: %s\n", formatSummaryLine(r.AppRTTms))
+	}
+	if r.TransactionsPerS != nil {
+		fmt.Fprintf(&b, "  transactions: %.0f/s\n", *r.TransactionsPerS)
+	}
+	for _, h := range r.Hops {
+		addr := h.Addr
+		if addr == "" {
+			addr = "*"
+		}
+		fmt.Fprintf(&b, "  %2d  %-39s", h.TTL, addr)
+		for _, v := range h.RTTms {
+			fmt.Fprintf(&b, " %.3f ms", v)
+		}
+		b.WriteString("\n")
+	}
+	if r.DSCPReceived != nil {
+		survived := "changed on the way"
+		if r.DSCPSurvived != nil && *r.DSCPSurvived {
+			survived = "survived"
+		}
+		fmt.Fprintf(&b, "  dscp on arrival: %s (%s)\n", DSCPName(*r.DSCPReceived), survived)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+func formatSummaryLine(s *Summary) string {
+	return fmt.Sprintf("min/avg/max/stdev = %.3f/%.3f/%.3f/%.3f, p50 %.3f, p90 %.3f, p99 %.3f (n=%d)",
+		s.Min, s.Avg, s.Max, s.Stdev, s.P50, s.P90, s.P99, s.Count)
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what cnperf's tests and benchmarks need from Debian's packages,
+# only when missing: the reference tools (iperf3, iperf2, ping, traceroute)
+# and PostgreSQL (for the store tests). Needs root for apt-get; without root
+# it says what is missing and exits 0, so tests that need a tool skip with
+# their own reason.
+set -euo pipefail
+
+need=()
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v iperf >/dev/null 2>&1 || need+=(iperf)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v traceroute >/dev/null 2>&1 || need+=(traceroute)
+command -v taskset >/dev/null 2>&1 || need+=(util-linux)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "install-test-deps: missing ${need[*]}; run as root to install them (tests that need them will skip)" >&2
+  exit 0
+fi
+echo "install-test-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
