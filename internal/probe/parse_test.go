@@ -150,3 +150,26 @@ func TestEstimateClock(t *testing.T) {
 		t.Fatal("no samples accepted")
 	}
 }
+
+func TestMetricsFlattensDottedNames(t *testing.T) {
+	r := &Result{Kind: KindUDP, DSCP: 46, ThroughputBps: &SenderReceiver{Sender: 2e9, Receiver: 1.9e9},
+		LossPct: Float(0), RTTms: &Summary{P99: 0.5}, DSCPSurvived: Bool(true),
+		Intervals: []Interval{{StartS: 0, EndS: 1, ThroughputBps: 1}}}
+	m := Metrics(r)
+	want := map[string]float64{"throughput_bps.receiver": 1.9e9, "throughput_bps.sender": 2e9, "loss_pct": 0,
+		"rtt_ms.p99": 0.5, "dscp": 46, "dscp_survived": 1}
+	for k, v := range want {
+		got, ok := m[k]
+		if !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "intervals") {
+			t.Errorf("series %s flattened", k)
+		}
+	}
+	if _, ok := m["jitter_ms"]; ok {
+		t.Error("unmeasured jitter_ms present")
+	}
+}

@@ -26,6 +26,10 @@ type RxInfo struct {
 	TOS      int   // TOS byte on arrival, valid when TOSOK
 	TOSOK    bool  //
 	KernelNs int64 // kernel receive timestamp (ns since the epoch), 0 if absent
+	// Drops is the shared socket's cumulative count of datagrams the kernel
+	// dropped for a full receive buffer (SO_RXQ_OVFL), valid when DropsOK.
+	Drops   uint32
+	DropsOK bool
 }
 
 // PacketFunc handles one datagram of a session. It runs on the responder's
@@ -62,6 +66,9 @@ func (s *Session) AcceptData(ctx context.Context) (DataConn, error) {
 }
 
 // HandlePackets routes the session's datagrams to fn until the session ends.
+// Datagrams that arrive before it is called are dropped, so a kind's
+// protocol must make the client wait for the handler's go-ahead (MsgReady,
+// sent after HandlePackets) before it sends datagrams.
 func (s *Session) HandlePackets(fn PacketFunc) {
 	s.r.packetFns.Store(s.ID, fn)
 }

@@ -29,6 +29,9 @@ func (echoHandler) Serve(ctx context.Context, s *probe.Session) error {
 		default:
 		}
 	})
+	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgReady}); err != nil {
+		return err
+	}
 	dc, err := s.AcceptData(ctx)
 	if err != nil {
 		return err
@@ -61,6 +64,9 @@ func TestResponderRoutesSessions(t *testing.T) {
 	defer c.Close()
 	if clock := c.Clock; !clock.SameClock {
 		t.Errorf("loopback responder should share the clock: %+v", c.Clock)
+	}
+	if _, err := c.Ctrl.Expect(ctx, probe.MsgReady); err != nil {
+		t.Fatal(err)
 	}
 	dc, err := c.DialData(ctx, 7)
 	if err != nil {

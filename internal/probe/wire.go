@@ -90,6 +90,7 @@ const (
 	MsgOK     = "ok"     // responder → client: session accepted
 	MsgError  = "error"  // either way: the other side gave up, Error says why
 	MsgTime   = "time"   // clock exchange (T1 from the client, T2 and BootID back)
+	MsgReady  = "ready"  // responder → client: the handler listens; datagrams may flow
 	MsgStart  = "start"  // client → responder: begin sending / counting
 	MsgStop   = "stop"   // client → responder: the test is over
 	MsgResult = "result" // responder → client: its side's figures in Data
