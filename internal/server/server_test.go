@@ -308,7 +308,7 @@ func TestReaperTiming(t *testing.T) {
 	}{
 		{3 * time.Second, true, nil},
 		{3 * time.Second, true, nil},
-		{3 * time.Second, true, nil},                // a silent 9 s: still online
+		{3 * time.Second, true, nil},               // a silent 9 s: still online
 		{2 * time.Second, true, []string{"uid-a"}}, // 11 s: offline
 		{3 * time.Second, true, nil},
 	}
@@ -359,15 +359,18 @@ func TestDeadlineExpiry(t *testing.T) {
 		t.Fatalf("fetch: %+v", fr)
 	}
 	dl := fr.Tasks[0].Deadline
+	// Step toward the deadline in at most 2 s, landing on it exactly: up
+	// to and at the deadline the task must not time out. (Stepping over
+	// it would expire the task inside the loop, unchecked.)
 	for f.clock.Now().Before(dl) {
-		f.clock.Add(2 * time.Second)
+		f.clock.Add(min(2*time.Second, dl.Sub(f.clock.Now())))
 		f.twoAgents() // both keep beating
 		res, err := f.srv.Reap(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.clock.Now().Before(dl) && len(res.TimedOut) != 0 {
-			t.Fatalf("timed out before the deadline")
+		if len(res.TimedOut) != 0 {
+			t.Fatalf("timed out at %v, not after the deadline %v", f.clock.Now(), dl)
 		}
 	}
 	f.clock.Add(time.Second)
