@@ -56,6 +56,9 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 			override("node-name", &ident.NodeName, id.NodeName)
 			override("node-ip", &ident.NodeIP, id.NodeIP)
 			ident.HostNetwork = id.HostNetwork
+			if port == 0 {
+				port = -1 // any free port
+			}
 			a, err := agent.New(agent.Options{
 				Client: cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: g.logger(st),
@@ -76,7 +79,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.StringVar(&id.NodeName, "node-name", "", "node name (default $NODE_NAME)")
 	fl.StringVar(&id.NodeIP, "node-ip", "", "node IP (default $NODE_IP)")
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
-	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port")
+	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
 }
