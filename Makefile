@@ -34,5 +34,11 @@ test: test-deps fmt-check vet build
 bench-probes: build test-deps
 	$(GO) run ./internal/probe/probebench -cnperf $(BIN)
 
+# Simulated agents (10,000 by default) against one server on SQLite; holds
+# the machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,
+# e.g. BENCH_SERVER_FLAGS="-agents 2000 -measure 30s".
+bench-server: build
+	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
+
 clean:
 	rm -rf bin
