@@ -123,6 +123,25 @@ func testAgents(t *testing.T, st store.Store) {
 	if back.Status != store.AgentFree || back.ID != a.ID || !back.RegisterTime.Equal(at(0)) {
 		t.Errorf("back online: %+v", back)
 	}
+	// TouchAgents: online agents get the time and status; offline and
+	// unknown ones are left alone.
+	beat(t, st, "ag-3", "n3", at(0))
+	if off, _ := st.MarkSilentOffline(ctx, at(13).Add(-10*time.Second), at(13)); !hasAgent(off, "ag-3") {
+		t.Fatalf("ag-3 not offline: %v", uids(off))
+	}
+	n, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentBusy}, {PodUID: "ag-3"}, {PodUID: "nobody"}}, at(14))
+	if err != nil || n != 1 {
+		t.Fatalf("touch: %d rows, %v; want 1", n, err)
+	}
+	if g, _ := st.GetAgent(ctx, "ag-1"); g.Status != store.AgentBusy || !g.LastHeartbeat.Equal(at(14)) {
+		t.Errorf("touched agent: %+v", g)
+	}
+	if g, _ := st.GetAgent(ctx, "ag-3"); g.Status != store.AgentOffline || !g.LastHeartbeat.Equal(at(0)) {
+		t.Errorf("offline agent revived by a touch: %+v", g)
+	}
+	if _, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentOffline}}, at(15)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("touch to offline: %v, want ErrInvalid", err)
+	}
 }
 
 func hasAgent(as []store.Agent, uid string) bool {
