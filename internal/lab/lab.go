@@ -201,6 +201,8 @@ type Lab struct {
 	Namespaces []string        `json:"namespaces"`
 	Devices    []Device        `json:"devices"`
 	Processes  []ProcessRecord `json:"processes"`
+	// Cnperf is the control plane StartCnperf started, if any.
+	Cnperf *CnperfRecord `json:"cnperf,omitempty"`
 
 	stateDir string
 	log      *slog.Logger

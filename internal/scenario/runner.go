@@ -340,6 +340,29 @@ func newInvocation() string {
 	return hex.EncodeToString(b)
 }
 
+// optionsJSON is Options on the wire: the time as a duration string.
+type optionsJSON struct {
+	Time    probe.Duration    `json:"time"`
+	Repeat  int               `json:"repeat"`
+	Backend string            `json:"backend,omitempty"`
+	Set     map[string]string `json:"set,omitempty"`
+}
+
+// MarshalJSON writes the time as a duration string ("5s").
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(optionsJSON{Time: probe.Duration(o.Time), Repeat: o.Repeat, Backend: o.Backend, Set: o.Set})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (o *Options) UnmarshalJSON(b []byte) error {
+	var j optionsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*o = Options{Time: j.Time.D(), Repeat: j.Repeat, Backend: j.Backend, Set: j.Set}
+	return nil
+}
+
 // progress writes the progress line.
 type progress struct {
 	w       io.Writer
