@@ -400,11 +400,14 @@ func (p *progress) update(ph Phase, run api.Run, done int) {
 	if len(run.Tasks) == 0 {
 		finished = run.Counts[api.StateSucceeded] + run.Counts[api.StateFailed] + run.Counts[api.StateTimedOut] + run.Counts[api.StateCancelled]
 	}
-	what := "waiting for agents"
-	if len(now) > 0 {
-		what = strings.Join(now, ", ")
-	}
 	left := p.total - done - finished
+	what := "waiting for agents"
+	switch {
+	case len(now) > 0:
+		what = strings.Join(now, ", ")
+	case left == 0:
+		what = "done"
+	}
 	key := fmt.Sprintf("%s: %s; %d of %d left", p.suite, what, left, p.total)
 	line := fmt.Sprintf("%s; %s elapsed", key, time.Since(p.start).Round(time.Second))
 	switch {
