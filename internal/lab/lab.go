@@ -241,6 +241,9 @@ func Up(ctx context.Context, cfg Config, log *slog.Logger) (*Lab, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	if err := ensureNetnsDir(); err != nil {
+		return nil, err
+	}
 	if left := leftoverNamespaces(cfg.Name); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q already exists or left %d namespaces behind (%s ...): run cnperf lab down --name %s", cfg.Name, len(left), left[0], cfg.Name)
 	}
