@@ -90,6 +90,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newAgentCommand(g, st),
 		newClientsCommand(st),
 		newTaskCommand(st),
+		newRunCommand(g, st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)
