@@ -7,12 +7,13 @@
 #                              on a unix socket in that dir; prints its DSN
 #   scripts/pg-test.sh stop    stop it and remove the dir
 #
-# start and stop find each other through a state file named after the
-# calling process (run-tests.sh), so parallel callers do not collide; set
-# CNPERF_PG_STATE to choose the file.
+# start and stop find each other through a state file named after this
+# checkout's directory, so test runs in different checkouts do not collide;
+# set CNPERF_PG_STATE to choose the file.
 set -euo pipefail
 
-state=${CNPERF_PG_STATE:-/tmp/cnperf-pg-test.$PPID.state}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+state=${CNPERF_PG_STATE:-/tmp/cnperf-pg-test.$(printf %s "$repo" | cksum | cut -d' ' -f1).state}
 
 find_bin() {
   local d

@@ -305,4 +305,3 @@ func countLines(s, sub string) int {
 	}
 	return n
 }
-
