@@ -53,6 +53,12 @@ type Row struct {
 	Median      map[string]float64
 	Min, Max    map[string]float64
 	Errors      []string
+	// Labels are a suite's own keys of the row (qos-priority's variant,
+	// marking and verdict), written as top-level JSON strings.
+	Labels map[string]string
+	// Series are a suite's per-interval figures (shaping's receiver rate
+	// per 100 ms), written as top-level JSON arrays.
+	Series map[string][]float64
 }
 
 // Rows groups outcomes by backend and connection and aggregates them.
@@ -189,6 +195,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	obj["max"] = nest(r.Max)
 	if len(r.Errors) > 0 {
 		obj["errors"] = r.Errors
+	}
+	for k, v := range r.Labels {
+		obj[k] = v
+	}
+	for k, v := range r.Series {
+		obj[k] = v
 	}
 	return json.Marshal(obj)
 }
