@@ -119,7 +119,8 @@ func allSetups() []struct {
 		{"bandwidth plugin both ways", BandwidthPlugin{IngressRate: 10e6, IngressBurst: 32 * 1024, EgressRate: 20e6, EgressBurst: 64 * 1024}, []string{
 			"qdisc tbf 1:0 parent root rate 10000000 burst 3276",
 			"qdisc ingress ffff:0 parent ingress",
-			"filter u32 parent ffff:0 prio 1 protocol all classid 1:1 keys match 00000000/00000000 at 0 actions mirred",
+			"filter u32 parent ffff:0 prio 1 protocol all classid 1:1 keys match 00000000/00000000 at 0 actions mirred egress redir dev bwp",
+			" then stolen",
 		}},
 		{"bandwidth plugin egress only", BandwidthPlugin{EgressRate: 10e6, EgressBurst: 32 * 1024}, []string{"qdisc ingress ffff:0 parent ingress"}},
 		{"police", Police{Rate: 10e6, BurstBytes: 32 * 1024}, []string{"qdisc ingress ffff:0 parent ingress"}},
@@ -570,5 +571,92 @@ func TestSetVXLANTOS(t *testing.T) {
 	}
 	if err := SetVXLANTOS(ns, "eth0", 1); err == nil || !strings.Contains(err.Error(), "not vxlan") {
 		t.Errorf("setting tos on a veth: %v", err)
+	}
+}
+
+// recvCount listens on udp port 9 in ns and returns a function that stops
+// listening and says how many datagrams arrived.
+func recvCount(t *testing.T, ns *nettest.NS) func() int {
+	t.Helper()
+	var c net.PacketConn
+	if err := ns.Do(func() error {
+		var err error
+		c, err = net.ListenPacket("udp4", ":9")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		count := 0
+		for {
+			if _, _, err := c.ReadFrom(buf); err != nil {
+				n <- count
+				return
+			}
+			count++
+		}
+	}()
+	return func() int {
+		_ = c.Close()
+		return <-n
+	}
+}
+
+// TestBandwidthPluginShapes sends a burst of 200 datagrams of 1000 bytes
+// each way through 1 Mbit/s limits with a 4 KiB burst: the tbf (limit
+// 25 ms of the rate plus the burst) lets a few dozen through in 100 ms,
+// not 200. It would catch a redirect that also lets the packet pass.
+func TestBandwidthPluginShapes(t *testing.T) {
+	p := newPair(t)
+	ctx := testCtx(t)
+	tg := p.target(p.A)
+	setup := BandwidthPlugin{IngressRate: 1e6, IngressBurst: 4096, EgressRate: 1e6, EgressBurst: 4096}
+	t.Cleanup(func() { _ = Remove(tg, setup) })
+	if err := Apply(ctx, tg, setup); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []struct {
+		name     string
+		from, to *nettest.NS
+		dst      string
+	}{
+		{"pod egress (ingress qdisc, ifb)", p.B, p.A, p.v4A.String()},
+		{"pod ingress (root tbf)", p.A, p.B, p.v4B.String()},
+	} {
+		stop := recvCount(t, dir.to)
+		sendSized(t, dir.from, dir.dst, 1000, 200)
+		time.Sleep(100 * time.Millisecond)
+		got := stop()
+		if got < 3 || got > 60 {
+			t.Errorf("%s: %d of 200 datagrams arrived in 100 ms through 1 Mbit/s, want a few dozen", dir.name, got)
+		}
+	}
+}
+
+// sendSized sends n datagrams of size bytes from ns to dst:9.
+func sendSized(t *testing.T, ns *nettest.NS, dst string, size, n int) {
+	t.Helper()
+	err := ns.Do(func() error {
+		c, err := net.ListenPacket("udp4", "")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		to, err := net.ResolveUDPAddr("udp4", net.JoinHostPort(dst, "9"))
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, size)
+		for i := 0; i < n; i++ {
+			if _, err := c.WriteTo(buf, to); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -212,37 +212,45 @@ func (s QoSPrioritySuite) Plan(agents []Endpoint, o Options, net Network) ([]Pha
 	var phases []Phase
 	for rep := 0; rep < o.Repeat; rep++ {
 		for _, v := range q.Variants {
-			for _, m := range q.Markings {
-				ph := Phase{Name: fmt.Sprintf("%s %s, foreground %s, #%d", s.Name(), v, m.Name, rep+1),
-					Concurrent: true, Steps: qosSteps(q, v, m, rep, pair, o.Backend)}
-				ph.Setup, ph.Teardown = variantNet(setups[v], pair)
-				phases = append(phases, ph)
-			}
+			ph := Phase{Name: fmt.Sprintf("%s %s, #%d", s.Name(), v, rep+1), Concurrent: true,
+				Steps: qosSteps(q, v, rep, pair, o.Backend)}
+			ph.Setup, ph.Teardown = variantNet(setups[v], pair)
+			phases = append(phases, ph)
 		}
 	}
 	return phases, nil
 }
 
-func qosSteps(q QoSPriorityOptions, v string, m Marking, rep int, p Pair, backend string) []Step {
+// qosSteps are one variant's concurrent flows: the unmarked background
+// flood, and per marking a foreground of small datagrams and a ping, both
+// marked. All markings share one flood, so they are compared under the
+// same load (a noisy neighbour or a busy CPU hits them alike).
+func qosSteps(q QoSPriorityOptions, v string, rep int, p Pair, backend string) []Step {
 	bgRate := q.BackgroundRateBps
 	fgRate := uint64(q.ForegroundPPS * q.ForegroundSize * 8)
-	labels := map[string]string{LabelVariant: v, LabelMarking: m.Name, "tos": strconv.Itoa(m.TOS)}
 	timeout := probe.Duration(5 * time.Second)
-	bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),
-		RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout}
-	fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
-		Size: q.ForegroundSize, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
-	ping := probe.Spec{Kind: probe.KindPing, Target: p.Dst.IP, Count: max(int(q.Time/q.PingInterval), 1),
-		Interval: probe.Duration(q.PingInterval), Timeout: probe.Duration(2 * time.Second)}
-	if m.TOS != 0 {
-		tos := m.TOS
-		fg.TOS, ping.TOS = &tos, &tos
-	}
-	step := func(measure string, spec probe.Spec) Step {
+	step := func(measure string, m *Marking, spec probe.Spec) Step {
+		labels := map[string]string{LabelVariant: v}
+		if m != nil {
+			labels[LabelMarking], labels["tos"] = m.Name, strconv.Itoa(m.TOS)
+		}
 		return Step{Connection: PodPodCrossNode, Backend: backend, Measure: measure, Repeat: rep, Src: p.Src, Dst: p.Dst,
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
-	return []Step{step(MeasureBackground, bg), step(MeasureForeground, fg), step(MeasurePing, ping)}
+	steps := []Step{step(MeasureBackground, nil, probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr,
+		Duration: probe.Duration(q.Time + time.Second), RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout})}
+	for _, m := range q.Markings {
+		fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
+			Size: q.ForegroundSize, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
+		ping := probe.Spec{Kind: probe.KindPing, Target: p.Dst.IP, Count: max(int(q.Time/q.PingInterval), 1),
+			Interval: probe.Duration(q.PingInterval), Timeout: probe.Duration(2 * time.Second)}
+		if m.TOS != 0 {
+			tos := m.TOS
+			fg.TOS, ping.TOS = &tos, &tos
+		}
+		steps = append(steps, step(MeasureForeground, &m, fg), step(MeasurePing, &m, ping))
+	}
+	return steps
 }
 
 // checkBottleneckFits refuses a bottleneck above the rate the lab gave
@@ -353,8 +361,42 @@ func variantNet(vs QoSVariantSetup, p Pair) (setup, teardown func(context.Contex
 // RTT and the background's throughput at the receiver (medians over the
 // repetitions), each labelled with its variant's verdict.
 func (QoSPrioritySuite) Rows(outcomes []Outcome) []Row {
-	rows := labelRows(outcomes, []string{LabelVariant, LabelMarking, "tos"}, qosFigures)
+	type vr struct {
+		variant string
+		rep     int
+	}
+	bg := map[vr]map[string]float64{}
+	bgErrs := map[string][]string{}
+	var marked []Outcome
+	for _, o := range outcomes {
+		if o.Step.Measure != MeasureBackground {
+			marked = append(marked, o)
+			continue
+		}
+		figs := map[string]float64{}
+		if o.Err == "" && o.Result != nil {
+			figs, _ = qosFigures(o)
+		} else {
+			msg := o.Err
+			if msg == "" {
+				msg = "no result"
+			}
+			v := o.Step.Labels[LabelVariant]
+			bgErrs[v] = append(bgErrs[v], fmt.Sprintf("background #%d: %s", o.Step.Repeat+1, msg))
+		}
+		bg[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] = figs
+	}
+	rows := labelRows(marked, []string{LabelVariant, LabelMarking, "tos"}, func(o Outcome) (map[string]float64, map[string][]float64) {
+		figs, ser := qosFigures(o)
+		if o.Step.Measure == MeasureForeground {
+			for k, v := range bg[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] {
+				figs[k] = v
+			}
+		}
+		return figs, ser
+	})
 	for i := range rows {
+		rows[i].Errors = append(rows[i].Errors, bgErrs[rows[i].Labels[LabelVariant]]...)
 		if tos, err := strconv.Atoi(rows[i].Labels["tos"]); err == nil {
 			rows[i].Median["tos"], rows[i].Median["dscp"] = float64(tos), float64(tos>>2)
 		}

@@ -120,39 +120,42 @@ func TestQoSPriorityPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	variants := DefaultQoSVariants("host-gw")
-	if want := 2 * len(variants) * len(DefaultMarkings()); len(phases) != want {
+	if want := 2 * len(variants); len(phases) != want {
 		t.Fatalf("%d phases, want %d", len(phases), want)
 	}
 	for _, ph := range phases {
-		if !ph.Concurrent || len(ph.Steps) != 3 {
-			t.Fatalf("phase %q: concurrent %v with %d steps, want 3 concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
+		if want := 1 + 2*len(DefaultMarkings()); !ph.Concurrent || len(ph.Steps) != want {
+			t.Fatalf("phase %q: concurrent %v with %d steps, want %d concurrent", ph.Name, ph.Concurrent, len(ph.Steps), want)
 		}
 		v := ph.Steps[0].Labels[LabelVariant]
 		if (v == VariantNone) != (ph.Setup == nil) {
 			t.Errorf("phase %q: setup %v", ph.Name, ph.Setup != nil)
 		}
-		bg, fg, ping := ph.Steps[0], ph.Steps[1], ph.Steps[2]
-		if bg.Measure != MeasureBackground || fg.Measure != MeasureForeground || ping.Measure != MeasurePing {
-			t.Fatalf("measures %s %s %s", bg.Measure, fg.Measure, ping.Measure)
-		}
-		if bg.Src.Node == bg.Dst.Node {
-			t.Errorf("the flows must cross the bottleneck between nodes: %s → %s", bg.Src.Node, bg.Dst.Node)
-		}
-		if bg.Spec.TOS != nil {
-			t.Errorf("background marked")
-		}
-		tos := fg.Labels["tos"]
-		if (tos == "0") != (fg.Spec.TOS == nil) || (fg.Spec.TOS != nil && fmt.Sprint(*fg.Spec.TOS) != tos) {
-			t.Errorf("foreground tos %v for marking %s", fg.Spec.TOS, fg.Labels[LabelMarking])
-		}
-		if *fg.Spec.RateBps != 100*100*8 || fg.Spec.Size != 100 {
-			t.Errorf("foreground %d bit/s of %d-byte datagrams, want 100 pps of 100 bytes", *fg.Spec.RateBps, fg.Spec.Size)
-		}
-		if *bg.Spec.RateBps != 2e9 || bg.Spec.Duration.D() <= fg.Spec.Duration.D() {
-			t.Errorf("background %d bit/s for %v, want 2 Gbit/s covering the foreground's %v", *bg.Spec.RateBps, bg.Spec.Duration.D(), fg.Spec.Duration.D())
-		}
-		if ping.Spec.Count != 200 || ping.Spec.TOS != fg.Spec.TOS && *ping.Spec.TOS != *fg.Spec.TOS {
-			t.Errorf("ping count %d tos %v", ping.Spec.Count, ping.Spec.TOS)
+		bg := ph.Steps[0]
+		for i := 1; i < len(ph.Steps); i += 2 {
+			fg, ping := ph.Steps[i], ph.Steps[i+1]
+			if bg.Measure != MeasureBackground || fg.Measure != MeasureForeground || ping.Measure != MeasurePing {
+				t.Fatalf("measures %s %s %s", bg.Measure, fg.Measure, ping.Measure)
+			}
+			if bg.Src.Node == bg.Dst.Node {
+				t.Errorf("the flows must cross the bottleneck between nodes: %s → %s", bg.Src.Node, bg.Dst.Node)
+			}
+			if bg.Spec.TOS != nil {
+				t.Errorf("background marked")
+			}
+			tos := fg.Labels["tos"]
+			if (tos == "0") != (fg.Spec.TOS == nil) || (fg.Spec.TOS != nil && fmt.Sprint(*fg.Spec.TOS) != tos) {
+				t.Errorf("foreground tos %v for marking %s", fg.Spec.TOS, fg.Labels[LabelMarking])
+			}
+			if *fg.Spec.RateBps != 100*100*8 || fg.Spec.Size != 100 {
+				t.Errorf("foreground %d bit/s of %d-byte datagrams, want 100 pps of 100 bytes", *fg.Spec.RateBps, fg.Spec.Size)
+			}
+			if *bg.Spec.RateBps != 2e9 || bg.Spec.Duration.D() <= fg.Spec.Duration.D() {
+				t.Errorf("background %d bit/s for %v, want 2 Gbit/s covering the foreground's %v", *bg.Spec.RateBps, bg.Spec.Duration.D(), fg.Spec.Duration.D())
+			}
+			if ping.Spec.Count != 200 || fmt.Sprint(ping.Spec.TOS != nil) != fmt.Sprint(fg.Spec.TOS != nil) || ping.Labels[LabelMarking] != fg.Labels[LabelMarking] {
+				t.Errorf("ping count %d tos %v", ping.Spec.Count, ping.Spec.TOS)
+			}
 		}
 	}
 	vx, err := QoSPrioritySuite{Show: showRoot(nil)}.Plan(labAgents(), Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, fakeNet{})
@@ -207,18 +210,21 @@ func TestVariantSetup(t *testing.T) {
 // qosOutcomes makes one repetition's outcomes of a variant: unmarked and
 // marked foreground p99 latencies (ms).
 func qosOutcomes(variant string, p99s map[Marking]float64) []Outcome {
-	var out []Outcome
+	var ms []Marking
 	for _, m := range DefaultMarkings() {
-		v, ok := p99s[m]
-		if !ok {
-			continue
+		if _, ok := p99s[m]; ok {
+			ms = append(ms, m)
 		}
-		steps := qosSteps(QoSPriorityOptions{}.withDefaults(), variant, m, 0, Pair{Src: labAgents()[2], Dst: labAgents()[0]}, "host-gw")
+	}
+	q := QoSPriorityOptions{Markings: ms}.withDefaults()
+	steps := qosSteps(q, variant, 0, Pair{Src: labAgents()[2], Dst: labAgents()[0]}, "host-gw")
+	out := []Outcome{{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}}}
+	for i, m := range ms {
+		v := p99s[m]
 		out = append(out,
-			Outcome{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}},
-			Outcome{Step: steps[1], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
+			Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
 				JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100)}},
-			Outcome{Step: steps[2], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
+			Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
 	}
 	return out
 }
@@ -286,6 +292,7 @@ func TestQoSRowsMedianAndErrors(t *testing.T) {
 		b[i].Step.Repeat, c[i].Step.Repeat = 1, 2
 	}
 	c[1] = Outcome{Step: c[1].Step, Err: "responder unreachable"}
+	c[0] = Outcome{Step: c[0].Step, Err: "flood failed"}
 	rows := QoSPrioritySuite{}.Rows(append(append(a, b...), c...))
 	if len(rows) != 1 {
 		t.Fatalf("%d rows", len(rows))
@@ -294,7 +301,7 @@ func TestQoSRowsMedianAndErrors(t *testing.T) {
 	if r.Median["latency_ms.p99"] != 12 || r.Min["latency_ms.p99"] != 10 || r.Max["latency_ms.p99"] != 14 {
 		t.Errorf("p99 median %v min %v max %v, want 12 10 14 (from the two complete and ... repetitions)", r.Median["latency_ms.p99"], r.Min["latency_ms.p99"], r.Max["latency_ms.p99"])
 	}
-	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "foreground #3: responder unreachable") {
+	if len(r.Errors) != 2 || !strings.Contains(r.Errors[0], "foreground #3: responder unreachable") || !strings.Contains(r.Errors[1], "background #3: flood failed") {
 		t.Errorf("errors %v", r.Errors)
 	}
 }

@@ -229,9 +229,15 @@ type SeriesAnalysis struct {
 	ConformS  *float64
 }
 
-// AnalyzeSeries finds the first interval's rate, the time from which every
-// interval stays at most ConformTolerance above expected, and the mean
-// rate from half-way (or the conform time, if later) to the end.
+// ConformWindow is how many intervals the conformance test averages: a
+// receiver's 100 ms intervals jitter by a packet or two, so one interval
+// alone above the tolerance is not yet a flow out of its limit.
+const ConformWindow = 3
+
+// AnalyzeSeries finds the first interval's rate; the time from which the
+// rate, averaged over each interval and the next ConformWindow-1, stays
+// at most ConformTolerance above expected; and the mean rate from half-way
+// (or the conform time, if later) to the end.
 func AnalyzeSeries(ser []float64, step time.Duration, expected float64) SeriesAnalysis {
 	var a SeriesAnalysis
 	if len(ser) == 0 {
@@ -240,7 +246,12 @@ func AnalyzeSeries(ser []float64, step time.Duration, expected float64) SeriesAn
 	a.FirstBps = ser[0]
 	conform := len(ser) // index from which all conform
 	for i := len(ser) - 1; i >= 0; i-- {
-		if ser[i] > expected*(1+ConformTolerance) {
+		end := min(i+ConformWindow, len(ser))
+		var sum float64
+		for _, v := range ser[i:end] {
+			sum += v
+		}
+		if sum/float64(end-i) > expected*(1+ConformTolerance) {
 			break
 		}
 		conform = i
