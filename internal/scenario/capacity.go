@@ -158,8 +158,15 @@ func (s *CapacitySearch) Observe(lossPct, receiverBps float64) {
 	}
 	if pass {
 		s.lo = max(s.lo, s.next)
-	} else if s.hi == 0 || s.next < s.hi {
-		s.hi = s.next
+	} else {
+		if s.hi == 0 || s.next < s.hi {
+			s.hi = s.next
+		}
+		// An overloaded path delivers about what it carries: nothing much
+		// above that rate can pass either.
+		if r := receiverBps * (1 + s.o.Precision/2); receiverBps > 0 && r < float64(s.hi) {
+			s.hi = max(uint64(r), s.lo+1)
+		}
 	}
 	searchTrials := len(s.trials)
 	switch {
@@ -184,11 +191,7 @@ func (s *CapacitySearch) Observe(lossPct, receiverBps float64) {
 			low = max(s.hi/8, s.o.MinBps)
 		}
 		cand := uint64(math.Sqrt(float64(low) * float64(s.hi)))
-		// A failed run delivered about what the path carries: use it.
-		if !pass && receiverBps > float64(low) && receiverBps < float64(cand) {
-			cand = uint64(receiverBps * 0.98)
-		}
-		s.next = max(cand, low+1)
+		s.next = min(max(cand, low+1), s.hi-1)
 	}
 }
 

@@ -42,7 +42,31 @@ func (CapacitySuite) Describe() string {
 	return "per path, the highest UDP rate with receiver loss below a threshold (default 0.1 %), found by search and re-tested"
 }
 
-var capacitySettings = []string{"loss", "start", "min", "max", "precision", "trial-time", "size"}
+var capacitySettings = []string{"paths", "loss", "start", "min", "max", "precision", "trial-time", "size"}
+
+// pathNames are the short names the paths setting takes.
+var pathNames = map[string]string{"same-node": PodPodSameNode, "cross-node": PodPodCrossNode, "node-node": NodeNode}
+
+// capacityPaths reads the paths setting ("cross-node,node-node"); empty
+// means every path.
+func capacityPaths(o Options) ([]string, error) {
+	v, ok := o.Set["paths"]
+	if !ok {
+		return ConnectionOrder, nil
+	}
+	var out []string
+	for _, x := range splitList(v) {
+		c, ok := pathNames[x]
+		if !ok {
+			return nil, fmt.Errorf("suite %s: path %q: want same-node, cross-node or node-node", SuiteCapacity, x)
+		}
+		if contains(out, c) {
+			return nil, fmt.Errorf("suite %s: path %q given twice", SuiteCapacity, x)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
 
 // CapacityOptionsFrom turns the common options and settings into
 // CapacityOptions.
@@ -113,6 +137,10 @@ func (s CapacitySuite) Follow(agents []Endpoint, o Options, _ Network, done []Ou
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
+	paths, err := capacityPaths(o)
+	if err != nil {
+		return nil, err
+	}
 	searches, err := replayCapacity(co, done)
 	if err != nil {
 		return nil, err
@@ -122,9 +150,12 @@ func (s CapacitySuite) Follow(agents []Endpoint, o Options, _ Network, done []Ou
 		round = max(round, len(srch.trials))
 	}
 	var steps []Step
-	for _, conn := range ConnectionOrder {
+	for _, conn := range paths {
 		p, ok := pairs[conn]
 		if !ok {
+			if len(paths) < len(ConnectionOrder) {
+				return nil, fmt.Errorf("suite %s: no agents for the path %s", SuiteCapacity, conn)
+			}
 			continue
 		}
 		srch, ok := searches[conn]

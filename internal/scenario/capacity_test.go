@@ -128,6 +128,7 @@ func TestCapacityBadInput(t *testing.T) {
 		{map[string]string{"precision": "0"}, "precision"},
 		{map[string]string{"trial-time": "10ms"}, "at least 200ms"},
 		{map[string]string{"speed": "1"}, "unknown setting speed"},
+		{map[string]string{"paths": "cross-node,far-away"}, `path "far-away"`},
 	} {
 		_, err := CapacitySuite{}.Plan(labAgents(), Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -168,6 +169,10 @@ func TestCapacitySuiteFollow(t *testing.T) {
 		if phases, err = s.Follow(labAgents(), o, nil, done); err != nil {
 			t.Fatal(err)
 		}
+	}
+	one, err := s.Plan(labAgents(), Options{Time: time.Second, Repeat: 1, Set: map[string]string{"paths": "cross-node"}}, nil)
+	if err != nil || len(one) != 1 || len(one[0].Steps) != 1 || one[0].Steps[0].Connection != PodPodCrossNode {
+		t.Errorf("paths=cross-node: %v %+v", err, one)
 	}
 	rows := s.Rows(done)
 	if len(rows) != 3 {
