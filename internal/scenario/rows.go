@@ -53,6 +53,9 @@ type Row struct {
 	Median      map[string]float64
 	Min, Max    map[string]float64
 	Errors      []string
+	// OverheadPct is how much lower the TCP receiver throughput is than
+	// node-node's of the same backend (see Overhead; set by SetOverhead).
+	OverheadPct *float64
 	// Labels are a suite's own keys of the row (qos-priority's variant,
 	// marking and verdict), written as top-level JSON strings.
 	Labels map[string]string
@@ -195,6 +198,9 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	obj["max"] = nest(r.Max)
 	if len(r.Errors) > 0 {
 		obj["errors"] = r.Errors
+	}
+	if r.OverheadPct != nil {
+		obj["overhead_pct"] = *r.OverheadPct
 	}
 	for k, v := range r.Labels {
 		obj[k] = v
