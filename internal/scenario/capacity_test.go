@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -196,5 +197,25 @@ func TestCapacitySuiteFollow(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), "pod-pod cross node") || !strings.Contains(sb.String(), "pass") {
 		t.Errorf("table:\n%s", sb.String())
+	}
+}
+
+// TestRunnerFollowsTheSearch runs capacity through the Runner against a
+// fake server whose UDP runs never lose: the search doubles up to its
+// maximum and re-tests there, one run per round.
+func TestRunnerFollowsTheSearch(t *testing.T) {
+	f := newFakeAPI()
+	r := &Runner{API: f, Poll: time.Millisecond}
+	o := Options{Time: time.Second, Repeat: 1, Set: map[string]string{"paths": "cross-node", "max": "1G"}}
+	rep, err := r.Run(context.Background(), CapacitySuite{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100M, 200M, 400M, 800M, 1G (the maximum), then the re-test at 1G.
+	if len(f.created) != 6 || len(rep.RunIDs) != 6 {
+		t.Fatalf("%d runs, want 6", len(f.created))
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Median["capacity_bps"] != 1e9 || rep.Rows[0].Median["retest_pass"] != 1 {
+		t.Errorf("rows %+v", rep.Rows)
 	}
 }

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -122,4 +123,52 @@ func fig(r Row, name string) *float64 {
 		return nil
 	}
 	return &v
+}
+
+// A TableWriter is a suite that prints its own rows as a terminal table
+// (the QoS suites' matrices and verdicts) instead of the baseline's.
+type TableWriter interface {
+	WriteTable(w io.Writer, rows []Row) error
+}
+
+// QoSSuites returns the QoS suites: qos-priority, shaping, policing and
+// capacity.
+func QoSSuites() []Suite {
+	return []Suite{QoSPrioritySuite{}, ShapingSuite{}, PolicingSuite{}, CapacitySuite{}}
+}
+
+// WriteSuiteTable writes out with the suite's own table: a header with
+// the runs, the table, the failed SLO checks.
+func WriteSuiteTable(w io.Writer, out Output, tw TableWriter) error {
+	if _, err := fmt.Fprintf(w, "%s: %d runs (%s); %d repetitions of %v; median over repetitions\n\n", out.Suite, len(out.RunIDs),
+		shortRuns(out.RunIDs), out.Options.Repeat, out.Options.Time); err != nil {
+		return err
+	}
+	if err := tw.WriteTable(w, out.Rows); err != nil {
+		return err
+	}
+	if len(out.Checks) > 0 {
+		fmt.Fprintln(w, "\nSLO:")
+		for _, c := range out.Checks {
+			verdict := "PASS"
+			if !c.Pass {
+				verdict = "FAIL"
+			}
+			if _, err := fmt.Fprintf(w, "  %s  %s (%s): %g\n", verdict, c.Objective.Expr, c.Connection, c.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shortRuns names the first and last run of many.
+func shortRuns(ids []string) string {
+	switch len(ids) {
+	case 0:
+		return "none"
+	case 1, 2:
+		return strings.Join(ids, ", ")
+	}
+	return ids[0] + " … " + ids[len(ids)-1]
 }
