@@ -53,6 +53,7 @@ type config struct {
 	taskRate float64
 	wait     time.Duration
 	keep     bool
+	server   string
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.Float64Var(&c.taskRate, "task-rate", 5, "tasks created per second during the measurement")
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
+	flag.StringVar(&c.server, "server", "", "benchmark this running server (tokens bench-user and bench-agent) instead of starting one")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -164,39 +166,11 @@ func run(ctx context.Context, c config) error {
 	if limit < uint64(c.agents+2048) {
 		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, c.agents+2048)
 	}
-	dir, err := os.MkdirTemp("", "cnperf-serverbench-")
+	addr, logPath, stopServer, err := startServer(ctx, c)
 	if err != nil {
 		return err
 	}
-	if !c.keep {
-		defer os.RemoveAll(dir)
-	}
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(dir, "server.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer srvCancel()
-	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 15 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s server: %w", c.bin, err)
-	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- cmd.Wait() }()
-	defer func() {
-		srvCancel()
-		<-srvDone
-	}()
+	defer stopServer()
 
 	b := &bench{
 		c:    c,
@@ -211,8 +185,8 @@ func run(ctx context.Context, c config) error {
 	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
 		return fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
 	}
-	fmt.Printf("cnperf server benchmark: %d simulated agents, 1 Hz heartbeats, long polls of %v held, SQLite; server pid %d on %s\n",
-		c.agents, c.wait, cmd.Process.Pid, addr)
+	fmt.Printf("cnperf server benchmark: %d simulated agents, 1 Hz heartbeats, long polls of %v held, SQLite; server on %s\n",
+		c.agents, c.wait, addr)
 	fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
@@ -230,11 +204,14 @@ func run(ctx context.Context, c config) error {
 		return ctx.Err()
 	case <-time.After(c.ramp + c.warmup):
 	}
-	held0, _, err := b.countAgents(ctx)
+	held0, off0, err := b.countAgents(ctx)
 	if err != nil {
 		return err
 	}
 	offlineBefore := countOffline(logPath)
+	if logPath == "" {
+		offlineBefore = off0
+	}
 	fmt.Printf("after ramp and warm-up: %d agents online; measuring...\n", held0)
 	b.measuring.Store(true)
 	t0 := time.Now()
@@ -256,6 +233,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	falseOffline := countOffline(logPath) - offlineBefore
+	if logPath == "" {
+		falseOffline = offline - offlineBefore // agents offline now that were not before
+	}
 
 	n, p := b.hbLat.pct(50, 99, 99.9, 100)
 	on, op := b.otherLat.pct(50, 99)
@@ -283,6 +263,60 @@ func run(ctx context.Context, c config) error {
 	return nil
 }
 
+// startServer runs `cnperf server` on SQLite in a temp dir, or uses
+// c.server. It returns the address, the server's log file ("" for an
+// outside server) and a stop function.
+func startServer(ctx context.Context, c config) (addr, logPath string, stop func(), err error) {
+	if c.server != "" {
+		u, err := url.Parse(c.server)
+		if err != nil || u.Host == "" {
+			return "", "", nil, fmt.Errorf("-server %q: want http://HOST:PORT", c.server)
+		}
+		return u.Host, "", func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "cnperf-serverbench-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	cleanup := func() {
+		if !c.keep {
+			os.RemoveAll(dir)
+		}
+	}
+	addr, err = freeAddr()
+	if err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	logPath = filepath.Join(dir, "server.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
+	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	if err := cmd.Start(); err != nil {
+		srvCancel()
+		logf.Close()
+		cleanup()
+		return "", "", nil, fmt.Errorf("start %s server: %w", c.bin, err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- cmd.Wait() }()
+	stop = func() {
+		srvCancel()
+		<-srvDone
+		logf.Close()
+		cleanup()
+	}
+	return addr, logPath, stop, nil
+}
+
 func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -306,6 +340,9 @@ func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
 
 // countOffline counts the reaper's "agent offline" log lines.
 func countOffline(path string) int {
+	if path == "" {
+		return 0
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return -1
