@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ type config struct {
 	wait     time.Duration
 	keep     bool
 	server   string
+	cpuProf  string
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.Float64Var(&c.taskRate, "task-rate", 5, "tasks created per second during the measurement")
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
+	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
 	flag.StringVar(&c.server, "server", "", "benchmark this running server (tokens bench-user and bench-agent) instead of starting one")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,11 +139,66 @@ func (r *recorder) pct(ps ...float64) (n int, out []time.Duration) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
+// leanClient sends heartbeats over a pool of persistent HTTP/1.1
+// connections with pre-built requests: the simulated agents' side costs a
+// fraction of net/http's client, so the machine's CPU goes to the server
+// being measured.
+type leanClient struct {
+	addr string
+	pool chan *leanConn
+}
+
+type leanConn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// post sends one request and returns the status code; the body is read
+// and dropped.
+func (l *leanClient) post(path string, body []byte) (int, error) {
+	var lc *leanConn
+	select {
+	case lc = <-l.pool:
+	default:
+		c, err := net.DialTimeout("tcp", l.addr, 5*time.Second)
+		if err != nil {
+			return 0, err
+		}
+		lc = &leanConn{c: c, br: bufio.NewReaderSize(c, 4096)}
+	}
+	req := make([]byte, 0, 256+len(body))
+	req = fmt.Appendf(req, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, l.addr, agentTok, len(body))
+	req = append(req, body...)
+	_ = lc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := lc.c.Write(req); err != nil {
+		lc.c.Close()
+		return 0, err
+	}
+	resp, err := http.ReadResponse(lc.br, nil)
+	if err != nil {
+		lc.c.Close()
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		lc.c.Close()
+		return resp.StatusCode, err
+	}
+	select {
+	case l.pool <- lc:
+	default:
+		lc.c.Close()
+	}
+	return resp.StatusCode, nil
+}
+
 // bench is one run's shared state.
 type bench struct {
 	c        config
 	base     string
-	hbClient *http.Client // heartbeats, starts, reports, task creation
+	lean     *leanClient  // heartbeats
+	hbClient *http.Client // starts, reports, task creation, listings
 	lpClient *http.Client // long polls: one connection each
 
 	measuring atomic.Bool
@@ -166,7 +224,7 @@ func run(ctx context.Context, c config) error {
 	if limit < uint64(c.agents+2048) {
 		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, c.agents+2048)
 	}
-	addr, logPath, stopServer, err := startServer(ctx, c)
+	addr, logPath, srvPid, stopServer, err := startServer(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -181,6 +239,7 @@ func run(ctx context.Context, c config) error {
 			MaxIdleConns: c.agents + 100, MaxIdleConnsPerHost: c.agents + 100, IdleConnTimeout: 90 * time.Second}},
 		created: map[string]time.Time{},
 		arrived: map[string]time.Time{},
+		lean:    &leanClient{addr: addr, pool: make(chan *leanConn, 1024)},
 	}
 	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
 		return fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
@@ -213,6 +272,18 @@ func run(ctx context.Context, c config) error {
 		offlineBefore = off0
 	}
 	fmt.Printf("after ramp and warm-up: %d agents online; measuring...\n", held0)
+	if c.cpuProf != "" {
+		f, err := os.Create(c.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	srvCPU0, benchCPU0 := cpuTime(srvPid), cpuTime(os.Getpid())
 	b.measuring.Store(true)
 	t0 := time.Now()
 	tasksCtx, stopTasks := context.WithTimeout(ctx, c.measure)
@@ -223,6 +294,8 @@ func run(ctx context.Context, c config) error {
 	twg.Wait()
 	window := time.Since(t0)
 	b.measuring.Store(false)
+	srvCPU, benchCPU := cpuTime(srvPid)-srvCPU0, cpuTime(os.Getpid())-benchCPU0
+	load, _ := os.ReadFile("/proc/loadavg")
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -251,6 +324,15 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("start/report latency:                p50 %s  p99 %s  (n=%d)\n", ms(op[0]), ms(op[1]), on)
 	fmt.Printf("false offline (reaper marks):        %d\n", falseOffline)
 	fmt.Printf("long-poll errors:                    %d\n", b.fetchErr.Load())
+	if srvPid != 0 {
+		perBeat := time.Duration(0)
+		if n > 0 {
+			perBeat = srvCPU / time.Duration(n)
+		}
+		fmt.Printf("CPU in window:                       server %.0f%% of a core (%v per answered heartbeat, all its work included), simulated agents %.0f%%\n",
+			100*srvCPU.Seconds()/window.Seconds(), perBeat.Round(time.Microsecond), 100*benchCPU.Seconds()/window.Seconds())
+	}
+	fmt.Printf("machine load average at the end:     %s", load)
 	fmt.Printf("dispatch latency (create → agent):   p50 %s  p90 %s  p99 %s  max %s  (n=%d, %d never arrived)\n", ms(dp[0]), ms(dp[1]), ms(dp[2]), ms(dp[3]), dn, lost)
 	verdict := func(ok bool) string {
 		if ok {
@@ -266,17 +348,17 @@ func run(ctx context.Context, c config) error {
 // startServer runs `cnperf server` on SQLite in a temp dir, or uses
 // c.server. It returns the address, the server's log file ("" for an
 // outside server) and a stop function.
-func startServer(ctx context.Context, c config) (addr, logPath string, stop func(), err error) {
+func startServer(ctx context.Context, c config) (addr, logPath string, pid int, stop func(), err error) {
 	if c.server != "" {
 		u, err := url.Parse(c.server)
 		if err != nil || u.Host == "" {
-			return "", "", nil, fmt.Errorf("-server %q: want http://HOST:PORT", c.server)
+			return "", "", 0, nil, fmt.Errorf("-server %q: want http://HOST:PORT", c.server)
 		}
-		return u.Host, "", func() {}, nil
+		return u.Host, "", 0, func() {}, nil
 	}
 	dir, err := os.MkdirTemp("", "cnperf-serverbench-")
 	if err != nil {
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	cleanup := func() {
 		if !c.keep {
@@ -286,13 +368,13 @@ func startServer(ctx context.Context, c config) (addr, logPath string, stop func
 	addr, err = freeAddr()
 	if err != nil {
 		cleanup()
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	logPath = filepath.Join(dir, "server.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		cleanup()
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
 	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
@@ -304,7 +386,7 @@ func startServer(ctx context.Context, c config) (addr, logPath string, stop func
 		srvCancel()
 		logf.Close()
 		cleanup()
-		return "", "", nil, fmt.Errorf("start %s server: %w", c.bin, err)
+		return "", "", 0, nil, fmt.Errorf("start %s server: %w", c.bin, err)
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- cmd.Wait() }()
@@ -314,7 +396,7 @@ func startServer(ctx context.Context, c config) (addr, logPath string, stop func
 		logf.Close()
 		cleanup()
 	}
-	return addr, logPath, stop, nil
+	return addr, logPath, cmd.Process.Pid, stop, nil
 }
 
 func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
@@ -336,6 +418,32 @@ func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// cpuTime returns the user+system CPU time process pid has used (0 when
+// unknown).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" closing the command name: state is field 3;
+	// utime and stime are fields 14 and 15, in clock ticks (100 Hz).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // countOffline counts the reaper's "agent offline" log lines.
@@ -443,7 +551,10 @@ func (b *bench) agent(ctx context.Context, i int) {
 			b.hbLate.Add(1) // a beat more than 0.5 s late: the agent fell behind
 		}
 		prev = start
-		_, err := b.do(ctx, b.hbClient, "POST", "/api/v2/agent/heartbeat", agentTok, hb)
+		code, err := b.lean.post("/api/v2/agent/heartbeat", hb)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("heartbeat: HTTP %d", code)
+		}
 		if ctx.Err() != nil {
 			return
 		}
