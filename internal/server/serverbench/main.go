@@ -498,9 +498,17 @@ func (b *bench) do(ctx context.Context, cl *http.Client, method, path, token str
 // countAgents returns how many agents the server lists online, and
 // offline.
 func (b *bench) countAgents(ctx context.Context) (online, offline int, err error) {
-	data, err := b.do(ctx, b.hbClient, "GET", "/api/v2/agents?all=1", userTok, nil)
+	// A listing of 10,000 agents is a few MB: give it time, and a second
+	// try, on a loaded machine.
+	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cl := &http.Client{Timeout: 30 * time.Second}
+	data, err := b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
+	if err != nil && lctx.Err() == nil {
+		data, err = b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
+	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("list agents: %w", err)
 	}
 	var as []api.Agent
 	if err := json.Unmarshal(data, &as); err != nil {
