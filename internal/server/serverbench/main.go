@@ -40,6 +40,9 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 )
 
+// leanConns bounds the heartbeat connections the simulated agents share.
+const leanConns = 1024
+
 const (
 	userTok  = "bench-user"
 	agentTok = "bench-agent"
@@ -144,8 +147,9 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float
 // fraction of net/http's client, so the machine's CPU goes to the server
 // being measured.
 type leanClient struct {
-	addr string
-	pool chan *leanConn
+	addr  string
+	pool  chan *leanConn // idle connections
+	slots chan struct{}  // a token per open connection (bounds them)
 }
 
 type leanConn struct {
@@ -160,36 +164,40 @@ func (l *leanClient) post(path string, body []byte) (int, error) {
 	select {
 	case lc = <-l.pool:
 	default:
-		c, err := net.DialTimeout("tcp", l.addr, 5*time.Second)
-		if err != nil {
-			return 0, err
+		// No idle connection: open one if under the bound, else wait for
+		// one to come back (the wait counts in the latency).
+		select {
+		case lc = <-l.pool:
+		case l.slots <- struct{}{}:
+			c, err := net.DialTimeout("tcp", l.addr, 5*time.Second)
+			if err != nil {
+				<-l.slots
+				return 0, err
+			}
+			lc = &leanConn{c: c, br: bufio.NewReaderSize(c, 4096)}
 		}
-		lc = &leanConn{c: c, br: bufio.NewReaderSize(c, 4096)}
 	}
+	drop := func() { lc.c.Close(); <-l.slots }
 	req := make([]byte, 0, 256+len(body))
 	req = fmt.Appendf(req, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, l.addr, agentTok, len(body))
 	req = append(req, body...)
 	_ = lc.c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := lc.c.Write(req); err != nil {
-		lc.c.Close()
+		drop()
 		return 0, err
 	}
 	resp, err := http.ReadResponse(lc.br, nil)
 	if err != nil {
-		lc.c.Close()
+		drop()
 		return 0, err
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if err != nil || resp.Close {
-		lc.c.Close()
+		drop()
 		return resp.StatusCode, err
 	}
-	select {
-	case l.pool <- lc:
-	default:
-		lc.c.Close()
-	}
+	l.pool <- lc // never blocks: the pool holds as many as slots allow
 	return resp.StatusCode, nil
 }
 
@@ -221,8 +229,8 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("raise the open-file limit: %w", err)
 	}
-	if limit < uint64(c.agents+2048) {
-		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, c.agents+2048)
+	if need := uint64(c.agents + leanConns + 2048); limit < need {
+		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, need)
 	}
 	addr, logPath, srvPid, stopServer, err := startServer(ctx, c)
 	if err != nil {
@@ -239,7 +247,7 @@ func run(ctx context.Context, c config) error {
 			MaxIdleConns: c.agents + 100, MaxIdleConnsPerHost: c.agents + 100, IdleConnTimeout: 90 * time.Second}},
 		created: map[string]time.Time{},
 		arrived: map[string]time.Time{},
-		lean:    &leanClient{addr: addr, pool: make(chan *leanConn, 1024)},
+		lean:    &leanClient{addr: addr, pool: make(chan *leanConn, leanConns), slots: make(chan struct{}, leanConns)},
 	}
 	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
 		return fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
