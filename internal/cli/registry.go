@@ -2,15 +2,18 @@ package cli
 
 import (
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/rr"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
+	"github.com/cnperf/cnperf/internal/probe/udp"
 )
 
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry()
+	return probe.NewRegistry(tcp.Prober{}, udp.Prober{}, rr.Prober{})
 }
 
 // handlers returns the responder side of every engine that needs one.
 func handlers() []probe.Handler {
-	return nil
+	return []probe.Handler{tcp.Handler{}, udp.Handler{}, rr.Handler{}}
 }
