@@ -10,10 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // A Handler serves one probe kind on the responder side. Serve owns the
@@ -29,7 +26,6 @@ type RxInfo struct {
 	TOS      int   // TOS byte on arrival, valid when TOSOK
 	TOSOK    bool  //
 	KernelNs int64 // kernel receive timestamp (ns since the epoch), 0 if absent
-	RecvNs   int64 // when the responder's reader got it (ns since the epoch)
 	// Drops is the shared socket's cumulative count of datagrams the kernel
 	// dropped for a full receive buffer (SO_RXQ_OVFL), valid when DropsOK.
 	Drops   uint32
@@ -83,9 +79,6 @@ func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
 	return err
 }
 
-// GRO reports whether the responder's UDP socket receives with UDP GRO.
-func (s *Session) GRO() bool { return s.r.gro.Load() }
-
 // UDPConn returns the responder's shared UDP socket (for engines that send
 // in batches from the same port). Do not close it or read from it.
 func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
@@ -103,7 +96,6 @@ type Responder struct {
 	conns    map[net.Conn]struct{}
 
 	packetFns sync.Map // SessionID → PacketFunc
-	gro       atomic.Bool
 
 	wg sync.WaitGroup
 }
@@ -123,9 +115,7 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 // Listen binds the TCP and UDP sockets on addr (HOST:PORT; port 0 picks a
 // free port, the same number for both).
 func (r *Responder) Listen(ctx context.Context, addr string) error {
-	// The listener asks for the TOS of arriving segments, so that accepted
-	// connections can report the mark the client's handshake carried.
-	lc := net.ListenConfig{Control: SockOpts{RecvTOS: true}.Control()}
+	lc := net.ListenConfig{}
 	for attempt := 0; ; attempt++ {
 		ln, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
@@ -134,7 +124,7 @@ func (r *Responder) Listen(ctx context.Context, addr string) error {
 		tl := ln.(*net.TCPListener)
 		host, _, _ := net.SplitHostPort(addr)
 		port := tl.Addr().(*net.TCPAddr).Port
-		ulc := net.ListenConfig{Control: SockOpts{RecvTOS: true, RecvTstamp: true, RecvDrops: true}.Control()}
+		ulc := net.ListenConfig{Control: SockOpts{RecvTOS: true, RecvTstamp: true}.Control()}
 		pc, err := ulc.ListenPacket(ctx, "udp", net.JoinHostPort(host, fmt.Sprint(port)))
 		if err != nil {
 			tl.Close()
@@ -145,7 +135,8 @@ func (r *Responder) Listen(ctx context.Context, addr string) error {
 			return fmt.Errorf("listen udp %s: %w", addr, err)
 		}
 		uc := pc.(*net.UDPConn)
-		udpio.SetBuffers(uc, udpBufferBytes)
+		_ = uc.SetReadBuffer(8 << 20)
+		_ = uc.SetWriteBuffer(8 << 20)
 		r.tcp, r.udp = tl, uc
 		return nil
 	}

@@ -147,9 +147,3 @@ func Int(v int) *int { return &v }
 
 // Bool returns a pointer to v.
 func Bool(v bool) *bool { return &v }
-
-// NewResult starts a result of spec's kind with the fields every result
-// carries.
-func NewResult(spec Spec, src, dst string, started time.Time) *Result {
-	return &Result{Kind: spec.Kind, Tool: "cnperf", Src: src, Dst: dst, DSCP: spec.DSCP(), TOS: spec.TOSByte(), StartedAt: started.UTC()}
-}

@@ -15,7 +15,6 @@ type SockOpts struct {
 	TOS         int  // TOS / traffic class byte; 0 leaves the default
 	RecvTOS     bool // ask the kernel to report each datagram's TOS (IP_RECVTOS)
 	RecvTstamp  bool // ask for a kernel receive timestamp per datagram (SO_TIMESTAMPNS)
-	RecvDrops   bool // ask for the socket's drop counter with each datagram (SO_RXQ_OVFL)
 	WindowBytes int  // SO_SNDBUF and SO_RCVBUF
 	MSS         int  // TCP_MAXSEG
 	NoDelay     bool // TCP_NODELAY
@@ -60,9 +59,6 @@ func (o SockOpts) Apply(fd int, v6 bool) error {
 	}
 	if o.RecvTstamp {
 		set(unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")
-	}
-	if o.RecvDrops {
-		set(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1, "SO_RXQ_OVFL")
 	}
 	if o.WindowBytes > 0 {
 		set(unix.SOL_SOCKET, unix.SO_SNDBUF, o.WindowBytes, "SO_SNDBUF")
@@ -114,38 +110,6 @@ func ParseTOSCmsgs(oob []byte) (tos int, tosOK bool, tsNs int64, tsOK bool) {
 		}
 	}
 	return tos, tosOK, tsNs, tsOK
-}
-
-// parseRx reads TOS, kernel timestamp and drop counter from a datagram's
-// control messages without allocating (it runs per received buffer).
-func parseRx(oob []byte) RxInfo {
-	var rx RxInfo
-	const hdr = 16 // sizeof(struct cmsghdr) on 64-bit
-	for len(oob) >= hdr {
-		l := int(nativeUint64(oob[0:8]))
-		level := int32(uint32(oob[8]) | uint32(oob[9])<<8 | uint32(oob[10])<<16 | uint32(oob[11])<<24)
-		typ := int32(uint32(oob[12]) | uint32(oob[13])<<8 | uint32(oob[14])<<16 | uint32(oob[15])<<24)
-		if l < hdr || l > len(oob) {
-			break
-		}
-		d := oob[hdr:l]
-		switch {
-		case level == unix.IPPROTO_IP && typ == unix.IP_TOS && len(d) >= 1:
-			rx.TOS, rx.TOSOK = int(d[0]), true
-		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS && len(d) >= 4:
-			rx.TOS, rx.TOSOK = int(d[0]), true
-		case level == unix.SOL_SOCKET && typ == unix.SO_TIMESTAMPNS && len(d) >= 16:
-			rx.KernelNs = int64(nativeUint64(d[0:8]))*1e9 + int64(nativeUint64(d[8:16]))
-		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && len(d) >= 4:
-			rx.Drops, rx.DropsOK = uint32(d[0])|uint32(d[1])<<8|uint32(d[2])<<16|uint32(d[3])<<24, true
-		}
-		sp := (l + 7) &^ 7
-		if sp > len(oob) {
-			break
-		}
-		oob = oob[sp:]
-	}
-	return rx
 }
 
 func nativeUint64(b []byte) uint64 {
