@@ -220,4 +220,3 @@ func TestRunFailures(t *testing.T) {
 		}
 	})
 }
-
