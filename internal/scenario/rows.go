@@ -56,7 +56,8 @@ type Row struct {
 }
 
 // Rows groups outcomes by backend and connection and aggregates them.
-// Rows come in backend order of first appearance, then ConnectionOrder.
+// Rows come in backend order of first appearance, then ConnectionOrder,
+// then other connections (a suite's own labels) in order of appearance.
 func Rows(outcomes []Outcome) []Row {
 	type key struct{ backend, conn string }
 	values := map[key]map[string][]float64{}
@@ -64,12 +65,16 @@ func Rows(outcomes []Outcome) []Row {
 	reps := map[key]map[int]bool{}
 	var backends []string
 	seenBackend := map[string]bool{}
+	order := append([]string(nil), ConnectionOrder...)
 	for _, o := range outcomes {
 		k := key{o.Step.Backend, o.Step.Connection}
 		r, ok := rows[k]
 		if !ok {
 			r = &Row{Connection: k.conn, Backend: k.backend, Src: endpointLabel(o.Step.Src), Dst: endpointLabel(o.Step.Dst)}
 			rows[k], values[k], reps[k] = r, map[string][]float64{}, map[int]bool{}
+			if !contains(order, k.conn) {
+				order = append(order, k.conn)
+			}
 			if !seenBackend[k.backend] {
 				seenBackend[k.backend] = true
 				backends = append(backends, k.backend)
@@ -93,7 +98,7 @@ func Rows(outcomes []Outcome) []Row {
 	}
 	var out []Row
 	for _, b := range backends {
-		for _, c := range ConnectionOrder {
+		for _, c := range order {
 			k := key{b, c}
 			r, ok := rows[k]
 			if !ok {
