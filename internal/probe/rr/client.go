@@ -110,6 +110,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		pace(ctx, cfg, begin, i)
 		tw := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
 			t.stoppedByCtx = byCtx
@@ -225,6 +226,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		pace(ctx, cfg, begin, i)
 		t0 := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
 			t.stoppedByCtx = byCtx

@@ -378,3 +378,18 @@ func waitAddr(t *testing.T, ns *nettest.NS, a netip.Addr) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestInterval spaces transactions like ping: 20 at 5 ms take about 95 ms.
+func TestInterval(t *testing.T) {
+	addr := probetest.Start(t, Handler{})
+	for _, p := range []string{ProtoUDP, ProtoTCP} {
+		t.Run(p, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 20, Interval: dur(5 * time.Millisecond)}
+			res := run(t, spec)
+			check(t, res, spec, 0)
+			if res.DurationS < 0.095 || res.DurationS > 0.6 {
+				t.Errorf("20 transactions 5 ms apart took %v s, want about 0.095", res.DurationS)
+			}
+		})
+	}
+}
