@@ -296,3 +296,37 @@ func TestProbeResponderKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeSourceBinding binds every kind to 127.0.0.2 (loopback holds all
+// of 127/8) and checks the result's source is that address.
+func TestProbeSourceBinding(t *testing.T) {
+	addr, _ := startResponder(t)
+	for _, args := range [][]string{
+		{"tcp", "--to", addr, "--time", "300ms"},
+		{"tcp", "--to", addr, "--time", "300ms", "--reverse"},
+		{"udp", "--to", addr, "--time", "300ms", "--rate", "10M"},
+		{"udp", "--to", addr, "--time", "300ms", "--rate", "10M", "--reverse"},
+		{"rr", "--to", addr, "--proto", "udp", "--count", "20"},
+		{"rr", "--to", addr, "--proto", "tcp", "--count", "20"},
+		{"rr", "--to", addr, "--proto", "crr", "--count", "5"},
+		{"ping", "--to", "127.0.0.1", "--count", "2", "--interval", "20ms"},
+	} {
+		t.Run(strings.Join(args[:1], "")+" "+strings.Join(args[3:], " "), func(t *testing.T) {
+			code, out, errs := cnperf(t, 30*time.Second, append([]string{"probe"}, append(args, "--source", "127.0.0.2", "--json")...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var v struct{ Src string }
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				t.Fatal(err)
+			}
+			host := v.Src
+			if h, _, err := net.SplitHostPort(v.Src); err == nil {
+				host = h
+			}
+			if host != "127.0.0.2" {
+				t.Errorf("src %q, want bound to 127.0.0.2", v.Src)
+			}
+		})
+	}
+}
