@@ -322,13 +322,30 @@ func (b *bench) cnperfUDP(rate float64) (float64, float64, error) {
 }
 
 func (b *bench) iperf3UDP(rate float64) (float64, float64, error) {
-	// -w asks for socket buffers as large as cnperf's (32 MiB), so that
-	// iperf3's loss is not merely its default buffer overflowing; the
-	// kernel caps it at net.core.rmem_max/wmem_max (cnperf, as root,
-	// forces its size past them).
-	r, err := b.iperf3(b.o.udpTime+20*time.Second, "-u", "-l", "1400", "-w", "32M", "-b", strconv.FormatFloat(rate, 'f', 0, 64),
-		"-t", strconv.Itoa(int(math.Ceil(b.o.udpTime.Seconds()))))
+	// -w asks for socket buffers as large as the system allows (cnperf's
+	// are 32 MiB), so that iperf3's loss is not merely its default buffer
+	// overflowing; iperf3 refuses a size the kernel caps, so the request
+	// is net.core.rmem_max/wmem_max at most (cnperf, as root, forces its
+	// size past them).
+	r, err := b.iperf3(b.o.udpTime+20*time.Second, "-u", "-l", "1400", "-w", strconv.Itoa(iperf3Window()),
+		"-b", strconv.FormatFloat(rate, 'f', 0, 64), "-t", strconv.Itoa(int(math.Ceil(b.o.udpTime.Seconds()))))
 	return r.End.Sum.BitsPerSecond, r.End.Sum.LostPercent, err
+}
+
+// iperf3Window returns the largest socket buffer iperf3 may ask for here:
+// 32 MiB, or less when net.core.rmem_max or wmem_max is smaller.
+func iperf3Window() int {
+	w := 32 << 20
+	for _, f := range []string{"/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 && v < w {
+			w = v
+		}
+	}
+	return w
 }
 
 // search finds the highest receiver throughput a tool sustains with loss
