@@ -67,8 +67,10 @@ func TestTraceChain(t *testing.T) {
 					t.Errorf("hop %d has %d rtts, want 2", h.TTL, len(h.RTTms))
 				}
 				for _, v := range h.RTTms {
-					if v <= 0 || v > 1000 {
-						t.Errorf("hop %d rtt %v ms: implausible", h.TTL, v)
+					// At most the 2 s wait (a first packet may wait for
+					// neighbour resolution on a loaded machine).
+					if v <= 0 || v > 2000 {
+						t.Errorf("hop %d rtt %v ms: outside (0, 2000]", h.TTL, v)
 					}
 				}
 			}

@@ -57,6 +57,11 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 			acceptLoop(sctx, s, cfg, &served, h.delay)
 		}()
 	}
+	// The go-ahead: requests sent before HandlePackets would be dropped
+	// by the responder, so the client waits for this.
+	if err := s.Ctrl.Send(sctx, probe.Message{Type: probe.MsgReady}); err != nil {
+		return fmt.Errorf("send ready: %w", err)
+	}
 	m, err := s.Ctrl.RecvNoDeadline(sctx)
 	if err != nil {
 		return fmt.Errorf("wait for the client's stop: %w", err)

@@ -211,6 +211,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, err
 	}
 	defer cl.Close()
+	if _, err := cl.Ctrl.Expect(ctx, probe.MsgReady); err != nil {
+		return nil, fmt.Errorf("rr %s to %s: waiting for the responder: %w", cfg.proto, spec.Target, err)
+	}
 	var t *tally
 	switch cfg.proto {
 	case ProtoUDP:

@@ -64,8 +64,13 @@ func TestValidate(t *testing.T) {
 // run runs one rr probe bounded by a deadline and logs its summary.
 func run(t *testing.T, spec probe.Spec) *probe.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if spec.Timeout == 0 {
+		// A loaded test machine can stall a responder for a while; a
+		// request is only lost after this long.
+		spec.Timeout = dur(5 * time.Second)
+	}
 	res, err := Prober{}.Run(ctx, spec, probe.Env{})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
