@@ -64,6 +64,17 @@ func TestValidate(t *testing.T) {
 // run runs one rr probe bounded by a deadline and logs its summary.
 func run(t *testing.T, spec probe.Spec) *probe.Result {
 	t.Helper()
+	res, err := runErr(spec)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Logf("%s", probe.FormatSummary(res))
+	return res
+}
+
+// runErr is run without the testing.T, for use inside nettest's NS.Do
+// (where t.Fatal must not be called).
+func runErr(spec probe.Spec) (*probe.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if spec.Timeout == 0 {
@@ -71,9 +82,15 @@ func run(t *testing.T, spec probe.Spec) *probe.Result {
 		// request is only lost after this long.
 		spec.Timeout = dur(5 * time.Second)
 	}
-	res, err := Prober{}.Run(ctx, spec, probe.Env{})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
+	return Prober{}.Run(ctx, spec, probe.Env{})
+}
+
+// runIn runs spec from inside ns.
+func runIn(t *testing.T, ns *nettest.NS, spec probe.Spec) *probe.Result {
+	t.Helper()
+	var res *probe.Result
+	if err := ns.Do(func() (err error) { res, err = runErr(spec); return err }); err != nil {
+		t.Fatalf("Run in %s: %v", ns.Name, err)
 	}
 	t.Logf("%s", probe.FormatSummary(res))
 	return res
@@ -186,10 +203,7 @@ func TestAcrossNamespaces(t *testing.T) {
 		}{{"v4 EF", addr4, 46 << 2, 46}, {"v6 AF41", addr6, 34 << 2, 34}} {
 			t.Run(p+" "+fam.name, func(t *testing.T) {
 				spec := probe.Spec{Kind: probe.KindRR, Target: fam.target, Proto: p, Count: 200, TOS: tos(fam.tos)}
-				var res *probe.Result
-				if err := pair.A.Do(func() error { res = run(t, spec); return nil }); err != nil {
-					t.Fatal(err)
-				}
+				res := runIn(t, pair.A, spec)
 				check(t, res, spec, fam.dscp)
 				if res.RTTms.P50 > 5 {
 					t.Errorf("rtt_ms p50 %v ms over a veth", res.RTTms.P50)
@@ -224,7 +238,9 @@ func TestBehindNAT(t *testing.T) {
 		t.Skip("skipping: iptables not installed")
 	}
 	const natAddr = "198.18.9.9"
-	nat := exec.Command(ipt, "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "SNAT", "--to-source", natAddr)
+	ictx, icancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer icancel()
+	nat := exec.CommandContext(ictx, ipt, "-w", "5", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "SNAT", "--to-source", natAddr)
 	var out strings.Builder
 	nat.Stdout, nat.Stderr = &out, &out
 	if err := pair.A.Start(nat); err != nil {
@@ -248,10 +264,7 @@ func TestBehindNAT(t *testing.T) {
 	for _, p := range protos {
 		t.Run(p, func(t *testing.T) {
 			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 100, TOS: tos(46 << 2)}
-			var res *probe.Result
-			if err := pair.A.Do(func() error { res = run(t, spec); return nil }); err != nil {
-				t.Fatal(err)
-			}
+			res := runIn(t, pair.A, spec)
 			check(t, res, spec, 46)
 		})
 	}

@@ -300,13 +300,17 @@ func TestAcrossNamespaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
 			spec.Kind, spec.Target, spec.Duration = probe.KindUDP, tc.target, probe.Duration(time.Second)
+			// No t.Fatal inside NS.Do: run it there, judge it here.
 			var res *probe.Result
-			if err := pair.A.Do(func() error {
-				res = run(t, New(), spec)
-				return nil
+			if err := pair.A.Do(func() (err error) {
+				ctx, cancel := context.WithTimeout(context.Background(), spec.DurationOr(DefaultDuration)+20*time.Second)
+				defer cancel()
+				res, err = New().Run(ctx, spec, probe.Env{})
+				return err
 			}); err != nil {
-				t.Fatal(err)
+				t.Fatalf("Run: %v", err)
 			}
+			t.Logf("%s", probe.FormatSummary(res))
 			check(t, res, spec)
 			if res.DSCPReceived == nil || *res.DSCPReceived != tc.wantDSCP {
 				t.Errorf("dscp on arrival %v, want %d", res.DSCPReceived, tc.wantDSCP)
