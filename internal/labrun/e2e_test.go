@@ -254,4 +254,3 @@ func TestLabRunWithoutRoot(t *testing.T) {
 		t.Errorf("stdout %q, want nothing", stdout.String())
 	}
 }
-
