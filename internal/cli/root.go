@@ -85,6 +85,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 	root.AddCommand(
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
+		newLabCommand(g, st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)
