@@ -86,7 +86,7 @@ func Compare(runs []*Report, opt CompareOptions) (*Comparison, error) {
 	}
 	for _, r := range runs[1:] {
 		if r.Suite != runs[0].Suite {
-			return nil, fmt.Errorf("%w: run %s is suite %q but run %s is suite %q; compare runs of one suite",
+			return nil, fmt.Errorf("%w: runs of different suites: run %s is suite %q but run %s is suite %q; compare runs of one suite",
 				ErrNotComparable, runs[0].RunID, runs[0].Suite, r.RunID, r.Suite)
 		}
 	}
