@@ -244,6 +244,26 @@ func judge(mi MetricInfo, ref, st Stat, tol float64) Verdict {
 	return Changed
 }
 
+// KeyTable is Table restricted to the key figures (KeyMetrics), with every
+// other line that is worse beyond its spread kept as well.
+func (c *Comparison) KeyTable() Table {
+	key := map[string]bool{}
+	for _, m := range keyMetrics {
+		key[m] = true
+	}
+	keep := &Comparison{Runs: c.Runs}
+	for _, l := range c.Lines {
+		worse := false
+		for _, o := range l.Others {
+			worse = worse || o.Verdict == Regression
+		}
+		if key[l.Metric] || worse {
+			keep.Lines = append(keep.Lines, l)
+		}
+	}
+	return keep.Table()
+}
+
 // Table lays the comparison out: the reference's figure, then each other
 // run's figure, its change and the verdict.
 func (c *Comparison) Table() Table {

@@ -248,7 +248,7 @@ func (d *Dashboard) handleRunReport(w http.ResponseWriter, r *http.Request) {
 type comparePage struct {
 	page
 	C            *report.Comparison
-	Table        report.Table
+	Key, Table   report.Table
 	Charts       []*report.Chart
 	TolerancePct float64
 	Notes        []string
@@ -291,11 +291,25 @@ func (d *Dashboard) handleCompare(w http.ResponseWriter, r *http.Request) {
 		}
 		reps = append(reps, rep)
 	}
+	// The oldest run is the reference: "today vs last week" reads as
+	// last week's figures changed into today's.
+	sort.SliceStable(reps, func(i, j int) bool { return reps[i].CreatedAt.Before(reps[j].CreatedAt) })
 	c, err := report.Compare(reps, report.CompareOptions{Tolerance: tol})
 	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	p := comparePage{page: d.basePage(r, "Compare runs"), C: c, Table: c.Table(), Charts: c.Charts(), TolerancePct: 100 * c.Tolerance, Notes: notes}
+	for i, id := range c.RunIDs {
+		c.Runs[i] = strings.Replace(c.Runs[i], id, shortID(id), 1)
+	}
+	p := comparePage{page: d.basePage(r, "Compare runs"), C: c, Key: c.KeyTable(), Table: c.Table(), Charts: c.Charts(), TolerancePct: 100 * c.Tolerance, Notes: notes}
 	d.render(w, r, http.StatusOK, "compare", p)
+}
+
+// shortID shortens a UUID to its first 8 characters for headings.
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[:8]
+	}
+	return id
 }

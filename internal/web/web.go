@@ -141,6 +141,7 @@ func funcs(now func() time.Time) template.FuncMap {
 			}
 			return id
 		},
+		"shortID":   shortID,
 		"isVerdict": func(j int) bool { return j >= 3 && (j-3)%3 == 2 },
 	}
 }
