@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,19 @@ type CompareCell struct {
 	Stat     Stat
 	DeltaPct float64 // change of the median against the reference, in percent (NaN when undefined)
 	Verdict  Verdict
+}
+
+// MarshalJSON writes an undefined change as null (JSON has no NaN).
+func (c CompareCell) MarshalJSON() ([]byte, error) {
+	var d *float64
+	if !math.IsNaN(c.DeltaPct) && !math.IsInf(c.DeltaPct, 0) {
+		d = &c.DeltaPct
+	}
+	return json.Marshal(struct {
+		Stat     Stat     `json:"stat"`
+		DeltaPct *float64 `json:"delta_pct"`
+		Verdict  Verdict  `json:"verdict"`
+	}{c.Stat, d, c.Verdict})
 }
 
 // CompareLine is one metric of one connection across the runs.
