@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +35,7 @@ an underlay bridge the nodes meet on (10.170.0.0/24), one namespace per node
 with a bridge cni0 for its pod CIDR (10.244.K.0/24), and one namespace per pod.
 Nodes reach each other's pods by host-gw routes or VXLAN (like Flannel).`,
 	}
-	cmd.AddCommand(newLabUpCommand(g, st), newLabDownCommand(g, st), newLabStatusCommand(st), newLabExecCommand(st))
+	cmd.AddCommand(newLabUpCommand(g, st), newLabDownCommand(g, st), newLabStatusCommand(st), newLabExecCommand(st), newLabRunCommand(g, st))
 	return cmd
 }
 
@@ -43,7 +44,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 		lf                   labFlags
 		cfg                  lab.Config
 		rate, podCIDR, under string
-		asJSON               bool
+		asJSON, withCnperf   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -78,6 +79,12 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if withCnperf {
+				if _, err := l.StartCnperf(cmd.Context(), lab.CnperfOptions{HostAgents: true}); err != nil {
+					_, derr := l.Down(context.WithoutCancel(cmd.Context()))
+					return errors.Join(err, derr, fmt.Errorf("lab %s removed again", l.Name))
+				}
+			}
 			if asJSON {
 				return writeJSON(st, l.Status())
 			}
@@ -97,6 +104,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.StringVar(&podCIDR, "pod-cidr", "", "pod CIDR, one /24 per node (default 10.244.0.0/16)")
 	fl.StringVar(&under, "underlay-cidr", "", "node network (default 10.170.0.0/24)")
 	fl.BoolVar(&asJSON, "json", false, "print the lab as JSON")
+	fl.BoolVar(&withCnperf, "cnperf", true, "start the cnperf server in the underlay and an agent in every pod and node")
 	return cmd
 }
 
@@ -209,7 +217,11 @@ func printLab(st Streams, r lab.StatusReport) {
 		health = "NOT healthy (phase " + r.Phase + ", see exists columns)"
 	}
 	fmt.Fprintf(st.Out, "lab %s: %s backend, %d nodes, %d pods, mtu %d%s; %s\n", r.Name, r.Backend, len(r.Nodes), len(r.Pods), c.MTU, extra, health)
-	fmt.Fprintf(st.Out, "underlay: ns %s, %s, server address %s\n\n", r.Underlay.NS, r.Underlay.Addr, r.Underlay.ServerAddr)
+	fmt.Fprintf(st.Out, "underlay: ns %s, %s, server address %s\n", r.Underlay.NS, r.Underlay.Addr, r.Underlay.ServerAddr)
+	if r.Cnperf != nil {
+		fmt.Fprintf(st.Out, "cnperf server %s with %d agents; run suites with: cnperf run SUITE --lab %s\n", r.Cnperf.URL, r.Cnperf.Agents, r.Name)
+	}
+	fmt.Fprintln(st.Out)
 	tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tNAMESPACE\tNODE IP\tPOD CIDR\tEXISTS")
 	for _, n := range r.Nodes {

@@ -86,6 +86,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
 		newLabCommand(g, st),
+		newRunCommand(g, st),
 		newReportCommand(g, st),
 		newCompareCommand(g, st),
 		// Verbs of other areas are added here, one line each.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 )
@@ -85,6 +86,10 @@ func down(ctx context.Context, name, stateDir string, log *slog.Logger, mine *La
 		errs = append(errs, fmt.Errorf("remove state file: %w", err))
 	}
 	_ = os.Remove(path + ".tmp")
+	// The control plane's default directory (database, logs, tokens).
+	if err := os.RemoveAll(filepath.Join(stateDir, name+".d")); err != nil {
+		errs = append(errs, fmt.Errorf("remove control plane dir: %w", err))
+	}
 	if len(rep.Leftovers) > 0 {
 		log.Warn("lab: removed leftover namespaces found by prefix", "lab", name, "count", len(rep.Leftovers), "state_found", rep.StateFound)
 	}

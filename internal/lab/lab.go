@@ -201,6 +201,8 @@ type Lab struct {
 	Namespaces []string        `json:"namespaces"`
 	Devices    []Device        `json:"devices"`
 	Processes  []ProcessRecord `json:"processes"`
+	// Cnperf is the control plane StartCnperf started, if any.
+	Cnperf *CnperfRecord `json:"cnperf,omitempty"`
 
 	stateDir string
 	log      *slog.Logger
@@ -238,6 +240,9 @@ func Up(ctx context.Context, cfg Config, log *slog.Logger) (*Lab, error) {
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := ensureNetnsDir(); err != nil {
+		return nil, err
 	}
 	if left := leftoverNamespaces(cfg.Name); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q already exists or left %d namespaces behind (%s ...): run cnperf lab down --name %s", cfg.Name, len(left), left[0], cfg.Name)

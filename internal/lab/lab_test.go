@@ -25,12 +25,12 @@ import (
 	"github.com/cnperf/cnperf/internal/nettest"
 )
 
-// Test labs are named "zt" plus random hex, apart from users' labs.
+// Test labs are named "lt" plus random hex, apart from users' labs.
 func testName(t *testing.T) string {
 	t.Helper()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return "zt" + hex.EncodeToString(b[:])
+	return "lt" + hex.EncodeToString(b[:])
 }
 
 // assertGone fails t if anything of the lab is left.

@@ -119,6 +119,33 @@ func openNS(name string) (*nsHandles, error) {
 	return &nsHandles{name: name, ns: ns, nl: nl}, nil
 }
 
+// ensureNetnsDir makes netnsDir a mount point with shared propagation, as
+// ip netns add does, before the lab mounts namespaces in it. Otherwise an
+// ip netns add that runs while the lab is up bind-mounts the directory over
+// itself and hides the lab's mounts beneath: they can then neither be
+// unmounted nor removed by their path. When netnsDir is already a mount
+// point this only (re)sets its propagation.
+func ensureNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", netnsDir, err)
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("make %s shared: %w", netnsDir, err)
+	}
+	// Not a mount point yet: bind it onto itself, then share it.
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s onto itself: %w", netnsDir, err)
+	}
+	if err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", netnsDir, err)
+	}
+	return nil
+}
+
 // deleteNS unmounts and removes a named namespace; the kernel frees it and
 // its devices once nothing holds it. A missing one is not an error.
 func deleteNS(name string) error {

@@ -20,6 +20,7 @@ type StatusReport struct {
 	Processes []ProcessStatus `json:"processes"`
 	Leftovers []string        `json:"leftovers,omitempty"` // prefixed namespaces not in the state
 	Healthy   bool            `json:"healthy"`             // phase up and every namespace there
+	Cnperf    *CnperfRecord   `json:"cnperf,omitempty"`    // the control plane, if started
 }
 
 // UnderlayStatus is the underlay and whether its namespace exists.
@@ -65,7 +66,7 @@ func Status(name, stateDir string) (StatusReport, error) {
 // Status reports what exists of l now.
 func (l *Lab) Status() StatusReport {
 	r := StatusReport{Name: l.Name, Backend: l.Config.Backend, Phase: l.Phase, CreatedAt: l.CreatedAt, Config: l.Config,
-		Nodes: []NodeStatus{}, Pods: []PodStatus{}, Processes: []ProcessStatus{}}
+		Nodes: []NodeStatus{}, Pods: []PodStatus{}, Processes: []ProcessStatus{}, Cnperf: l.Cnperf}
 	all := l.Phase == PhaseUp
 	r.Underlay = UnderlayStatus{Underlay: l.Underlay, Exists: nsExists(l.Underlay.NS)}
 	all = all && r.Underlay.Exists

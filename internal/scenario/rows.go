@@ -53,6 +53,9 @@ type Row struct {
 	Median      map[string]float64
 	Min, Max    map[string]float64
 	Errors      []string
+	// OverheadPct is how much lower the TCP receiver throughput is than
+	// node-node's of the same backend (see Overhead; set by SetOverhead).
+	OverheadPct *float64
 }
 
 // Rows groups outcomes by backend and connection and aggregates them.
@@ -189,6 +192,9 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	obj["max"] = nest(r.Max)
 	if len(r.Errors) > 0 {
 		obj["errors"] = r.Errors
+	}
+	if r.OverheadPct != nil {
+		obj["overhead_pct"] = *r.OverheadPct
 	}
 	return json.Marshal(obj)
 }

@@ -340,6 +340,29 @@ func newInvocation() string {
 	return hex.EncodeToString(b)
 }
 
+// optionsJSON is Options on the wire: the time as a duration string.
+type optionsJSON struct {
+	Time    probe.Duration    `json:"time"`
+	Repeat  int               `json:"repeat"`
+	Backend string            `json:"backend,omitempty"`
+	Set     map[string]string `json:"set,omitempty"`
+}
+
+// MarshalJSON writes the time as a duration string ("5s").
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(optionsJSON{Time: probe.Duration(o.Time), Repeat: o.Repeat, Backend: o.Backend, Set: o.Set})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (o *Options) UnmarshalJSON(b []byte) error {
+	var j optionsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*o = Options{Time: j.Time.D(), Repeat: j.Repeat, Backend: j.Backend, Set: j.Set}
+	return nil
+}
+
 // progress writes the progress line.
 type progress struct {
 	w       io.Writer
@@ -377,11 +400,14 @@ func (p *progress) update(ph Phase, run api.Run, done int) {
 	if len(run.Tasks) == 0 {
 		finished = run.Counts[api.StateSucceeded] + run.Counts[api.StateFailed] + run.Counts[api.StateTimedOut] + run.Counts[api.StateCancelled]
 	}
-	what := "waiting for agents"
-	if len(now) > 0 {
-		what = strings.Join(now, ", ")
-	}
 	left := p.total - done - finished
+	what := "waiting for agents"
+	switch {
+	case len(now) > 0:
+		what = strings.Join(now, ", ")
+	case left == 0:
+		what = "done"
+	}
 	key := fmt.Sprintf("%s: %s; %d of %d left", p.suite, what, left, p.total)
 	line := fmt.Sprintf("%s; %s elapsed", key, time.Since(p.start).Round(time.Second))
 	switch {

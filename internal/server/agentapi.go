@@ -397,4 +397,3 @@ func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, reply)
 }
-

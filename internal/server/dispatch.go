@@ -14,11 +14,11 @@ import (
 type dispatcher struct {
 	mu      sync.Mutex // guards every field below
 	wake    map[string]chan struct{}
-	pending map[string]bool              // source agents with (possibly) pending tasks
-	staged  map[string]*handoff          // task id → iperf hand-off waiting for its destination
-	tasks   map[string][]api.AgentTask   // agent → tasks ready for it
+	pending map[string]bool               // source agents with (possibly) pending tasks
+	staged  map[string]*handoff           // task id → iperf hand-off waiting for its destination
+	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
 	serve   map[string][]api.ServeRequest // agent → servers to start
-	cancel  map[string][]string          // agent → task ids to stop
+	cancel  map[string][]string           // agent → task ids to stop
 }
 
 type handoff struct {

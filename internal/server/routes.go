@@ -92,4 +92,3 @@ func (s *Server) routes() {
 		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path + " (see /api/v2/openapi.json)"})
 	}))
 }
-

@@ -60,7 +60,7 @@ type Options struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	// Probers, when set, validates v2 probe specs before they are stored.
-	Probers *probe.Registry
+	Probers      *probe.Registry
 	ReapEvery    time.Duration // reaper period (3 s)
 	OfflineAfter time.Duration // silence before an agent is offline (10 s)
 	FlushEvery   time.Duration // heartbeat flush period (1 s)

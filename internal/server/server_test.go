@@ -308,7 +308,7 @@ func TestReaperTiming(t *testing.T) {
 	}{
 		{3 * time.Second, true, nil},
 		{3 * time.Second, true, nil},
-		{3 * time.Second, true, nil},                // a silent 9 s: still online
+		{3 * time.Second, true, nil},               // a silent 9 s: still online
 		{2 * time.Second, true, []string{"uid-a"}}, // 11 s: offline
 		{3 * time.Second, true, nil},
 	}

@@ -1,7 +1,7 @@
 // Command labbench times lab up and lab down (make bench-lab): a lab of
 // 2 nodes x 2 pods and one of 32 nodes x 4 pods by default, on each backend
 // asked for, and prints the figures against the targets (< 2 s and < 30 s
-// for up plus down). It needs root; its labs are named "bench..." and are
+// for up plus down). It needs root; its lab is named "lbench" and is
 // removed even when a step fails.
 package main
 
@@ -58,7 +58,7 @@ func run() error {
 	for _, be := range strings.Split(*backends, ",") {
 		for _, s := range sizes {
 			for i := 0; i < *repeat; i++ {
-				cfg := lab.Config{Name: "bench", Nodes: s.nodes, PodsPerNode: s.pods, Backend: be, StateDir: dir}
+				cfg := lab.Config{Name: "lbench", Nodes: s.nodes, PodsPerNode: s.pods, Backend: be, StateDir: dir}
 				t0 := time.Now()
 				l, err := lab.Up(ctx, cfg, log)
 				up := time.Since(t0)

@@ -206,4 +206,3 @@ func TestRunFailures(t *testing.T) {
 		}
 	})
 }
-

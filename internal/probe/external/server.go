@@ -48,7 +48,6 @@ type Server struct {
 // returns an error if the process exits or the deadline
 // (ServerReadyTimeout, or ctx) passes first. The process is killed when ctx
 // ends or Close is called.
-//
 func StartServer(ctx context.Context, tool string, udp bool, bind string, port int) (*Server, error) {
 	return startServer(ctx, tool, udp, bind, port, nil)
 }

@@ -251,7 +251,7 @@ func (r *pingRun) take(p packet) {
 	}
 	n := len(r.sent)
 	// The latest echo index whose sequence number matches.
-	i := n - 1 - ((n-1-echo.Seq)&0xffff)
+	i := n - 1 - ((n - 1 - echo.Seq) & 0xffff)
 	if i < 0 || i >= n {
 		return
 	}

@@ -143,15 +143,15 @@ func (Prober) Validate(spec probe.Spec) error {
 
 // tally is what a client loop measured.
 type tally struct {
-	rtt, app      *stats.Recorder // ns
-	sent, done    int64
-	elapsed       time.Duration
-	tos           int
-	tosOK         bool
-	userRx        int64 // responses without a kernel timestamp at the client
-	respUserRx    int64 // requests without a kernel timestamp at the responder
-	src           string
-	stoppedByCtx  bool
+	rtt, app     *stats.Recorder // ns
+	sent, done   int64
+	elapsed      time.Duration
+	tos          int
+	tosOK        bool
+	userRx       int64 // responses without a kernel timestamp at the client
+	respUserRx   int64 // requests without a kernel timestamp at the responder
+	src          string
+	stoppedByCtx bool
 }
 
 func newTally() *tally { return &tally{rtt: stats.NewRecorder(), app: stats.NewRecorder()} }
