@@ -69,7 +69,7 @@ func fetchReport(ctx context.Context, c *client.Client, id string, only bool) (*
 			}
 		}
 	}
-	rep, err := report.FromRuns(scenario.NewRegistry(scenario.Builtin()...), runs...)
+	rep, err := report.FromRuns(suites(), runs...)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
@@ -196,4 +196,14 @@ with its progress and the figures measured so far.
 	fl.StringVarP(&output, "output", "o", "", "write the --format output to FILE instead of standard output")
 	fl.BoolVar(&only, "only-this-run", false, "report this run alone, not the other phases or backends of its suite run")
 	return cmd
+}
+
+// writeSuiteHTML writes the HTML report of a suite run that just ended
+// (cnperf run and cnperf lab run --html FILE).
+func writeSuiteHTML(path string, out scenario.Output) error {
+	rep := report.FromOutcomes(out.RunID, out.Suite, out.Outcomes)
+	rep.Rows = out.Rows // the suite's own rows, overheads included
+	rep.Status = api.RunSucceeded
+	rep.Params = map[string]string{"time": out.Options.Time.String(), "repeat": fmt.Sprint(out.Options.Repeat), "runs": fmt.Sprint(len(out.RunIDs))}
+	return writeFileAtomic(path, rep.WriteHTML)
 }

@@ -181,3 +181,26 @@ func TestReportAndCompareVerbs(t *testing.T) {
 		t.Errorf("report without a server: %v", err)
 	}
 }
+
+func TestWriteSuiteHTML(t *testing.T) {
+	outs := reporttest.Baseline([]string{"vxlan"}, 2, 1)
+	out := scenario.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: scenario.DefaultOptions(), Rows: scenario.Rows(outs), Outcomes: outs}
+	p := filepath.Join(t.TempDir(), "suite.html")
+	if err := writeSuiteHTML(p, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Run r1", `id="bars-throughput"`, `id="throughput-time"`, "vxlan"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("suite HTML lacks %q", want)
+		}
+	}
+	// A directory that does not exist: an error naming the file, nothing left behind.
+	bad := filepath.Join(t.TempDir(), "missing", "x.html")
+	if err := writeSuiteHTML(bad, out); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("write into a missing directory: %v", err)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -188,6 +190,24 @@ func TestScrapeFiguresAndStates(t *testing.T) {
 	}
 	if v := gauge(t, fams, "cnperf_path_jitter_seconds", map[string]string{"src_node": "node-002", "path": metrics.PathNodeNode}); math.Abs(v-1e-5) > 1e-12 {
 		t.Errorf("jitter %v s, want 1e-5", v)
+	}
+
+	// Every metric the Grafana dashboard queries is one the exporter serves.
+	dash, err := os.ReadFile("../../deploy/grafana/cnperf-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(dash) {
+		t.Fatal("the Grafana dashboard is not valid JSON")
+	}
+	names := regexp.MustCompile(`cnperf_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 10 {
+		t.Fatalf("the dashboard queries only %d cnperf metrics", len(names))
+	}
+	for _, n := range names {
+		if _, ok := fams[n]; !ok && n != "cnperf_overview" {
+			t.Errorf("the Grafana dashboard queries %s, which /metrics does not serve", n)
+		}
 	}
 
 	// A second scrape reads nothing new and says the same.

@@ -223,11 +223,14 @@ func TestBrowser(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('#compare-table tbody tr').length`); n < 30 {
 		t.Errorf("comparison table has %d lines, want one per metric of 3 connections", n)
 	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#compare-key tbody tr').length`); n < 3*8 {
+		t.Errorf("key comparison table has %d lines, want the key figures of 3 connections", n)
+	}
 	if n := eval[int](t, ctx, `document.querySelectorAll('#cmp-throughput .bar').length`); n != 6 {
 		t.Errorf("comparison chart has %d bars, want 6 (2 runs × 3 connections)", n)
 	}
-	hdr := eval[string](t, ctx, `document.querySelector('#compare-table thead').innerText`)
-	if !strings.Contains(hdr, id1) || !strings.Contains(hdr, id2) {
+	hdr := eval[string](t, ctx, `document.querySelector('#compare-key thead').innerText`)
+	if !strings.Contains(hdr, id1[:8]) || !strings.Contains(hdr, id2[:8]) {
 		t.Errorf("comparison header %q lacks the run ids", hdr)
 	}
 	p = screenshot(t, ctx, "compare.png")
