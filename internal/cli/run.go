@@ -19,7 +19,7 @@ const ExitSLOFailed = 3
 
 // suites builds the registry of suites. Add a suite here, explicitly.
 func suites() *scenario.Registry {
-	return scenario.NewRegistry(scenario.Builtin()...)
+	return scenario.NewRegistry(append(scenario.Builtin(), scenario.QoSSuites()...)...)
 }
 
 // suiteFlags are the flags of `cnperf run` and `cnperf lab run`.
@@ -123,6 +123,10 @@ func (f *suiteFlags) print(st Streams, out scenario.Output) error {
 	case "markdown":
 		err = out.WriteMarkdown(st.Out)
 	default:
+		if tw, ok := f.suite.(scenario.TableWriter); ok {
+			err = scenario.WriteSuiteTable(st.Out, out, tw)
+			break
+		}
 		err = out.WriteTable(st.Out)
 	}
 	if err != nil {

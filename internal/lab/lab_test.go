@@ -740,3 +740,75 @@ func TestStartProcess(t *testing.T) {
 		t.Errorf("pid %d not reaped (stat: %v)", rec.PID, err)
 	}
 }
+
+// TestFullSizePacketsCross sends datagrams of exactly the pod MTU, with DF
+// set, from a pod on one node to a pod on the other and back: on vxlan
+// they only arrive when the VTEP and pod MTU leave room for the 50 bytes
+// of encapsulation within the underlay's MTU. One byte more must be
+// refused by the sending pod itself (EMSGSIZE), not lost on the way.
+func TestFullSizePacketsCross(t *testing.T) {
+	for _, be := range []string{BackendHostGW, BackendVXLAN} {
+		t.Run(be, func(t *testing.T) {
+			l := upLab(t, Config{Nodes: 2, PodsPerNode: 1, Backend: be})
+			dst, src := l.Pods[0], l.Pods[1]
+			startEcho(t, dst.NS, dst.IP.Addr())
+			c := udpClient(t, src.NS, 0)
+			rc, err := c.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+			}); err != nil || serr != nil {
+				t.Fatalf("set DF: %v %v", err, serr)
+			}
+			to := netip.AddrPortFrom(dst.IP.Addr(), 7)
+			full := bytes.Repeat([]byte{0xa5}, src.MTU-28) // IPv4 20 + UDP 8
+			buf := make([]byte, 4096)
+			got := 0
+			for try := 0; try < 3 && got != len(full); try++ {
+				if _, err := c.WriteToUDPAddrPort(full, to); err != nil {
+					t.Fatalf("send %d bytes: %v", len(full), err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				got, _, _ = c.ReadFromUDPAddrPort(buf)
+			}
+			if got != len(full) {
+				t.Fatalf("%s: no %d-byte echo (an IP packet of the pod MTU %d) across nodes, got %d bytes", be, len(full), src.MTU, got)
+			}
+			_, err = c.WriteToUDPAddrPort(append(full, 0), to)
+			if !errors.Is(err, unix.EMSGSIZE) {
+				t.Errorf("%s: sending one byte over the pod MTU: %v, want EMSGSIZE", be, err)
+			}
+		})
+	}
+}
+
+// TestLink checks the links suites put traffic control on.
+func TestLink(t *testing.T) {
+	l := plan(Config{Name: "lk", Nodes: 2, PodsPerNode: 2}.withDefaults())
+	cases := []struct {
+		role, member, ns, dev, err string
+	}{
+		{LinkNodeUplink, "n2", "cnl-lk-n2", "eth0", ""},
+		{LinkUnderlayPort, "n2", "cnl-lk-underlay", "n2", ""},
+		{LinkPodHost, "n2-p2", "cnl-lk-n2", "veth2", ""},
+		{LinkPod, "n1-p1", "cnl-lk-n1-p1", "eth0", ""},
+		{LinkNodeUplink, "n3", "", "", "no node"},
+		{LinkPod, "n1", "", "", "no pod"},
+		{"wan", "n1", "", "", "unknown link role"},
+	}
+	for _, c := range cases {
+		ns, dev, err := l.Link(c.role, c.member)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %s: err %v, want %q", c.role, c.member, err, c.err)
+			}
+			continue
+		}
+		if err != nil || ns != c.ns || dev != c.dev {
+			t.Errorf("%s %s: %s %s %v, want %s %s", c.role, c.member, ns, dev, err, c.ns, c.dev)
+		}
+	}
+}

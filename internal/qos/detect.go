@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -406,4 +407,20 @@ func (c *conn) fifoLimits(idx int) (map[uint32]uint32, error) {
 		}
 	}
 	return out, nil
+}
+
+// Summary says in one line what the kernel lacks, naming each feature by
+// its kind ("kernel 6.18 lacks: cake qdisc, police action"), or that it
+// has everything that was tried.
+func (f Features) Summary() string {
+	var lacks []string
+	for _, x := range f.List {
+		if !x.Present {
+			lacks = append(lacks, featureNoun(x.Name))
+		}
+	}
+	if len(lacks) == 0 {
+		return fmt.Sprintf("kernel %s has all %d features tried", f.Kernel, len(f.List))
+	}
+	return fmt.Sprintf("kernel %s lacks: %s", f.Kernel, strings.Join(lacks, ", "))
 }

@@ -39,6 +39,11 @@ type Target struct {
 	NetNS string
 	// Link is the interface name, e.g. "eth0".
 	Link string
+	// RateBps is the link's rate in bits/s when the caller knows it (the
+	// lab's underlay rate, a NIC's speed); 0 asks the driver, ignoring
+	// placeholder speeds such as a veth's. Apply rejects a setup whose rate
+	// is above it.
+	RateBps uint64
 }
 
 func (t Target) String() string {
@@ -110,6 +115,9 @@ func Apply(ctx context.Context, t Target, s Setup) error {
 		return fmt.Errorf("qos %s: %w", s.Kind(), err)
 	}
 	defer c.close()
+	if err := checkLinkRate(c, t, link, s); err != nil {
+		return fmt.Errorf("qos %s on %s: %w", s.Kind(), t, err)
+	}
 	if err := checkFeatures(ctx, t.NetNS, s.Needs()); err != nil {
 		return fmt.Errorf("qos %s on %s: %w", s.Kind(), t, err)
 	}
@@ -127,6 +135,45 @@ func Apply(ctx context.Context, t Target, s Setup) error {
 		return err
 	}
 	return nil
+}
+
+// Item is one setup on one link, for ApplyAll.
+type Item struct {
+	Target Target
+	Setup  Setup
+}
+
+// ApplyAll validates every item, then applies them in order. When one
+// fails, the items applied before it are removed again, so a failed call
+// leaves no qdisc behind. On success it returns an undo that removes them
+// all (in reverse order).
+func ApplyAll(ctx context.Context, items []Item) (undo func() error, err error) {
+	for i, it := range items {
+		if it.Setup == nil {
+			return nil, fmt.Errorf("qos item %d on %s: %w", i+1, it.Target, invalid("setup", "nil"))
+		}
+		if err := it.Setup.Validate(); err != nil {
+			return nil, fmt.Errorf("qos %s on %s: %w", it.Setup.Kind(), it.Target, err)
+		}
+	}
+	var done []Item
+	undo = func() error {
+		var errs []error
+		for i := len(done) - 1; i >= 0; i-- {
+			errs = append(errs, Remove(done[i].Target, done[i].Setup))
+		}
+		return errors.Join(errs...)
+	}
+	for _, it := range items {
+		if err := Apply(ctx, it.Target, it.Setup); err != nil {
+			if uerr := undo(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove what was applied: %w", uerr))
+			}
+			return nil, err
+		}
+		done = append(done, it)
+	}
+	return undo, nil
 }
 
 // Remove takes s away from t's link: the root qdisc s makes (if the root

@@ -609,8 +609,10 @@ func (b BandwidthPlugin) apply(c *conn, link netlink.Link) error {
 	f := &netlink.U32{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: ingressHandle, Priority: 1, Protocol: unix.ETH_P_ALL},
 		ClassId:     netlink.MakeHandle(1, 1),
-		Actions: []netlink.Action{&netlink.MirredAction{
-			MirredAction: netlink.TCA_EGRESS_REDIR, Ifindex: ifb.Attrs().Index}},
+		// Redirect and stop (TC_ACT_STOLEN), as the plugin does with
+		// netlink.NewMirredAction; with the zero action (pass) the packet
+		// would also go on unshaped and the ifb would only see copies.
+		Actions: []netlink.Action{netlink.NewMirredAction(ifb.Attrs().Index)},
 	}
 	if err := c.h.FilterAdd(f); err != nil {
 		return fmt.Errorf("add u32 mirred filter to %s: %w", name, err)

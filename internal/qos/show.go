@@ -279,7 +279,7 @@ func filterInfo(f netlink.Filter, nameOf func(int) string) FilterInfo {
 	for _, act := range actions {
 		switch act := act.(type) {
 		case *netlink.MirredAction:
-			fi.Actions = append(fi.Actions, fmt.Sprintf("mirred %s dev %s", act.MirredAction, nameOf(act.Ifindex)))
+			fi.Actions = append(fi.Actions, fmt.Sprintf("mirred %s dev %s then %s", act.MirredAction, nameOf(act.Ifindex), act.Attrs().Action))
 		case *netlink.PoliceAction:
 			fi.Actions = append(fi.Actions, fmt.Sprintf("police rate %d bit/s burst %d", uint64(act.Rate)*8, act.Burst))
 		default:

@@ -85,6 +85,9 @@ type Step struct {
 	Spec       probe.Spec `json:"spec"`
 	// Exclusive steps must not share a node with another exclusive step.
 	Exclusive bool `json:"exclusive"`
+	// Labels carry what a suite groups its own rows by beyond the
+	// connection (qos-priority's variant and marking).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Pair is the source and destination chosen for a connection.

@@ -179,7 +179,7 @@ func (o Output) header() string {
 	if runs == "" {
 		runs = "none"
 	}
-	return fmt.Sprintf("%s: run %s; %d repetitions of %v per measurement; median (min-max)",
+	return fmt.Sprintf("%s: run %s; %d repetition(s) of %v per measurement; median (min-max)",
 		o.Suite, runs, o.Options.Repeat, o.Options.Time.Round(time.Millisecond))
 }
 

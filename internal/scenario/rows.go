@@ -56,6 +56,12 @@ type Row struct {
 	// OverheadPct is how much lower the TCP receiver throughput is than
 	// node-node's of the same backend (see Overhead; set by SetOverhead).
 	OverheadPct *float64
+	// Labels are a suite's own keys of the row (qos-priority's variant,
+	// marking and verdict), written as top-level JSON strings.
+	Labels map[string]string
+	// Series are a suite's per-interval figures (shaping's receiver rate
+	// per 100 ms), written as top-level JSON arrays.
+	Series map[string][]float64
 }
 
 // Rows groups outcomes by backend and connection and aggregates them.
@@ -195,6 +201,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}
 	if r.OverheadPct != nil {
 		obj["overhead_pct"] = *r.OverheadPct
+	}
+	for k, v := range r.Labels {
+		obj[k] = v
+	}
+	for k, v := range r.Series {
+		obj[k] = v
 	}
 	return json.Marshal(obj)
 }

@@ -76,6 +76,9 @@ type Report struct {
 	Outcomes []Outcome `json:"-"`
 }
 
+// maxPhases bounds the phases of one suite run (a Follower's search).
+const maxPhases = 1000
+
 // progressAfter is how long a run goes before the progress line appears.
 const progressAfter = 2 * time.Second
 
@@ -116,7 +119,9 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 	pr := newProgress(r.Progress, s.Name(), total)
 	defer pr.finish()
 	done := 0
-	for i, ph := range phases {
+	follower, _ := s.(Follower)
+	for i := 0; i < len(phases); i++ {
+		ph := phases[i]
 		if len(ph.Steps) == 0 {
 			continue
 		}
@@ -132,6 +137,17 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 		}
 		log.Info("phase done", "suite", s.Name(), "phase", ph.Name, "run_id", id)
 		done += len(ph.Steps)
+		if i == len(phases)-1 && follower != nil {
+			// A searching suite plans its next round from what it has.
+			more, err := follower.Follow(eps, o, r.Network, rep.Outcomes)
+			if err != nil {
+				return rep, fmt.Errorf("suite %s, after phase %q: %w", s.Name(), ph.Name, err)
+			}
+			if len(phases)+len(more) > maxPhases {
+				return rep, fmt.Errorf("suite %s planned more than %d phases", s.Name(), maxPhases)
+			}
+			phases = append(phases, more...)
+		}
 	}
 	rep.Rows = s.Rows(rep.Outcomes)
 	return rep, nil
