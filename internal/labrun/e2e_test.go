@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
 )
 
 // cnperfBin is the cnperf binary the end-to-end tests run, built once.
@@ -166,7 +170,8 @@ func checkRows(t *testing.T, out output, backends []string) {
 func TestLabRunBaseline(t *testing.T) {
 	nettest.Require(t)
 	bin := buildCnperf(t)
-	out := runJSON(t, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2")
+	db := filepath.Join(t.TempDir(), "runs.db")
+	out := runJSON(t, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db)
 	if out.Suite != "baseline" {
 		t.Errorf("suite %q", out.Suite)
 	}
@@ -174,6 +179,41 @@ func TestLabRunBaseline(t *testing.T) {
 	for _, row := range out.Rows {
 		if n, _ := row["repetitions"].(float64); n != 2 {
 			t.Errorf("%v: %v repetitions, want 2", row["connection"], row["repetitions"])
+		}
+	}
+	// The server stored the run: serve its database again and rebuild the
+	// rows from the run alone, as cnperf report RUN_ID does.
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	c, err := client.New(hs.URL, "user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.GetRun(ctx, out.RunID)
+	if err != nil {
+		t.Fatalf("stored run %s: %v", out.RunID, err)
+	}
+	rows, err := scenario.RowsFromRuns(scenario.NewRegistry(scenario.Builtin()...), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(out.Rows) {
+		t.Fatalf("%d rows rebuilt, %d printed", len(rows), len(out.Rows))
+	}
+	for i, r := range rows {
+		printed, _ := figure(out.Rows[i], "throughput_bps.receiver")
+		if r.Connection != out.Rows[i]["connection"] || r.Median["throughput_bps.receiver"] != printed {
+			t.Errorf("row %d rebuilt as %s %v, printed %v %v", i, r.Connection, r.Median["throughput_bps.receiver"], out.Rows[i]["connection"], printed)
 		}
 	}
 }
