@@ -196,3 +196,20 @@ func TestShapingBadInput(t *testing.T) {
 		t.Errorf("no lab: %v", err)
 	}
 }
+
+// TestSLOOnShapingRows: an SLO file may name the shaping figures, and is
+// evaluated on the suite's rows.
+func TestSLOOnShapingRows(t *testing.T) {
+	objs, err := ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_error_pct < 5"}, {"expr": "time_to_conform_s <= 0.5"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := Row{Connection: "pod n2-p1 egress", Median: map[string]float64{"steady_state_error_pct": 1.2, "time_to_conform_s": 0.7}}
+	checks := Evaluate(objs, []Row{row})
+	if len(checks) != 2 || !checks[0].Pass || checks[1].Pass {
+		t.Errorf("checks %+v", checks)
+	}
+	if _, err := ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_bogus < 5"}]}`)); err == nil || !strings.Contains(err.Error(), `unknown metric "steady_state_bogus"`) {
+		t.Errorf("unknown metric: %v", err)
+	}
+}
