@@ -86,6 +86,10 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
 		newLabCommand(g, st),
+		newServerCommand(g, st),
+		newAgentCommand(g, st),
+		newClientsCommand(st),
+		newTaskCommand(st),
 		newRunCommand(g, st),
 		// Verbs of other areas are added here, one line each.
 	)

@@ -54,38 +54,61 @@ func (c *beatCache) stored(a store.Agent, now time.Time) {
 	c.m[a.PodUID] = &beat{agent: a, status: a.Status, last: now, online: true}
 }
 
-// dirtyAgents returns the agents with unflushed heartbeats and clears their
-// flag, plus the oldest of their heartbeat times.
-func (c *beatCache) dirtyAgents() ([]store.Agent, time.Time) {
+// dirtyAgents returns the agents whose heartbeats must be written now and
+// clears their flag, plus the oldest of their heartbeat times. An agent is
+// written when its status changed, or when its stored time is minAge or
+// more behind its latest heartbeat: the store's times lag reality by at
+// most minAge plus a flush period, far less than the offline threshold,
+// so the reaper (which flushes first) never sees a beating agent as
+// silent, while the store writes each agent every few seconds instead of
+// every second.
+func (c *beatCache) dirtyAgents(minAge time.Duration) ([]store.Touch, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []store.Agent
+	var out []store.Touch
 	var oldest time.Time
-	for _, b := range c.m {
+	for uid, b := range c.m {
 		if !b.dirty || !b.online {
 			continue
 		}
-		a := b.agent
-		a.Status = b.status
-		a.LastHeartbeat = b.last
-		out = append(out, a)
+		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < minAge {
+			continue
+		}
+		out = append(out, store.Touch{PodUID: uid, Status: b.status})
 		if oldest.IsZero() || b.last.Before(oldest) {
 			oldest = b.last
 		}
 		b.dirty = false
 	}
+	// What the store will hold once the write succeeds.
+	for _, t := range out {
+		b := c.m[t.PodUID]
+		b.agent.Status, b.agent.LastHeartbeat = t.Status, oldest
+	}
 	return out, oldest
 }
 
 // redirty marks agents dirty again after a failed flush.
-func (c *beatCache) redirty(as []store.Agent) {
+func (c *beatCache) redirty(ts []store.Touch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, a := range as {
-		if b := c.m[a.PodUID]; b != nil {
+	for _, t := range ts {
+		if b := c.m[t.PodUID]; b != nil {
 			b.dirty = true
+			b.agent.LastHeartbeat = time.Time{} // unknown: write at the next flush
 		}
 	}
+}
+
+// lastBeat returns the agent's latest heartbeat time known in memory (zero
+// when none), fresher than the store's by up to a few seconds.
+func (c *beatCache) lastBeat(uid string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.m[uid]; b != nil && b.online {
+		return b.last
+	}
+	return time.Time{}
 }
 
 // offline forgets that the agent is online, so its next heartbeat is written
@@ -98,16 +121,30 @@ func (c *beatCache) offline(uid string) {
 	}
 }
 
-// flushBeats writes the in-memory heartbeat times to the store in one
-// transaction. The store stamps one time for the batch: the oldest
-// heartbeat in it, so an agent never looks fresher than it is.
+// persistEvery is how far an agent's stored heartbeat time may lag before
+// a flush writes it: a third of the offline threshold, at most 3 s.
+func (s *Server) persistEvery() time.Duration {
+	return min(3*time.Second, s.opts.OfflineAfter/3)
+}
+
+// flushBeats writes the heartbeat times that lag too far (see
+// dirtyAgents) to the store in one transaction. The store stamps one time
+// for the batch: the oldest heartbeat in it, so an agent never looks
+// fresher than it is.
 func (s *Server) flushBeats(ctx context.Context) error {
-	as, oldest := s.beats.dirtyAgents()
-	if len(as) == 0 {
+	return s.flush(ctx, s.persistEvery())
+}
+
+// flushAll writes every unwritten heartbeat (at shutdown).
+func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0) }
+
+func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
+	ts, oldest := s.beats.dirtyAgents(minAge)
+	if len(ts) == 0 {
 		return nil
 	}
-	if err := s.st.UpsertHeartbeats(ctx, as, oldest); err != nil {
-		s.beats.redirty(as)
+	if _, err := s.st.TouchAgents(ctx, ts, oldest); err != nil {
+		s.beats.redirty(ts)
 		return err
 	}
 	return nil

@@ -8,12 +8,15 @@
 //
 // Heartbeats: a heartbeat from a known online agent whose identity did not
 // change only updates an in-memory time; a flusher writes those times to
-// the store in one transaction per second (UpsertHeartbeats), and the
-// reaper flushes before it looks for silent agents. New agents, changed
+// the store in one transaction per second (TouchAgents; an agent's time is
+// written when it lags by a few seconds, see persistEvery), and the reaper
+// flushes before it looks for silent agents; the agent lists show the
+// in-memory times. New agents, changed
 // identities and agents coming back online are written at once. The
-// trade-off: a crash loses at most one second of heartbeat times (agents
+// trade-off: a crash loses at most a few seconds of heartbeat times (agents
 // beat again within a second), in exchange for one write transaction per
-// second instead of one per heartbeat.
+// second, touching each agent's row every few seconds, instead of one
+// write per heartbeat.
 //
 // iperf and iperf3 tasks: the destination must run the tool's server. When
 // the source agent's fetch claims such a task, the server holds it back and
@@ -146,7 +149,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return s.flushBeats(fctx)
+	return s.flushAll(fctx)
 }
 
 func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.Context) error) {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/store/storetest"
 )
 
 const (
@@ -42,7 +42,7 @@ func (c *fakeClock) Add(d time.Duration) {
 
 type fixture struct {
 	t     *testing.T
-	path  string
+	dsn   string
 	st    store.Store
 	srv   *Server
 	ts    *httptest.Server
@@ -51,15 +51,12 @@ type fixture struct {
 	agent *client.Client
 }
 
-func newFixture(t *testing.T, path string, clock *fakeClock) *fixture {
+func newFixture(t *testing.T, dsn string, clock *fakeClock) *fixture {
 	t.Helper()
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "cnperf.db")
-	}
 	if clock == nil {
 		clock = &fakeClock{t: time.Date(2026, 4, 27, 7, 0, 0, 0, time.UTC)}
 	}
-	st, err := store.Open(context.Background(), "sqlite:"+path)
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -69,7 +66,7 @@ func newFixture(t *testing.T, path string, clock *fakeClock) *fixture {
 		t.Fatalf("new server: %v", err)
 	}
 	ts := httptest.NewServer(srv.Handler())
-	f := &fixture{t: t, path: path, st: st, srv: srv, ts: ts, clock: clock}
+	f := &fixture{t: t, dsn: dsn, st: st, srv: srv, ts: ts, clock: clock}
 	f.user, _ = client.New(ts.URL, userTok)
 	f.agent, _ = client.New(ts.URL, agentTok)
 	t.Cleanup(f.close)
@@ -129,8 +126,10 @@ func pingTask(param string) api.TaskCreate {
 	return api.TaskCreate{SrcPodUID: "uid-a", SrcPodIP: "10.244.1.12", DstPodUID: "uid-b", DstPodIP: "10.244.2.7", TaskParam: param, TaskType: "ping"}
 }
 
-func TestAuth(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestAuth(t *testing.T) { storetest.ForEach(t, testAuth) }
+
+func testAuth(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	cases := []struct {
 		name, method, path, token string
 		want                      int
@@ -167,8 +166,10 @@ func TestAuth(t *testing.T) {
 	}
 }
 
-func TestBadInput(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestBadInput(t *testing.T) { storetest.ForEach(t, testBadInput) }
+
+func testBadInput(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	f.twoAgents()
 	good, _ := json.Marshal([]api.TaskCreate{pingTask("-c 5")})
 	mk := func(tc ...api.TaskCreate) []byte { b, _ := json.Marshal(tc); return b }
@@ -245,8 +246,10 @@ func TestBadInput(t *testing.T) {
 
 // TestSeedWorkflow replays the seed's user workflow against the v1 API and
 // checks the JSON shapes.
-func TestSeedWorkflow(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestSeedWorkflow(t *testing.T) { storetest.ForEach(t, testSeedWorkflow) }
+
+func testSeedWorkflow(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	f.twoAgents()
 	ctx := context.Background()
 	code, body := f.do("GET", "/api/v1/external/clients", userTok, nil)
@@ -286,8 +289,10 @@ func TestSeedWorkflow(t *testing.T) {
 	}
 }
 
-func TestReaperTiming(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestReaperTiming(t *testing.T) { storetest.ForEach(t, testReaperTiming) }
+
+func testReaperTiming(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 5")})
@@ -349,8 +354,10 @@ func TestReaperTiming(t *testing.T) {
 	}
 }
 
-func TestDeadlineExpiry(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestDeadlineExpiry(t *testing.T) { storetest.ForEach(t, testDeadlineExpiry) }
+
+func testDeadlineExpiry(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	ids, _ := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 2")})
@@ -359,15 +366,18 @@ func TestDeadlineExpiry(t *testing.T) {
 		t.Fatalf("fetch: %+v", fr)
 	}
 	dl := fr.Tasks[0].Deadline
+	// Step toward the deadline in at most 2 s, landing on it exactly: up
+	// to and at the deadline the task must not time out. (Stepping over
+	// it would expire the task inside the loop, unchecked.)
 	for f.clock.Now().Before(dl) {
-		f.clock.Add(2 * time.Second)
+		f.clock.Add(min(2*time.Second, dl.Sub(f.clock.Now())))
 		f.twoAgents() // both keep beating
 		res, err := f.srv.Reap(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.clock.Now().Before(dl) && len(res.TimedOut) != 0 {
-			t.Fatalf("timed out before the deadline")
+		if len(res.TimedOut) != 0 {
+			t.Fatalf("timed out at %v, not after the deadline %v", f.clock.Now(), dl)
 		}
 	}
 	f.clock.Add(time.Second)
@@ -386,8 +396,10 @@ func TestDeadlineExpiry(t *testing.T) {
 	}
 }
 
-func TestLongPollWakeup(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestLongPollWakeup(t *testing.T) { storetest.ForEach(t, testLongPollWakeup) }
+
+func testLongPollWakeup(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	type res struct {
@@ -422,8 +434,10 @@ func TestLongPollWakeup(t *testing.T) {
 	}
 }
 
-func TestReportDedupe(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestReportDedupe(t *testing.T) { storetest.ForEach(t, testReportDedupe) }
+
+func testReportDedupe(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	ids, _ := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
@@ -463,12 +477,13 @@ func TestReportDedupe(t *testing.T) {
 	}
 }
 
-// TestRestart restarts the server on the same SQLite file with tasks in
+// TestRestart restarts the server on the same database with tasks in
 // flight: nothing is lost or doubled.
-func TestRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cnperf.db")
+func TestRestart(t *testing.T) { storetest.ForEach(t, testRestart) }
+
+func testRestart(t *testing.T, dsn string) {
 	clock := &fakeClock{t: time.Date(2026, 4, 27, 7, 0, 0, 0, time.UTC)}
-	f := newFixture(t, path, clock)
+	f := newFixture(t, dsn, clock)
 	ctx := context.Background()
 	f.twoAgents()
 	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1"), pingTask("-c 2"), pingTask("-c 3")})
@@ -491,7 +506,7 @@ func TestRestart(t *testing.T) {
 	f.close() // the server goes away with tasks 1 and 2 in flight
 
 	clock.Add(2 * time.Second)
-	g := newFixture(t, path, clock)
+	g := newFixture(t, dsn, clock)
 	if err := g.srv.seedPending(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -535,8 +550,10 @@ func TestRestart(t *testing.T) {
 	}
 }
 
-func TestV2RunLifecycle(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestV2RunLifecycle(t *testing.T) { storetest.ForEach(t, testV2RunLifecycle) }
+
+func testV2RunLifecycle(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{
@@ -606,8 +623,10 @@ func TestV2RunLifecycle(t *testing.T) {
 	}
 }
 
-func TestIperfHandoff(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestIperfHandoff(t *testing.T) { storetest.ForEach(t, testIperfHandoff) }
+
+func testIperfHandoff(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
 	f.twoAgents()
 	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{{SrcPodUID: "uid-a", DstPodUID: "uid-b", TaskParam: "-u -b 10M -t 2", TaskType: "iperf"}})
@@ -634,8 +653,10 @@ func TestIperfHandoff(t *testing.T) {
 	}
 }
 
-func TestOpenAPI(t *testing.T) {
-	f := newFixture(t, "", nil)
+func TestOpenAPI(t *testing.T) { storetest.ForEach(t, testOpenAPI) }
+
+func testOpenAPI(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
 	code, body := f.do("GET", "/api/v2/openapi.json", "", nil)
 	if code != 200 {
 		t.Fatal(code)

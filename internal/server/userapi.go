@@ -32,7 +32,7 @@ func (s *Server) handleClientsV1(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Client, 0, len(as))
 	for _, a := range as {
-		out = append(out, clientV1(a))
+		out = append(out, clientV1(s.fresh(a)))
 	}
 	s.okV1(w, out)
 }
@@ -45,9 +45,18 @@ func (s *Server) handleAgentsV2(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Agent, 0, len(as))
 	for _, a := range as {
-		out = append(out, agentV2(a))
+		out = append(out, agentV2(s.fresh(a)))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// fresh returns a with its latest heartbeat time from memory, which the
+// store may lag by a few seconds.
+func (s *Server) fresh(a store.Agent) store.Agent {
+	if t := s.beats.lastBeat(a.PodUID); t.After(a.LastHeartbeat) {
+		a.LastHeartbeat = t
+	}
+	return a
 }
 
 // agentIndex resolves agents by pod uid or pod name for task creation.

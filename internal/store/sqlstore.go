@@ -252,6 +252,56 @@ func (s *sqlStore) UpsertHeartbeats(ctx context.Context, agents []Agent, now tim
 	})
 }
 
+// touchChunk bounds the pod UIDs of one TouchAgents statement.
+const touchChunk = 500
+
+func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch, now time.Time) (int, error) {
+	if len(touches) == 0 {
+		return 0, nil
+	}
+	byStatus := map[AgentStatus][]string{}
+	for i, t := range touches {
+		if t.PodUID == "" {
+			return 0, fmt.Errorf("touch %d: %w: pod_uid is empty", i, ErrInvalid)
+		}
+		st := t.Status
+		if st == 0 {
+			st = AgentFree
+		}
+		if st != AgentFree && st != AgentBusy {
+			return 0, fmt.Errorf("touch %s: %w: status %d is not free (1) or busy (2)", t.PodUID, ErrInvalid, t.Status)
+		}
+		byStatus[st] = append(byStatus[st], t.PodUID)
+	}
+	total := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		total = 0
+		for _, st := range []AgentStatus{AgentFree, AgentBusy} {
+			uids := byStatus[st]
+			for len(uids) > 0 {
+				n := min(len(uids), touchChunk)
+				args := make([]any, 0, n+2)
+				args = append(args, s.d.ts(now), int64(st))
+				ph := make([]string, n)
+				for i, u := range uids[:n] {
+					args = append(args, u)
+					ph[i] = "$" + strconv.Itoa(i+3)
+				}
+				res, err := tx.ExecContext(ctx, "UPDATE agents SET last_heartbeat = $1, status = $2 WHERE pod_uid IN ("+strings.Join(ph, ", ")+") AND +status IN (1, 2)", args...)
+				if err != nil {
+					return fmt.Errorf("touch agents: %w", err)
+				}
+				if k, err := res.RowsAffected(); err == nil {
+					total += int(k)
+				}
+				uids = uids[n:]
+			}
+		}
+		return nil
+	})
+	return total, err
+}
+
 func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
 	a, err := scanAgent(s.r.QueryRowContext(ctx, "SELECT "+agentCols+" FROM agents WHERE pod_uid = $1", podUID))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -89,6 +89,12 @@ type Agent struct {
 	LastHeartbeat time.Time // the seed's UpdateTime
 }
 
+// Touch is one heartbeat for TouchAgents.
+type Touch struct {
+	PodUID string
+	Status AgentStatus // AgentFree or AgentBusy
+}
+
 // AgentFilter selects agents for ListAgents.
 type AgentFilter struct {
 	IncludeOffline bool   // false: only free and busy agents (the seed's default)
@@ -264,6 +270,12 @@ type Store interface {
 	// one transaction: all or none. Duplicate PodUIDs in one batch: the
 	// last one wins.
 	UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error
+	// TouchAgents records heartbeats of agents that are online and whose
+	// identity did not change: LastHeartbeat = now and the given status
+	// (free or busy), in one transaction, a few hundred rows per statement.
+	// Agents that are unknown or offline are left alone (their next
+	// heartbeat goes through UpsertHeartbeat). Returns the rows changed.
+	TouchAgents(ctx context.Context, touches []Touch, now time.Time) (int, error)
 	// GetAgent returns the agent with this pod UID, or ErrNotFound.
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
 	// ListAgents returns the agents matching f, ordered by ID.

@@ -113,6 +113,8 @@ func errorFrom(status int, data []byte) error {
 			msg = eb.Msg
 		}
 		if msg != "" {
+			// The server's message already names the field.
+			msg = strings.TrimPrefix(msg, eb.Field+": ")
 			return &api.Error{Status: status, Field: eb.Field, Message: msg}
 		}
 	}
