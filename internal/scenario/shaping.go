@@ -201,13 +201,18 @@ func GoodputBps(limitBps uint64, proto string, payload, mtu int) float64 {
 	return float64(limitBps) * float64(payload) / float64(payload+udpOverhead)
 }
 
-// SeriesBps turns interval reports into a rate per interval, dropping a
-// last interval shorter than half the nominal one (its rate is noise).
-func SeriesBps(ivs []probe.Interval, nominal time.Duration) []float64 {
+// SeriesBps turns interval reports into a rate per interval. It drops
+// what is not the flow's own: intervals that start after the flow's
+// length (the queue draining once the sender stopped; flow 0 keeps all)
+// and a last interval shorter than half the nominal one.
+func SeriesBps(ivs []probe.Interval, nominal, flow time.Duration) []float64 {
 	out := make([]float64, 0, len(ivs))
 	for i, iv := range ivs {
 		d := iv.EndS - iv.StartS
 		if d <= 0 {
+			continue
+		}
+		if flow > 0 && iv.StartS >= flow.Seconds()-nominal.Seconds()/2 {
 			continue
 		}
 		if i == len(ivs)-1 && d < nominal.Seconds()/2 {
@@ -232,7 +237,7 @@ type SeriesAnalysis struct {
 // ConformWindow is how many intervals the conformance test averages: a
 // receiver's 100 ms intervals jitter by a packet or two, so one interval
 // alone above the tolerance is not yet a flow out of its limit.
-const ConformWindow = 3
+const ConformWindow = 5
 
 // AnalyzeSeries finds the first interval's rate; the time from which the
 // rate, averaged over each interval and the next ConformWindow-1, stays

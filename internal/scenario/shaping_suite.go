@@ -250,7 +250,7 @@ func shapingFigures(o Outcome) (map[string]float64, map[string][]float64) {
 	if v := o.Result.LossPct; v != nil {
 		out["loss_pct"] = *v
 	}
-	ser := SeriesBps(o.Result.Intervals, ShapingInterval)
+	ser := SeriesBps(o.Result.Intervals, ShapingInterval, o.Step.Spec.Duration.D())
 	if len(ser) == 0 {
 		return out, nil
 	}

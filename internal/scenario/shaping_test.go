@@ -99,9 +99,14 @@ func TestAnalyzeSeries(t *testing.T) {
 
 func TestSeriesBpsDropsShortTail(t *testing.T) {
 	ivs := []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, Bytes: 25000}, {StartS: 0.2, EndS: 0.21, ThroughputBps: 9e9}}
-	got := SeriesBps(ivs, 100*time.Millisecond)
+	got := SeriesBps(ivs, 100*time.Millisecond, 0)
 	if len(got) != 2 || got[0] != 1e6 || math.Abs(got[1]-2e6) > 1e-6 {
 		t.Errorf("series %v", got)
+	}
+	// The drain after a 200 ms flow is not the flow's.
+	ivs = []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, ThroughputBps: 1e6}, {StartS: 0.2, EndS: 0.3, ThroughputBps: 4e5}}
+	if got := SeriesBps(ivs, 100*time.Millisecond, 200*time.Millisecond); len(got) != 2 {
+		t.Errorf("series with the drain %v", got)
 	}
 }
 
