@@ -129,7 +129,7 @@ func TestSVGStructure(t *testing.T) {
 		{id: "bars-throughput", counts: map[string]int{"bar": 6, "whisker": 6, "xcat": 3, "legend-item": 2},
 			ylabel: "Throughput (Gbit/s)", legends: []string{"host-gw", "vxlan"}},
 		{id: "bars-rtt", counts: map[string]int{"bar": 12, "xcat": 3, "legend-item": 4}, ylabel: "Round trip (µs)"},
-		{id: "throughput-time", counts: map[string]int{"series": 6, "marker": 60, "legend-item": 6},
+		{id: "throughput-time", counts: map[string]int{"series": 6, "legend-item": 6},
 			ylabel: "Throughput (Gbit/s)", xlabel: "Time (s)"},
 		{id: "hist-rtt", counts: map[string]int{"series": 6, "area": 6}, ylabel: "Share of samples (%)", xlabel: "Latency (µs)"},
 		{id: "cdf-rtt", counts: map[string]int{"series": 6}, ylabel: "Samples at or below (%)", xlabel: "Latency (µs)"},

@@ -82,6 +82,7 @@ type Server struct {
 	beats   *beatCache
 	disp    *dispatcher
 	openapi []byte
+	extras  *extras // dashboard and /metrics (dashboard.go)
 }
 
 // New checks opts and returns a server.
@@ -123,6 +124,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.openapi = doc
 	s.routes()
+	if err := s.mountExtras(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	return s, nil
 }
 
