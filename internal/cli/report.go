@@ -203,6 +203,7 @@ with its progress and the figures measured so far.
 func writeSuiteHTML(path string, out scenario.Output) error {
 	rep := report.FromOutcomes(out.RunID, out.Suite, out.Outcomes)
 	rep.Rows = out.Rows // the suite's own rows, overheads included
+	rep.AddSuiteCharts()
 	rep.Status = api.RunSucceeded
 	rep.Params = map[string]string{"time": out.Options.Time.String(), "repeat": fmt.Sprint(out.Options.Repeat), "runs": fmt.Sprint(len(out.RunIDs))}
 	return writeFileAtomic(path, rep.WriteHTML)

@@ -73,6 +73,12 @@ func buildCnperf(t *testing.T) string {
 // runJSON runs `cnperf lab run ARGS --json` and decodes its output.
 func runJSON(t *testing.T, bin, name, stateDir string, args ...string) output {
 	t.Helper()
+	return runJSONExit(t, 0, bin, name, stateDir, args...)
+}
+
+// runJSONExit is runJSON for a run that must exit with code want.
+func runJSONExit(t *testing.T, want int, bin, name, stateDir string, args ...string) output {
+	t.Helper()
 	cleanupLab(t, name, stateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -84,8 +90,15 @@ func runJSON(t *testing.T, bin, name, stateDir string, args ...string) output {
 	start := time.Now()
 	err := cmd.Run()
 	t.Logf("cnperf %s: %v\n%s", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond), stderr.String())
-	if err != nil {
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
 		t.Fatalf("cnperf lab run: %v", err)
+	}
+	if code != want {
+		t.Fatalf("cnperf lab run exited with %d, want %d", code, want)
 	}
 	var out output
 	dec := json.NewDecoder(&stdout)
@@ -104,6 +117,16 @@ type output struct {
 	Suite   string           `json:"suite"`
 	Options json.RawMessage  `json:"options"`
 	Rows    []map[string]any `json:"rows"`
+	SLO     []struct {
+		Objective struct {
+			Connection string `json:"connection"`
+			Expr       string `json:"expr"`
+		} `json:"objective"`
+		Connection string  `json:"connection"`
+		Backend    string  `json:"backend"`
+		Value      float64 `json:"value"`
+		Pass       bool    `json:"pass"`
+	} `json:"slo"`
 }
 
 // figure reads a dotted key ("throughput_bps.sender") of a row object.
@@ -171,7 +194,23 @@ func TestLabRunBaseline(t *testing.T) {
 	nettest.Require(t)
 	bin := buildCnperf(t)
 	db := filepath.Join(t.TempDir(), "runs.db")
-	out := runJSON(t, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db)
+	// One objective every row meets, one none can: the run exits with 3
+	// and still prints its rows with the verdicts.
+	slo := filepath.Join(t.TempDir(), "slo.json")
+	if err := os.WriteFile(slo, []byte(`{"apiVersion": "cnperf/v1", "objectives": [
+		{"expr": "loss_pct < 50"},
+		{"connection": "node-node", "expr": "throughput_bps.receiver > 1000000G"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runJSONExit(t, 3, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db, "--slo", slo)
+	if len(out.SLO) != 4 {
+		t.Fatalf("%d SLO checks, want 4 (loss on 3 rows, throughput on node-node)", len(out.SLO))
+	}
+	for _, c := range out.SLO {
+		if want := c.Objective.Expr == "loss_pct < 50"; c.Pass != want {
+			t.Errorf("SLO %q on %s: pass %v, want %v", c.Objective.Expr, c.Connection, c.Pass, want)
+		}
+	}
 	if out.Suite != "baseline" {
 		t.Errorf("suite %q", out.Suite)
 	}

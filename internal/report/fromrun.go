@@ -98,6 +98,7 @@ func FromRuns(reg *scenario.Registry, runs ...api.Run) (*Report, error) {
 		}
 	}
 	r.Outcomes = all
+	r.AddSuiteCharts()
 	if m, ok := NodeMatrix(all); ok {
 		r.Matrices = append(r.Matrices, m)
 	}

@@ -34,8 +34,10 @@ const (
 // cluster is a real cnperf server (SQLite) with agents on loopback that run
 // cnperf's own probe engines against real responders.
 type cluster struct {
-	URL string
-	API *client.Client
+	URL   string
+	API   *client.Client
+	Token string // the user token
+	Where string // "loopback" or the lab's name
 }
 
 func probers() *probe.Registry {
@@ -70,7 +72,7 @@ func newCluster(t *testing.T, nodes, podsPerNode int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{URL: ts.URL, API: c}
+	cl := &cluster{URL: ts.URL, API: c, Token: userToken, Where: "loopback"}
 	for n := 1; n <= nodes; n++ {
 		for p := 0; p <= podsPerNode; p++ {
 			hb := api.Heartbeat{PodName: fmt.Sprintf("pod-%c", 'a'+p), PodUID: fmt.Sprintf("uid-n%d-p%d", n, p), PodIP: "127.0.0.1",
