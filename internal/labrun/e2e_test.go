@@ -333,3 +333,45 @@ func TestLabRunWithoutRoot(t *testing.T) {
 		t.Errorf("stdout %q, want nothing", stdout.String())
 	}
 }
+
+// TestRunAgainstLabUp keeps a lab with `cnperf lab up` (server and agents
+// included) and runs a suite against it with `cnperf run --lab`.
+func TestRunAgainstLabUp(t *testing.T) {
+	nettest.Require(t)
+	bin := buildCnperf(t)
+	name, stateDir := labName(t), t.TempDir()
+	cleanupLab(t, name, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cnperf := func(args ...string) ([]byte, error) {
+		args = append(args, "--state-dir", stateDir, "--log-level", "warn")
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("cnperf %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+	if _, err := cnperf("lab", "up", "--name", name, "--nodes", "2", "--pods-per-node", "2", "--backend", "vxlan"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := lab.Status(name, stateDir)
+	if err != nil || st.Cnperf == nil || st.Cnperf.Agents != 6 {
+		t.Fatalf("lab up did not record its control plane with 6 agents: %+v %v", st.Cnperf, err)
+	}
+	raw, err := cnperf("run", "baseline", "--lab", name, "--time", "1s", "--repeat", "1", "--set", "ping-count=5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out output
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("decode: %v\n%s", err, raw)
+	}
+	checkRows(t, out, []string{"vxlan"}) // the lab's backend labels the rows
+	if _, err := cnperf("lab", "down", "--name", name); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLab(t, name, stateDir)
+}
