@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cnperf's tests and benchmarks need from Debian's packages,
 # only when missing: the reference tools (iperf3, iperf2, ping, traceroute)
-# and PostgreSQL (for the store tests). Needs root for apt-get; without root
+# PostgreSQL (for the store tests) and Chromium (for the dashboard's browser
+# tests). Needs root for apt-get; without root
 # it says what is missing and exits 0, so tests that need a tool skip with
 # their own reason.
 set -euo pipefail
@@ -13,6 +14,9 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v traceroute >/dev/null 2>&1 || need+=(traceroute)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# Headless Chromium and a font for the dashboard's browser tests.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -91,6 +91,8 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newClientsCommand(st),
 		newTaskCommand(st),
 		newRunCommand(g, st),
+		newReportCommand(g, st),
+		newCompareCommand(g, st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

@@ -116,6 +116,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	if err := hs.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("shut down http: %w", err))
 	}
+	srv.CloseDashboard() // cancels suites started from the dashboard
 	stopJobs()
 	if err := <-jobsDone; err != nil {
 		errs = append(errs, fmt.Errorf("final heartbeat flush: %w", err))

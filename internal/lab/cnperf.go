@@ -39,6 +39,9 @@ type CnperfOptions struct {
 	HostAgents bool
 	// LogLevel is passed to the server and agents (default "info").
 	LogLevel string
+	// DB is the server's SQLite file (default Dir/cnperf.db). A file that
+	// exists is opened again, so the runs of several labs can share it.
+	DB string
 }
 
 // ControlPlane is the lab's running cnperf server and agents.
@@ -121,7 +124,10 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	}
 	base := []string{"PATH=" + os.Getenv("PATH"), "CNPERF_LOG_LEVEL=" + o.LogLevel}
 	port := strconv.Itoa(DefaultServerPort)
-	db := filepath.Join(o.Dir, "cnperf.db")
+	db := o.DB
+	if db == "" {
+		db = filepath.Join(o.Dir, "cnperf.db")
+	}
 	srvLog := filepath.Join(o.Dir, "server.log")
 	srvEnv := append(append([]string(nil), base...), "CNPERF_USER_TOKEN="+cp.UserToken, "CNPERF_AGENT_TOKEN="+cp.AgentToken)
 	if _, err := l.StartProcess(l.Underlay.NS, []string{o.Binary, "server", "--listen", "0.0.0.0:" + port, "--db", "sqlite:" + db}, srvEnv, srvLog); err != nil {

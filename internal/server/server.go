@@ -83,6 +83,7 @@ type Server struct {
 	reg     *registrar
 	disp    *dispatcher
 	openapi []byte
+	extras  *extras // dashboard and /metrics (dashboard.go)
 }
 
 // New checks opts and returns a server.
@@ -125,6 +126,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.openapi = doc
 	s.routes()
+	if err := s.mountExtras(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	return s, nil
 }
 
