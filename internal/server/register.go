@@ -101,7 +101,7 @@ func (r *registrar) writeBatch() {
 	// Not the leader's request context: others wait on this write.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	out, err := r.st.UpsertHeartbeats(ctx, agents, now)
+	out, err := r.st.RegisterAgents(ctx, agents, now)
 	for i, reg := range batch {
 		if err != nil {
 			reg.err = err

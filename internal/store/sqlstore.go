@@ -224,7 +224,12 @@ func (s *sqlStore) UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) 
 	return got, nil
 }
 
-func (s *sqlStore) UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error) {
+func (s *sqlStore) UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error {
+	_, err := s.RegisterAgents(ctx, agents, now)
+	return err
+}
+
+func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error) {
 	if len(agents) == 0 {
 		return nil, nil
 	}

@@ -268,9 +268,12 @@ type Store interface {
 	// stored agent.
 	UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) (Agent, error)
 	// UpsertHeartbeats records many heartbeats, as UpsertHeartbeat would, in
-	// one transaction: all or none, and returns the stored agents in the
-	// order given. Duplicate PodUIDs in one batch: the last one wins.
-	UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error)
+	// one transaction: all or none. Duplicate PodUIDs in one batch: the
+	// last one wins.
+	UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error
+	// RegisterAgents is UpsertHeartbeats returning the stored agents in the
+	// order given (the server's batched registrations).
+	RegisterAgents(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error)
 	// TouchAgents records heartbeats of agents that are online and whose
 	// identity did not change: LastHeartbeat = the touch's At and its status
 	// (free or busy), in one transaction, a few hundred rows per statement

@@ -87,7 +87,7 @@ func testAgents(t *testing.T, st store.Store) {
 	if b.ID != a.ID || !b.RegisterTime.Equal(at(0)) || !b.LastHeartbeat.Equal(at(1.5)) || b.NodeName != "n1-renamed" {
 		t.Errorf("second heartbeat: %+v (first %+v)", b, a)
 	}
-	batch, err := st.UpsertHeartbeats(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}, {PodUID: "ag-1", PodName: "pod-ag-1", NodeName: "n1", Status: store.AgentBusy}}, at(2))
+	batch, err := st.RegisterAgents(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}, {PodUID: "ag-1", PodName: "pod-ag-1", NodeName: "n1", Status: store.AgentBusy}}, at(2))
 	if err != nil || len(batch) != 2 || batch[1].ID != a.ID || batch[0].PodUID != "ag-2" || batch[0].ID == 0 || !batch[0].RegisterTime.Equal(at(2)) {
 		t.Fatalf("batch heartbeat: %+v %v", batch, err)
 	}
@@ -100,6 +100,9 @@ func testAgents(t *testing.T, st store.Store) {
 	}
 	if _, err := st.UpsertHeartbeat(ctx, store.Agent{PodUID: "ag-x", Status: store.AgentOffline}, at(2)); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("heartbeat claiming offline: %v, want ErrInvalid", err)
+	}
+	if err := st.UpsertHeartbeats(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}}, at(2)); err != nil {
+		t.Fatal(err)
 	}
 	// Silent since before 10 s ago at t=12: ag-1 and ag-2 beat at 2 → not yet.
 	off, err := st.MarkSilentOffline(ctx, at(12).Add(-10*time.Second), at(12))
