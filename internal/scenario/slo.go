@@ -205,6 +205,9 @@ func KnownMetrics() map[string]bool {
 			known[p[1]] = true
 		}
 	}
+	for _, name := range qosRowMetrics {
+		known[name] = true
+	}
 	return known
 }
 
