@@ -325,7 +325,6 @@ func TestAgentCancelAndTimeout(t *testing.T) {
 	long, short := run.Tasks[0].TaskID, run.Tasks[1].TaskID
 	// Wait until the long one runs, then cancel it.
 	e.waitRunning(long, 20*time.Second)
-	t0 := time.Now()
 	if _, err := e.user.CancelTask(ctx, long, "test cancels"); err != nil {
 		t.Fatal(err)
 	}
@@ -344,11 +343,8 @@ func TestAgentCancelAndTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.wait(run2.Tasks[0].TaskID, 15*time.Second); got.State != api.StateSucceeded {
+	if got := e.wait(run2.Tasks[0].TaskID, 30*time.Second); got.State != api.StateSucceeded {
 		t.Errorf("follow-up task: %s %q", got.State, got.Reason)
-	}
-	if d := time.Since(t0); d > 15*time.Second {
-		t.Errorf("cancel to follow-up done took %v", d)
 	}
 }
 
@@ -396,18 +392,16 @@ func TestAgentShutdown(t *testing.T) {
 	}
 	id := run.Tasks[0].TaskID
 	e.waitRunning(id, 20*time.Second)
-	t0 := time.Now()
 	a.stop()
+	// Generous bound: stopping takes about a second; the bound only says
+	// that nothing hangs (the task alone would run a minute).
 	select {
 	case <-a.done:
 		if a.err != nil {
 			t.Errorf("Run: %v", a.err)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("agent did not stop within 15s")
-	}
-	if d := time.Since(t0); d > 10*time.Second {
-		t.Errorf("agent took %v to stop", d)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not stop within 30s")
 	}
 	got, err := e.user.GetTask(ctx, id)
 	if err != nil || got.State != api.StateCancelled || got.Reason != errShutdown.Error() {
