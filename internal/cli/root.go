@@ -85,6 +85,8 @@ func Run(ctx context.Context, args []string, st Streams) error {
 	root.AddCommand(
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
+		newK8sCommand(g, st),
+		newImageCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)
