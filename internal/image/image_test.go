@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // staticBinary builds a tiny static program to put in images.
