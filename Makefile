@@ -13,7 +13,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cnperf
 
-# The main job. Until the lab lands this measures a probe pair on loopback.
+# The main job: the baseline suite on a 2-node lab (needs root).
 demo: build
 	./scripts/demo.sh
 
@@ -33,6 +33,17 @@ test: test-deps fmt-check vet build
 
 bench-probes: build test-deps
 	$(GO) run ./internal/probe/probebench -cnperf $(BIN)
+
+# Simulated agents (10,000 by default) against one server on SQLite; holds
+# the machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,
+# e.g. BENCH_SERVER_FLAGS="-agents 2000 -measure 30s".
+bench-server: build
+	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
+
+# Lab up + down of 2x2 and 32x4 on both backends against the targets
+# (< 2 s, < 30 s); needs root. Serialised with other benchmarks.
+bench-lab:
+	flock /tmp/cnperf-bench.lock $(GO) run ./internal/lab/labbench
 
 clean:
 	rm -rf bin

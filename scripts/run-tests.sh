@@ -14,4 +14,11 @@ if [ -x scripts/pg-test.sh ]; then
     echo "run-tests: could not start PostgreSQL; its store tests will skip" >&2
   fi
 fi
+# Make /var/run/netns a shared mount point before any test makes named
+# namespaces, as `ip netns add` does on first use: otherwise a test that
+# runs `ip netns add` later binds the directory over itself and hides the
+# namespaces other tests mounted there, which then cannot be removed.
+if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null; then
+  ip netns add cnperf-tests-init 2>/dev/null && ip netns del cnperf-tests-init || true
+fi
 go test -race -count=1 -timeout "$timeout" "$@"

@@ -2,15 +2,19 @@ package cli
 
 import (
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/icmp"
+	"github.com/cnperf/cnperf/internal/probe/rr"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
+	"github.com/cnperf/cnperf/internal/probe/udp"
 )
 
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry()
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{})
 }
 
 // handlers returns the responder side of every engine that needs one.
 func handlers() []probe.Handler {
-	return nil
+	return []probe.Handler{tcp.Handler{}, udp.NewHandler(), rr.Handler{}}
 }

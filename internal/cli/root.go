@@ -85,6 +85,12 @@ func Run(ctx context.Context, args []string, st Streams) error {
 	root.AddCommand(
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
+		newLabCommand(g, st),
+		newServerCommand(g, st),
+		newAgentCommand(g, st),
+		newClientsCommand(st),
+		newTaskCommand(st),
+		newRunCommand(g, st),
 		newK8sCommand(g, st),
 		newImageCommand(st),
 		// Verbs of other areas are added here, one line each.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -84,6 +85,9 @@ type Step struct {
 	Spec       probe.Spec `json:"spec"`
 	// Exclusive steps must not share a node with another exclusive step.
 	Exclusive bool `json:"exclusive"`
+	// Labels carry what a suite groups its own rows by beyond the
+	// connection (qos-priority's variant and marking).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Pair is the source and destination chosen for a connection.
@@ -140,7 +144,10 @@ func PickPairs(eps []Endpoint) (map[string]Pair, error) {
 // Baseline plans the baseline: for each connection and repetition, TCP
 // throughput, UDP at a rate below capacity, UDP request/response and ping.
 // Repetitions are interleaved (all connections once, then again) so slow
-// drift of a shared machine spreads over every row alike.
+// drift of a shared machine spreads over every row alike. Every step is
+// exclusive, so no measurement shares a node with another one: an RTT taken
+// beside a throughput test on the same node would measure that test's
+// queue, not the path.
 func Baseline(eps []Endpoint, o BaselineOptions) ([]Step, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("baseline options: %w", err)
@@ -158,7 +165,7 @@ func Baseline(eps []Endpoint, o BaselineOptions) ([]Step, error) {
 			}
 			for _, m := range []string{MeasureTCP, MeasureUDP, MeasureRR, MeasurePing} {
 				steps = append(steps, Step{Connection: conn, Backend: o.Backend, Measure: m, Repeat: rep,
-					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: m == MeasureTCP || m == MeasureUDP})
+					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: true})
 			}
 		}
 	}
@@ -178,4 +185,75 @@ func baselineSpec(measure string, dst Endpoint, o BaselineOptions) probe.Spec {
 	default:
 		return probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: o.PingCount, Interval: probe.Duration(10 * time.Millisecond)}
 	}
+}
+
+// BaselineSuite is the baseline as a Suite: one phase measuring pod-pod on
+// one node, pod-pod across nodes and node-node (TCP, UDP below capacity,
+// request/response and ping). Settings (--set): udp-rate (bit/s, e.g.
+// 500M), udp-size (bytes), ping-count.
+type BaselineSuite struct{}
+
+// Name implements Suite.
+func (BaselineSuite) Name() string { return "baseline" }
+
+// Describe implements Suite.
+func (BaselineSuite) Describe() string {
+	return "pod-pod same node, pod-pod cross node, node-node: TCP and UDP throughput, loss, RTT"
+}
+
+// Plan implements Suite.
+func (s BaselineSuite) Plan(agents []Endpoint, o Options, _ Network) ([]Phase, error) {
+	bo, err := baselineOptions(s.Name(), o)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := Baseline(agents, bo)
+	if err != nil {
+		return nil, err
+	}
+	name := s.Name()
+	if o.Backend != "" {
+		name += " on " + o.Backend
+	}
+	return []Phase{{Name: name, Steps: steps}}, nil
+}
+
+// Rows implements Suite.
+func (BaselineSuite) Rows(outcomes []Outcome) []Row { return Rows(outcomes) }
+
+// baselineOptions turns the common options and the baseline's settings
+// into BaselineOptions.
+func baselineOptions(suite string, o Options) (BaselineOptions, error) {
+	if err := o.Validate(); err != nil {
+		return BaselineOptions{}, fmt.Errorf("suite %s: %w", suite, err)
+	}
+	if err := o.CheckSet(suite, "udp-rate", "udp-size", "ping-count"); err != nil {
+		return BaselineOptions{}, err
+	}
+	bo := DefaultBaseline()
+	bo.Time, bo.Repeat, bo.Backend = o.Time, o.Repeat, o.Backend
+	for k, v := range o.Set {
+		switch k {
+		case "udp-rate":
+			r, err := probe.ParseRate(v)
+			if err != nil {
+				return bo, fmt.Errorf("suite %s: udp-rate %q: %w", suite, v, err)
+			}
+			bo.UDPRateBps = r
+		case "udp-size", "ping-count":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return bo, fmt.Errorf("suite %s: %s %q: want a whole number", suite, k, v)
+			}
+			if k == "udp-size" {
+				bo.UDPSize = n
+			} else {
+				bo.PingCount = n
+			}
+		}
+	}
+	if err := bo.Validate(); err != nil {
+		return bo, fmt.Errorf("suite %s: %w", suite, err)
+	}
+	return bo, nil
 }

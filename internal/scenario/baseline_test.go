@@ -61,7 +61,7 @@ func TestBaselinePlan(t *testing.T) {
 		t.Errorf("first step = %+v", first)
 	}
 	for _, s := range steps {
-		if s.Measure == MeasurePing && (s.Spec.Target != s.Dst.IP || s.Exclusive) {
+		if s.Measure == MeasurePing && (s.Spec.Target != s.Dst.IP || !s.Exclusive) {
 			t.Errorf("ping step = %+v", s)
 		}
 		if s.Measure == MeasureUDP && (s.Spec.RateBps == nil || *s.Spec.RateBps != o.UDPRateBps) {

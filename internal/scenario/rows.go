@@ -53,10 +53,20 @@ type Row struct {
 	Median      map[string]float64
 	Min, Max    map[string]float64
 	Errors      []string
+	// OverheadPct is how much lower the TCP receiver throughput is than
+	// node-node's of the same backend (see Overhead; set by SetOverhead).
+	OverheadPct *float64
+	// Labels are a suite's own keys of the row (qos-priority's variant,
+	// marking and verdict), written as top-level JSON strings.
+	Labels map[string]string
+	// Series are a suite's per-interval figures (shaping's receiver rate
+	// per 100 ms), written as top-level JSON arrays.
+	Series map[string][]float64
 }
 
 // Rows groups outcomes by backend and connection and aggregates them.
-// Rows come in backend order of first appearance, then ConnectionOrder.
+// Rows come in backend order of first appearance, then ConnectionOrder,
+// then other connections (a suite's own labels) in order of appearance.
 func Rows(outcomes []Outcome) []Row {
 	type key struct{ backend, conn string }
 	values := map[key]map[string][]float64{}
@@ -64,12 +74,16 @@ func Rows(outcomes []Outcome) []Row {
 	reps := map[key]map[int]bool{}
 	var backends []string
 	seenBackend := map[string]bool{}
+	order := append([]string(nil), ConnectionOrder...)
 	for _, o := range outcomes {
 		k := key{o.Step.Backend, o.Step.Connection}
 		r, ok := rows[k]
 		if !ok {
 			r = &Row{Connection: k.conn, Backend: k.backend, Src: endpointLabel(o.Step.Src), Dst: endpointLabel(o.Step.Dst)}
 			rows[k], values[k], reps[k] = r, map[string][]float64{}, map[int]bool{}
+			if !contains(order, k.conn) {
+				order = append(order, k.conn)
+			}
 			if !seenBackend[k.backend] {
 				seenBackend[k.backend] = true
 				backends = append(backends, k.backend)
@@ -93,7 +107,7 @@ func Rows(outcomes []Outcome) []Row {
 	}
 	var out []Row
 	for _, b := range backends {
-		for _, c := range ConnectionOrder {
+		for _, c := range order {
 			k := key{b, c}
 			r, ok := rows[k]
 			if !ok {
@@ -184,6 +198,15 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	obj["max"] = nest(r.Max)
 	if len(r.Errors) > 0 {
 		obj["errors"] = r.Errors
+	}
+	if r.OverheadPct != nil {
+		obj["overhead_pct"] = *r.OverheadPct
+	}
+	for k, v := range r.Labels {
+		obj[k] = v
+	}
+	for k, v := range r.Series {
+		obj[k] = v
 	}
 	return json.Marshal(obj)
 }

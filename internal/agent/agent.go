@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// Defaults of Options.
+const (
+	DefaultResponderPort  = 5201
+	DefaultMaxParallel    = 4
+	DefaultHeartbeatEvery = time.Second
+	DefaultPollWait       = 25 * time.Second
+	// DefaultShutdownGrace bounds the last deliveries when the agent stops.
+	DefaultShutdownGrace = 5 * time.Second
+)
+
+// Options configure an Agent. Client, Identity and Probers are required.
+type Options struct {
+	// Client talks to the server with the agent token.
+	Client   *client.Client
+	Identity Identity
+	// Probers runs v2 probe tasks; Handlers are the responder's side of
+	// each kind.
+	Probers  *probe.Registry
+	Handlers []probe.Handler
+	// ResponderPort is the responder's TCP and UDP port on the pod IP
+	// (DefaultResponderPort when 0; -1 picks a free port, for tests).
+	ResponderPort int
+	// MaxParallel bounds the tasks run at once (DefaultMaxParallel when 0).
+	MaxParallel    int
+	HeartbeatEvery time.Duration // DefaultHeartbeatEvery when 0
+	PollWait       time.Duration // long-poll wait asked of the server
+	ShutdownGrace  time.Duration // DefaultShutdownGrace when 0
+	Version        string
+	Logger         *slog.Logger
+}
+
+// Agent runs tasks for the server. Create it with New and call Run once.
+type Agent struct {
+	opts Options
+	id   Identity
+	cl   *client.Client
+	log  *slog.Logger
+
+	slots chan struct{} // a token per running task (capacity MaxParallel)
+	freed chan struct{} // wakes the fetch loop when a queued task starts or ends
+	ready chan struct{} // closed when the responder listens and a heartbeat was accepted
+
+	mu       sync.Mutex      // guards jobs and respAddr
+	jobs     map[string]*job // task id → queued or running task
+	respAddr string
+
+	out     *outbox
+	servers *serverSet
+	jobWG   sync.WaitGroup // running task goroutines
+}
+
+// New checks opts and returns an agent.
+func New(opts Options) (*Agent, error) {
+	if opts.Client == nil {
+		return nil, errors.New("agent: no server client")
+	}
+	if opts.Probers == nil {
+		return nil, errors.New("agent: no probe registry")
+	}
+	id := opts.Identity
+	if err := id.Complete(); err != nil {
+		return nil, err
+	}
+	if opts.ResponderPort == 0 {
+		opts.ResponderPort = DefaultResponderPort
+	}
+	if opts.ResponderPort < -1 || opts.ResponderPort > 65535 {
+		return nil, fmt.Errorf("agent: responder port %d out of range 1-65535", opts.ResponderPort)
+	}
+	if opts.MaxParallel == 0 {
+		opts.MaxParallel = DefaultMaxParallel
+	}
+	if opts.MaxParallel < 1 || opts.MaxParallel > 256 {
+		return nil, fmt.Errorf("agent: max parallel %d out of range 1-256", opts.MaxParallel)
+	}
+	if opts.HeartbeatEvery <= 0 {
+		opts.HeartbeatEvery = DefaultHeartbeatEvery
+	}
+	if opts.PollWait <= 0 {
+		opts.PollWait = DefaultPollWait
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = DefaultShutdownGrace
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := opts.Logger.With("pod_uid", id.PodUID)
+	a := &Agent{
+		opts:  opts,
+		id:    id,
+		cl:    opts.Client,
+		log:   log,
+		slots: make(chan struct{}, opts.MaxParallel),
+		freed: make(chan struct{}, 1),
+		ready: make(chan struct{}),
+		jobs:  map[string]*job{},
+	}
+	a.out = newOutbox(a.cl, log)
+	a.servers = newServerSet(a.cl, id, log)
+	return a, nil
+}
+
+// Ready is closed once the responder listens and the server accepted a
+// heartbeat.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// ResponderAddr returns the responder's HOST:PORT once Run has bound it.
+func (a *Agent) ResponderAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.respAddr
+}
+
+// Run serves until ctx ends, then stops everything it started and returns
+// nil; it returns an error only when the agent cannot start (the
+// responder's address is taken, for example).
+func (a *Agent) Run(ctx context.Context) error {
+	port := a.opts.ResponderPort
+	if port == -1 {
+		port = 0
+	}
+	resp := probe.NewResponder(a.log, a.opts.Handlers...)
+	listen := net.JoinHostPort(a.id.PodIP, strconv.Itoa(port))
+	if err := resp.Listen(ctx, listen); err != nil {
+		return fmt.Errorf("agent: start responder: %w", err)
+	}
+	a.mu.Lock()
+	a.respAddr = resp.Addr().String()
+	a.mu.Unlock()
+
+	// Deliveries outlive ctx by the shutdown grace: they get their own
+	// context, cancelled after the last task reported.
+	outCtx, outCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer outCancel()
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		if err := resp.Serve(ctx); err != nil {
+			a.log.Error("responder stopped", "err", err)
+		}
+	})
+	bg.Go(func() { a.out.run(outCtx) })
+	bg.Go(func() { a.heartbeatLoop(ctx) })
+	bg.Go(func() { a.fetchLoop(ctx) })
+
+	<-ctx.Done()
+	a.log.Info("agent stopping", "tasks", a.jobCount())
+	a.cancelAll(errShutdown)
+	a.jobWG.Wait() // every task has queued its report
+	a.servers.closeAll()
+	a.out.drain(a.opts.ShutdownGrace)
+	outCancel()
+	_ = resp.Close()
+	bg.Wait()
+	a.log.Info("agent stopped", "undelivered", a.out.len())
+	return nil
+}
+
+// heartbeat builds the agent's heartbeat.
+func (a *Agent) heartbeat() api.Heartbeat {
+	return api.Heartbeat{
+		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
+		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
+		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(),
+	}
+}
+
+// heartbeatLoop beats every HeartbeatEvery; the reply's Cancel stops tasks.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.opts.HeartbeatEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		reply, err := a.cl.Heartbeat(bctx, a.heartbeat())
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				a.log.Warn("heartbeat failed; retrying every beat", "err", err)
+			}
+			failing = true
+		case err == nil:
+			if failing {
+				a.log.Info("heartbeat accepted again")
+			}
+			failing = false
+			a.markReady()
+			if len(reply.Cancel) > 0 {
+				a.cancelTasks(reply.Cancel, errCancelledByServer)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) markReady() {
+	select {
+	case <-a.ready:
+	default:
+		close(a.ready)
+		a.log.Info("agent ready", "pod", a.id.PodName, "node", a.id.NodeName, "pod_ip", a.id.PodIP,
+			"responder", a.ResponderAddr(), "server", a.cl.Base(), "max_parallel", a.opts.MaxParallel)
+	}
+}
+
+// fetchLoop long-polls for work while fewer than MaxParallel tasks wait
+// for a slot, so that tasks are not taken from the server (where their
+// deadline starts) only to wait here.
+func (a *Agent) fetchLoop(ctx context.Context) {
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		for a.queued() >= a.opts.MaxParallel {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.freed:
+			}
+		}
+		fr, err := a.cl.Fetch(ctx, a.id.PodUID, a.opts.PollWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("fetch tasks failed", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 250 * time.Millisecond
+		if len(fr.Cancel) > 0 {
+			a.cancelTasks(fr.Cancel, errCancelledByServer)
+		}
+		for _, req := range fr.Serve {
+			a.servers.start(ctx, req)
+		}
+		for _, t := range fr.Tasks {
+			a.accept(ctx, t)
+		}
+	}
+}
+
+func (a *Agent) signalFreed() {
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
+}

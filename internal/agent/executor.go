@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/external"
+)
+
+// Causes of a task's context ending early.
+var (
+	errCancelledByServer = errors.New("cancelled by the server")
+	errShutdown          = errors.New("agent shutting down")
+)
+
+// maxReason bounds the failure reason sent to the server.
+const maxReason = 2000
+
+// job is one task the agent holds, waiting for a slot or running.
+type job struct {
+	task    api.AgentTask
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	running bool // holds a slot; guarded by Agent.mu
+}
+
+func (a *Agent) jobIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]string, 0, len(a.jobs))
+	for id := range a.jobs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (a *Agent) jobCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.jobs)
+}
+
+// queued counts the tasks waiting for a slot.
+func (a *Agent) queued() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, j := range a.jobs {
+		if !j.running {
+			n++
+		}
+	}
+	return n
+}
+
+// cancelTasks stops the named tasks with cause.
+func (a *Agent) cancelTasks(ids []string, cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if j := a.jobs[id]; j != nil {
+			a.log.Info("stopping task", "task_id", id, "why", cause)
+			j.cancel(cause)
+		}
+	}
+}
+
+// cancelAll stops every task with cause.
+func (a *Agent) cancelAll(cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, j := range a.jobs {
+		j.cancel(cause)
+	}
+}
+
+// accept takes a task from the server and starts its goroutine, which
+// waits for a slot. A task already held is ignored.
+func (a *Agent) accept(ctx context.Context, t api.AgentTask) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, dup := a.jobs[t.TaskID]; dup || t.TaskID == "" {
+		return
+	}
+	// The task's context is not derived from ctx: on shutdown cancelAll
+	// ends it with a cause, so the report says why.
+	jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	j := &job{task: t, ctx: jctx, cancel: cancel}
+	a.jobs[t.TaskID] = j
+	a.jobWG.Add(1)
+	go func() {
+		defer a.jobWG.Done()
+		a.runJob(j)
+	}()
+}
+
+// runJob waits for a slot, runs the task within its timeout and deadline,
+// and queues its report.
+func (a *Agent) runJob(j *job) {
+	t := j.task
+	log := a.log.With("task_id", t.TaskID, "type", t.Type)
+	defer func() {
+		a.mu.Lock()
+		delete(a.jobs, t.TaskID)
+		a.mu.Unlock()
+		j.cancel(nil)
+		a.signalFreed()
+	}()
+	reportID := uuid.NewString()
+	rep := api.Report{TaskID: t.TaskID, PodUID: a.id.PodUID, ReportID: reportID}
+
+	// The task's time bounds: its timeout from now and the server's
+	// deadline, whichever comes first.
+	ctx := j.ctx
+	var stop context.CancelFunc = func() {}
+	if !t.Deadline.IsZero() {
+		ctx, stop = context.WithDeadline(ctx, t.Deadline)
+	}
+	defer stop()
+	if t.TimeoutS > 0 {
+		var stop2 context.CancelFunc
+		ctx, stop2 = context.WithTimeout(ctx, time.Duration(t.TimeoutS*float64(time.Second)))
+		defer stop2()
+	}
+
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		a.finish(ctx, log, j, rep, nil, "", ctx.Err())
+		return
+	}
+	defer func() { <-a.slots }()
+	a.mu.Lock()
+	j.running = true
+	a.mu.Unlock()
+	a.signalFreed()
+
+	if err := a.markStarted(ctx, t.TaskID); err != nil {
+		// The server no longer wants it (cancelled or ended meanwhile):
+		// nothing to run, nothing to report.
+		log.Info("task not started", "err", err)
+		return
+	}
+	log.Info("task started", "dst", t.DstPodIP)
+	res, raw, err := a.execute(ctx, t)
+	a.finish(ctx, log, j, rep, res, raw, err)
+}
+
+// markStarted tells the server the task starts. A refusal (409: the task
+// ended, 404: not ours) is returned; a transport failure is not, since the
+// result report moves the task on by itself.
+func (a *Agent) markStarted(ctx context.Context, taskID string) error {
+	for attempt := 0; attempt < 3; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.cl.Start(sctx, taskID, a.id.PodUID)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if st := api.StatusOf(err); st >= 400 && st < 500 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil // the report will say what happened
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// finish classifies the outcome and queues the report.
+func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Report, res *probe.Result, raw string, err error) {
+	rep.TaskResult = raw
+	if res != nil {
+		if b, merr := json.Marshal(res); merr == nil {
+			rep.Result = b
+		}
+	}
+	cause := context.Cause(j.ctx)
+	switch {
+	case cause != nil && (errors.Is(cause, errCancelledByServer) || errors.Is(cause, errShutdown)):
+		rep.State, rep.Reason = api.StateCancelled, cause.Error()
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		rep.State = api.StateTimedOut
+		rep.Reason = fmt.Sprintf("ran past its time limit (timeout %.0fs)", j.task.TimeoutS)
+		if err != nil {
+			rep.Reason += ": " + err.Error()
+		}
+	case err != nil:
+		rep.State, rep.Reason = api.StateFailed, err.Error()
+	default:
+		rep.State = api.StateSucceeded
+	}
+	if len(rep.Reason) > maxReason {
+		rep.Reason = rep.Reason[:maxReason] + "..."
+	}
+	log.Info("task finished", "state", rep.State, "reason", rep.Reason)
+	a.out.add(rep)
+}
+
+// execute runs the task and returns the typed result and the raw output.
+func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, string, error) {
+	if t.ServeError != "" {
+		return nil, "", fmt.Errorf("destination could not start its %s server: %s", t.Type, t.ServeError)
+	}
+	switch {
+	case t.Type == api.TypeProbe:
+		if t.Spec == nil {
+			return nil, "", errors.New("probe task without a spec")
+		}
+		spec := *t.Spec
+		if spec.Source == "" && !a.id.HostNetwork {
+			spec.Source = a.id.PodIP
+		}
+		res, err := a.opts.Probers.Run(ctx, spec, probe.Env{Logger: a.log.With("task_id", t.TaskID)})
+		return res, "", err
+	case api.IsV1Type(t.Type):
+		target := t.DstPodIP
+		if t.Type == api.TypeIperf || t.Type == api.TypeIperf3 {
+			if t.DstPort != 0 {
+				target = net.JoinHostPort(t.DstPodIP, strconv.Itoa(t.DstPort))
+			}
+		}
+		inv, err := external.Build(t.Type, t.Param, target)
+		if err != nil {
+			return nil, "", fmt.Errorf("task_param refused: %w", err)
+		}
+		if t.Type != api.TypePing && t.Type != api.TypeTraceroute {
+			// Send from the pod IP. (ping and traceroute pick the source
+			// from the route, as in the seed; ping -I changes its header.)
+			inv.Source = a.id.PodIP
+		}
+		out, err := external.Run(ctx, inv)
+		raw := out.Raw
+		if raw == "" && out.Stderr != "" {
+			raw = out.Stderr
+		}
+		return out.Result, raw, err
+	}
+	return nil, "", fmt.Errorf("unknown task type %q", t.Type)
+}

@@ -1,0 +1,312 @@
+// Package client speaks cnperf's HTTP API (v1 and v2) for the CLI, the
+// agent and tests. Every call takes a context and the underlying
+// http.Client has a timeout, so no call waits forever. Errors from the
+// server come back as *api.Error with the HTTP status and the server's
+// message.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+)
+
+// Client calls one cnperf server.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the HTTP client (its Timeout must exceed the longest
+// long-poll wait used).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// DefaultTimeout bounds every request, long polls included.
+const DefaultTimeout = 70 * time.Second
+
+// New returns a client of the server at base (http://HOST:PORT) sending
+// token as its bearer token.
+func New(base, token string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", base, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("server URL %q: want http:// or https://", base)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: missing host", base)
+	}
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: DefaultTimeout}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Base returns the server URL.
+func (c *Client) Base() string { return c.base }
+
+// do sends a request and returns the response body of a 2xx answer, or an
+// *api.Error built from the error body.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any) ([]byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, errorFrom(resp.StatusCode, data)
+	}
+	return data, nil
+}
+
+func errorFrom(status int, data []byte) error {
+	var eb struct {
+		Error  string `json:"error"`
+		Field  string `json:"field"`
+		Msg    string `json:"msg"`
+		Status *int   `json:"status"`
+	}
+	if json.Unmarshal(data, &eb) == nil {
+		msg := eb.Error
+		if msg == "" {
+			msg = eb.Msg
+		}
+		if msg != "" {
+			// The server's message already names the field.
+			msg = strings.TrimPrefix(msg, eb.Field+": ")
+			return &api.Error{Status: status, Field: eb.Field, Message: msg}
+		}
+	}
+	text := strings.TrimSpace(string(data))
+	if len(text) > 200 {
+		text = text[:200] + "..."
+	}
+	return &api.Error{Status: status, Message: fmt.Sprintf("HTTP %d: %s", status, text)}
+}
+
+// v1 calls the seed's API and unwraps the envelope into out.
+func (c *Client) v1(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	data, err := c.do(ctx, method, path, q, in)
+	if err != nil {
+		return err
+	}
+	var env api.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return fmt.Errorf("%s %s: decode envelope: %w", method, path, err)
+	}
+	if env.Status != 0 {
+		return &api.Error{Status: env.Status, Message: env.Msg}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(env.Data, out); err != nil {
+		return fmt.Errorf("%s %s: decode data: %w", method, path, err)
+	}
+	return nil
+}
+
+// v2 calls the structured API and decodes the JSON answer into out.
+func (c *Client) v2(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	data, err := c.do(ctx, method, path, q, in)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Clients lists agents (v1); all includes offline ones.
+func (c *Client) Clients(ctx context.Context, all bool) ([]api.Client, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "1")
+	}
+	var out []api.Client
+	return out, c.v1(ctx, http.MethodGet, "/api/v1/external/clients", q, nil, &out)
+}
+
+// CreateTasks creates v1 tasks and returns their ids.
+func (c *Client) CreateTasks(ctx context.Context, tcs []api.TaskCreate) ([]string, error) {
+	var ids []string
+	return ids, c.v1(ctx, http.MethodPost, "/api/v1/external/task/create", nil, tcs, &ids)
+}
+
+// Task returns one task in the v1 shape.
+func (c *Client) Task(ctx context.Context, id string) (api.Task, error) {
+	var t api.Task
+	return t, c.v1(ctx, http.MethodGet, "/api/v1/external/task", url.Values{"task_id": {id}}, nil, &t)
+}
+
+// Heartbeat sends one agent heartbeat.
+func (c *Client) Heartbeat(ctx context.Context, hb api.Heartbeat) (api.HeartbeatReply, error) {
+	var r api.HeartbeatReply
+	return r, c.v2(ctx, http.MethodPost, "/api/v2/agent/heartbeat", nil, hb, &r)
+}
+
+// Fetch long-polls for the agent's tasks, waiting up to wait on the server.
+func (c *Client) Fetch(ctx context.Context, podUID string, wait time.Duration) (api.FetchReply, error) {
+	q := url.Values{"pod_uid": {podUID}, "wait": {wait.String()}}
+	var r api.FetchReply
+	return r, c.v2(ctx, http.MethodGet, "/api/v2/agent/tasks", q, nil, &r)
+}
+
+// Start tells the server the agent started the task.
+func (c *Client) Start(ctx context.Context, taskID, podUID string) error {
+	return c.v2(ctx, http.MethodPost, "/api/v2/agent/tasks/"+url.PathEscape(taskID)+"/start", nil, api.StartRequest{PodUID: podUID}, nil)
+}
+
+// Serving tells the server the destination side of a task is ready (or not).
+func (c *Client) Serving(ctx context.Context, taskID string, s api.Serving) error {
+	return c.v2(ctx, http.MethodPost, "/api/v2/agent/tasks/"+url.PathEscape(taskID)+"/serving", nil, s, nil)
+}
+
+// Report delivers a task's result.
+func (c *Client) Report(ctx context.Context, r api.Report) (api.ReportReply, error) {
+	var out api.ReportReply
+	return out, c.v2(ctx, http.MethodPost, "/api/v2/agent/tasks/"+url.PathEscape(r.TaskID)+"/report", nil, r, &out)
+}
+
+// CreateRun creates a v2 run.
+func (c *Client) CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error) {
+	var r api.Run
+	return r, c.v2(ctx, http.MethodPost, "/api/v2/runs", nil, rc, &r)
+}
+
+// GetRun returns a run with its tasks.
+func (c *Client) GetRun(ctx context.Context, id string) (api.Run, error) {
+	var r api.Run
+	return r, c.v2(ctx, http.MethodGet, "/api/v2/runs/"+url.PathEscape(id), nil, nil, &r)
+}
+
+// ListRuns returns one page of runs.
+func (c *Client) ListRuns(ctx context.Context, limit int, after string) (api.RunPage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var p api.RunPage
+	return p, c.v2(ctx, http.MethodGet, "/api/v2/runs", q, nil, &p)
+}
+
+// CancelRun cancels a run's unfinished tasks.
+func (c *Client) CancelRun(ctx context.Context, id, reason string) (api.Run, error) {
+	var r api.Run
+	return r, c.v2(ctx, http.MethodPost, "/api/v2/runs/"+url.PathEscape(id)+"/cancel", nil, api.CancelRequest{Reason: reason}, &r)
+}
+
+// TaskQuery filters a task listing.
+type TaskQuery struct {
+	Run, State, Agent, Type string
+	Limit                   int
+	After                   int64
+}
+
+// ListTasks returns one page of tasks (v2).
+func (c *Client) ListTasks(ctx context.Context, tq TaskQuery) (api.TaskPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"run": tq.Run, "state": tq.State, "agent": tq.Agent, "type": tq.Type} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if tq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(tq.Limit))
+	}
+	if tq.After > 0 {
+		q.Set("after", strconv.FormatInt(tq.After, 10))
+	}
+	var p api.TaskPage
+	return p, c.v2(ctx, http.MethodGet, "/api/v2/tasks", q, nil, &p)
+}
+
+// GetTask returns one task (v2).
+func (c *Client) GetTask(ctx context.Context, id string) (api.TaskV2, error) {
+	var t api.TaskV2
+	return t, c.v2(ctx, http.MethodGet, "/api/v2/tasks/"+url.PathEscape(id), nil, nil, &t)
+}
+
+// CancelTask cancels one task.
+func (c *Client) CancelTask(ctx context.Context, id, reason string) (api.TaskV2, error) {
+	var t api.TaskV2
+	return t, c.v2(ctx, http.MethodPost, "/api/v2/tasks/"+url.PathEscape(id)+"/cancel", nil, api.CancelRequest{Reason: reason}, &t)
+}
+
+// Agents lists agents (v2); all includes offline ones.
+func (c *Client) Agents(ctx context.Context, all bool) ([]api.Agent, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "1")
+	}
+	var out []api.Agent
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/agents", q, nil, &out)
+}
+
+// WaitTask polls a task until it is final or ctx ends.
+func (c *Client) WaitTask(ctx context.Context, id string, every time.Duration) (api.TaskV2, error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		task, err := c.GetTask(ctx, id)
+		if err != nil {
+			return task, err
+		}
+		if api.TerminalState(task.State) {
+			return task, nil
+		}
+		select {
+		case <-ctx.Done():
+			return task, fmt.Errorf("wait for task %s (state %s): %w", id, task.State, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

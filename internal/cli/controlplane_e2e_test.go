@@ -1,0 +1,307 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// proc is a cnperf process started by the test.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+	err  error // Wait's error; read after done
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("--- %s output ---\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and checks the process exits 0 within limit.
+func (p *proc) stop(t *testing.T, limit time.Duration) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Errorf("%s exited with %v after SIGTERM", p.name, p.err)
+		}
+	case <-time.After(limit):
+		t.Errorf("%s still running %v after SIGTERM", p.name, limit)
+	}
+}
+
+func (p *proc) waitFor(t *testing.T, text string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(p.out.String(), text) {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited (%v) before printing %q", p.name, p.err, text)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %v", p.name, text, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// httpc speaks to the server as a curl user would.
+type httpc struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (h httpc) call(method, path string, body any, out any) int {
+	h.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, h.base+path, r)
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			h.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// v1 calls the seed API and returns the envelope's data.
+func (h httpc) v1(method, path string, body any, data any) {
+	h.t.Helper()
+	var env api.Envelope
+	if code := h.call(method, path, body, &env); code != 200 || env.Status != 0 {
+		h.t.Fatalf("%s %s: HTTP %d status %d msg %q", method, path, code, env.Status, env.Msg)
+	}
+	if err := json.Unmarshal(env.Data, data); err != nil {
+		h.t.Fatalf("%s %s: data %s: %v", method, path, env.Data, err)
+	}
+}
+
+// TestControlPlaneEndToEnd runs `cnperf server` and two `cnperf agent`
+// processes on 127.0.0.2 and 127.0.0.3, replays the seed's user workflow
+// over HTTP (clients, task/create with a ping and an iperf task, task
+// results), runs cnperf's own tcp and rr probes through the v2 API and
+// reads their results back, then stops everything with SIGTERM.
+func TestControlPlaneEndToEnd(t *testing.T) {
+	for _, tool := range []string{"ping", "iperf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (scripts/install-test-deps.sh installs it)", tool)
+		}
+	}
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cnperf")
+	build := exec.Command("go", "build", "-o", bin, "github.com/cnperf/cnperf/cmd/cnperf")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	base := "http://" + addr
+	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-e2e", "CNPERF_AGENT_TOKEN=a-e2e"},
+		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
+	srv.waitFor(t, "server listening", 20*time.Second)
+	agent := func(name, ip string) *proc {
+		// Identity from the Downward API variables, as in a pod.
+		env := []string{"CNPERF_TOKEN=a-e2e", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name,
+			"POD_IP=" + ip, "NODE_NAME=node-" + name, "NODE_IP=" + ip}
+		return start(t, name, bin, env, "agent", "--server", base, "--responder-port", "0", "--max-parallel", "2")
+	}
+	a, b := agent("pod-a", "127.0.0.2"), agent("pod-b", "127.0.0.3")
+	a.waitFor(t, "agent ready", 20*time.Second)
+	b.waitFor(t, "agent ready", 20*time.Second)
+	user := httpc{t: t, base: base, token: "u-e2e"}
+
+	// 1. The online clients.
+	var clients []api.Client
+	user.v1("GET", "/api/v1/external/clients", nil, &clients)
+	byName := map[string]api.Client{}
+	for _, c := range clients {
+		byName[c.PodName] = c
+	}
+	ca, cb := byName["pod-a"], byName["pod-b"]
+	if len(clients) != 2 || ca.PodIP != "127.0.0.2" || cb.PodIP != "127.0.0.3" || ca.ClientStatus != api.ClientStatusFree || ca.NodeName != "node-pod-a" {
+		t.Fatalf("clients: %+v", clients)
+	}
+
+	// 2. A ping and an iperf task from a to b, as the seed's user did.
+	var ids []string
+	user.v1("POST", "/api/v1/external/task/create", []api.TaskCreate{
+		{SrcPodUID: ca.PodUID, SrcPodIP: ca.PodIP, DstPodUID: cb.PodUID, DstPodIP: cb.PodIP, TaskParam: "-c 5 -i 0.2", TaskType: "ping"},
+		{SrcPodUID: ca.PodUID, SrcPodIP: ca.PodIP, DstPodUID: cb.PodUID, DstPodIP: cb.PodIP, TaskParam: "-t 2 -i 1 -f M", TaskType: "iperf"},
+	}, &ids)
+	if len(ids) != 2 {
+		t.Fatalf("task ids: %v", ids)
+	}
+
+	// 3. Their results.
+	want := []string{"5 packets transmitted, 5 received", "MBytes/sec"}
+	for i, id := range ids {
+		var task api.Task
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			user.v1("GET", "/api/v1/external/task?task_id="+id, nil, &task)
+			if task.TaskStatus >= api.TaskStatusFinished {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %d (%s) after 60s", id, task.TaskStatus, task.TaskState)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if task.TaskStatus != api.TaskStatusFinished || !strings.Contains(task.TaskResult, want[i]) {
+			t.Errorf("task %s (%s): TaskStatus %d reason %q result %.400q", id, task.TaskType, task.TaskStatus, task.TaskReason, task.TaskResult)
+		}
+		if task.TaskID != id || task.SrcPodIP != "127.0.0.2" || task.DstPodIP != "127.0.0.3" || task.CreateTime.IsZero() || task.UpdateTime.Before(task.CreateTime) {
+			t.Errorf("task fields: %+v", task)
+		}
+	}
+
+	// 4. cnperf's own probes through the v2 API, results read back.
+	var run api.Run
+	code := user.call("POST", "/api/v2/runs", api.RunCreate{Tasks: []api.RunTask{
+		{Src: "pod-a", Dst: "pod-b", Spec: &probe.Spec{Kind: "tcp", Duration: probe.Duration(time.Second)}},
+		{Src: "pod-b", Dst: "pod-a", Spec: &probe.Spec{Kind: "rr", Count: 500}},
+	}}, &run)
+	if code != http.StatusCreated || len(run.Tasks) != 2 {
+		t.Fatalf("create run: %d %+v", code, run)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for run.State == api.RunRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("run still running after 60s: %+v", run.Counts)
+		}
+		time.Sleep(100 * time.Millisecond)
+		user.call("GET", "/api/v2/runs/"+run.ID, nil, &run)
+	}
+	if run.State != api.RunSucceeded {
+		for _, tk := range run.Tasks {
+			t.Errorf("task %s %s: %s %q", tk.TaskID, tk.Spec, tk.State, tk.Reason)
+		}
+		t.Fatalf("run ended %s", run.State)
+	}
+	for _, tk := range run.Tasks {
+		var res probe.Result
+		if err := json.Unmarshal(tk.Result, &res); err != nil {
+			t.Fatalf("result of %s: %v", tk.TaskID, err)
+		}
+		switch res.Kind {
+		case probe.KindTCP:
+			if res.ThroughputBps == nil || res.ThroughputBps.Receiver <= 0 {
+				t.Errorf("tcp result without a received throughput: %s", tk.Result)
+			}
+		case probe.KindRR:
+			if res.RTTms == nil || res.RTTms.Count < 100 || res.RTTms.Avg <= 0 {
+				t.Errorf("rr result without RTTs: %s", tk.Result)
+			}
+		default:
+			t.Errorf("unexpected result kind %q", res.Kind)
+		}
+		if tk.SrcPodIP == tk.DstPodIP {
+			t.Errorf("task %s from %s to itself", tk.TaskID, tk.SrcPodIP)
+		}
+	}
+
+	// 5. SIGTERM: every process ends cleanly and promptly.
+	a.stop(t, 15*time.Second)
+	b.stop(t, 15*time.Second)
+	srv.stop(t, 15*time.Second)
+	for _, p := range []*proc{a, b, srv} {
+		if n := countLines(p.out.String(), "level=ERROR"); n > 0 {
+			t.Errorf("%s logged %d errors:\n%s", p.name, n, p.out.String())
+		}
+	}
+	if !strings.Contains(a.out.String(), "agent stopped") || !strings.Contains(srv.out.String(), "server stopped") {
+		t.Errorf("no clean stop logged")
+	}
+}
+
+func countLines(s, sub string) int {
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), sub) {
+			n++
+		}
+	}
+	return n
+}

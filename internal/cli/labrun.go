@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/labrun"
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// defaultLabRunName is the lab name of `cnperf lab run`, apart from the
+// default of `cnperf lab up` so that a lab the user keeps is not in the way.
+const defaultLabRunName = "run"
+
+func newLabRunCommand(g *globalOptions, st Streams) *cobra.Command {
+	var (
+		f        suiteFlags
+		lf       labFlags
+		cfg      lab.Config
+		rate     string
+		backend  string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "run SUITE",
+		Short: "Build a lab, run a suite in it, print the table, remove the lab",
+		Long: `Build a lab, start the cnperf server (SQLite) in its underlay and an agent
+in every pod and node, run the suite through the server's API, print its
+rows and remove the lab again, also when the suite fails or is interrupted.
+cni-compare builds one lab per backend (--backends, default host-gw,vxlan),
+one after the other. Suites:
+` + suiteHelp() + `
+Needs root (CAP_NET_ADMIN).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.prepare(args[0]); err != nil {
+				return err
+			}
+			if err := lab.CheckPrivileges(); err != nil {
+				return fmt.Errorf("%w: sudo cnperf lab run %s", err, args[0])
+			}
+			backends := f.backendList
+			if args[0] == "cni-compare" {
+				if cmd.Flags().Changed("backend") {
+					return fmt.Errorf("cni-compare takes --backends (a list), not --backend")
+				}
+				if len(backends) == 0 {
+					backends = []string{lab.BackendHostGW, lab.BackendVXLAN}
+				}
+			} else {
+				if len(backends) > 0 {
+					return fmt.Errorf("--backends is for cni-compare; %s takes --backend", args[0])
+				}
+				backends = []string{backend}
+			}
+			cfg.Name, cfg.StateDir = lf.name, lf.stateDir
+			if rate != "" {
+				r, err := probe.ParseRate(rate)
+				if err != nil {
+					return fmt.Errorf("--underlay-rate: %w", err)
+				}
+				cfg.UnderlayRateBps = r
+			}
+			out, err := labrun.Run(cmd.Context(), labrun.Config{
+				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
+				Cnperf:   lab.CnperfOptions{LogLevel: logLevel},
+				Progress: st.Err, Log: g.logger(st),
+			})
+			if err != nil {
+				return err
+			}
+			return f.print(st, out)
+		},
+	}
+	f.register(cmd, "", "cni-compare: backends to compare, one lab each (default host-gw,vxlan)")
+	lf.register(cmd)
+	_ = cmd.Flags().Set("name", envOr("CNPERF_LAB_NAME", defaultLabRunName))
+	cmd.Flags().Lookup("name").DefValue = defaultLabRunName
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Nodes, "nodes", lab.DefaultNodes, "number of nodes")
+	fl.IntVar(&cfg.PodsPerNode, "pods-per-node", lab.DefaultPodsPerNode, "pods on each node")
+	fl.StringVar(&backend, "backend", lab.BackendHostGW, "pod network backend of the lab: host-gw or vxlan")
+	fl.BoolVar(&cfg.VXLANInheritTOS, "vxlan-inherit-tos", false, "VXLAN outer header copies the inner TOS")
+	fl.StringVar(&rate, "underlay-rate", "", "limit each node's underlay link, e.g. 1G (bits/s); default no limit")
+	fl.IntVar(&cfg.MTU, "mtu", lab.DefaultMTU, "underlay MTU (pods get MTU-50 on vxlan)")
+	fl.StringVar(&logLevel, "agent-log-level", "info", "log level of the lab's server and agents (their logs are kept when the run fails)")
+	return cmd
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+// ExitSLOFailed is the exit code of a suite run whose SLO failed.
+const ExitSLOFailed = 3
+
+// suites builds the registry of suites. Add a suite here, explicitly.
+func suites() *scenario.Registry {
+	return scenario.NewRegistry(append(scenario.Builtin(), scenario.QoSSuites()...)...)
+}
+
+// suiteFlags are the flags of `cnperf run` and `cnperf lab run`.
+type suiteFlags struct {
+	time            time.Duration
+	repeat          int
+	backends        string
+	set             []string
+	asJSON, csv, md bool
+	sloFile         string
+
+	// Filled by prepare.
+	objectives  []scenario.Objective
+	format      string
+	suite       scenario.Suite
+	opts        scenario.Options
+	backendList []string
+}
+
+func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp string) {
+	fl := cmd.Flags()
+	fl.DurationVar(&f.time, "time", 5*time.Second, "length of each timed measurement")
+	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
+	fl.StringVar(&f.backends, "backends", backendsDefault, backendsHelp)
+	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE (baseline: udp-rate, udp-size, ping-count); repeatable")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON (run_id, rows[] with medians and min/max)")
+	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per row")
+	fl.BoolVar(&f.md, "markdown", false, "print Markdown tables")
+	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against the rows; a failed objective exits with code 3")
+}
+
+// prepare checks the flags and the suite before anything runs.
+func (f *suiteFlags) prepare(name string) error {
+	n := 0
+	f.format = "table"
+	for _, c := range []struct {
+		on   bool
+		name string
+	}{{f.asJSON, "json"}, {f.csv, "csv"}, {f.md, "markdown"}} {
+		if c.on {
+			n++
+			f.format = c.name
+		}
+	}
+	if n > 1 {
+		return errors.New("--json, --csv and --markdown exclude each other")
+	}
+	s, err := suites().Get(name)
+	if err != nil {
+		return err
+	}
+	f.suite = s
+	f.opts = scenario.Options{Time: f.time, Repeat: f.repeat}
+	if err := f.opts.Validate(); err != nil {
+		return fmt.Errorf("--time/--repeat: %w", err)
+	}
+	for _, kv := range f.set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--set %q: want KEY=VALUE", kv)
+		}
+		if f.opts.Set == nil {
+			f.opts.Set = map[string]string{}
+		}
+		f.opts.Set[k] = v
+	}
+	if f.backends != "" {
+		bs, err := scenario.ParseBackends(f.backends, nil)
+		if err != nil {
+			return fmt.Errorf("--backends: %w", err)
+		}
+		f.backendList = bs
+	}
+	if f.sloFile != "" {
+		data, err := os.ReadFile(f.sloFile)
+		if err != nil {
+			return fmt.Errorf("--slo: %w", err)
+		}
+		objs, err := scenario.ParseSLOs(data)
+		if err != nil {
+			return fmt.Errorf("--slo %s: %w", f.sloFile, err)
+		}
+		f.objectives = objs
+	}
+	return nil
+}
+
+// print writes the output in the chosen format and evaluates the SLO.
+func (f *suiteFlags) print(st Streams, out scenario.Output) error {
+	if len(f.objectives) > 0 {
+		out.Checks = scenario.Evaluate(f.objectives, out.Rows)
+	}
+	var err error
+	switch f.format {
+	case "json":
+		err = out.WriteJSON(st.Out)
+	case "csv":
+		err = out.WriteCSV(st.Out)
+	case "markdown":
+		err = out.WriteMarkdown(st.Out)
+	default:
+		if tw, ok := f.suite.(scenario.TableWriter); ok {
+			err = scenario.WriteSuiteTable(st.Out, out, tw)
+			break
+		}
+		err = out.WriteTable(st.Out)
+	}
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if len(out.Checks) > 0 && !scenario.AllPass(out.Checks) {
+		failed := 0
+		for _, c := range out.Checks {
+			if !c.Pass {
+				failed++
+			}
+		}
+		return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("SLO failed: %d of %d checks", failed, len(out.Checks))}
+	}
+	return nil
+}
+
+func suiteHelp() string {
+	var b strings.Builder
+	r := suites()
+	for _, n := range r.Names() {
+		s, _ := r.Get(n)
+		fmt.Fprintf(&b, "  %-12s %s\n", n, s.Describe())
+	}
+	return b.String()
+}
+
+func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
+	var (
+		f                 suiteFlags
+		server, token     string
+		labName, stateDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "run SUITE",
+		Short: "Run a suite against a cnperf server and print its table",
+		Long: `Run a suite on the agents registered with a cnperf server, wait for it
+(a progress line on stderr) and print its rows: each figure the median of
+the repetitions, with min-max. Suites:
+` + suiteHelp() + `
+A cluster has one network backend: --backends names it for the rows (and
+cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.prepare(args[0]); err != nil {
+				return err
+			}
+			if len(f.backendList) > 1 {
+				return fmt.Errorf("--backends %s: a cluster has one backend; cnperf lab run %s builds one lab per backend", f.backends, args[0])
+			}
+			if len(f.backendList) == 1 {
+				f.opts.Backend = f.backendList[0]
+			}
+			r := &scenario.Runner{Progress: st.Err, Log: g.logger(st)}
+			switch {
+			case labName != "":
+				if cmd.Flags().Changed("server") || cmd.Flags().Changed("token") {
+					return errors.New("--lab and --server/--token exclude each other")
+				}
+				if err := lab.CheckPrivileges(); err != nil {
+					return err
+				}
+				l, err := lab.Open(labName, stateDir)
+				if err != nil {
+					return err
+				}
+				cp, err := l.ControlPlane()
+				if err != nil {
+					return err
+				}
+				c, err := cp.Client()
+				if err != nil {
+					return err
+				}
+				r.API, r.Network = c, l
+				if f.opts.Backend == "" {
+					f.opts.Backend = l.Config.Backend
+				}
+			case server == "":
+				return errors.New("no server: give --server URL (or set CNPERF_SERVER), or --lab NAME")
+			default:
+				c, err := client.New(server, token)
+				if err != nil {
+					return fmt.Errorf("--server: %w", err)
+				}
+				r.API = c
+			}
+			rep, err := r.Run(cmd.Context(), f.suite, f.opts)
+			if err != nil {
+				return err
+			}
+			return f.print(st, scenario.NewOutput(rep))
+		},
+	}
+	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")
+	cmd.Flags().StringVar(&server, "server", envOr("CNPERF_SERVER", ""), "cnperf server URL (env CNPERF_SERVER)")
+	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
+	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
+	return cmd
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
+	var listen, dsn, userTokenFile, agentTokenFile string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
+		Long: `Run the control-plane server. Agents heartbeat and fetch tasks from it; users
+list clients and create tasks (the seed's /api/v1 endpoints, or /api/v2).
+
+Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
+--agent-token-file); they must differ. Store: --db sqlite:PATH (default) or
+--db postgres://USER@HOST/DB.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
+			if err != nil {
+				return err
+			}
+			agentTok, err := readToken("agent", "CNPERF_AGENT_TOKEN", agentTokenFile)
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "listen", envOr("CNPERF_SERVER_LISTEN", ":8080"), "HOST:PORT to serve HTTP on")
+	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH or postgres://...")
+	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
+	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
+	return cmd
+}
+
+// readToken reads a token from file when given, else from the environment.
+func readToken(kind, env, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read %s token: %w", kind, err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("%s token file %s is empty", kind, file)
+		}
+		return tok, nil
+	}
+	tok := strings.TrimSpace(os.Getenv(env))
+	if tok == "" {
+		return "", fmt.Errorf("no %s token: set %s or --%s-token-file", kind, env, kind)
+	}
+	return tok, nil
+}
+
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string) error {
+	log := g.logger(st)
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	db, err := store.Open(openCtx, dsn)
+	cancel()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers()})
+	if err != nil {
+		return errors.Join(err, db.Close())
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
+	// Requests get a context that ends at shutdown, so long polls answer.
+	reqCtx, stopReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReqs()
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      server.DefaultMaxWait + 30*time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+	}
+	jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopJobs()
+	jobsDone := make(chan error, 1)
+	go func() { jobsDone <- srv.Run(jobsCtx) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("server listening", "addr", ln.Addr().String(), "db", redactDSN(dsn))
+
+	var errs []error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		errs = append(errs, fmt.Errorf("serve http: %w", err))
+	}
+	log.Info("server stopping")
+	stopReqs()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down http: %w", err))
+	}
+	stopJobs()
+	if err := <-jobsDone; err != nil {
+		errs = append(errs, fmt.Errorf("final heartbeat flush: %w", err))
+	}
+	if err := db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close store: %w", err))
+	}
+	log.Info("server stopped")
+	return errors.Join(errs...)
+}
+
+// redactDSN hides a password in a postgres:// DSN for logging.
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		if at := strings.LastIndex(dsn, "@"); at > i {
+			cred := dsn[i+3 : at]
+			if c := strings.Index(cred, ":"); c >= 0 {
+				return dsn[:i+3] + cred[:c] + ":***" + dsn[at:]
+			}
+		}
+	}
+	return dsn
+}

@@ -1,0 +1,283 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api/client"
+)
+
+// Defaults of the lab's control plane.
+const (
+	// DefaultResponderPort is where every agent's responder listens.
+	DefaultResponderPort = 5201
+	// agentStartTimeout bounds the wait for the server and for all agents
+	// to register; it grows with the lab (see startTimeout).
+	agentStartTimeout = 20 * time.Second
+)
+
+// CnperfOptions say how to start the lab's control plane.
+type CnperfOptions struct {
+	// Binary is the cnperf executable to run in the namespaces (default:
+	// this process's executable).
+	Binary string
+	// Dir holds the SQLite database, the processes' logs and the token
+	// file (default: the state directory's NAME.d).
+	Dir string
+	// HostAgents starts one host-network agent per node in the node's
+	// namespace (for node-node measurements). Default true via
+	// StartCnperf's callers; false leaves them out.
+	HostAgents bool
+	// LogLevel is passed to the server and agents (default "info").
+	LogLevel string
+}
+
+// ControlPlane is the lab's running cnperf server and agents.
+type ControlPlane struct {
+	// URL is the server's base URL as the lab's members reach it
+	// (http://UNDERLAY_IP:8080).
+	URL string
+	// UserToken authorises users of the API; AgentToken the agents.
+	UserToken, AgentToken string
+	// Dir holds the database, logs and the token file.
+	Dir string
+	// Agents is how many agents were started (and registered).
+	Agents int
+
+	lab *Lab
+}
+
+// CnperfRecord is the control plane as the state file keeps it; the user
+// token is in Dir/user.env (mode 0600), not in the state file.
+type CnperfRecord struct {
+	URL    string `json:"url"`
+	Dir    string `json:"dir"`
+	Agents int    `json:"agents"`
+}
+
+// ControlPlane returns the running control plane of a lab started with
+// StartCnperf (in this or an earlier process), with the user token read
+// from its token file.
+func (l *Lab) ControlPlane() (*ControlPlane, error) {
+	if l.Cnperf == nil {
+		return nil, fmt.Errorf("lab %s runs no cnperf server (it was brought up without one)", l.Name)
+	}
+	data, err := os.ReadFile(filepath.Join(l.Cnperf.Dir, "user.env"))
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: read token: %w", l.Name, err)
+	}
+	cp := &ControlPlane{URL: l.Cnperf.URL, Dir: l.Cnperf.Dir, Agents: l.Cnperf.Agents, lab: l}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CNPERF_TOKEN="); ok {
+			cp.UserToken = v
+		}
+	}
+	if cp.UserToken == "" {
+		return nil, fmt.Errorf("lab %s: no CNPERF_TOKEN in %s", l.Name, filepath.Join(l.Cnperf.Dir, "user.env"))
+	}
+	return cp, nil
+}
+
+// HostAgentName is the pod name of node's host-network agent ("n1-host").
+func HostAgentName(node string) string { return node + "-host" }
+
+// StartCnperf starts the cnperf server (SQLite) in the underlay namespace
+// and one agent in every pod, plus, when o.HostAgents, one host-network
+// agent in every node namespace, all through the real API with random
+// tokens. It returns when the server answers and every agent has
+// registered, or with an error naming what did not come up (and the tail
+// of its log). The processes are recorded in the state file, so Down stops
+// them even after a crash.
+func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, error) {
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the cnperf binary: %w", err)
+		}
+		o.Binary = exe
+	}
+	if o.Dir == "" {
+		o.Dir = filepath.Join(l.stateDir, l.Name+".d")
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("control plane dir: %w", err)
+	}
+	cp := &ControlPlane{URL: "http://" + l.Underlay.ServerAddr, UserToken: randomToken(), AgentToken: randomToken(), Dir: o.Dir, lab: l}
+	tokens := fmt.Sprintf("CNPERF_SERVER=%s\nCNPERF_TOKEN=%s\n", cp.URL, cp.UserToken)
+	if err := os.WriteFile(filepath.Join(o.Dir, "user.env"), []byte(tokens), 0o600); err != nil {
+		return nil, fmt.Errorf("write token file: %w", err)
+	}
+	base := []string{"PATH=" + os.Getenv("PATH"), "CNPERF_LOG_LEVEL=" + o.LogLevel}
+	port := strconv.Itoa(DefaultServerPort)
+	db := filepath.Join(o.Dir, "cnperf.db")
+	srvLog := filepath.Join(o.Dir, "server.log")
+	srvEnv := append(append([]string(nil), base...), "CNPERF_USER_TOKEN="+cp.UserToken, "CNPERF_AGENT_TOKEN="+cp.AgentToken)
+	if _, err := l.StartProcess(l.Underlay.NS, []string{o.Binary, "server", "--listen", "0.0.0.0:" + port, "--db", "sqlite:" + db}, srvEnv, srvLog); err != nil {
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	c, err := cp.Client()
+	if err != nil {
+		return nil, err
+	}
+	wait := startTimeout(len(l.Pods) + len(l.Nodes))
+	if err := waitHealthy(ctx, c, wait); err != nil {
+		return nil, fmt.Errorf("cnperf server in %s did not come up: %w%s", l.Underlay.NS, err, logTail(srvLog))
+	}
+	type member struct{ ns, log string }
+	var started []member
+	agent := func(ns, name, podIP, node, nodeIP string, host bool) error {
+		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
+			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
+			"POD_IP="+podIP, "NODE_NAME="+node, "NODE_IP="+nodeIP)
+		argv := []string{o.Binary, "agent", "--server", cp.URL, "--responder-port", strconv.Itoa(DefaultResponderPort)}
+		if host {
+			argv = append(argv, "--host-network")
+		}
+		lf := filepath.Join(o.Dir, "agent-"+name+".log")
+		if _, err := l.StartProcess(ns, argv, env, lf); err != nil {
+			return fmt.Errorf("start agent %s: %w", name, err)
+		}
+		started = append(started, member{ns, lf})
+		return nil
+	}
+	for _, p := range l.Pods {
+		n, _ := l.Node(p.Node)
+		if err := agent(p.NS, p.Name, p.IP.Addr().String(), n.Name, n.IP.Addr().String(), false); err != nil {
+			return nil, err
+		}
+	}
+	if o.HostAgents {
+		for _, n := range l.Nodes {
+			if err := agent(n.NS, HostAgentName(n.Name), n.IP.Addr().String(), n.Name, n.IP.Addr().String(), true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cp.Agents = len(started)
+	if err := waitAgents(ctx, c, cp.Agents, wait); err != nil {
+		var tails []string
+		for _, m := range started {
+			if t := logTail(m.log); t != "" {
+				tails = append(tails, t)
+				break // one log says enough; they all run the same binary
+			}
+		}
+		return nil, fmt.Errorf("agents of lab %s did not register: %w%s (logs in %s)", l.Name, err, strings.Join(tails, ""), o.Dir)
+	}
+	err = withDirLock(l.stateDir, func() error {
+		if cur, lerr := load(stateFile(l.stateDir, l.Name)); lerr == nil {
+			l.Processes = cur.Processes
+		}
+		l.Cnperf = &CnperfRecord{URL: cp.URL, Dir: cp.Dir, Agents: cp.Agents}
+		return l.save()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record control plane: %w", err)
+	}
+	l.log.Info("lab control plane up", "lab", l.Name, "server", cp.URL, "agents", cp.Agents)
+	return cp, nil
+}
+
+// Client returns an API client that reaches the server from this process:
+// its connections are opened inside the underlay namespace, so no route
+// from the host into the lab is needed.
+func (cp *ControlPlane) Client() (*client.Client, error) {
+	ns := cp.lab.Underlay.NS
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := Do(ns, func() error {
+			var err error
+			conn, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+	hc := &http.Client{Timeout: client.DefaultTimeout, Transport: &http.Transport{
+		DialContext: dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
+	}}
+	return client.New(cp.URL, cp.UserToken, client.WithHTTPClient(hc))
+}
+
+// startTimeout grows with the number of agents: a 2-core machine starts a
+// few dozen processes a second.
+func startTimeout(agents int) time.Duration {
+	return agentStartTimeout + time.Duration(agents)*200*time.Millisecond
+}
+
+func waitHealthy(ctx context.Context, c *client.Client, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var last error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.Agents(cctx, true)
+		ccancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v: %w", bound, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func waitAgents(ctx context.Context, c *client.Client, want int, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	have := 0
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		as, err := c.Agents(cctx, false)
+		ccancel()
+		if err == nil {
+			have = 0
+			for _, a := range as {
+				if a.Status != "offline" {
+					have++
+				}
+			}
+			if have >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d registered after %v", have, want, bound)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// logTail returns the last lines of a log, for error messages.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return "\n--- " + path + " ---\n" + strings.Join(lines, "\n")
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail on Linux
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,146 @@
+// Package labrun runs a suite on fresh labs, as `cnperf lab run` does: for
+// each backend it builds a lab, starts the cnperf server and agents in it,
+// runs the suite through the server's API, keeps the rows and removes the
+// lab again, also when a step fails or the context is cancelled. A
+// cni-compare over several backends builds one lab per backend, one after
+// the other, because a backend is a property of the whole network.
+//
+// It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), like the lab.
+package labrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+// Config is one lab run.
+type Config struct {
+	// Lab is the lab to build; its Backend is replaced by each of Backends.
+	Lab lab.Config
+	// Backends lists the backends to measure, one lab each, in order;
+	// empty means Lab.Backend (default host-gw).
+	Backends []string
+	// Suite and Options say what to run.
+	Suite   scenario.Suite
+	Options scenario.Options
+	// Cnperf says how to start the control plane (binary, log level).
+	Cnperf lab.CnperfOptions
+	// Progress gets the runner's progress line and one line per lab step
+	// (nil: none).
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// Run runs cfg's suite on one fresh lab per backend and returns the
+// joined rows. Every lab is removed before Run returns.
+func Run(ctx context.Context, cfg Config) (scenario.Output, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	backends := cfg.Backends
+	if len(backends) == 0 {
+		b := cfg.Lab.Backend
+		if b == "" {
+			b = lab.BackendHostGW
+		}
+		backends = []string{b}
+	}
+	// Check everything before building anything.
+	if err := cfg.Options.Validate(); err != nil {
+		return scenario.Output{}, err
+	}
+	for _, b := range backends {
+		c := cfg.Lab
+		c.Backend = b
+		if err := c.Validate(); err != nil {
+			return scenario.Output{}, err
+		}
+	}
+	if err := lab.CheckPrivileges(); err != nil {
+		return scenario.Output{}, err
+	}
+	var reps []scenario.Report
+	inv := fmt.Sprintf("lab-%d", time.Now().UnixNano())
+	for _, b := range backends {
+		rep, err := runOne(ctx, cfg, b, inv, log)
+		if err != nil {
+			return scenario.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
+		}
+		reps = append(reps, rep)
+	}
+	return scenario.NewOutput(reps...), nil
+}
+
+// runOne builds the lab for one backend, runs the suite and removes the
+// lab.
+func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logger) (rep scenario.Report, err error) {
+	c := cfg.Lab
+	c.Backend = backend
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	t0 := time.Now()
+	l, err := lab.Up(ctx, c, log)
+	if err != nil {
+		return rep, err
+	}
+	say("lab %s up: %s, %d nodes x %d pods (%v)", l.Name, backend, c.Nodes, c.PodsPerNode, time.Since(t0).Round(time.Millisecond))
+	// Down runs whatever happens, with its own bounded context so that an
+	// interrupt still cleans up.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		defer cancel()
+		if _, derr := l.Down(dctx); derr != nil {
+			err = errors.Join(err, fmt.Errorf("remove lab %s: %w", l.Name, derr))
+			return
+		}
+		say("lab %s down", l.Name)
+	}()
+	co := cfg.Cnperf
+	co.HostAgents = true
+	keepLogs := false
+	if co.Dir == "" {
+		d, derr := os.MkdirTemp("", "cnperf-lab-"+l.Name+"-")
+		if derr != nil {
+			return rep, derr
+		}
+		co.Dir = d
+		defer func() {
+			if keepLogs {
+				return
+			}
+			_ = os.RemoveAll(d)
+		}()
+	}
+	t1 := time.Now()
+	cp, err := l.StartCnperf(ctx, co)
+	if err != nil {
+		keepLogs = true
+		return rep, err
+	}
+	say("cnperf server and %d agents up (%v)", cp.Agents, time.Since(t1).Round(time.Millisecond))
+	api, err := cp.Client()
+	if err != nil {
+		return rep, err
+	}
+	o := cfg.Options
+	o.Backend = backend
+	r := &scenario.Runner{API: api, Network: l, Progress: cfg.Progress, Log: log, Invocation: inv}
+	rep, err = r.Run(ctx, cfg.Suite, o)
+	if err != nil {
+		keepLogs = true
+		return rep, fmt.Errorf("%w (server and agent logs kept in %s)", err, co.Dir)
+	}
+	return rep, nil
+}

@@ -1,0 +1,79 @@
+package labrun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+func labName(t *testing.T) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "lr" + hex.EncodeToString(b[:])
+}
+
+// assertNoLab fails t when anything of the lab is left: its state, its
+// namespaces, processes in them.
+func assertNoLab(t *testing.T, name, stateDir string) {
+	t.Helper()
+	entries, _ := os.ReadDir("/var/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), lab.Prefix(name)) {
+			t.Errorf("namespace left behind: %s", e.Name())
+		}
+	}
+	if _, err := lab.Status(name, stateDir); !errors.Is(err, lab.ErrNotFound) {
+		t.Errorf("lab %s still has state (status: %v)", name, err)
+	}
+}
+
+// cleanupLab removes the lab if a failed test left it.
+func cleanupLab(t *testing.T, name, stateDir string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := lab.Down(ctx, name, stateDir, nil); err == nil {
+			t.Errorf("lab %s was left up by the run; removed it", name)
+		}
+	})
+}
+
+// TestBadInputBuildsNothing checks that bad lab flags are refused before
+// any lab is made.
+func TestBadInputBuildsNothing(t *testing.T) {
+	nettest.Require(t)
+	stateDir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"zero nodes", Config{Lab: lab.Config{Nodes: 0, PodsPerNode: 2}}, "at least 1 node"},
+		{"unknown backend", Config{Lab: lab.Config{Nodes: 2, PodsPerNode: 2}, Backends: []string{"host-gw", "flannel"}}, "unknown backend"},
+		{"bad repeat", Config{Lab: lab.Config{Nodes: 2, PodsPerNode: 2}}, "repeat 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := labName(t)
+			c.cfg.Lab.Name, c.cfg.Lab.StateDir = name, stateDir
+			c.cfg.Suite = scenario.BaselineSuite{}
+			c.cfg.Options = scenario.Options{Time: time.Second, Repeat: 1}
+			if c.name == "bad repeat" {
+				c.cfg.Options.Repeat = 0
+			}
+			_, err := Run(context.Background(), c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err %v, want %q", err, c.want)
+			}
+			assertNoLab(t, name, stateDir)
+		})
+	}
+}

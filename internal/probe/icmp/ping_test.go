@@ -1,0 +1,292 @@
+package icmp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+func tos(v int) *int { return &v }
+
+// requireICMP skips t when this process can open neither kind of ICMP
+// socket.
+func requireICMP(t *testing.T) {
+	t.Helper()
+	c, err := openICMP(false, SocketAuto, netip.Addr{})
+	if err != nil {
+		t.Skipf("skipping: cannot open an ICMP socket here: %v", err)
+	}
+	c.Close()
+}
+
+func TestPingLoopback(t *testing.T) {
+	requireICMP(t)
+	cases := []struct {
+		name   string
+		target string
+		count  int
+		size   int
+		tos    *int
+	}{
+		{"ipv4 default size", "127.0.0.1", 3, 0, nil},
+		{"ipv6", "::1", 4, 0, nil},
+		{"ipv4 marked EF, small payload", "127.0.0.1", 3, 4, tos(46 << 2)},
+		{"ipv6 marked AF41, large payload", "::1", 2, 9000, tos(34 << 2)},
+		{"name localhost", "localhost", 2, 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindPing, Target: tc.target, Count: tc.count, Size: tc.size,
+				Interval: probe.Duration(20 * time.Millisecond), Timeout: probe.Duration(2 * time.Second), TOS: tc.tos}
+			res := runPing(t, Ping{}, spec)
+			if res.RTTms == nil || int(res.RTTms.Count) != tc.count {
+				t.Fatalf("rtt summary %+v, want %d replies; notes %v", res.RTTms, tc.count, res.Notes)
+			}
+			s := res.RTTms
+			if !(s.Min > 0 && s.Min <= s.Avg && s.Avg <= s.Max && s.Max < 1000 && s.Stdev >= 0) {
+				t.Errorf("implausible rtt summary %+v", s)
+			}
+			if *res.LossPct != 0 {
+				t.Errorf("loss %v%%, want 0", *res.LossPct)
+			}
+			wantDSCP := 0
+			if tc.tos != nil {
+				wantDSCP = *tc.tos >> 2
+			}
+			if res.DSCPReceived == nil || *res.DSCPReceived != wantDSCP || !*res.DSCPSurvived {
+				t.Errorf("dscp received %v, want %d", res.DSCPReceived, wantDSCP)
+			}
+			if !strings.Contains(strings.Join(res.Notes, "\n"), "socket") {
+				t.Errorf("notes do not say which socket was used: %v", res.Notes)
+			}
+			t.Logf("%s", probe.FormatSummary(res))
+		})
+	}
+}
+
+func TestPingSocketModes(t *testing.T) {
+	nettest.Require(t)
+	p := nettest.NewPair(t)
+	for _, mode := range []string{SocketDgram, SocketRaw} {
+		t.Run(mode, func(t *testing.T) {
+			var res *probe.Result
+			warmUp(t, p.A, p.AddrB.String())
+			err := p.A.Do(func() error {
+				// This namespace admits every group to ICMP datagram
+				// sockets; the host's setting is left alone.
+				if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte("0 2147483647"), 0o644); err != nil {
+					return err
+				}
+				var err error
+				res, err = (Ping{Socket: mode}).Run(context.Background(), probe.Spec{Kind: probe.KindPing,
+					Target: p.AddrB.String(), Count: 3, Interval: probe.Duration(10 * time.Millisecond)}, probe.Env{})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			if res.RTTms == nil || res.RTTms.Count != 3 || *res.LossPct != 0 {
+				t.Fatalf("got rtt %+v loss %v, want 3 replies; notes %v", res.RTTms, res.LossPct, res.Notes)
+			}
+			want := map[string]string{SocketDgram: "datagram", SocketRaw: "raw"}[mode]
+			if !strings.Contains(res.Notes[0], want) {
+				t.Errorf("socket note %q does not say %q", res.Notes[0], want)
+			}
+		})
+	}
+}
+
+// warmUp waits until ns reaches each target with an echo: a fresh veth
+// drops packets until the kernel's link watcher activates its queue (up
+// to a second), and an IPv6 address stays tentative during duplicate
+// address detection; either would show as loss in the first echoes.
+func warmUp(t *testing.T, ns *nettest.NS, targets ...string) {
+	t.Helper()
+	for _, target := range targets {
+		var last error
+		for range 10 {
+			last = ns.Do(func() error {
+				res, err := (Ping{}).Run(context.Background(), probe.Spec{Kind: probe.KindPing, Target: target,
+					Count: 1, Timeout: probe.Duration(time.Second)}, probe.Env{})
+				if err == nil && *res.LossPct != 0 {
+					err = fmt.Errorf("no reply within 1s")
+				}
+				return err
+			})
+			if last == nil {
+				break
+			}
+		}
+		if last != nil {
+			t.Fatalf("warm-up ping to %s: %v", target, last)
+		}
+	}
+}
+
+func TestPingAcrossPair(t *testing.T) {
+	p := nettest.NewPair(t)
+	warmUp(t, p.A, p.AddrB.String(), p.Addr6B.String())
+	cases := []struct {
+		name     string
+		target   string
+		count    int
+		interval time.Duration
+		timeout  time.Duration
+		tos      *int
+		wantLoss float64
+	}{
+		{"ipv4 EF", p.AddrB.String(), 5, 10 * time.Millisecond, time.Second, tos(46 << 2), 0},
+		{"ipv6 CS1", p.Addr6B.String(), 3, 10 * time.Millisecond, time.Second, tos(8 << 2), 0},
+		{"nobody at the address", "198.18.0.99", 3, 100 * time.Millisecond, 300 * time.Millisecond, nil, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindPing, Target: tc.target, Count: tc.count,
+				Interval: probe.Duration(tc.interval), Timeout: probe.Duration(tc.timeout), TOS: tc.tos}
+			var res *probe.Result
+			began := time.Now()
+			err := p.A.Do(func() error {
+				var err error
+				res, err = (Ping{}).Run(context.Background(), spec, probe.Env{})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			if took := time.Since(began); took > time.Duration(tc.count)*tc.interval+tc.timeout+time.Second {
+				t.Errorf("took %v: not bounded by count × interval + timeout", took)
+			}
+			if *res.LossPct != tc.wantLoss {
+				t.Fatalf("loss %v%%, want %v%%; notes %v", *res.LossPct, tc.wantLoss, res.Notes)
+			}
+			if res.Src != p.AddrA.String() && res.Src != p.Addr6A.String() {
+				t.Errorf("src %s, want A's address", res.Src)
+			}
+			if tc.wantLoss == 100 {
+				if res.RTTms != nil || res.DSCPReceived != nil {
+					t.Errorf("no reply came, yet rtt %+v dscp %v", res.RTTms, res.DSCPReceived)
+				}
+				return
+			}
+			if res.RTTms == nil || int(res.RTTms.Count) != tc.count || res.RTTms.Min <= 0 {
+				t.Fatalf("rtt %+v, want %d positive replies", res.RTTms, tc.count)
+			}
+			if res.DSCPReceived == nil || *res.DSCPReceived != *tc.tos>>2 || !*res.DSCPSurvived {
+				t.Errorf("dscp on the replies %v, want %d", res.DSCPReceived, *tc.tos>>2)
+			}
+			t.Logf("%s", probe.FormatSummary(res))
+		})
+	}
+}
+
+func TestPingDuration(t *testing.T) {
+	requireICMP(t)
+	spec := probe.Spec{Kind: probe.KindPing, Target: "127.0.0.1", Duration: probe.Duration(250 * time.Millisecond),
+		Interval: probe.Duration(50 * time.Millisecond)}
+	res := runPing(t, Ping{}, spec)
+	// Sends at 0, 50, ..., 200 ms: five echoes.
+	if res.RTTms == nil || res.RTTms.Count < 4 || res.RTTms.Count > 6 {
+		t.Fatalf("rtt %+v: want about 5 replies in 250 ms at 50 ms", res.RTTms)
+	}
+}
+
+func TestPingCancel(t *testing.T) {
+	requireICMP(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err := (Ping{}).Run(ctx, probe.Spec{Kind: probe.KindPing, Target: "127.0.0.1", Count: 100}, probe.Env{})
+	if err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("err %v, want a deadline error", err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("cancel took %v", took)
+	}
+}
+
+func TestPingBadInput(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    probe.Spec
+		mode    string
+		wantErr string
+	}{
+		{"negative count", probe.Spec{Target: "127.0.0.1", Count: -1}, "", "count -1"},
+		{"size too big", probe.Spec{Target: "127.0.0.1", Size: 65508}, "", "size 65508"},
+		{"interval below minimum", probe.Spec{Target: "127.0.0.1", Interval: probe.Duration(time.Microsecond)}, "", "below the 1ms minimum"},
+		{"negative interval", probe.Spec{Target: "127.0.0.1", Interval: probe.Duration(-time.Second)}, "", "must not be negative"},
+		{"host with port", probe.Spec{Target: "127.0.0.1:80"}, "", "without a port"},
+		{"no target", probe.Spec{}, "", "target: missing"},
+		{"bad socket mode", probe.Spec{Target: "127.0.0.1"}, "icmp", "socket mode"},
+		{"tos out of range", probe.Spec{Target: "127.0.0.1", TOS: tos(256)}, "", "tos 256"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.Kind = probe.KindPing
+			err := (Ping{Socket: tc.mode}).Validate(tc.spec)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate: %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPingRunErrors(t *testing.T) {
+	requireICMP(t)
+	cases := []struct {
+		name    string
+		target  string
+		emptyNS bool // run in a namespace without routes (skipped without root)
+		wantErr string
+	}{
+		{"unresolvable name", "no-such-host.invalid", false, "resolve host"},
+		{"no route", "2001:db8::1", true, "no route"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var err error
+			run := func() error {
+				_, err = (Ping{}).Run(ctx, probe.Spec{Kind: probe.KindPing, Target: tc.target, Count: 1}, probe.Env{})
+				return nil
+			}
+			if tc.emptyNS {
+				// An empty namespace has no routes at all, whatever the host has.
+				nettest.Require(t)
+				n, nerr := nettest.NewNS(fmt.Sprintf("%sicmp-noroute-%d", nettest.Prefix, os.Getpid()))
+				if nerr != nil {
+					t.Fatalf("namespace: %v", nerr)
+				}
+				t.Cleanup(func() { _ = nettest.Delete(n) })
+				_ = n.Do(run)
+			} else {
+				_ = run()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func runPing(t *testing.T, p Ping, spec probe.Spec) *probe.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Validate(spec); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	res, err := p.Run(ctx, spec, probe.Env{})
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	return res
+}

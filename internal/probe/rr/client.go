@@ -1,0 +1,292 @@
+package rr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// lowerSlack lowers this thread's timer slack and returns a function that
+// puts the previous value back.
+func lowerSlack() (func(), error) {
+	prev, _, e := unix.Syscall(unix.SYS_PRCTL, unix.PR_GET_TIMERSLACK, 0, 0)
+	if e != 0 {
+		return nil, fmt.Errorf("prctl PR_GET_TIMERSLACK: %w", e)
+	}
+	if err := probe.LowerTimerSlack(); err != nil {
+		return nil, err
+	}
+	return func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, prev, 0, 0, 0) }, nil
+}
+
+func setTimeouts(fd int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return errors.Join(
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv))
+}
+
+func sockaddrString(fd int) string {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return ""
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String()
+	}
+	return ""
+}
+
+// runUDP runs UDP transactions from a connected socket of its own to the
+// responder's shared UDP port.
+func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) (*tally, error) {
+	ra, ok := cl.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("responder address %v is not TCP", cl.Ctrl.Conn().RemoteAddr())
+	}
+	ap := ra.AddrPort()
+	addr := ap.Addr().Unmap()
+	family := unix.AF_INET
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
+	if addr.Is6() {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: addr.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open UDP socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := (probe.SockOpts{TOS: cfg.tos, RecvTstamp: true}).Apply(fd, addr.Is6()); err != nil {
+		return nil, fmt.Errorf("UDP socket options: %w", err)
+	}
+	if spec.Source != "" {
+		src, err := netip.ParseAddr(spec.Source)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", spec.Source, err)
+		}
+		var bsa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
+		if addr.Is6() {
+			bsa = &unix.SockaddrInet6{Addr: src.As16()}
+		}
+		if err := unix.Bind(fd, bsa); err != nil {
+			return nil, fmt.Errorf("bind UDP socket to %s: %w", spec.Source, err)
+		}
+	}
+	if err := setTimeouts(fd, cfg.timeout); err != nil {
+		return nil, fmt.Errorf("UDP socket timeouts: %w", err)
+	}
+	if err := unix.Connect(fd, sa); err != nil {
+		return nil, fmt.Errorf("connect UDP socket to %s: %w", ap, err)
+	}
+	t := newTally()
+	t.src = sockaddrString(fd)
+	req := make([]byte, cfg.size)
+	resp := make([]byte, cfg.size+probe.PacketHeaderLen+64)
+	probe.PacketHeader{Type: probe.PacketRRRequest, Session: cl.Session}.Put(req)
+	rb := body(req[probe.PacketHeaderLen:])
+	var rx receiver
+	timeout := cfg.timeout.Nanoseconds()
+	timeoutChanged := false
+	begin := time.Now()
+	end := begin.Add(cfg.duration).UnixNano()
+	for i := int64(0); ; i++ {
+		tw := time.Now().UnixNano()
+		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
+			t.stoppedByCtx = byCtx
+			break
+		}
+		rb.setSeq(uint64(i))
+		if timeoutChanged {
+			if err := setTimeouts(fd, cfg.timeout); err != nil {
+				return nil, fmt.Errorf("UDP socket timeouts: %w", err)
+			}
+			timeoutChanged = false
+		}
+		if _, err := unix.Write(fd, req); err != nil {
+			if errors.Is(err, unix.ECONNREFUSED) {
+				return nil, fmt.Errorf("responder's UDP port %d refused the request (ICMP port unreachable): responder gone or UDP blocked", ap.Port())
+			}
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOBUFS) {
+				t.sent++
+				continue
+			}
+			return nil, fmt.Errorf("send request %d: %w", i, err)
+		}
+		t.sent++
+		deadline := tw + timeout
+		for {
+			n, krx, errno := rx.recv(fd, resp, 0)
+			t1 := time.Now().UnixNano()
+			switch errno {
+			case 0:
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				n = -1 // lost
+			case unix.ECONNREFUSED:
+				return nil, fmt.Errorf("responder's UDP port %d refused the request (ICMP port unreachable): responder gone or UDP blocked", ap.Port())
+			default:
+				return nil, fmt.Errorf("receive response %d: %w", i, errno)
+			}
+			if n < 0 {
+				break
+			}
+			if h, ok := probe.ParsePacketHeader(resp[:n]); ok && h.Type == probe.PacketRRResponse &&
+				h.Session == cl.Session && n >= probe.PacketHeaderLen+bodyLen {
+				b := body(resp[probe.PacketHeaderLen:n])
+				if b.seq() == uint64(i) {
+					t.record(tw, tw, krx, t1, b)
+					break
+				}
+			}
+			// A late answer to an earlier request, or noise: wait out
+			// the rest of this request's timeout.
+			if t1 >= deadline {
+				break
+			}
+			if err := setTimeouts(fd, time.Duration(deadline-t1)); err != nil {
+				return nil, fmt.Errorf("UDP socket timeouts: %w", err)
+			}
+			timeoutChanged = true
+		}
+	}
+	t.elapsed = time.Since(begin)
+	return t, nil
+}
+
+// tcpConn is a data connection turned into a blocking descriptor for the
+// transaction loop.
+type tcpConn struct {
+	f  *os.File
+	fd int
+}
+
+func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration) (tcpConn, error) {
+	c, err := cl.DialData(ctx, stream)
+	if err != nil {
+		return tcpConn{}, err
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		c.Close()
+		return tcpConn{}, fmt.Errorf("data connection is %T, not TCP", c)
+	}
+	f, err := tc.File() // a duplicate descriptor
+	c.Close()
+	if err != nil {
+		return tcpConn{}, fmt.Errorf("data connection descriptor: %w", err)
+	}
+	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
+	if err := setTimeouts(fd, timeout); err != nil {
+		f.Close()
+		return tcpConn{}, fmt.Errorf("data connection timeouts: %w", err)
+	}
+	return tcpConn{f: f, fd: fd}, nil
+}
+
+// runTCP runs transactions over one connection (tcp) or one connection
+// each (crr).
+func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
+	crr := cfg.proto == ProtoCRR
+	t := newTally()
+	var conn tcpConn
+	if !crr {
+		var err error
+		if conn, err = openTCP(ctx, cl, 0, cfg.timeout); err != nil {
+			return nil, err
+		}
+		defer conn.f.Close()
+		t.src = sockaddrString(conn.fd)
+	}
+	req := make([]byte, cfg.size)
+	resp := make([]byte, cfg.size)
+	rb := body(req)
+	var rx receiver
+	begin := time.Now()
+	end := begin.Add(cfg.duration).UnixNano()
+	for i := int64(0); ; i++ {
+		t0 := time.Now().UnixNano()
+		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
+			t.stoppedByCtx = byCtx
+			break
+		}
+		if crr {
+			var err error
+			if conn, err = openTCP(ctx, cl, int(i&0x7fffffff), cfg.timeout); err != nil {
+				return nil, fmt.Errorf("transaction %d: %w", i, err)
+			}
+			if t.src == "" {
+				t.src = sockaddrString(conn.fd)
+			}
+		}
+		rb.setSeq(uint64(i))
+		tw := time.Now().UnixNano()
+		if crr {
+			t0 = min(t0, tw)
+		} else {
+			t0 = tw
+		}
+		if err := writeAll(conn.fd, req); err != nil {
+			return nil, fmt.Errorf("send request %d: %w", i, err)
+		}
+		t.sent++
+		var krx int64
+		for got := 0; got < len(resp); {
+			n, ts, errno := rx.recv(conn.fd, resp[got:], 0)
+			switch {
+			case errno == unix.EINTR:
+				continue
+			case errno == unix.EAGAIN:
+				return nil, fmt.Errorf("no response to request %d within %v", i, cfg.timeout)
+			case errno != 0:
+				return nil, fmt.Errorf("receive response %d: %w", i, errno)
+			case n == 0:
+				return nil, fmt.Errorf("receive response %d: responder closed the connection", i)
+			}
+			got += n
+			if ts != 0 {
+				krx = ts
+			}
+		}
+		t1 := time.Now().UnixNano()
+		if crr {
+			conn.f.Close()
+		}
+		b := body(resp)
+		if b.seq() != uint64(i) {
+			return nil, fmt.Errorf("response %d carries sequence %d: stream out of step", i, b.seq())
+		}
+		t.record(tw, t0, krx, t1, b)
+	}
+	t.elapsed = time.Since(begin)
+	return t, nil
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EAGAIN) {
+				return errors.New("send timed out")
+			}
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}

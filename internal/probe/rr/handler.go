@@ -1,0 +1,224 @@
+package rr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
+)
+
+// Handler is the responder side of the rr probe. It opens no sockets: UDP
+// requests arrive through the session's shared socket, TCP ones on the
+// session's data connections.
+type Handler struct{}
+
+// Kind returns "rr".
+func (Handler) Kind() string { return probe.KindRR }
+
+// Serve answers the session's transactions until the client says stop.
+func (Handler) Serve(ctx context.Context, s *probe.Session) error {
+	cfg, err := validate(s.Spec)
+	if err != nil {
+		return fmt.Errorf("invalid rr probe: %w", err)
+	}
+	// The session lasts the test plus slack; a count-only test is bounded
+	// by one timeout per transaction.
+	bound := cfg.duration
+	if cfg.count > 0 {
+		bound = max(bound, time.Duration(cfg.count)*cfg.timeout)
+	}
+	sctx, cancel := context.WithTimeout(ctx, bound+2*endTimeout+probe.DefaultControlTimeout)
+	defer cancel()
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if cfg.proto == ProtoUDP {
+		s.HandlePackets(udpReflector(s, &served))
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acceptLoop(sctx, s, cfg, &served)
+		}()
+	}
+	m, err := s.Ctrl.RecvNoDeadline(sctx)
+	if err != nil {
+		return fmt.Errorf("wait for the client's stop: %w", err)
+	}
+	if m.Type != probe.MsgStop {
+		return fmt.Errorf("control protocol: want %q, got %q", probe.MsgStop, m.Type)
+	}
+	b, err := json.Marshal(endResult{Served: served.Load()})
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	ectx, ecancel := context.WithTimeout(ctx, endTimeout)
+	defer ecancel()
+	return s.Ctrl.Send(ectx, probe.Message{Type: probe.MsgResult, Data: b})
+}
+
+// udpReflector answers each request from the responder's UDP reader
+// goroutine, into one reused buffer.
+func udpReflector(s *probe.Session, served *atomic.Int64) probe.PacketFunc {
+	buf := make([]byte, 64<<10)
+	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+		h, ok := probe.ParsePacketHeader(pkt)
+		if !ok || h.Type != probe.PacketRRRequest || len(pkt) < probe.PacketHeaderLen+bodyLen {
+			return
+		}
+		n := copy(buf, pkt)
+		buf[2] = probe.PacketRRResponse
+		b := body(buf[probe.PacketHeaderLen:n])
+		var flags byte
+		rxNs := rx.KernelNs
+		if rxNs != 0 {
+			flags |= flagKernelRx
+		} else {
+			rxNs = time.Now().UnixNano()
+		}
+		if rx.TOSOK {
+			b[offTOS] = byte(rx.TOS)
+			flags |= flagTOSValid
+		}
+		b[offFlags] = flags
+		b.setRx(rxNs)
+		b.setTx(time.Now().UnixNano())
+		if err := s.WriteTo(buf[:n], from); err != nil {
+			s.Log.Debug("rr reply", "to", from, "err", err)
+			return
+		}
+		served.Add(1)
+	}
+}
+
+// acceptLoop serves each data connection of the session (one for tcp, one
+// per transaction for crr) until ctx ends.
+func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		dc, err := s.AcceptData(ctx)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer dc.Close()
+			stop := context.AfterFunc(ctx, func() { _ = dc.SetDeadline(time.Unix(1, 0)) })
+			defer stop()
+			if err := serveConn(dc.Conn, cfg, served); err != nil {
+				s.Log.Debug("rr connection", "stream", dc.Stream, "err", err)
+			}
+		}()
+	}
+}
+
+// serveConn answers requests on one TCP connection until it closes.
+func serveConn(c net.Conn, cfg config, served *atomic.Int64) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("data connection is %T, not TCP", c)
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var optErr error
+	if err := rc.Control(func(fd uintptr) {
+		optErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil || optErr != nil {
+		return fmt.Errorf("SO_TIMESTAMPNS: %w", errors.Join(err, optErr))
+	}
+	_ = tcp.EnableArrivedTOS(c)
+	if cfg.tos != 0 {
+		setTOS(rc, c, cfg.tos)
+	}
+	buf := make([]byte, cfg.size)
+	var rx receiver
+	tosKnown := false
+	var tos int
+	var tosOK bool
+	for {
+		var krx int64
+		for got := 0; got < len(buf); {
+			n, ts, err := readMsg(rc, &rx, buf[got:])
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				if got == 0 {
+					return nil // the client closed between transactions
+				}
+				return errors.New("client closed mid-request")
+			}
+			got += n
+			if ts != 0 {
+				krx = ts
+			}
+		}
+		if !tosKnown {
+			tos, tosOK, _ = tcp.ArrivedTOS(c)
+			tosKnown = true
+		}
+		b := body(buf)
+		var flags byte
+		if krx != 0 {
+			flags |= flagKernelRx
+		} else {
+			krx = time.Now().UnixNano()
+		}
+		if tosOK {
+			b[offTOS] = byte(tos)
+			flags |= flagTOSValid
+		}
+		b[offFlags] = flags
+		b.setRx(krx)
+		b.setTx(time.Now().UnixNano())
+		if _, err := c.Write(buf); err != nil {
+			return fmt.Errorf("reply: %w", err)
+		}
+		served.Add(1)
+	}
+}
+
+// readMsg reads once through the Go poller, with the kernel timestamp.
+func readMsg(rc syscall.RawConn, rx *receiver, buf []byte) (int, int64, error) {
+	var n int
+	var ts int64
+	var errno unix.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		n, ts, errno = rx.recv(int(fd), buf, unix.MSG_DONTWAIT)
+		return errno != unix.EAGAIN
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if errno != 0 {
+		return 0, 0, errno
+	}
+	return n, ts, nil
+}
+
+// setTOS marks the responder's replies with the client's TOS.
+func setTOS(rc syscall.RawConn, c net.Conn, tos int) {
+	v6 := false
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		v6 = a.IP.To4() == nil
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = probe.SockOpts{TOS: tos}.Apply(int(fd), v6)
+	})
+}

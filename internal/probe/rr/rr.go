@@ -1,0 +1,282 @@
+// Package rr is cnperf's request/response latency engine, like netperf's
+// TCP_RR, UDP_RR and TCP_CRR: one transaction in flight at a time, Size
+// bytes each way (default 64, at least 40), for Count transactions or for
+// the duration (default 10 s). The Prober is the client, the Handler the
+// responder side.
+//
+// Two round-trip times are reported per transaction:
+//
+//   - rtt_ms, the network's: (client's kernel receive time of the response
+//     − client's clock right before the request's write) − (responder's
+//     clock right before the reply's write − responder's kernel receive
+//     time of the request), as TWAMP and STAMP subtract the reflector's
+//     dwell. Kernel receive times come from SO_TIMESTAMPNS (on TCP sockets
+//     too, through recvmsg). Each end only subtracts its own clock's
+//     readings, so the clocks need not agree. When a kernel timestamp is
+//     missing, user-space time after the read stands in and a note says so.
+//   - app_rtt_ms, the application's: from right before the write to right
+//     after the read returned, wake-ups included. For crr it spans the
+//     whole transaction (connect, request, response); rtt_ms then is the
+//     request/response exchange on the new connection.
+//
+// Everything is client-initiated and the responder replies to the source
+// address it saw, so it works behind NAT. UDP requests go to the
+// responder's shared UDP port with a probe.PacketHeader; a request without
+// an answer within Timeout (default 1 s) is lost and counts in loss_pct.
+// Over TCP a missing answer within Timeout (default 5 s) fails the test.
+// The client sends and receives on one locked OS thread with blocking
+// system calls, its timer slack lowered, and allocates nothing per
+// transaction.
+//
+// dscp_received: over UDP the responder reads each request's TOS
+// (IP_RECVTOS) and echoes it in the response; over TCP it reads the TOS its
+// kernel recorded for the connection (see package tcp, ArrivedTOS).
+//
+// rr does not pace: a rate (RateBps) is rejected, 0 with its own message.
+package rr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/stats"
+)
+
+// Transports.
+const (
+	ProtoTCP = "tcp"
+	ProtoUDP = "udp"
+	ProtoCRR = "crr"
+)
+
+// Defaults and limits.
+const (
+	DefaultSize       = 64
+	MinSize           = 40
+	MaxSizeUDP        = 65000
+	MaxSizeTCP        = 1 << 20
+	DefaultDuration   = 10 * time.Second
+	DefaultUDPTimeout = time.Second
+	DefaultTCPTimeout = 5 * time.Second
+	// endTimeout bounds the closing exchange with the responder.
+	endTimeout = 5 * time.Second
+)
+
+type config struct {
+	proto    string
+	size     int
+	count    int
+	duration time.Duration // 0: until count
+	timeout  time.Duration
+	tos      int
+}
+
+func validate(spec probe.Spec) (config, error) {
+	var errs []error
+	if err := spec.ValidateCommon(true); err != nil {
+		errs = append(errs, err)
+	}
+	c := config{proto: spec.Proto, size: spec.Size, count: spec.Count, tos: spec.TOSByte()}
+	if c.proto == "" {
+		c.proto = ProtoTCP
+	}
+	maxSize := MaxSizeTCP
+	switch c.proto {
+	case ProtoTCP, ProtoCRR:
+		c.timeout = spec.TimeoutOr(DefaultTCPTimeout)
+	case ProtoUDP:
+		maxSize = MaxSizeUDP
+		c.timeout = spec.TimeoutOr(DefaultUDPTimeout)
+	default:
+		errs = append(errs, fmt.Errorf("proto %q: want tcp, udp or crr", spec.Proto))
+	}
+	if c.size == 0 {
+		c.size = DefaultSize
+	}
+	if c.size < MinSize || c.size > maxSize {
+		errs = append(errs, fmt.Errorf("size %d: rr needs %d-%d bytes per request", c.size, MinSize, maxSize))
+	}
+	if spec.RateBps != nil {
+		if *spec.RateBps == 0 {
+			errs = append(errs, errors.New("rate 0: rr runs one transaction at a time as fast as they complete; it takes no rate (omit --rate)"))
+		} else {
+			errs = append(errs, fmt.Errorf("rate %d bit/s: rr does not pace transactions; omit --rate", *spec.RateBps))
+		}
+	}
+	if spec.Reverse {
+		errs = append(errs, errors.New("reverse: rr is always client-initiated; --reverse does not apply"))
+	}
+	if spec.Streams > 1 {
+		errs = append(errs, fmt.Errorf("streams %d: rr keeps one transaction in flight", spec.Streams))
+	}
+	if spec.Duration.D() > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("duration %v: at most 24h", spec.Duration.D()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return config{}, err
+	}
+	switch {
+	case spec.Duration > 0:
+		c.duration = spec.Duration.D()
+	case c.count == 0:
+		c.duration = DefaultDuration
+	}
+	return c, nil
+}
+
+// Prober is the client side of the rr probe.
+type Prober struct{}
+
+// Name returns "rr".
+func (Prober) Name() string { return probe.KindRR }
+
+// Validate rejects specs the engine cannot run.
+func (Prober) Validate(spec probe.Spec) error {
+	_, err := validate(spec)
+	return err
+}
+
+// tally is what a client loop measured.
+type tally struct {
+	rtt, app     *stats.Recorder // ns
+	sent, done   int64
+	elapsed      time.Duration
+	tos          int
+	tosOK        bool
+	userRx       int64 // responses without a kernel timestamp at the client
+	respUserRx   int64 // requests without a kernel timestamp at the responder
+	src          string
+	stoppedByCtx bool
+}
+
+func newTally() *tally { return &tally{rtt: stats.NewRecorder(), app: stats.NewRecorder()} }
+
+// record adds one transaction: tw the client's clock right before the
+// request's write, t0 the start of the transaction for the application (tw,
+// or before the connect for crr), krx the response's kernel receive time (0
+// if none), t1 the clock after the read, b the response body.
+func (t *tally) record(tw, t0, krx, t1 int64, b body) {
+	if krx == 0 {
+		krx = t1
+		t.userRx++
+	}
+	if !b.kernelRx() {
+		t.respUserRx++
+	}
+	dwell := b.tx() - b.rx()
+	t.rtt.Record(krx - tw - dwell)
+	t.app.Record(t1 - t0)
+	if tos, ok := b.tos(); ok {
+		t.tos, t.tosOK = tos, true
+	}
+	t.done++
+}
+
+// endResult is the responder's closing figures.
+type endResult struct {
+	Served int64 `json:"served"`
+}
+
+// Run measures request/response round trips against spec.Target.
+func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.Result, error) {
+	cfg, err := validate(spec)
+	if err != nil {
+		return nil, fmt.Errorf("invalid rr probe: %w", err)
+	}
+	started := env.Clock()()
+	// The loop runs on this locked thread; every socket is opened here.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if restore, err := lowerSlack(); err == nil {
+		defer restore()
+	} else {
+		env.Log().Debug("cannot lower timer slack", "err", err)
+	}
+	cl, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: cfg.tos, RecvTstamp: true})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var t *tally
+	switch cfg.proto {
+	case ProtoUDP:
+		t, err = runUDP(ctx, cfg, spec, cl)
+	default:
+		t, err = runTCP(ctx, cfg, cl)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+	defer cancel()
+	var end endResult
+	if err := cl.Ctrl.Send(ectx, probe.Message{Type: probe.MsgStop}); err != nil {
+		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)
+	}
+	m, err := cl.Ctrl.Expect(ectx, probe.MsgResult)
+	if err != nil {
+		return nil, fmt.Errorf("rr %s to %s: final counters: %w", cfg.proto, spec.Target, err)
+	}
+	if err := json.Unmarshal(m.Data, &end); err != nil {
+		return nil, fmt.Errorf("rr %s to %s: decode final counters: %w", cfg.proto, spec.Target, err)
+	}
+	if t.stoppedByCtx && t.done == 0 {
+		return nil, fmt.Errorf("rr %s to %s: %w before any transaction completed", cfg.proto, spec.Target, ctx.Err())
+	}
+
+	res := &probe.Result{Kind: probe.KindRR, Tool: "cnperf", Src: t.src,
+		Dst: cl.Ctrl.Conn().RemoteAddr().String(), DSCP: spec.DSCP(), TOS: cfg.tos,
+		StartedAt: started, DurationS: t.elapsed.Seconds()}
+	if t.done > 0 {
+		r := t.rtt.Summary(1e-6)
+		a := t.app.Summary(1e-6)
+		res.RTTms, res.AppRTTms = &r, &a
+	}
+	loss := 0.0
+	if t.sent > 0 {
+		loss = 100 * float64(t.sent-t.done) / float64(t.sent)
+	}
+	res.LossPct = &loss
+	if t.elapsed > 0 {
+		res.TransactionsPerS = probe.Float(float64(t.done) / t.elapsed.Seconds())
+	}
+	if t.tosOK {
+		d := t.tos >> 2
+		res.DSCPReceived = &d
+		res.DSCPSurvived = probe.Bool(d == res.DSCP)
+	} else {
+		res.Notes = append(res.Notes, "dscp_received unavailable: the responder's kernel reported no TOS")
+	}
+	if t.userRx > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d responses had no kernel receive timestamp at the client; rtt_ms used the time after the read for them", t.userRx, t.done))
+	}
+	if t.respUserRx > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d requests had no kernel receive timestamp at the responder; its dwell was measured from after its read", t.respUserRx, t.done))
+	}
+	if end.Served < t.done {
+		res.Notes = append(res.Notes, fmt.Sprintf("responder counted %d transactions, fewer than the %d answered", end.Served, t.done))
+	}
+	if t.stoppedByCtx {
+		res.Notes = append(res.Notes, "stopped early: "+ctx.Err().Error())
+	}
+	return res, nil
+}
+
+// loopDone says whether the loop should stop before transaction i.
+func loopDone(ctx context.Context, cfg config, i int64, now, end int64) (stop, byCtx bool) {
+	if ctx.Err() != nil {
+		return true, true
+	}
+	if cfg.count > 0 && i >= int64(cfg.count) {
+		return true, false
+	}
+	if cfg.duration > 0 && now >= end {
+		return true, false
+	}
+	return false, false
+}

@@ -1,0 +1,222 @@
+package udp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
+)
+
+// Bounds of the protocol's waits beyond the test itself.
+const (
+	// drainQuiet ends the wait for datagrams still in flight after the
+	// sender stopped: the receiver gives up once none came for this long.
+	drainQuiet = 100 * time.Millisecond
+	// drainMax bounds that wait.
+	drainMax = 2 * time.Second
+	// helloWait bounds how long a reverse test waits for the client's hello
+	// datagram.
+	helloWait = 5 * time.Second
+	// slack is added to the test's length for every wait that spans it.
+	slack = 15 * time.Second
+)
+
+// Handler is the udp engine's responder side.
+type Handler struct {
+	// Opts limit the batching features a reverse test's sender may use.
+	Opts udpio.Options
+	// rxHook, set by tests, sees each datagram before it is accounted and
+	// may deliver it zero, one or more times.
+	rxHook func(pkt []byte, deliver func([]byte))
+}
+
+// NewHandler returns the udp responder side.
+func NewHandler() *Handler { return &Handler{} }
+
+// Kind returns "udp".
+func (h *Handler) Kind() string { return probe.KindUDP }
+
+// Serve runs one udp session.
+func (h *Handler) Serve(ctx context.Context, s *probe.Session) error {
+	if err := Validate(s.Spec); err != nil {
+		return fmt.Errorf("invalid udp probe: %w", err)
+	}
+	spec := withDefaults(s.Spec)
+	timeout := spec.TimeoutOr(probe.DefaultControlTimeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	m, err := s.Ctrl.Expect(wctx, probe.MsgStart)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for start: %w", err)
+	}
+	var sd startData
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &sd); err != nil {
+			return fmt.Errorf("decode start message: %w", err)
+		}
+	}
+	if spec.Reverse {
+		return h.serveSend(ctx, s, spec, timeout)
+	}
+	return h.serveReceive(ctx, s, spec, sd)
+}
+
+// serveReceive counts the client's datagrams, reports intervals live and
+// the totals at the end.
+func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe.Spec, sd startData) error {
+	rx := newReceiver(s.ID, sd, spec, time.Now)
+	cpu0 := probe.SampleCPU()
+	account := func(pkt []byte, info probe.RxInfo) {
+		rx.add(pkt, info.TOS, info.TOSOK, info.KernelNs, info.Drops, info.DropsOK)
+	}
+	fn := func(pkt []byte, _ netip.AddrPort, info probe.RxInfo) { account(pkt, info) }
+	if h.rxHook != nil {
+		fn = func(pkt []byte, _ netip.AddrPort, info probe.RxInfo) {
+			h.rxHook(pkt, func(b []byte) { account(b, info) })
+		}
+	}
+	s.HandlePackets(fn)
+	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
+		return err
+	}
+	// Live interval reports.
+	tctx, stopTicks := context.WithCancel(ctx)
+	ticks := make(chan struct{})
+	go func() {
+		defer close(ticks)
+		t := time.NewTicker(spec.Interval.D())
+		defer t.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case now := <-t.C:
+				b, _ := json.Marshal(rx.tick(now))
+				if err := s.Ctrl.Send(tctx, probe.Message{Type: msgInterval, Data: b}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	defer func() { stopTicks(); <-ticks }()
+
+	wctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+slack)
+	m, err := s.Ctrl.Expect(wctx, probe.MsgStop)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for the sender's stop: %w", err)
+	}
+	var tx txReport
+	if err := json.Unmarshal(m.Data, &tx); err != nil {
+		return fmt.Errorf("decode stop message: %w", err)
+	}
+	end := drain(ctx, rx, tx.Sent)
+	stopTicks()
+	<-ticks
+	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), "responder")
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	return s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgResult, Data: b})
+}
+
+// drain waits for datagrams still on their way: until all sent arrived, or
+// none came for drainQuiet, or drainMax passed. It returns the time of the
+// last arrival it saw (or now).
+func drain(ctx context.Context, rx *receiver, sent int64) time.Time {
+	deadline := time.Now().Add(drainMax)
+	last := rx.received()
+	lastChange := time.Now()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for last < sent && time.Since(lastChange) < drainQuiet && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return time.Now()
+		case <-t.C:
+		}
+		if n := rx.received(); n != last {
+			last, lastChange = n, time.Now()
+		}
+	}
+	if last >= sent {
+		return time.Now()
+	}
+	return lastChange
+}
+
+// serveSend sends to the client (reverse mode) from the shared UDP port.
+func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Spec, timeout time.Duration) error {
+	var peer atomic.Pointer[netip.AddrPort]
+	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ probe.RxInfo) {
+		if len(pkt) >= probe.PacketHeaderLen && pkt[3]&FlagHello != 0 && peer.Load() == nil {
+			peer.Store(&from)
+		}
+	})
+	wait := min(timeout, helloWait)
+	deadline := time.Now().Add(wait)
+	for peer.Load() == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no hello datagram from the client within %v: is UDP to the responder's port blocked?", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	to := *peer.Load()
+	tos := -1
+	if spec.TOS != nil {
+		tos = *spec.TOS
+	}
+	snd, err := udpio.NewSender(s.UDPConn(), to, tos, h.Opts)
+	if err != nil {
+		return fmt.Errorf("udp sender to %s: %w", to, err)
+	}
+	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
+		return err
+	}
+	// The client may give up (or vanish) while this side sends.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clientMsg := make(chan error, 1)
+	go func() {
+		rctx, rcancel := context.WithTimeout(ctx, spec.Duration.D()+slack+drainMax)
+		defer rcancel()
+		_, err := s.Ctrl.Expect(rctx, probe.MsgStop)
+		cancel()
+		clientMsg <- err
+	}()
+	tx, serr := send(sctx, snd, plan(s.ID, spec))
+	select {
+	case err := <-clientMsg:
+		// The client stopped first: it gave up or went away.
+		if err != nil {
+			return fmt.Errorf("client ended the test early: %w", err)
+		}
+		return fmt.Errorf("client stopped the test early")
+	default:
+	}
+	if serr != nil {
+		return serr
+	}
+	b, err := json.Marshal(tx)
+	if err != nil {
+		return fmt.Errorf("encode stop message: %w", err)
+	}
+	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
+		return err
+	}
+	// Keep the session until the client has counted what is in flight.
+	if err := <-clientMsg; err != nil {
+		s.Log.Debug("client did not confirm the end of the test", "err", err)
+	}
+	return nil
+}

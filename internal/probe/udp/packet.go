@@ -1,0 +1,58 @@
+package udp
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// HeaderLen is the smallest udp probe datagram: the 12-byte packet header,
+// the sequence number and the send timestamp.
+const HeaderLen = probe.PacketHeaderLen + 8 + 8
+
+// Flags in the packet header.
+const (
+	// FlagHello marks the datagram a reverse-mode client sends so that the
+	// responder (and any NAT on the way) learns where to send.
+	FlagHello = 1
+)
+
+// Packet is the fixed part of a udp probe datagram; padding follows it up to
+// the configured size.
+type Packet struct {
+	Session probe.SessionID
+	Flags   uint8
+	Seq     uint64
+	SentNs  int64 // send time, ns since the epoch on the sender's clock
+}
+
+// Put writes p into the first HeaderLen bytes of b.
+func (p Packet) Put(b []byte) {
+	probe.PacketHeader{Type: probe.PacketUDPData, Flags: p.Flags, Session: p.Session}.Put(b)
+	putSeqTime(b, p.Seq, p.SentNs)
+}
+
+// putSeqTime writes the per-datagram fields into a datagram whose header is
+// already in place.
+func putSeqTime(b []byte, seq uint64, sentNs int64) {
+	binary.BigEndian.PutUint64(b[12:20], seq)
+	binary.BigEndian.PutUint64(b[20:28], uint64(sentNs))
+}
+
+// ParsePacket reads a udp probe datagram.
+func ParsePacket(b []byte) (Packet, error) {
+	h, ok := probe.ParsePacketHeader(b)
+	if !ok {
+		return Packet{}, fmt.Errorf("not a cnperf datagram (%d bytes)", len(b))
+	}
+	if h.Type != probe.PacketUDPData {
+		return Packet{}, fmt.Errorf("datagram type %d is not udp probe data", h.Type)
+	}
+	if len(b) < HeaderLen {
+		return Packet{}, fmt.Errorf("udp probe datagram of %d bytes, want at least %d", len(b), HeaderLen)
+	}
+	return Packet{Session: h.Session, Flags: h.Flags,
+		Seq:    binary.BigEndian.Uint64(b[12:20]),
+		SentNs: int64(binary.BigEndian.Uint64(b[20:28]))}, nil
+}

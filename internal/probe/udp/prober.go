@@ -1,0 +1,417 @@
+package udp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
+	"github.com/cnperf/cnperf/internal/stats"
+)
+
+// Prober is the udp engine's client side.
+type Prober struct {
+	// Opts limit the batching features this side may use (tests force the
+	// fallbacks with them).
+	Opts udpio.Options
+}
+
+// New returns the udp prober.
+func New() *Prober { return &Prober{} }
+
+// Name returns "udp".
+func (p *Prober) Name() string { return probe.KindUDP }
+
+// Validate rejects parameters the engine cannot honour.
+func (p *Prober) Validate(spec probe.Spec) error { return Validate(spec) }
+
+// clockSamples is how many time exchanges estimate the responder's clock.
+const clockSamples = 8
+
+// Run measures one udp test against the responder at spec.Target.
+func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.Result, error) {
+	if err := Validate(spec); err != nil {
+		return nil, fmt.Errorf("invalid udp probe: %w", err)
+	}
+	spec = withDefaults(spec)
+	log := env.Log().With("probe", probe.KindUDP, "dst", spec.Target)
+	ctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
+	defer cancel()
+
+	cli, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	res := &probe.Result{Kind: probe.KindUDP, Tool: "cnperf", Src: cli.LocalAddr().String(),
+		Dst: cli.Ctrl.Conn().RemoteAddr().String(), DSCP: spec.DSCP(), TOS: spec.TOSByte(),
+		StartedAt: env.Clock()()}
+
+	clock, cerr := probe.SyncClock(ctx, cli.Ctrl, clockSamples)
+	sd := startData{Latency: cerr == nil}
+	if cerr != nil {
+		if ctx.Err() != nil {
+			return nil, cerr
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("no one-way latency: the clocks could not be compared (%v)", cerr))
+	} else {
+		res.Clock = &clock
+		if !clock.SameClock {
+			off := int64(clock.OffsetMs * 1e6) // responder minus client
+			if spec.Reverse {
+				sd.OffsetNs = -off
+			} else {
+				sd.OffsetNs = off
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf(
+				"the two ends read different clocks: one-way latencies are corrected by the estimated offset %.3f ms and carry ± %.3f ms of error",
+				clock.OffsetMs, clock.ErrorBoundMs))
+		}
+	}
+
+	// The data socket: connected to the responder's UDP port (same number
+	// as the control connection's), opened here so it lives in the
+	// caller's network namespace.
+	raddr := cli.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
+	d := net.Dialer{Control: probe.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}.Control()}
+	if spec.Source != "" {
+		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source)}
+	}
+	c, err := d.DialContext(ctx, "udp", raddr.String())
+	if err != nil {
+		return nil, fmt.Errorf("open udp socket to %s: %w", raddr, err)
+	}
+	conn := c.(*net.UDPConn)
+	defer conn.Close()
+
+	var tx txReport
+	var rx rxReport
+	if spec.Reverse {
+		tx, rx, err = p.receive(ctx, cli, conn, spec, sd, env)
+	} else {
+		tx, rx, err = p.send(ctx, cli, conn, spec, sd, env)
+	}
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("udp test done", "sent", tx.Sent, "received", rx.Received)
+	fill(res, spec, tx, rx)
+	return res, nil
+}
+
+// ctrlEvents reads the control connection on its own goroutine during a
+// test.
+type ctrlEvents struct {
+	msgs chan probe.Message // stop or result
+	err  chan error
+	live atomic.Int64 // interval reports passed on
+}
+
+func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, onMsg func()) *ctrlEvents {
+	ev := &ctrlEvents{msgs: make(chan probe.Message, 1), err: make(chan error, 1)}
+	go func() {
+		for {
+			m, err := ctrl.RecvNoDeadline(ctx)
+			if err != nil {
+				ev.err <- err
+				if onMsg != nil {
+					onMsg()
+				}
+				return
+			}
+			if m.Type == msgInterval {
+				var iv probe.Interval
+				if json.Unmarshal(m.Data, &iv) == nil && env.OnInterval != nil {
+					env.OnInterval(iv)
+				}
+				ev.live.Add(1)
+				continue
+			}
+			ev.msgs <- m
+			if onMsg != nil {
+				onMsg()
+			}
+			return
+		}
+	}()
+	return ev
+}
+
+// send is the forward test: this side sends, the responder counts.
+func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
+	snd, err := udpio.NewSender(conn, netip.AddrPort{}, -1, p.Opts)
+	if err != nil {
+		return txReport{}, rxReport{}, err
+	}
+	if _, err := udpio.SetSendBuffer(conn, 4<<20); err != nil {
+		env.Log().Debug("udp send buffer", "err", err)
+	}
+	if err := start(ctx, cli, spec, sd); err != nil {
+		return txReport{}, rxReport{}, err
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(spec.Duration.D() + slack))
+	sctx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	ev := readControl(ctx, cli.Ctrl, env, stopSend)
+
+	type sendOut struct {
+		tx  txReport
+		err error
+	}
+	done := make(chan sendOut, 1)
+	go func() { // send locks its thread; keep that off the caller's
+		tx, err := send(sctx, snd, plan(cli.Session, spec))
+		done <- sendOut{tx, err}
+	}()
+	out := <-done
+	select {
+	case err := <-ev.err:
+		return txReport{}, rxReport{}, fmt.Errorf("responder %s: %w", cli.Target, err)
+	case m := <-ev.msgs:
+		return txReport{}, rxReport{}, fmt.Errorf("control protocol: unexpected %q message during the test", m.Type)
+	default:
+	}
+	if out.err != nil {
+		return txReport{}, rxReport{}, out.err
+	}
+	b, _ := json.Marshal(out.tx)
+	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
+		return txReport{}, rxReport{}, err
+	}
+	wait := time.NewTimer(drainMax + spec.TimeoutOr(probe.DefaultControlTimeout))
+	defer wait.Stop()
+	select {
+	case m := <-ev.msgs:
+		if m.Type != probe.MsgResult {
+			return txReport{}, rxReport{}, fmt.Errorf("control protocol: want %q message, got %q", probe.MsgResult, m.Type)
+		}
+		var rx rxReport
+		if err := json.Unmarshal(m.Data, &rx); err != nil {
+			return txReport{}, rxReport{}, fmt.Errorf("decode the responder's result: %w", err)
+		}
+		// Intervals closed after the live reports stopped (the last one).
+		if env.OnInterval != nil {
+			for _, iv := range rx.Intervals[min(int(ev.live.Load()), len(rx.Intervals)):] {
+				env.OnInterval(iv)
+			}
+		}
+		return out.tx, rx, nil
+	case err := <-ev.err:
+		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", err)
+	case <-wait.C:
+		return txReport{}, rxReport{}, errors.New("the responder sent no result in time")
+	case <-ctx.Done():
+		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", ctx.Err())
+	}
+}
+
+// start tells the responder to begin and waits for its go-ahead.
+func start(ctx context.Context, cli *probe.Client, spec probe.Spec, sd startData) error {
+	b, _ := json.Marshal(sd)
+	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: b}); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, spec.TimeoutOr(probe.DefaultControlTimeout))
+	defer cancel()
+	if _, err := cli.Ctrl.Expect(wctx, probe.MsgStart); err != nil {
+		return fmt.Errorf("start the test: %w", err)
+	}
+	return nil
+}
+
+// receive is the reverse test: the responder sends, this side counts.
+func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
+	var notes []string
+	if got, err := udpio.SetRecvBuffer(conn, recvBuffer); err != nil {
+		notes = append(notes, fmt.Sprintf("receiver: %v (buffer %d bytes)", err, got))
+	}
+	rcv, err := udpio.NewReceiver(conn, 32, 1<<16, p.Opts)
+	if err != nil {
+		return txReport{}, rxReport{}, err
+	}
+	// Hello datagrams until the responder has seen one.
+	hello := make([]byte, HeaderLen)
+	Packet{Session: cli.Session, Flags: FlagHello}.Put(hello)
+	helloCtx, stopHello := context.WithCancel(ctx)
+	var helloWG sync.WaitGroup
+	helloWG.Add(1)
+	go func() {
+		defer helloWG.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			_, _ = conn.Write(hello)
+			select {
+			case <-helloCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err = start(ctx, cli, spec, sd)
+	stopHello()
+	helloWG.Wait()
+	if err != nil {
+		return txReport{}, rxReport{}, err
+	}
+
+	rx := newReceiver(cli.Session, sd, spec, time.Now)
+	cpu0 := probe.SampleCPU()
+	// A control message (the sender's stop, or an error) wakes the read
+	// loop by moving the read deadline to now.
+	ev := readControl(ctx, cli.Ctrl, env, func() { _ = conn.SetReadDeadline(time.Now()) })
+	account := func(pkt []byte, _ netip.AddrPort, m *udpio.Meta) {
+		rx.add(pkt, m.TOS, m.TOSOK, m.KernelNs, m.Drops, m.DropsOK)
+	}
+	ivLen := spec.Interval.D()
+	nextIv := time.Now().Add(ivLen)
+	hardEnd := time.Now().Add(spec.Duration.D() + slack)
+	var tx txReport
+	live := 0 // intervals passed on
+	stopped := false
+	var drainEnd, lastArrival time.Time
+	for {
+		dl := nextIv
+		if stopped {
+			dl = lastArrival.Add(drainQuiet)
+			if dl.After(drainEnd) {
+				dl = drainEnd
+			}
+		}
+		_ = conn.SetReadDeadline(dl)
+		if !stopped {
+			select {
+			case m := <-ev.msgs:
+				if m.Type != probe.MsgStop {
+					return txReport{}, rxReport{}, fmt.Errorf("control protocol: unexpected %q message during the test", m.Type)
+				}
+				if err := json.Unmarshal(m.Data, &tx); err != nil {
+					return txReport{}, rxReport{}, fmt.Errorf("decode the responder's stop: %w", err)
+				}
+				stopped, lastArrival, drainEnd = true, time.Now(), time.Now().Add(drainMax)
+				continue
+			case err := <-ev.err:
+				return txReport{}, rxReport{}, fmt.Errorf("responder %s: %w", cli.Target, err)
+			default:
+			}
+		}
+		n, err := rcv.Recv(account)
+		now := time.Now()
+		if n > 0 {
+			lastArrival = now
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if udpio.IsRefused(err) {
+				continue // an ICMP error from an earlier hello; the data still comes
+			}
+			return txReport{}, rxReport{}, fmt.Errorf("receive datagrams: %w", err)
+		}
+		if !now.Before(nextIv) && !stopped {
+			iv := rx.tick(now)
+			if env.OnInterval != nil {
+				env.OnInterval(iv)
+			}
+			live++
+			nextIv = nextIv.Add(ivLen)
+			if nextIv.Before(now) {
+				nextIv = now.Add(ivLen)
+			}
+		}
+		if stopped && (rx.received() >= tx.Sent || !now.Before(dl)) {
+			break
+		}
+		if now.After(hardEnd) {
+			return txReport{}, rxReport{}, errors.New("the responder never said it stopped sending")
+		}
+		if err := ctx.Err(); err != nil {
+			return txReport{}, rxReport{}, err
+		}
+	}
+	_ = cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop})
+	rep := rx.report(lastArrival, probe.CPUPercent(cpu0, probe.SampleCPU()), rcv.Mode().String())
+	if env.OnInterval != nil {
+		for _, iv := range rep.Intervals[min(live, len(rep.Intervals)):] {
+			env.OnInterval(iv)
+		}
+	}
+	rep.Notes = append(append(rep.Notes, notes...), rcv.Notes()...)
+	return tx, rep, nil
+}
+
+// fill writes the figures of both ends into res.
+func fill(res *probe.Result, spec probe.Spec, tx txReport, rx rxReport) {
+	secs := float64(tx.DurationNs) / 1e9
+	res.DurationS = secs
+	lost := max(tx.Sent-rx.Received, 0)
+	res.Packets = &probe.PacketCounts{Sent: tx.Sent, Received: rx.Received, Lost: lost,
+		OutOfOrder: rx.OutOfOrder, Duplicate: rx.Duplicate}
+	res.LossPct = probe.Float(stats.LossPct(lost, tx.Sent))
+	res.JitterMs = probe.Float(rx.JitterMs)
+	// Throughput counts UDP payload bits (as iperf3 does), both ends over
+	// the sender's schedule, so the two figures differ only by loss.
+	res.Bytes = &probe.SenderReceiver{Sender: float64(tx.Bytes), Receiver: float64(rx.Bytes)}
+	res.ThroughputBps = &probe.SenderReceiver{}
+	if secs > 0 {
+		res.ThroughputBps.Sender = float64(tx.Bytes) * 8 / secs
+		res.ThroughputBps.Receiver = float64(rx.Bytes) * 8 / secs
+		res.PPS = probe.Float(float64(rx.Received) / secs)
+	}
+	res.CPUPct = &probe.SenderReceiver{Sender: tx.CPUPct, Receiver: rx.CPUPct}
+	res.LatencyMs = rx.Latency
+	res.Histogram = rx.Histogram
+	res.Intervals = rx.Intervals
+	if rx.TOS != nil {
+		d := *rx.TOS >> 2
+		res.DSCPReceived = probe.Int(d)
+		res.DSCPSurvived = probe.Bool(d == spec.DSCP())
+		if rx.MixedTOS {
+			res.Notes = append(res.Notes, "datagrams arrived with different DSCP marks; dscp_received is the last one's")
+		}
+	}
+	senderAt, receiverAt := "client", "responder"
+	if spec.Reverse {
+		senderAt, receiverAt = "responder", "client"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("sender (%s): %s; receiver (%s): %s", senderAt, describeMode(tx.Mode, true), receiverAt, describeMode(rx.Mode, false)))
+	res.Notes = append(res.Notes, tx.Notes...)
+	res.Notes = append(res.Notes, rx.Notes...)
+	if rx.Drops != nil && *rx.Drops > 0 {
+		what := "datagrams"
+		if rx.Mode == "gso" || rx.Mode == "responder" {
+			what = fmt.Sprintf("packets (a GRO-merged packet of up to %d datagrams counts once)", udpio.SegmentsPerSend(spec.Size))
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("receiver socket dropped %d %s because its receive buffer was full: that loss is the receiving host's, not the network's", *rx.Drops, what))
+	}
+	if rx.Received > 0 && !rx.KernelTS {
+		res.Notes = append(res.Notes, "no kernel receive timestamps: one-way latency includes the receiver's wake-up time")
+	}
+	if rx.Stray > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d datagrams of the session were not probe data and were ignored", rx.Stray))
+	}
+}
+
+func describeMode(m string, sending bool) string {
+	switch {
+	case m == "gso" && sending:
+		return "sendmmsg with UDP GSO"
+	case m == "gso":
+		return "recvmmsg with UDP GRO"
+	case m == "mmsg" && sending:
+		return "sendmmsg, one datagram per entry"
+	case m == "mmsg":
+		return "recvmmsg, one datagram per entry"
+	case m == "plain":
+		return "one datagram per system call"
+	case m == "responder":
+		return "the responder's shared batched reader"
+	}
+	return m
+}

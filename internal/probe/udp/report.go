@@ -1,0 +1,52 @@
+package udp
+
+import (
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// Control messages of the udp engine beyond probe's: live interval reports
+// from a receiving responder.
+const msgInterval = "udp-interval"
+
+// startData rides on the client's MsgStart.
+type startData struct {
+	// OffsetNs is the receiver-clock minus sender-clock offset to take off
+	// each one-way delay (0 when both ends share a clock).
+	OffsetNs int64 `json:"offset_ns"`
+	// Latency is false when the clock could not be estimated: the receiver
+	// then records no one-way delays.
+	Latency bool `json:"latency"`
+}
+
+// txReport is the sender's account of a test.
+type txReport struct {
+	Sent       int64    `json:"sent"`
+	Bytes      int64    `json:"bytes"`
+	DurationNs int64    `json:"duration_ns"`
+	CPUPct     float64  `json:"cpu_pct"`
+	Mode       string   `json:"mode"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// rxReport is the receiver's account of a test.
+type rxReport struct {
+	Received   int64 `json:"received"`
+	OutOfOrder int64 `json:"out_of_order"`
+	Duplicate  int64 `json:"duplicate"`
+	// Stray counts datagrams of the session that were not probe data.
+	Stray      int64            `json:"stray,omitempty"`
+	Bytes      int64            `json:"bytes"`
+	DurationNs int64            `json:"duration_ns"`
+	JitterMs   float64          `json:"jitter_ms"`
+	Latency    *probe.Summary   `json:"latency_ms,omitempty"`
+	Histogram  *probe.Histogram `json:"histogram,omitempty"`
+	TOS        *int             `json:"tos,omitempty"`
+	// MixedTOS is set when datagrams arrived with different TOS bytes.
+	MixedTOS  bool             `json:"mixed_tos,omitempty"`
+	CPUPct    float64          `json:"cpu_pct"`
+	Drops     *int64           `json:"socket_drops,omitempty"`
+	KernelTS  bool             `json:"kernel_ts"`
+	Mode      string           `json:"mode"`
+	Intervals []probe.Interval `json:"intervals,omitempty"`
+	Notes     []string         `json:"notes,omitempty"`
+}

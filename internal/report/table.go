@@ -1,0 +1,262 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+// Table is a rendered grid of strings: the suite's rows pivoted like the
+// source studies' backend tables (one line per connection and metric, one
+// column per backend).
+type Table struct {
+	Header []string
+	Lines  [][]string
+	// First marks lines that start a new connection (for rules between
+	// groups).
+	First []bool
+}
+
+// TableOptions choose what a table shows.
+type TableOptions struct {
+	// Metrics to show, in order; empty means every metric present.
+	Metrics []string
+}
+
+// BuildTable pivots rows: for each connection, each metric on its own line
+// with the median and min–max spread of every backend side by side.
+func BuildTable(rows []scenario.Row, opt TableOptions) Table {
+	var backends []string
+	seenB := map[string]bool{}
+	var conns []string
+	seenC := map[string]bool{}
+	byKey := map[[2]string]scenario.Row{}
+	for _, r := range rows {
+		if !seenB[r.Backend] {
+			seenB[r.Backend] = true
+			backends = append(backends, r.Backend)
+		}
+		if !seenC[r.Connection] {
+			seenC[r.Connection] = true
+			conns = append(conns, r.Connection)
+		}
+		byKey[[2]string{r.Connection, r.Backend}] = r
+	}
+	t := Table{Header: []string{"Connection", "Metric"}}
+	for _, b := range backends {
+		if b == "" {
+			b = "value"
+		}
+		t.Header = append(t.Header, b)
+	}
+	for _, c := range conns {
+		present := map[string]bool{}
+		var path string
+		var errs []string
+		for _, b := range backends {
+			r, ok := byKey[[2]string{c, b}]
+			if !ok {
+				continue
+			}
+			if path == "" && (r.Src != "" || r.Dst != "") {
+				path = r.Src + " → " + r.Dst
+			}
+			for m := range r.Median {
+				present[m] = true
+			}
+			for _, e := range r.Errors {
+				errs = append(errs, backendPrefix(b)+e)
+			}
+		}
+		metrics := opt.Metrics
+		if len(metrics) == 0 {
+			names := make([]string, 0, len(present))
+			for m := range present {
+				names = append(names, m)
+			}
+			metrics = sortMetrics(names)
+		}
+		first := true
+		for _, m := range metrics {
+			if !present[m] {
+				continue
+			}
+			mi := Info(m)
+			line := []string{"", mi.Label}
+			if first {
+				line[0] = c
+			} else if path != "" && len(t.Lines) > 0 && t.First[len(t.First)-1] {
+				line[0] = "  " + path
+			}
+			for _, b := range backends {
+				r, ok := byKey[[2]string{c, b}]
+				v, ok2 := r.Median[m]
+				if !ok || !ok2 {
+					line = append(line, "–")
+					continue
+				}
+				line = append(line, FormatRange(v, valueOr(r.Min, m), valueOr(r.Max, m), mi.Unit))
+			}
+			t.Lines = append(t.Lines, line)
+			t.First = append(t.First, first)
+			first = false
+		}
+		for _, e := range errs {
+			line := make([]string, len(t.Header))
+			line[0], line[1] = c, "error: "+e
+			if !first {
+				line[0] = ""
+			}
+			t.Lines = append(t.Lines, line)
+			t.First = append(t.First, first)
+			first = false
+		}
+	}
+	return t
+}
+
+func backendPrefix(b string) string {
+	if b == "" {
+		return ""
+	}
+	return b + ": "
+}
+
+func valueOr(m map[string]float64, k string) float64 {
+	if v, ok := m[k]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
+// WriteText writes the table aligned for a terminal, with a rule under the
+// header and between connections.
+func (t Table) WriteText(w io.Writer) error {
+	widths := make([]int, len(t.Header))
+	for i, h := range t.Header {
+		widths[i] = utf8.RuneCountInString(h)
+	}
+	for _, l := range t.Lines {
+		for i, c := range l {
+			if n := utf8.RuneCountInString(c); n > widths[i] {
+				widths[i] = n
+			}
+		}
+	}
+	var b strings.Builder
+	rule := func() {
+		for i, wd := range widths {
+			if i > 0 {
+				b.WriteString("-+-")
+			}
+			b.WriteString(strings.Repeat("-", wd))
+		}
+		b.WriteString("\n")
+	}
+	row := func(cells []string) {
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			b.WriteString(c)
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)))
+			}
+		}
+		b.WriteString("\n")
+	}
+	row(t.Header)
+	rule()
+	for i, l := range t.Lines {
+		if i > 0 && t.First[i] {
+			rule()
+		}
+		row(l)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteMarkdown writes the table as a GitHub-flavoured markdown table.
+func (t Table) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	b.WriteString("|")
+	for _, h := range t.Header {
+		fmt.Fprintf(&b, " %s |", esc(h))
+	}
+	b.WriteString("\n|")
+	for i := range t.Header {
+		if i < 2 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, l := range t.Lines {
+		b.WriteString("|")
+		for _, c := range l {
+			fmt.Fprintf(&b, " %s |", esc(c))
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Title returns the report's one-line heading: run, suite, status and
+// progress.
+func (r *Report) Title() string {
+	s := fmt.Sprintf("run %s · %s · %s", r.RunID, r.Suite, r.Status)
+	if r.Progress.Total > 0 {
+		s += fmt.Sprintf(" (%d/%d measurements)", r.Progress.Done, r.Progress.Total)
+	}
+	return s
+}
+
+// WriteText writes the report for a terminal: its heading, notes and table.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(r.Title() + "\n")
+	for _, n := range r.Notes {
+		b.WriteString("note: " + n + "\n")
+	}
+	if !r.Finished() {
+		fmt.Fprintf(&b, "in progress: %.0f %% done; figures below are partial\n", r.Progress.Percent())
+	}
+	b.WriteString("\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(r.Rows) == 0 {
+		_, err := io.WriteString(w, "no results yet\n")
+		return err
+	}
+	return BuildTable(r.Rows, TableOptions{}).WriteText(w)
+}
+
+// WriteMarkdown writes the report as markdown.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# cnperf %s\n\n", r.Title())
+	for _, n := range r.Notes {
+		b.WriteString("> " + n + "\n")
+	}
+	if !r.Finished() {
+		fmt.Fprintf(&b, "_In progress: %.0f %% done; figures are partial._\n\n", r.Progress.Percent())
+	}
+	b.WriteString("Each figure is the median of the repetitions, their min–max in brackets.\n\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if len(r.Rows) == 0 {
+		_, err := io.WriteString(w, "No results yet.\n")
+		return err
+	}
+	return BuildTable(r.Rows, TableOptions{}).WriteMarkdown(w)
+}

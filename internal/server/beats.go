@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// beatCache keeps each online agent's latest heartbeat in memory.
+type beatCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*beat
+}
+
+type beat struct {
+	agent  store.Agent // as last written to the store (identity fields)
+	status store.AgentStatus
+	last   time.Time // latest heartbeat
+	dirty  bool      // last/status not yet flushed
+	online bool      // false after the reaper marked the agent offline
+}
+
+func newBeatCache() *beatCache { return &beatCache{m: map[string]*beat{}} }
+
+// sameIdentity reports whether a heartbeat carries the identity already
+// stored (status and time aside).
+func sameIdentity(a, b store.Agent) bool {
+	return a.PodUID == b.PodUID && a.PodName == b.PodName && a.PodNamespace == b.PodNamespace &&
+		a.PodIP == b.PodIP && a.NodeName == b.NodeName && a.NodeIP == b.NodeIP &&
+		a.HostNetwork == b.HostNetwork && a.ResponderAddr == b.ResponderAddr && a.Version == b.Version
+}
+
+// touch records a heartbeat in memory when the agent is known, online and
+// unchanged, and returns its ID; ok is false when the store must be written.
+func (c *beatCache) touch(a store.Agent, now time.Time) (id int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[a.PodUID]
+	if b == nil || !b.online || !sameIdentity(b.agent, a) {
+		return 0, false
+	}
+	b.last = now
+	b.status = a.Status
+	b.dirty = true
+	return b.agent.ID, true
+}
+
+// stored records an agent just written to the store.
+func (c *beatCache) stored(a store.Agent, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[a.PodUID] = &beat{agent: a, status: a.Status, last: now, online: true}
+}
+
+// dirtyAgents returns the agents whose heartbeats must be written now and
+// clears their flag, plus the oldest of their heartbeat times. An agent is
+// written when its status changed, or when its stored time is minAge or
+// more behind its latest heartbeat: the store's times lag reality by at
+// most minAge plus a flush period, far less than the offline threshold,
+// so the reaper (which flushes first) never sees a beating agent as
+// silent, while the store writes each agent every few seconds instead of
+// every second.
+func (c *beatCache) dirtyAgents(minAge time.Duration) ([]store.Touch, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []store.Touch
+	var oldest time.Time
+	for uid, b := range c.m {
+		if !b.dirty || !b.online {
+			continue
+		}
+		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < minAge {
+			continue
+		}
+		out = append(out, store.Touch{PodUID: uid, Status: b.status})
+		if oldest.IsZero() || b.last.Before(oldest) {
+			oldest = b.last
+		}
+		b.dirty = false
+	}
+	// What the store will hold once the write succeeds.
+	for _, t := range out {
+		b := c.m[t.PodUID]
+		b.agent.Status, b.agent.LastHeartbeat = t.Status, oldest
+	}
+	return out, oldest
+}
+
+// redirty marks agents dirty again after a failed flush.
+func (c *beatCache) redirty(ts []store.Touch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range ts {
+		if b := c.m[t.PodUID]; b != nil {
+			b.dirty = true
+			b.agent.LastHeartbeat = time.Time{} // unknown: write at the next flush
+		}
+	}
+}
+
+// lastBeat returns the agent's latest heartbeat time known in memory (zero
+// when none), fresher than the store's by up to a few seconds.
+func (c *beatCache) lastBeat(uid string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.m[uid]; b != nil && b.online {
+		return b.last
+	}
+	return time.Time{}
+}
+
+// offline forgets that the agent is online, so its next heartbeat is written
+// to the store at once.
+func (c *beatCache) offline(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.m[uid]; b != nil {
+		b.online = false
+	}
+}
+
+// persistEvery is how far an agent's stored heartbeat time may lag before
+// a flush writes it: a third of the offline threshold, at most 3 s.
+func (s *Server) persistEvery() time.Duration {
+	return min(3*time.Second, s.opts.OfflineAfter/3)
+}
+
+// flushBeats writes the heartbeat times that lag too far (see
+// dirtyAgents) to the store in one transaction. The store stamps one time
+// for the batch: the oldest heartbeat in it, so an agent never looks
+// fresher than it is.
+func (s *Server) flushBeats(ctx context.Context) error {
+	return s.flush(ctx, s.persistEvery())
+}
+
+// flushAll writes every unwritten heartbeat (at shutdown).
+func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0) }
+
+func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
+	ts, oldest := s.beats.dirtyAgents(minAge)
+	if len(ts) == 0 {
+		return nil
+	}
+	if _, err := s.st.TouchAgents(ctx, ts, oldest); err != nil {
+		s.beats.redirty(ts)
+		return err
+	}
+	return nil
+}

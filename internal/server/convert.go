@@ -1,0 +1,56 @@
+package server
+
+import (
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+func clientV1(a store.Agent) api.Client {
+	return api.Client{
+		ID: a.ID, PodName: a.PodName, PodUID: a.PodUID, PodIP: a.PodIP, NodeName: a.NodeName, NodeIP: a.NodeIP,
+		ClientStatus: int(a.Status), RegisterTime: a.RegisterTime, UpdateTime: a.LastHeartbeat,
+	}
+}
+
+func agentV2(a store.Agent) api.Agent {
+	return api.Agent{
+		ID: a.ID, PodUID: a.PodUID, PodName: a.PodName, PodNamespace: a.PodNamespace, PodIP: a.PodIP,
+		NodeName: a.NodeName, NodeIP: a.NodeIP, HostNetwork: a.HostNetwork, ResponderAddr: a.ResponderAddr,
+		Version: a.Version, Status: a.Status.String(), RegisterTime: a.RegisterTime, LastHeartbeat: a.LastHeartbeat,
+	}
+}
+
+func taskV1(t store.Task) api.Task {
+	return api.Task{
+		ID: t.ID, TaskID: t.TaskID,
+		SrcPodUID: t.SrcPodUID, SrcPodID: t.SrcPodUID, SrcPodIP: t.SrcPodIP,
+		DstPodUID: t.DstPodUID, DstPodID: t.DstPodUID, DstPodIP: t.DstPodIP,
+		TaskParam: t.Param, TaskType: t.Type,
+		TaskStatus: api.TaskStatusCode(string(t.State)), TaskState: string(t.State), TaskReason: t.Reason,
+		TaskResult: t.RawResult, CreateTime: t.CreatedAt, UpdateTime: t.UpdatedAt,
+	}
+}
+
+func taskV2(t store.Task) api.TaskV2 {
+	return api.TaskV2{
+		ID: t.ID, TaskID: t.TaskID, RunID: t.RunID, Type: t.Type, Param: t.Param, Spec: t.Spec,
+		SrcPodUID: t.SrcPodUID, SrcPodIP: t.SrcPodIP, DstPodUID: t.DstPodUID, DstPodIP: t.DstPodIP,
+		State: string(t.State), Reason: t.Reason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
+		RawResult: t.RawResult, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
+		StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline, UpdatedAt: t.UpdatedAt,
+	}
+}
+
+func runV2(r store.Run, ts []store.Task) api.Run {
+	out := api.Run{
+		ID: r.ID, Suite: r.Suite, State: string(r.State), AllowConcurrency: r.AllowConcurrency, Params: r.Params,
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Counts: map[string]int{},
+	}
+	for k, v := range r.Counts {
+		out.Counts[string(k)] = v
+	}
+	for _, t := range ts {
+		out.Tasks = append(out.Tasks, taskV2(t))
+	}
+	return out
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+)
+
+// dispatcher is the in-memory rendezvous of long polls: a wake-up channel
+// per agent, the agents that have pending tasks, iperf hand-offs waiting for
+// their destination, and mail (tasks, server requests, cancellations)
+// waiting for an agent's next fetch or heartbeat.
+type dispatcher struct {
+	mu      sync.Mutex // guards every field below
+	wake    map[string]chan struct{}
+	pending map[string]bool               // source agents with (possibly) pending tasks
+	staged  map[string]*handoff           // task id → iperf hand-off waiting for its destination
+	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
+	serve   map[string][]api.ServeRequest // agent → servers to start
+	cancel  map[string][]string           // agent → task ids to stop
+}
+
+type handoff struct {
+	task    api.AgentTask
+	src     string
+	dst     string
+	expires time.Time
+}
+
+func newDispatcher() *dispatcher {
+	return &dispatcher{
+		wake:    map[string]chan struct{}{},
+		pending: map[string]bool{},
+		staged:  map[string]*handoff{},
+		tasks:   map[string][]api.AgentTask{},
+		serve:   map[string][]api.ServeRequest{},
+		cancel:  map[string][]string{},
+	}
+}
+
+// ch returns the agent's wake-up channel (capacity 1: a wake-up is never
+// lost, and many collapse into one).
+func (d *dispatcher) ch(uid string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.chLocked(uid)
+}
+
+func (d *dispatcher) chLocked(uid string) chan struct{} {
+	c := d.wake[uid]
+	if c == nil {
+		c = make(chan struct{}, 1)
+		d.wake[uid] = c
+	}
+	return c
+}
+
+func (d *dispatcher) notifyLocked(uid string) {
+	select {
+	case d.chLocked(uid) <- struct{}{}:
+	default:
+	}
+}
+
+// notify wakes the agent's long poll.
+func (d *dispatcher) notify(uid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.notifyLocked(uid)
+}
+
+// addPending records that uid has pending tasks and wakes it.
+func (d *dispatcher) addPending(uid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pending[uid] = true
+	d.notifyLocked(uid)
+}
+
+// clearPending forgets that uid has pending tasks.
+func (d *dispatcher) clearPending(uid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pending, uid)
+}
+
+// hasPending reports whether uid may have pending tasks.
+func (d *dispatcher) hasPending(uid string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending[uid]
+}
+
+// wakePending wakes every agent with pending tasks: a node freed up or an
+// agent came online, so tasks held back may now be claimable.
+func (d *dispatcher) wakePending() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for uid := range d.pending {
+		d.notifyLocked(uid)
+	}
+}
+
+// stage holds an iperf task until its destination has started the server.
+func (d *dispatcher) stage(t api.AgentTask, src string, req api.ServeRequest, expires time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.staged[t.TaskID] = &handoff{task: t, src: src, dst: t.DstPodUID, expires: expires}
+	d.serve[t.DstPodUID] = append(d.serve[t.DstPodUID], req)
+	d.notifyLocked(t.DstPodUID)
+}
+
+// served completes a hand-off: the task goes to its source with the port or
+// the error. ok is false when no hand-off for this task and destination is
+// waiting.
+func (d *dispatcher) served(taskID, dst string, port int, serveErr string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.staged[taskID]
+	if h == nil || h.dst != dst {
+		return false
+	}
+	delete(d.staged, taskID)
+	h.task.DstPort = port
+	h.task.ServeError = serveErr
+	d.tasks[h.src] = append(d.tasks[h.src], h.task)
+	d.notifyLocked(h.src)
+	return true
+}
+
+// failStagedFor hands every task waiting on destination dst to its source
+// with the error.
+func (d *dispatcher) failStagedFor(dst, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, h := range d.staged {
+		if h.dst != dst {
+			continue
+		}
+		delete(d.staged, id)
+		h.task.ServeError = reason
+		d.tasks[h.src] = append(d.tasks[h.src], h.task)
+		d.notifyLocked(h.src)
+	}
+	delete(d.serve, dst)
+}
+
+// dropStaged forgets a hand-off (its task ended) and its server request.
+func (d *dispatcher) dropStaged(taskID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.staged[taskID]
+	if h == nil {
+		return
+	}
+	delete(d.staged, taskID)
+	reqs := d.serve[h.dst][:0]
+	for _, r := range d.serve[h.dst] {
+		if r.TaskID != taskID {
+			reqs = append(reqs, r)
+		}
+	}
+	d.serve[h.dst] = reqs
+}
+
+// expire drops hand-offs past their expiry (their task timed out).
+func (d *dispatcher) expire(now time.Time) {
+	d.mu.Lock()
+	var ids []string
+	for id, h := range d.staged {
+		if now.After(h.expires) {
+			ids = append(ids, id)
+		}
+	}
+	d.mu.Unlock()
+	for _, id := range ids {
+		d.dropStaged(id)
+	}
+}
+
+// stopTask tells the task's agent to stop it (at its next fetch or
+// heartbeat).
+func (d *dispatcher) stopTask(agent, taskID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range d.cancel[agent] {
+		if id == taskID {
+			return
+		}
+	}
+	d.cancel[agent] = append(d.cancel[agent], taskID)
+	d.notifyLocked(agent)
+}
+
+// mail takes what is waiting for the agent.
+func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeRequest, cancel []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tasks, serve, cancel = d.tasks[uid], d.serve[uid], d.cancel[uid]
+	delete(d.tasks, uid)
+	delete(d.serve, uid)
+	delete(d.cancel, uid)
+	return tasks, serve, cancel
+}
+
+// takeCancel takes the agent's cancellations only.
+func (d *dispatcher) takeCancel(uid string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.cancel[uid]
+	delete(d.cancel, uid)
+	return c
+}

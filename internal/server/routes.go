@@ -1,0 +1,94 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/cnperf/cnperf/internal/api"
+)
+
+// route is one endpoint: the mux pattern, who may call it, and what the
+// OpenAPI document says about it.
+type route struct {
+	method, path string
+	auth         *role // nil: no token needed
+	v1           bool  // answers in the seed's envelope
+	handler      http.HandlerFunc
+	summary      string
+	query        []param
+	body         any // example value of the request body type, or nil
+	answer       any // example value of the answer's data type, or nil
+	status       int // success status (200 when 0)
+}
+
+type param struct {
+	name, desc string
+	required   bool
+}
+
+func ptr(r role) *role { return &r }
+
+func (s *Server) table() []route {
+	user, agent := ptr(roleUser), ptr(roleAgent)
+	uid := param{"pod_uid", "the calling agent's pod uid", true}
+	return []route{
+		{method: "POST", path: "/api/v1/internal/heartbeat", auth: agent, v1: true, handler: s.handleHeartbeatV1,
+			summary: "Agent heartbeat (seed API)", body: api.Heartbeat{}, answer: api.HeartbeatReply{}},
+		{method: "GET", path: "/api/v1/internal/get_tasks", auth: agent, v1: true, handler: s.handleGetTasksV1,
+			summary: "Claim the agent's ready tasks (seed API)", query: []param{uid}, answer: []api.Task{}},
+		{method: "POST", path: "/api/v1/internal/report_task", auth: agent, v1: true, handler: s.handleReportV1,
+			summary: "Report a task's result (seed API)", body: api.Report{}, answer: api.ReportReply{}},
+		{method: "GET", path: "/api/v1/external/clients", auth: user, v1: true, handler: s.handleClientsV1,
+			summary: "List online agents (all=1: offline too)", query: []param{{"all", "1 to include offline agents", false}}, answer: []api.Client{}},
+		{method: "POST", path: "/api/v1/external/task/create", auth: user, v1: true, handler: s.handleTaskCreateV1,
+			summary: "Create tool tasks (ping, iperf, iperf3, traceroute); answers their ids", body: []api.TaskCreate{}, answer: []string{}},
+		{method: "GET", path: "/api/v1/external/task", auth: user, v1: true, handler: s.handleTaskV1,
+			summary: "Get a task and its raw result", query: []param{{"task_id", "the task id", true}}, answer: api.Task{}},
+
+		{method: "POST", path: "/api/v2/runs", auth: user, handler: s.handleRunCreate, status: http.StatusCreated,
+			summary: "Create a run of tasks (probe specs or tool tasks)", body: api.RunCreate{}, answer: api.Run{}},
+		{method: "GET", path: "/api/v2/runs", auth: user, handler: s.handleRunList,
+			summary: "List runs", query: []param{{"state", "run state", false}, {"suite", "suite name", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.RunPage{}},
+		{method: "GET", path: "/api/v2/runs/{id}", auth: user, handler: s.handleRunGet,
+			summary: "Get a run with its tasks and counts", answer: api.Run{}},
+		{method: "POST", path: "/api/v2/runs/{id}/cancel", auth: user, handler: s.handleRunCancel,
+			summary: "Cancel a run's unfinished tasks", body: api.CancelRequest{}, answer: api.Run{}},
+		{method: "GET", path: "/api/v2/tasks", auth: user, handler: s.handleTaskList,
+			summary: "List tasks", query: []param{{"run", "run id", false}, {"state", "task state", false}, {"agent", "pod uid of the source or destination", false}, {"type", "task type", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.TaskPage{}},
+		{method: "GET", path: "/api/v2/tasks/{id}", auth: user, handler: s.handleTaskGet,
+			summary: "Get a task", answer: api.TaskV2{}},
+		{method: "POST", path: "/api/v2/tasks/{id}/cancel", auth: user, handler: s.handleTaskCancel,
+			summary: "Cancel a task", body: api.CancelRequest{}, answer: api.TaskV2{}},
+		{method: "GET", path: "/api/v2/agents", auth: user, handler: s.handleAgentsV2,
+			summary: "List agents", query: []param{{"all", "1 to include offline agents", false}, {"node", "node name", false}}, answer: []api.Agent{}},
+
+		{method: "POST", path: "/api/v2/agent/heartbeat", auth: agent, handler: s.handleHeartbeatV2,
+			summary: "Agent heartbeat", body: api.Heartbeat{}, answer: api.HeartbeatReply{}},
+		{method: "GET", path: "/api/v2/agent/tasks", auth: agent, handler: s.handleFetch,
+			summary: "Long-poll the agent's tasks, server requests and cancellations", query: []param{uid, {"wait", "longest wait, e.g. 30s (capped at 30s)", false}}, answer: api.FetchReply{}},
+		{method: "POST", path: "/api/v2/agent/tasks/{id}/start", auth: agent, handler: s.handleStart,
+			summary: "The agent started the task", body: api.StartRequest{}, answer: api.TaskV2{}},
+		{method: "POST", path: "/api/v2/agent/tasks/{id}/serving", auth: agent, handler: s.handleServing, status: http.StatusNoContent,
+			summary: "The destination started (or failed to start) the task's iperf server", body: api.Serving{}},
+		{method: "POST", path: "/api/v2/agent/tasks/{id}/report", auth: agent, handler: s.handleReportV2,
+			summary: "Report a task's result (idempotent by report_id)", body: api.Report{}, answer: api.ReportReply{}},
+
+		{method: "GET", path: "/api/v2/openapi.json", handler: s.handleOpenAPI, summary: "This document"},
+		{method: "GET", path: "/healthz", handler: s.handleHealthz, summary: "Liveness"},
+		{method: "GET", path: "/readyz", handler: s.handleReadyz, summary: "Readiness: the store answers"},
+	}
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	for _, rt := range s.table() {
+		h := rt.handler
+		if rt.auth != nil {
+			h = s.auth(*rt.auth, rt.v1, h)
+		}
+		s.mux.HandleFunc(rt.method+" "+rt.path, h)
+	}
+	// Anything else: a JSON 404 (auth first, so unknown paths leak nothing).
+	s.mux.HandleFunc("/", s.auth(roleUser, false, func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path + " (see /api/v2/openapi.json)"})
+	}))
+}

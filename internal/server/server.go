@@ -1,0 +1,239 @@
+// Package server is cnperf's control-plane HTTP server: the seed-compatible
+// v1 API, the structured v2 API, bearer-token authentication, long-poll task
+// dispatch, the reaper of silent agents and expired deadlines, and the
+// OpenAPI document. Its state lives in a store.Store; what it keeps in
+// memory (latest heartbeat times, long-poll waiters, iperf server
+// hand-offs) is a cache or a rendezvous that the store and the agents'
+// retries make good after a restart.
+//
+// Heartbeats: a heartbeat from a known online agent whose identity did not
+// change only updates an in-memory time; a flusher writes those times to
+// the store in one transaction per second (TouchAgents; an agent's time is
+// written when it lags by a few seconds, see persistEvery), and the reaper
+// flushes before it looks for silent agents; the agent lists show the
+// in-memory times. New agents, changed
+// identities and agents coming back online are written at once. The
+// trade-off: a crash loses at most a few seconds of heartbeat times (agents
+// beat again within a second), in exchange for one write transaction per
+// second, touching each agent's row every few seconds, instead of one
+// write per heartbeat.
+//
+// iperf and iperf3 tasks: the destination must run the tool's server. When
+// the source agent's fetch claims such a task, the server holds it back and
+// asks the destination agent (through its own fetch answer) to start the
+// server; the destination answers POST .../serving with the port, and only
+// then is the task handed to the source with that port. If the destination
+// cannot start it, or goes offline, the source gets the task with
+// ServeError and reports it failed. A hand-off in flight when the server
+// restarts ends timed out at the task's deadline.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultReapEvery     = 3 * time.Second
+	DefaultOfflineAfter  = 10 * time.Second
+	DefaultFlushEvery    = time.Second
+	DefaultMaxWait       = 30 * time.Second
+	DefaultGrace         = 15 * time.Second
+	DefaultProbeOverhead = 30 * time.Second
+)
+
+// Options configure a Server. Store and both tokens are required.
+type Options struct {
+	Store store.Store
+	// UserToken authorises the external (user) endpoints, AgentToken the
+	// internal (agent) ones.
+	UserToken, AgentToken string
+	// Now is the clock (nil: time.Now). Tests inject one.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Probers, when set, validates v2 probe specs before they are stored.
+	Probers      *probe.Registry
+	ReapEvery    time.Duration // reaper period (3 s)
+	OfflineAfter time.Duration // silence before an agent is offline (10 s)
+	FlushEvery   time.Duration // heartbeat flush period (1 s)
+	MaxWait      time.Duration // longest long-poll wait (30 s)
+	Grace        time.Duration // added to a task's timeout for its deadline (15 s)
+}
+
+// Server serves the API. Create it with New, serve Handler, and call Run
+// for the background jobs.
+type Server struct {
+	st      store.Store
+	log     *slog.Logger
+	now     func() time.Time
+	opts    Options
+	mux     *http.ServeMux
+	beats   *beatCache
+	disp    *dispatcher
+	openapi []byte
+}
+
+// New checks opts and returns a server.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("server: no store")
+	}
+	if opts.UserToken == "" {
+		return nil, errors.New("server: no user token (set CNPERF_USER_TOKEN or --user-token-file)")
+	}
+	if opts.AgentToken == "" {
+		return nil, errors.New("server: no agent token (set CNPERF_AGENT_TOKEN or --agent-token-file)")
+	}
+	if opts.UserToken == opts.AgentToken {
+		return nil, errors.New("server: the user and agent tokens must differ")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDefault(&opts.ReapEvery, DefaultReapEvery)
+	setDefault(&opts.OfflineAfter, DefaultOfflineAfter)
+	setDefault(&opts.FlushEvery, DefaultFlushEvery)
+	setDefault(&opts.MaxWait, DefaultMaxWait)
+	setDefault(&opts.Grace, DefaultGrace)
+	s := &Server{
+		st:    opts.Store,
+		log:   opts.Logger,
+		now:   opts.Now,
+		opts:  opts,
+		beats: newBeatCache(),
+		disp:  newDispatcher(),
+	}
+	doc, err := openAPIDocument()
+	if err != nil {
+		return nil, fmt.Errorf("server: build OpenAPI document: %w", err)
+	}
+	s.openapi = doc
+	s.routes()
+	return s, nil
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Handler returns the HTTP handler of every endpoint.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run runs the background jobs (heartbeat flusher, reaper) until ctx ends,
+// then flushes the heartbeat cache once more.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.seedPending(ctx); err != nil {
+		s.log.Warn("list pending tasks at start", "err", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
+	wg.Go(func() {
+		s.loop(ctx, s.opts.ReapEvery, func(ctx context.Context) error { _, err := s.Reap(ctx); return err })
+	})
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.flushAll(fctx)
+}
+
+func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.Context) error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			jctx, cancel := context.WithTimeout(ctx, every*3)
+			if err := fn(jctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("background job failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// seedPending remembers which agents have pending tasks, so that they are
+// woken when a node frees up after a restart.
+func (s *Server) seedPending(ctx context.Context) error {
+	var after int64
+	for {
+		ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{State: store.TaskPending}, store.Page{Limit: store.MaxPageLimit, AfterID: after})
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			s.disp.addPending(t.SrcPodUID)
+			after = t.ID
+		}
+		if len(ts) < store.MaxPageLimit {
+			return nil
+		}
+	}
+}
+
+// Auth.
+
+type role int
+
+const (
+	roleUser role = iota
+	roleAgent
+)
+
+func (s *Server) auth(r role, v1 bool, h http.HandlerFunc) http.HandlerFunc {
+	want := s.opts.UserToken
+	if r == roleAgent {
+		want = s.opts.AgentToken
+	}
+	return func(w http.ResponseWriter, req *http.Request) {
+		got, ok := bearer(req)
+		if !ok {
+			s.fail(w, req, v1, &api.Error{Status: http.StatusUnauthorized, Message: "missing bearer token (Authorization: Bearer TOKEN)"})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			s.fail(w, req, v1, &api.Error{Status: http.StatusUnauthorized, Message: "wrong token for this endpoint"})
+			return
+		}
+		h(w, req)
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) <= len(p) || !equalFoldASCII(h[:len(p)], p) {
+		return "", false
+	}
+	return h[len(p):], true
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i]|0x20, b[i]|0x20
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}

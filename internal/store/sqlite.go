@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SQLite connection settings. All writes go through one connection, so
+// writers never contend for the database lock inside one process and
+// ClaimTasks is serialised; reads use a small pool of query-only
+// connections that WAL lets run beside the writer. _txlock=immediate takes
+// the write lock at BEGIN, so a second process waits (busy_timeout) rather
+// than failing half-way through a transaction.
+const (
+	sqliteCommon = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	sqliteWriter = sqliteCommon + "&_pragma=journal_mode(WAL)&_txlock=immediate"
+	sqliteReader = sqliteCommon + "&_pragma=query_only(1)"
+)
+
+func sqliteDialect() dialect {
+	return dialect{
+		name:      "sqlite",
+		ts:        func(t time.Time) any { return t.UnixMicro() },
+		js:        func(raw json.RawMessage) any { return string(raw) },
+		forUpdate: "",
+		isUnique: func(err error) bool {
+			var se *sqlite.Error
+			return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+		},
+	}
+}
+
+// openSQLite opens (creating if needed) the SQLite database at path and
+// migrates it. ":memory:" gives a private in-memory database on a single
+// connection (tests only: it vanishes on Close).
+func openSQLite(ctx context.Context, path string) (Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty path: want sqlite:PATH")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open sqlite %q: path must not contain '?' or '#'", path)
+	}
+	w, err := sql.Open("sqlite", path+"?"+sqliteWriter)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &sqlStore{d: sqliteDialect(), w: w, r: w}
+	if err := migrate(ctx, w, "sqlite"); err != nil {
+		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), w.Close())
+	}
+	if path != ":memory:" {
+		r, err := sql.Open("sqlite", path+"?"+sqliteReader)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("open sqlite %s for reading: %w", path, err), w.Close())
+		}
+		n := max(4, runtime.GOMAXPROCS(0))
+		r.SetMaxOpenConns(n)
+		r.SetMaxIdleConns(n)
+		s.r = r
+	}
+	if err := s.Ping(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), s.Close())
+	}
+	return s, nil
+}

@@ -1,0 +1,358 @@
+// Package store keeps cnperf's control-plane state: agents (registered by
+// heartbeat), tasks and their life cycle, and runs that group tasks. One
+// interface, Store, has two implementations that pass the same conformance
+// suite (package storetest): SQLite (modernc.org/sqlite, pure Go, WAL) and
+// PostgreSQL (pgx/v5). Open picks one by the DSN's prefix and applies the
+// schema migrations embedded in the binary.
+//
+// Guarantees shared by both implementations:
+//   - Every operation that changes more than one row runs in one
+//     transaction: it happens completely or not at all.
+//   - Task state only moves forward along the life cycle
+//     pending → dispatched → running → succeeded | failed | timed_out |
+//     cancelled (running may be skipped); an illegal transition is
+//     ErrConflict and changes nothing. Every change stamps UpdatedAt, and
+//     every failure, expiry and cancellation carries a Reason.
+//   - ClaimTasks never hands the same task out twice, however many callers
+//     claim at once, in one process or several.
+//   - The store never reads the wall clock: every operation that stamps a
+//     time takes it as an argument, so tests inject a clock.
+//   - Times are stored with microsecond precision and returned in UTC.
+//
+// What it needs: a writable file for SQLite, or a reachable PostgreSQL
+// database whose user may create tables (for the migrations).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Sentinel errors. Callers test them with errors.Is; the HTTP server maps
+// them to status codes in one place.
+var (
+	// ErrNotFound: no such agent, task or run (or, for an agent's
+	// operation on a task, the task is not that agent's).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the operation is not allowed in the current state (an
+	// illegal state transition, a result report for a task that already
+	// finished under another report ID) or a unique key already exists.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: an argument is malformed (unknown state, missing field).
+	// The wrapped message names the field.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// AgentStatus is the seed's ClientStatus code.
+type AgentStatus int
+
+// Agent status codes (the seed's values).
+const (
+	AgentFree    AgentStatus = 1 // online, not running a task
+	AgentBusy    AgentStatus = 2 // online, running at least one task
+	AgentOffline AgentStatus = 3 // silent for too long (set by MarkSilentOffline)
+)
+
+// Online reports whether the status is free or busy.
+func (s AgentStatus) Online() bool { return s == AgentFree || s == AgentBusy }
+
+// String returns "free", "busy", "offline" or "unknown(N)".
+func (s AgentStatus) String() string {
+	switch s {
+	case AgentFree:
+		return "free"
+	case AgentBusy:
+		return "busy"
+	case AgentOffline:
+		return "offline"
+	}
+	return "unknown(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Agent is one cnperf agent, identified by the UID of its pod.
+type Agent struct {
+	ID            int64  // serial, assigned on first heartbeat
+	PodUID        string // unique key
+	PodName       string
+	PodNamespace  string
+	PodIP         string
+	NodeName      string
+	NodeIP        string
+	HostNetwork   bool
+	ResponderAddr string // HOST:PORT of the agent's cnperf responder
+	Version       string
+	Status        AgentStatus
+	RegisterTime  time.Time // first heartbeat; kept across offline periods
+	LastHeartbeat time.Time // the seed's UpdateTime
+}
+
+// Touch is one heartbeat for TouchAgents.
+type Touch struct {
+	PodUID string
+	Status AgentStatus // AgentFree or AgentBusy
+}
+
+// AgentFilter selects agents for ListAgents.
+type AgentFilter struct {
+	IncludeOffline bool   // false: only free and busy agents (the seed's default)
+	Node           string // non-empty: only agents on this node
+}
+
+// TaskState is a task's place in its life cycle.
+type TaskState string
+
+// Task states.
+const (
+	TaskPending    TaskState = "pending"    // created, waiting for its source agent
+	TaskDispatched TaskState = "dispatched" // handed to the source agent by ClaimTasks
+	TaskRunning    TaskState = "running"    // the agent said it started
+	TaskSucceeded  TaskState = "succeeded"
+	TaskFailed     TaskState = "failed"
+	TaskTimedOut   TaskState = "timed_out"
+	TaskCancelled  TaskState = "cancelled"
+)
+
+// TaskStates lists every state in life-cycle order.
+var TaskStates = []TaskState{TaskPending, TaskDispatched, TaskRunning, TaskSucceeded, TaskFailed, TaskTimedOut, TaskCancelled}
+
+// Terminal reports whether no further transition is possible.
+func (s TaskState) Terminal() bool {
+	switch s {
+	case TaskSucceeded, TaskFailed, TaskTimedOut, TaskCancelled:
+		return true
+	}
+	return false
+}
+
+// Active reports whether the task is with an agent (dispatched or running).
+func (s TaskState) Active() bool { return s == TaskDispatched || s == TaskRunning }
+
+// Valid reports whether s is one of the seven states.
+func (s TaskState) Valid() bool {
+	for _, v := range TaskStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Reasons the store itself writes.
+const (
+	ReasonAgentOffline   = "agent went offline"
+	ReasonDeadlinePassed = "deadline passed"
+	ReasonCancelled      = "cancelled" // Cancel and CancelRun with an empty reason
+)
+
+// Task is one measurement from a source agent to a destination agent.
+type Task struct {
+	ID        int64  // serial, assigned by the store; orders tasks and pages
+	TaskID    string // public ID (UUID); generated by CreateTasks when empty
+	RunID     string // empty for v1 tasks
+	SrcPodUID string
+	SrcPodIP  string
+	DstPodUID string
+	DstPodIP  string
+	Type      string          // v1: ping, iperf, iperf3, traceroute; v2: probe
+	Param     string          // v1 task_param text
+	Spec      json.RawMessage // v2 probe spec (probe.Spec JSON); nil for v1
+	State     TaskState
+	Reason    string          // why it failed, timed out or was cancelled
+	RawResult string          // tool output (the seed's TaskResult)
+	Result    json.RawMessage // typed probe.Result JSON; nil when none
+	// Exclusive marks a throughput test: no two exclusive tasks are
+	// dispatched or running at once on a node that an endpoint of either is
+	// on, unless the task's run allows concurrency.
+	Exclusive    bool
+	Timeout      time.Duration // how long the task may run once dispatched
+	Deadline     *time.Time    // set by ClaimTasks: dispatch time + Timeout + grace
+	CreatedAt    time.Time
+	DispatchedAt *time.Time
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	UpdatedAt    time.Time
+	ReportID     string // idempotency key of the accepted result report
+}
+
+// TaskFilter selects tasks for ListTasks. Zero fields match everything.
+type TaskFilter struct {
+	RunID    string
+	State    TaskState
+	AgentUID string // tasks whose source or destination is this pod UID
+	Type     string
+}
+
+// Page asks for one page of a listing ordered by ascending ID.
+type Page struct {
+	Limit   int   // 0 means DefaultPageLimit; capped at MaxPageLimit
+	AfterID int64 // only items with ID (Run.Seq for runs) greater than this
+}
+
+// Paging limits.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// Report is an agent's result report for one of its tasks.
+type Report struct {
+	TaskID    string
+	AgentUID  string    // must be the task's source agent
+	ReportID  string    // idempotency key chosen by the agent; required
+	State     TaskState // succeeded, failed, timed_out or cancelled
+	RawResult string
+	Result    json.RawMessage
+	Reason    string
+}
+
+// RunState is the state of a run.
+type RunState string
+
+// Run states.
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+	RunCancelled RunState = "cancelled"
+)
+
+// Terminal reports whether the run is over.
+func (s RunState) Terminal() bool { return s == RunSucceeded || s == RunFailed || s == RunCancelled }
+
+// Valid reports whether s is one of the four run states.
+func (s RunState) Valid() bool { return s == RunRunning || s.Terminal() }
+
+// Run groups tasks created together.
+type Run struct {
+	ID               string // UUID; generated by CreateRun when empty
+	Seq              int64  // serial, assigned by the store; orders runs and pages
+	Suite            string // "tasks" for a plain task list, or a suite name
+	Params           json.RawMessage
+	State            RunState
+	AllowConcurrency bool // exclusive tasks of this run may overlap
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+	// Counts holds the number of the run's tasks in each state (computed;
+	// states with no task are absent).
+	Counts map[TaskState]int
+}
+
+// Total returns the number of tasks in the run.
+func (r Run) Total() int {
+	n := 0
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
+}
+
+// RunFilter selects runs for ListRuns. Zero fields match everything.
+type RunFilter struct {
+	State RunState
+	Suite string
+}
+
+// Store is the control plane's persistent state. All methods are safe for
+// concurrent use.
+type Store interface {
+	// UpsertHeartbeat records one heartbeat in one statement: an unknown
+	// PodUID is registered (new ID, RegisterTime = now); a known one keeps
+	// its ID and RegisterTime and gets the other fields from a, with
+	// LastHeartbeat = now. a.Status must be AgentFree or AgentBusy (zero
+	// means AgentFree), so an offline agent comes back online. Returns the
+	// stored agent.
+	UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) (Agent, error)
+	// UpsertHeartbeats records many heartbeats, as UpsertHeartbeat would, in
+	// one transaction: all or none. Duplicate PodUIDs in one batch: the
+	// last one wins.
+	UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error
+	// TouchAgents records heartbeats of agents that are online and whose
+	// identity did not change: LastHeartbeat = now and the given status
+	// (free or busy), in one transaction, a few hundred rows per statement.
+	// Agents that are unknown or offline are left alone (their next
+	// heartbeat goes through UpsertHeartbeat). Returns the rows changed.
+	TouchAgents(ctx context.Context, touches []Touch, now time.Time) (int, error)
+	// GetAgent returns the agent with this pod UID, or ErrNotFound.
+	GetAgent(ctx context.Context, podUID string) (Agent, error)
+	// ListAgents returns the agents matching f, ordered by ID.
+	ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error)
+	// MarkSilentOffline sets every online agent whose LastHeartbeat is
+	// before silentSince to AgentOffline, atomically, and returns them. It
+	// does not touch their tasks: the caller calls FailAgentTasks.
+	MarkSilentOffline(ctx context.Context, silentSince, now time.Time) ([]Agent, error)
+
+	// CreateRun stores a run (State RunRunning, CreatedAt = now) and its
+	// tasks in one transaction: all or nothing. Tasks are validated as by
+	// CreateTasks and get RunID = the run's ID.
+	CreateRun(ctx context.Context, r Run, tasks []Task, now time.Time) (Run, []Task, error)
+	// GetRun returns the run with its per-state task counts, or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns one page of runs matching f ordered by Seq, with
+	// their counts, and the total number of matching runs.
+	ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, int, error)
+	// UpdateRunState moves a running run to a terminal state (stamping
+	// FinishedAt). Setting the state it already has is a no-op; any other
+	// change of a finished run is ErrConflict. The store also finishes a
+	// run by itself, in the same transaction, when its last task reaches a
+	// terminal state: succeeded when all its tasks succeeded, else failed.
+	UpdateRunState(ctx context.Context, id string, state RunState, now time.Time) (Run, error)
+	// CancelRun cancels every non-terminal task of the run with the reason
+	// and sets the run cancelled, in one transaction. A finished run is
+	// ErrConflict, except that cancelling a cancelled run is a no-op.
+	CancelRun(ctx context.Context, id, reason string, now time.Time) (Run, error)
+
+	// CreateTasks stores tasks as pending (CreatedAt = UpdatedAt = now) in
+	// one transaction: if any task is invalid (missing source, destination
+	// or type, negative timeout, malformed JSON, unknown run, duplicate
+	// TaskID) nothing is stored and the error (ErrInvalid, ErrNotFound for
+	// the run, ErrConflict for a duplicate) names the index of the bad
+	// task. runID may be empty (v1 tasks); it overrides each Task.RunID.
+	// Returns the tasks as stored, with ID and TaskID assigned, in order.
+	CreateTasks(ctx context.Context, runID string, tasks []Task, now time.Time) ([]Task, error)
+	// GetTask returns the task with this public TaskID, or ErrNotFound.
+	GetTask(ctx context.Context, taskID string) (Task, error)
+	// ListTasks returns one page of tasks matching f ordered by ID, and the
+	// total number of matching tasks (ignoring the page).
+	ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task, int, error)
+	// ClaimTasks atomically moves up to limit pending tasks whose source is
+	// agentUID to dispatched (DispatchedAt = now, Deadline = now + Timeout +
+	// grace) and returns them, oldest first. A task is only claimed when
+	// its destination agent is online, and, if it is exclusive (and its run
+	// does not allow concurrency), when no other such exclusive task is
+	// dispatched or running on a node either of its endpoints is on
+	// (counting the tasks claimed in the same call). Concurrent calls never
+	// return the same task twice. No match: an empty slice, no error.
+	ClaimTasks(ctx context.Context, agentUID string, now time.Time, limit int, grace time.Duration) ([]Task, error)
+	// MarkRunning moves the agent's dispatched task to running (StartedAt =
+	// now). Already running: a no-op returning the task. Pending or
+	// terminal: ErrConflict. Another agent's task: ErrNotFound.
+	MarkRunning(ctx context.Context, taskID, agentUID string, now time.Time) (Task, error)
+	// Complete stores an agent's result for its dispatched or running task
+	// and moves it to r.State (FinishedAt = now), idempotently: a report
+	// whose ReportID equals the stored one returns the stored task and
+	// duplicate = true without writing anything. A report for a task that
+	// is already terminal under another (or no) report ID is ErrConflict,
+	// as is a report for a pending task. Another agent's task: ErrNotFound.
+	Complete(ctx context.Context, r Report, now time.Time) (t Task, duplicate bool, err error)
+	// Cancel moves a pending, dispatched or running task to cancelled with
+	// the reason (ReasonCancelled when empty). Already cancelled: a no-op
+	// returning the task. Otherwise terminal: ErrConflict.
+	Cancel(ctx context.Context, taskID, reason string, now time.Time) (Task, error)
+	// FailAgentTasks moves every dispatched or running task whose source is
+	// agentUID to failed with the reason (ReasonAgentOffline when empty),
+	// atomically, and returns them. Pending tasks stay pending.
+	FailAgentTasks(ctx context.Context, agentUID, reason string, now time.Time) ([]Task, error)
+	// ExpireDeadlines moves every dispatched or running task whose Deadline
+	// is before now to timed_out with ReasonDeadlinePassed, atomically, and
+	// returns them.
+	ExpireDeadlines(ctx context.Context, now time.Time) ([]Task, error)
+
+	// Ping checks that the database answers (for /readyz).
+	Ping(ctx context.Context) error
+	// Close releases the database. The Store must not be used afterwards.
+	Close() error
+}
