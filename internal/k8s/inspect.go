@@ -59,12 +59,13 @@ type Qdisc struct {
 	Parent  string `json:"parent"`
 	RateBps uint64 `json:"rate_bps,omitempty"` // tbf: bits per second
 	Limit   uint32 `json:"limit_bytes,omitempty"`
+	Burst   uint32 `json:"burst_bytes,omitempty"`
 }
 
 // String is the qdisc as tc would sum it up.
 func (q Qdisc) String() string {
 	if q.RateBps > 0 {
-		return fmt.Sprintf("%s %s rate %s", q.Kind, q.Parent, humanBits(q.RateBps))
+		return fmt.Sprintf("%s %s rate %s burst %db limit %db", q.Kind, q.Parent, humanBits(q.RateBps), q.Burst, q.Limit)
 	}
 	return q.Kind + " " + q.Parent
 }
@@ -190,6 +191,7 @@ func linkTC(l netlink.Link, byIndex map[int]netlink.Link) (LinkTC, bool, error) 
 		if t, ok := q.(*netlink.Tbf); ok {
 			x.RateBps = t.Rate * 8
 			x.Limit = t.Limit
+			x.Burst = netlink.Xmitsize(t.Rate, t.Buffer)
 		}
 		if !defaultQdisc[x.Kind] {
 			interesting = true
