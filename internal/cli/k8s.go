@@ -202,6 +202,7 @@ func newK8sInspectNodeCommand(st Streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.Ifindex, "ifindex", 0, "only this link (and where its filters redirect)")
 	cmd.Flags().StringVar(&o.CNIConfDir, "cni-conf-dir", "", "CNI configuration directory to read")
 	cmd.Flags().StringVar(&o.ProxyMetrics, "proxy-metrics", "127.0.0.1:10249", "kube-proxy's metrics address")
+	cmd.Flags().StringVar(&o.NodeIP, "node-ip", envOr("NODE_IP", ""), "the node's IP, to find its link (default $NODE_IP)")
 	cmd.Flags().StringVar(&termLog, "termination-log", "/dev/termination-log", "file kubelet reads the answer from")
 	return cmd
 }

@@ -37,6 +37,9 @@ type k8sOutput struct {
 	scenario.Output
 	Cluster k8s.Facts     `json:"cluster"`
 	Shaping *k8sShapingAt `json:"shaping_qdiscs,omitempty"`
+	// Drain is the unthrottled flow that emptied the CNI's token bucket
+	// before the shaping flows (see k8s.DrainSuite).
+	Drain *scenario.Row `json:"shaping_drain,omitempty"`
 }
 
 type k8sShapingAt struct {
@@ -108,7 +111,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		if _, err := scenario.ShapingOptionsFrom(f.opts); err != nil {
 			return err
 		}
-		sh, err := c.PrepareShaping(ctx, api, so)
+		sh, err := c.PrepareShaping(ctx, cl, so) // the server's own list: the shaped pod is new
 		if sh.Agent.Pod != nil {
 			defer c.DeletePod(context.WithoutCancel(ctx), sh.Agent.Pod.Name) //nolint:errcheck // undeploy removes leftovers
 		}
@@ -127,6 +130,15 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		suite = k8s.CNIShaping{}
 		out.Shaping = &k8sShapingAt{Pod: sh.Agent.Pod.Name, Node: sh.Agent.Node,
 			Annotations: k8sBandwidth{Ingress: so.Ingress, Egress: so.Egress}, Links: sh.Links}
+		drainOpts := scenario.Options{Time: 3 * time.Second, Repeat: 1}
+		dr := &scenario.Runner{API: api, Progress: r.Progress, Log: r.Log}
+		rep, err := dr.Run(ctx, k8s.DrainSuite{Shaped: string(sh.Agent.Pod.UID), Peer: sh.PeerUID, Ingress: so.Egress == ""}, drainOpts)
+		if err != nil {
+			return fmt.Errorf("drain the CNI's token bucket: %w", err)
+		}
+		if len(rep.Rows) > 0 {
+			out.Drain = &rep.Rows[0]
+		}
 	}
 	r.API = api
 	rep, err := r.Run(ctx, suite, f.opts)
@@ -153,6 +165,10 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		if out.Shaping != nil {
 			fmt.Fprintf(st.Out, "\nqdiscs the CNI installed for %s on %s:\n  %s\n", out.Shaping.Pod, out.Shaping.Node,
 				strings.Join(k8s.DescribeQdiscs(out.Shaping.Links), "\n  "))
+			if out.Drain != nil {
+				fmt.Fprintf(st.Out, "token bucket drained first by one unthrottled TCP flow: %.1f Mbit/s at the receiver over %v\n",
+					out.Drain.Median["throughput_bps.receiver"]/1e6, 3*time.Second)
+			}
 		}
 		fmt.Fprintln(st.Out)
 	}

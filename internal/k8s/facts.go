@@ -58,6 +58,8 @@ func (c *Client) InspectNode(ctx context.Context, node string, ifindex int, cniC
 		Container: corev1.Container{
 			Name: "inspect", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy, Args: args,
 			VolumeMounts: []corev1.VolumeMount{{Name: "cni", MountPath: "/host/cni", ReadOnly: true}},
+			Env: []corev1.EnvVar{{Name: "NODE_IP", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
 			SecurityContext: &corev1.SecurityContext{
 				AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ type InspectOptions struct {
 	CNIConfDir string
 	// ProxyMetrics is kube-proxy's metrics address (its /proxyMode answer).
 	ProxyMetrics string
+	// NodeIP, when set, names the node's link (its MTU is the node MTU);
+	// otherwise the default route's link is taken.
+	NodeIP string
 }
 
 // defaultQdisc kinds say nothing about shaping or priority.
@@ -109,7 +113,7 @@ func InspectLocal(ctx context.Context, o InspectOptions) (NodeReport, error) {
 	for _, l := range links {
 		byIndex[l.Attrs().Index] = l
 	}
-	r.NodeMTU = defaultRouteMTU(byIndex)
+	r.NodeMTU = nodeMTU(byIndex, o.NodeIP)
 	for _, l := range links {
 		if l.Type() == "veth" && r.VethMTU == 0 {
 			r.VethMTU = l.Attrs().MTU
@@ -230,7 +234,20 @@ func parentName(p uint32) string {
 	return netlink.HandleStr(p)
 }
 
-func defaultRouteMTU(byIndex map[int]netlink.Link) int {
+func nodeMTU(byIndex map[int]netlink.Link, nodeIP string) int {
+	if ip := net.ParseIP(nodeIP); ip != nil {
+		for _, l := range byIndex {
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+			if err != nil {
+				continue
+			}
+			for _, a := range addrs {
+				if a.IP.Equal(ip) {
+					return l.Attrs().MTU
+				}
+			}
+		}
+	}
 	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
 	if err != nil {
 		return 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/scenario"
 )
 
@@ -193,3 +194,51 @@ func DescribeQdiscs(links []LinkTC) []string {
 	}
 	return out
 }
+
+// DrainSuite empties the token bucket the CNI bandwidth plugin set up
+// before the shaping flows run. containerd hands the plugin a burst of
+// 2^32-1 bits, so a fresh bucket lets hundreds of megabytes through at line
+// rate: a short flow at, or a little above, the limit would never meet the
+// shaper. One unthrottled TCP flow through the shaped direction for Time
+// drains it; its row (receiver rate per 100 ms) shows what the burst let
+// through.
+type DrainSuite struct {
+	Shaped, Peer string // pod uids
+	Ingress      bool   // the limit is on the shaped pod's ingress: send to it
+}
+
+// Name implements scenario.Suite.
+func (DrainSuite) Name() string { return "shaping-drain" }
+
+// Describe implements scenario.Suite.
+func (DrainSuite) Describe() string {
+	return "one unthrottled TCP flow through a CNI-shaped pod, emptying its token bucket"
+}
+
+// Plan implements scenario.Suite.
+func (d DrainSuite) Plan(agents []scenario.Endpoint, o scenario.Options, _ scenario.Network) ([]scenario.Phase, error) {
+	var shaped, peer *scenario.Endpoint
+	for i := range agents {
+		switch agents[i].ID {
+		case d.Shaped:
+			shaped = &agents[i]
+		case d.Peer:
+			peer = &agents[i]
+		}
+	}
+	if shaped == nil || peer == nil {
+		return nil, fmt.Errorf("burst drain: the shaped pod or its peer is not among the server's online agents")
+	}
+	src, dst := *shaped, *peer
+	if d.Ingress {
+		src, dst = dst, src
+	}
+	spec := probe.Spec{Kind: probe.KindTCP, Target: dst.ResponderAddr, Duration: probe.Duration(o.Time),
+		Interval: probe.Duration(scenario.ShapingInterval), Timeout: probe.Duration(10 * time.Second)}
+	return []scenario.Phase{{Name: "drain the CNI's token bucket", Steps: []scenario.Step{{
+		Connection: "burst drain " + src.Name + " -> " + dst.Name, Measure: scenario.MeasureTCP,
+		Src: src, Dst: dst, Spec: spec, Exclusive: true}}}}, nil
+}
+
+// Rows implements scenario.Suite.
+func (DrainSuite) Rows(outcomes []scenario.Outcome) []scenario.Row { return scenario.Rows(outcomes) }

@@ -223,6 +223,7 @@ func TestRealCluster(t *testing.T) {
 				Pod   string       `json:"pod"`
 				Links []k8s.LinkTC `json:"links"`
 			} `json:"shaping_qdiscs"`
+			Drain *row `json:"shaping_drain"`
 		}
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("json: %v\n%s", err, out)
@@ -243,6 +244,10 @@ func TestRealCluster(t *testing.T) {
 		if !ingressRedirect || !tbf10M {
 			t.Errorf("want an ingress qdisc with a mirred redirect on the host veth and a 10Mbit tbf on an ifb; got %+v", res.Shaping.Links)
 		}
+		if res.Drain == nil {
+			t.Fatal("no shaping_drain row")
+		}
+		t.Logf("burst drain (one unthrottled TCP flow first): %.1f Mbit/s at the receiver", res.Drain.Median["throughput_bps.receiver"]/1e6)
 		if len(res.Rows) == 0 {
 			t.Fatal("no rows")
 		}
@@ -303,12 +308,42 @@ func TestRealCluster(t *testing.T) {
 	t.Logf("cnperf k8s undeploy in %v:\n%s", time.Since(t0).Round(time.Second), out)
 }
 
+// row is a suite row as the JSON output writes it: figures (medians) as
+// nested objects at the top level, labels as top-level strings.
 type row struct {
-	Connection string             `json:"connection"`
-	Src        string             `json:"src"`
-	Dst        string             `json:"dst"`
-	Labels     map[string]string  `json:"labels"`
-	Median     map[string]float64 `json:"median"`
+	Connection string
+	Src, Dst   string
+	Labels     map[string]string
+	Median     map[string]float64
+}
+
+func (r *row) UnmarshalJSON(b []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	r.Labels, r.Median = map[string]string{}, map[string]float64{}
+	var walk func(prefix string, v map[string]any)
+	walk = func(prefix string, v map[string]any) {
+		for k, x := range v {
+			switch t := x.(type) {
+			case float64:
+				r.Median[prefix+k] = t
+			case string:
+				if prefix == "" {
+					r.Labels[k] = t
+				}
+			case map[string]any:
+				if prefix == "" && (k == "min" || k == "max") {
+					continue
+				}
+				walk(prefix+k+".", t)
+			}
+		}
+	}
+	walk("", m)
+	r.Connection, r.Src, r.Dst = r.Labels["connection"], r.Labels["src"], r.Labels["dst"]
+	return nil
 }
 
 // seedWorkflow replays the seed's user workflow over the v1 API through
