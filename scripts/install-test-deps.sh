@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cnperf's tests and benchmarks need from Debian's packages,
 # only when missing: the reference tools (iperf3, iperf2, ping, traceroute)
-# PostgreSQL (for the store tests), and etcd, containerd, runc and
-# iptables (for the Kubernetes harness). Needs root for apt-get; without root
+# PostgreSQL (for the store tests), Chromium (for the dashboard's browser
+# tests), and etcd, containerd, runc and iptables (for the Kubernetes
+# harness). Needs root for apt-get; without root
 # it says what is missing and exits 0, so tests that need a tool skip with
 # their own reason.
 set -euo pipefail
@@ -23,6 +24,9 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+# Headless Chromium and a font for the dashboard's browser tests.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ func newLabRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		rate     string
 		backend  string
 		logLevel string
+		db       string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SUITE",
@@ -56,6 +58,13 @@ Needs root (CAP_NET_ADMIN).`,
 				backends = []string{backend}
 			}
 			cfg.Name, cfg.StateDir = lf.name, lf.stateDir
+			if db != "" {
+				abs, err := filepath.Abs(db)
+				if err != nil {
+					return fmt.Errorf("--db: %w", err)
+				}
+				db = abs
+			}
 			if rate != "" {
 				r, err := probe.ParseRate(rate)
 				if err != nil {
@@ -65,7 +74,7 @@ Needs root (CAP_NET_ADMIN).`,
 			}
 			out, err := labrun.Run(cmd.Context(), labrun.Config{
 				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
-				Cnperf:   lab.CnperfOptions{LogLevel: logLevel},
+				Cnperf:   lab.CnperfOptions{LogLevel: logLevel, DB: db},
 				Progress: st.Err, Log: g.logger(st),
 			})
 			if err != nil {
@@ -85,6 +94,7 @@ Needs root (CAP_NET_ADMIN).`,
 	fl.BoolVar(&cfg.VXLANInheritTOS, "vxlan-inherit-tos", false, "VXLAN outer header copies the inner TOS")
 	fl.StringVar(&rate, "underlay-rate", "", "limit each node's underlay link, e.g. 1G (bits/s); default no limit")
 	fl.IntVar(&cfg.MTU, "mtu", lab.DefaultMTU, "underlay MTU (pods get MTU-50 on vxlan)")
+	fl.StringVar(&db, "db", "", "keep the server's runs in this SQLite file (default: a temporary one, removed after the run); serve it later with cnperf server --db sqlite:PATH")
 	fl.StringVar(&logLevel, "agent-log-level", "info", "log level of the lab's server and agents (their logs are kept when the run fails)")
 	return cmd
 }

@@ -30,6 +30,7 @@ type suiteFlags struct {
 	set             []string
 	asJSON, csv, md bool
 	sloFile         string
+	html            string // report page to write (report.go)
 
 	// Filled by prepare.
 	objectives  []scenario.Objective
@@ -49,6 +50,7 @@ func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp 
 	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per row")
 	fl.BoolVar(&f.md, "markdown", false, "print Markdown tables")
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against the rows; a failed objective exits with code 3")
+	fl.StringVar(&f.html, "html", "", "also write the HTML report (tables and SVG charts) to FILE")
 }
 
 // prepare checks the flags and the suite before anything runs.
@@ -129,6 +131,11 @@ func (f *suiteFlags) print(st Streams, out scenario.Output) error {
 	}
 	if err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	if f.html != "" {
+		if err := writeSuiteHTML(f.html, out); err != nil {
+			return err
+		}
 	}
 	if len(out.Checks) > 0 && !scenario.AllPass(out.Checks) {
 		failed := 0

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
 )
 
 // cnperfBin is the cnperf binary the end-to-end tests run, built once.
@@ -69,6 +74,12 @@ func buildCnperf(t *testing.T) string {
 // runJSON runs `cnperf lab run ARGS --json` and decodes its output.
 func runJSON(t *testing.T, bin, name, stateDir string, args ...string) output {
 	t.Helper()
+	return runJSONExit(t, 0, bin, name, stateDir, args...)
+}
+
+// runJSONExit is runJSON for a run that must exit with code want.
+func runJSONExit(t *testing.T, want int, bin, name, stateDir string, args ...string) output {
+	t.Helper()
 	cleanupLab(t, name, stateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -80,8 +91,15 @@ func runJSON(t *testing.T, bin, name, stateDir string, args ...string) output {
 	start := time.Now()
 	err := cmd.Run()
 	t.Logf("cnperf %s: %v\n%s", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond), stderr.String())
-	if err != nil {
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
 		t.Fatalf("cnperf lab run: %v", err)
+	}
+	if code != want {
+		t.Fatalf("cnperf lab run exited with %d, want %d", code, want)
 	}
 	var out output
 	dec := json.NewDecoder(&stdout)
@@ -100,6 +118,16 @@ type output struct {
 	Suite   string           `json:"suite"`
 	Options json.RawMessage  `json:"options"`
 	Rows    []map[string]any `json:"rows"`
+	SLO     []struct {
+		Objective struct {
+			Connection string `json:"connection"`
+			Expr       string `json:"expr"`
+		} `json:"objective"`
+		Connection string  `json:"connection"`
+		Backend    string  `json:"backend"`
+		Value      float64 `json:"value"`
+		Pass       bool    `json:"pass"`
+	} `json:"slo"`
 }
 
 // figure reads a dotted key ("throughput_bps.sender") of a row object.
@@ -166,7 +194,24 @@ func checkRows(t *testing.T, out output, backends []string) {
 func TestLabRunBaseline(t *testing.T) {
 	nettest.Require(t)
 	bin := buildCnperf(t)
-	out := runJSON(t, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2")
+	db := filepath.Join(t.TempDir(), "runs.db")
+	// One objective every row meets, one none can: the run exits with 3
+	// and still prints its rows with the verdicts.
+	slo := filepath.Join(t.TempDir(), "slo.json")
+	if err := os.WriteFile(slo, []byte(`{"apiVersion": "cnperf/v1", "objectives": [
+		{"expr": "loss_pct < 50"},
+		{"connection": "node-node", "expr": "throughput_bps.receiver > 1000000G"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runJSONExit(t, 3, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db, "--slo", slo)
+	if len(out.SLO) != 4 {
+		t.Fatalf("%d SLO checks, want 4 (loss on 3 rows, throughput on node-node)", len(out.SLO))
+	}
+	for _, c := range out.SLO {
+		if want := c.Objective.Expr == "loss_pct < 50"; c.Pass != want {
+			t.Errorf("SLO %q on %s: pass %v, want %v", c.Objective.Expr, c.Connection, c.Pass, want)
+		}
+	}
 	if out.Suite != "baseline" {
 		t.Errorf("suite %q", out.Suite)
 	}
@@ -176,6 +221,51 @@ func TestLabRunBaseline(t *testing.T) {
 			t.Errorf("%v: %v repetitions, want 2", row["connection"], row["repetitions"])
 		}
 	}
+	checkStored(t, db, out)
+}
+
+// checkStored serves the lab server's database again and rebuilds the rows
+// from the stored runs alone, as cnperf report RUN_ID does; they must be
+// the rows that were printed.
+func checkStored(t *testing.T, db string, out output) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	c, err := client.New(hs.URL, "user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []api.Run
+	for _, id := range out.RunIDs {
+		run, err := c.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("stored run %s: %v", id, err)
+		}
+		runs = append(runs, run)
+	}
+	rows, err := scenario.RowsFromRuns(scenario.NewRegistry(scenario.Builtin()...), runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(out.Rows) {
+		t.Fatalf("%d rows rebuilt, %d printed", len(rows), len(out.Rows))
+	}
+	for i, r := range rows {
+		printed, _ := figure(out.Rows[i], "throughput_bps.receiver")
+		if r.Connection != out.Rows[i]["connection"] || r.Backend != out.Rows[i]["backend"] || r.Median["throughput_bps.receiver"] != printed {
+			t.Errorf("row %d rebuilt as %s on %s %v, printed %v on %v %v", i, r.Connection, r.Backend, r.Median["throughput_bps.receiver"], out.Rows[i]["connection"], out.Rows[i]["backend"], printed)
+		}
+	}
 }
 
 // TestLabRunCNICompare runs `cnperf lab run cni-compare --backends
@@ -183,8 +273,11 @@ func TestLabRunBaseline(t *testing.T) {
 func TestLabRunCNICompare(t *testing.T) {
 	nettest.Require(t)
 	bin := buildCnperf(t)
-	out := runJSON(t, bin, labName(t), t.TempDir(), "cni-compare", "--backends", "host-gw,vxlan", "--time", "1s", "--repeat", "1")
+	// Both backends' labs write into one database.
+	db := filepath.Join(t.TempDir(), "runs.db")
+	out := runJSON(t, bin, labName(t), t.TempDir(), "cni-compare", "--backends", "host-gw,vxlan", "--time", "1s", "--repeat", "1", "--db", db)
 	checkRows(t, out, []string{"host-gw", "vxlan"})
+	checkStored(t, db, out)
 }
 
 // TestLabRunInterrupted interrupts a lab run while it measures and checks
@@ -253,4 +346,46 @@ func TestLabRunWithoutRoot(t *testing.T) {
 	if stdout.Len() != 0 {
 		t.Errorf("stdout %q, want nothing", stdout.String())
 	}
+}
+
+// TestRunAgainstLabUp keeps a lab with `cnperf lab up` (server and agents
+// included) and runs a suite against it with `cnperf run --lab`.
+func TestRunAgainstLabUp(t *testing.T) {
+	nettest.Require(t)
+	bin := buildCnperf(t)
+	name, stateDir := labName(t), t.TempDir()
+	cleanupLab(t, name, stateDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cnperf := func(args ...string) ([]byte, error) {
+		args = append(args, "--state-dir", stateDir, "--log-level", "warn")
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("cnperf %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+	if _, err := cnperf("lab", "up", "--name", name, "--nodes", "2", "--pods-per-node", "2", "--backend", "vxlan"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := lab.Status(name, stateDir)
+	if err != nil || st.Cnperf == nil || st.Cnperf.Agents != 6 {
+		t.Fatalf("lab up did not record its control plane with 6 agents: %+v %v", st.Cnperf, err)
+	}
+	raw, err := cnperf("run", "baseline", "--lab", name, "--time", "1s", "--repeat", "1", "--set", "ping-count=5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out output
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("decode: %v\n%s", err, raw)
+	}
+	checkRows(t, out, []string{"vxlan"}) // the lab's backend labels the rows
+	if _, err := cnperf("lab", "down", "--name", name); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLab(t, name, stateDir)
 }

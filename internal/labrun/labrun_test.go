@@ -77,3 +77,29 @@ func TestBadInputBuildsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestNameInUseLeavesTheOtherLab checks that a lab run whose name is taken
+// fails without touching the lab that has it.
+func TestNameInUseLeavesTheOtherLab(t *testing.T) {
+	nettest.Require(t)
+	name, stateDir := labName(t), t.TempDir()
+	ctx := context.Background()
+	l, err := lab.Up(ctx, lab.Config{Name: name, Nodes: 1, PodsPerNode: 1, StateDir: stateDir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := l.Down(ctx); err != nil {
+			t.Errorf("down: %v", err)
+		}
+		assertNoLab(t, name, stateDir)
+	})
+	_, err = Run(ctx, Config{Lab: lab.Config{Name: name, Nodes: 2, PodsPerNode: 2, StateDir: stateDir},
+		Suite: scenario.BaselineSuite{}, Options: scenario.Options{Time: time.Second, Repeat: 1}})
+	if err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("err %v, want 'already exists'", err)
+	}
+	if st := l.Status(); !st.Healthy {
+		t.Errorf("the existing lab was damaged: %+v", st)
+	}
+}

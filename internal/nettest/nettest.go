@@ -56,22 +56,34 @@ func (n *NS) Path() string { return "/var/run/netns/" + n.Name }
 
 // Do runs fn with the calling goroutine's thread switched into n. fn must
 // not start goroutines that expect to be in n. Sockets fn opens stay in n.
+// fn must not call t.Fatal (FailNow ends only fn's goroutine): if it does,
+// Do returns an error saying so instead of waiting forever, and the thread,
+// still in n, is retired by the runtime.
 func (n *NS) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				errc <- fmt.Errorf("in netns %s: the function exited without returning (t.FailNow or runtime.Goexit inside NS.Do)", n.Name)
+			}
+		}()
 		runtime.LockOSThread()
 		// The thread is not unlocked if restoring fails: Go then retires it.
 		orig, err := netns.Get()
 		if err != nil {
+			returned = true
 			errc <- fmt.Errorf("get current netns: %w", err)
 			return
 		}
 		defer orig.Close()
 		if err := netns.Set(n.handle); err != nil {
+			returned = true
 			errc <- fmt.Errorf("enter netns %s: %w", n.Name, err)
 			return
 		}
 		ferr := fn()
+		returned = true
 		if err := netns.Set(orig); err != nil {
 			errc <- errors.Join(ferr, fmt.Errorf("restore netns: %w", err))
 			return

@@ -2,6 +2,8 @@ package nettest
 
 import (
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +53,26 @@ func TestPairCarriesTrafficAndCleansUp(t *testing.T) {
 		if l == name {
 			t.Fatalf("namespace %s left behind", name)
 		}
+	}
+}
+
+// TestDoSurvivesGoexit: a function that ends its goroutine (as t.FailNow
+// does) makes Do return an error instead of blocking forever.
+func TestDoSurvivesGoexit(t *testing.T) {
+	Require(t)
+	ns, err := NewNS(Prefix + "p-goexit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Delete(ns) })
+	done := make(chan error, 1)
+	go func() { done <- ns.Do(func() error { runtime.Goexit(); return nil }) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "exited without returning") {
+			t.Fatalf("Do = %v, want an error about the early exit", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do blocked after its function called runtime.Goexit")
 	}
 }

@@ -48,17 +48,20 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 				found = true
 			}
 		}
-		if !seenC[row.Connection] {
-			seenC[row.Connection] = true
-			conns = append(conns, row.Connection)
+		name := RowName(row)
+		if !seenC[name] {
+			seenC[name] = true
+			conns = append(conns, name)
 		}
 		if !seenB[row.Backend] {
 			seenB[row.Backend] = true
 			backends = append(backends, row.Backend)
 		}
-		rows[[2]string{row.Connection, row.Backend}] = row
+		rows[[2]string{name, row.Backend}] = row
 	}
-	if !found {
+	// More than a handful of clusters is unreadable as bars; the table
+	// (and a suite's matrix) shows them.
+	if !found || len(conns) > maxCategories {
 		return nil
 	}
 	spec := BarSpec{ID: id, Title: title, YName: yname, YUnit: Info(metrics[0]).Unit, Categories: conns}
@@ -90,15 +93,26 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 	return BarChart(spec)
 }
 
+// Bounds that keep charts readable: beyond them a chart is left out and
+// the tables carry the figures.
+const (
+	maxCategories = 8
+	maxSeries     = 8
+)
+
 // seriesName names an outcome's line in a legend.
 func seriesName(o scenario.Outcome) string {
+	name := o.Step.Connection
+	if name == "" {
+		name = o.Step.Src.Name + " → " + o.Step.Dst.Name
+	}
+	if len(o.Step.Labels) > 0 {
+		name = RowName(scenario.Row{Connection: name, Labels: o.Step.Labels})
+	}
 	if o.Step.Backend != "" {
-		return o.Step.Backend + ", " + o.Step.Connection
+		name = o.Step.Backend + ", " + name
 	}
-	if o.Step.Connection != "" {
-		return o.Step.Connection
-	}
-	return o.Step.Src.Name + " → " + o.Step.Dst.Name
+	return name
 }
 
 // throughputOverTime draws the interval reports of each connection's
@@ -106,7 +120,6 @@ func seriesName(o scenario.Outcome) string {
 func (r *Report) throughputOverTime() *Chart {
 	var series []Series
 	seen := map[string]bool{}
-	points := 0
 	for _, o := range r.Outcomes {
 		if o.Result == nil || o.Result.Kind != probe.KindTCP || len(o.Result.Intervals) == 0 {
 			continue
@@ -116,20 +129,25 @@ func (r *Report) throughputOverTime() *Chart {
 			continue
 		}
 		seen[name] = true
-		s := Series{Name: name}
-		for _, iv := range o.Result.Intervals {
-			s.X = append(s.X, iv.EndS)
-			s.Y = append(s.Y, iv.ThroughputBps)
-		}
-		points = max(points, len(s.X))
-		series = append(series, s)
+		series = append(series, intervalSteps(name, o.Result.Intervals))
 	}
-	if len(series) == 0 {
+	if len(series) == 0 || len(series) > maxSeries {
 		return nil
 	}
 	return LineChart(LineSpec{ID: "throughput-time", Title: "TCP throughput over time",
-		Subtitle: "interval reports of each connection's first repetition",
-		XName:    "Time", XUnit: "s", YName: "Throughput", YUnit: "bit/s", Series: series, Markers: points <= 40})
+		Subtitle: "interval reports of each connection's first repetition, each drawn over its interval",
+		XName:    "Time", XUnit: "s", YName: "Throughput", YUnit: "bit/s", Series: series})
+}
+
+// intervalSteps draws each interval's throughput as a flat segment over
+// the interval, so short tests with few intervals still span their time.
+func intervalSteps(name string, ivs []probe.Interval) Series {
+	s := Series{Name: name}
+	for _, iv := range ivs {
+		s.X = append(s.X, iv.StartS, iv.EndS)
+		s.Y = append(s.Y, iv.ThroughputBps, iv.ThroughputBps)
+	}
+	return s
 }
 
 // distribution is one latency distribution to draw.
@@ -195,7 +213,7 @@ func (r *Report) latencyCharts() []*Chart {
 				ds = append(ds, d)
 			}
 		}
-		if len(ds) == 0 {
+		if len(ds) == 0 || len(ds) > maxSeries {
 			continue
 		}
 		slug := map[string]string{"round trip": "rtt", "one-way delay": "owd"}[what]
@@ -209,8 +227,8 @@ func (r *Report) latencyCharts() []*Chart {
 }
 
 // histRange returns the number of bins to show: up to where every series
-// has 99.9 % of its samples, plus a margin.
-func histRange(ds []distribution) int {
+// has the share q of its samples, plus a margin.
+func histRange(ds []distribution, q float64) int {
 	n := 0
 	for _, d := range ds {
 		var total int64
@@ -220,7 +238,7 @@ func histRange(ds []distribution) int {
 		var cum int64
 		for i, c := range d.counts {
 			cum += c
-			if float64(cum) >= 0.999*float64(total) {
+			if float64(cum) >= q*float64(total) {
 				n = max(n, i+1)
 				break
 			}
@@ -240,7 +258,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	if len(with) == 0 {
 		return nil
 	}
-	nb := histRange(with)
+	nb := histRange(with, 0.99)
 	width := with[0].widthUs
 	unit, div := "µs", 1.0
 	if width*float64(nb) >= 2000 {
@@ -269,7 +287,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	}
 	c := LineChart(LineSpec{ID: id, Title: title, XName: "Latency", XUnit: unit, YName: "Share of samples", YUnit: "%",
 		Series: series, Step: true, Area: true})
-	c.Subtitle = fmt.Sprintf("bins of %s; up to the 99.9th percentile", Format(width, "µs"))
+	c.Subtitle = fmt.Sprintf("bins of %s; up to the 99th percentile (the CDF shows the tail)", Format(width, "µs"))
 	return c
 }
 
@@ -287,7 +305,7 @@ func cdfChart(id, title string, ds []distribution) *Chart {
 	}
 	nb := 0
 	if fromHist {
-		nb = histRange(ds)
+		nb = histRange(ds, 0.999)
 		maxUs = math.Max(maxUs, float64(nb)*ds[0].widthUs)
 	}
 	unit, div := "µs", 1.0
@@ -331,13 +349,9 @@ func cdfChart(id, title string, ds []distribution) *Chart {
 // ShapingChart draws a shaped flow's throughput over time with its limit
 // as a dashed line, and says how far the first interval overshot.
 func ShapingChart(id string, s Shaping) *Chart {
-	se := Series{Name: "measured at the receiver"}
-	for _, iv := range s.Series {
-		se.X = append(se.X, iv.EndS)
-		se.Y = append(se.Y, iv.ThroughputBps)
-	}
+	se := intervalSteps("measured at the receiver", s.Series)
 	c := LineChart(LineSpec{ID: id, Title: "Shaping: " + s.Name, XName: "Time", XUnit: "s", YName: "Throughput", YUnit: "bit/s",
-		Series: []Series{se}, Refs: []RefLine{{Y: s.LimitBps, Label: "limit " + Format(s.LimitBps, "bit/s")}}, Markers: len(se.X) <= 60})
+		Series: []Series{se}, Refs: []RefLine{{Y: s.LimitBps, Label: "limit " + Format(s.LimitBps, "bit/s")}}})
 	if over, steady, ok := s.Conformance(); ok {
 		c.Subtitle = fmt.Sprintf("first interval at %.2f× the limit; after 1 s the mean is %.0f %% of it", 1+over/100, steady)
 	}

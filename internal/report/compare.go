@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,19 @@ type CompareCell struct {
 	Stat     Stat
 	DeltaPct float64 // change of the median against the reference, in percent (NaN when undefined)
 	Verdict  Verdict
+}
+
+// MarshalJSON writes an undefined change as null (JSON has no NaN).
+func (c CompareCell) MarshalJSON() ([]byte, error) {
+	var d *float64
+	if !math.IsNaN(c.DeltaPct) && !math.IsInf(c.DeltaPct, 0) {
+		d = &c.DeltaPct
+	}
+	return json.Marshal(struct {
+		Stat     Stat     `json:"stat"`
+		DeltaPct *float64 `json:"delta_pct"`
+		Verdict  Verdict  `json:"verdict"`
+	}{c.Stat, d, c.Verdict})
 }
 
 // CompareLine is one metric of one connection across the runs.
@@ -86,7 +100,7 @@ func Compare(runs []*Report, opt CompareOptions) (*Comparison, error) {
 	}
 	for _, r := range runs[1:] {
 		if r.Suite != runs[0].Suite {
-			return nil, fmt.Errorf("%w: run %s is suite %q but run %s is suite %q; compare runs of one suite",
+			return nil, fmt.Errorf("%w: runs of different suites: run %s is suite %q but run %s is suite %q; compare runs of one suite",
 				ErrNotComparable, runs[0].RunID, runs[0].Suite, r.RunID, r.Suite)
 		}
 	}
@@ -242,6 +256,26 @@ func judge(mi MetricInfo, ref, st Stat, tol float64) Verdict {
 		return Improvement
 	}
 	return Changed
+}
+
+// KeyTable is Table restricted to the key figures (KeyMetrics), with every
+// other line that is worse beyond its spread kept as well.
+func (c *Comparison) KeyTable() Table {
+	key := map[string]bool{}
+	for _, m := range keyMetrics {
+		key[m] = true
+	}
+	keep := &Comparison{Runs: c.Runs}
+	for _, l := range c.Lines {
+		worse := false
+		for _, o := range l.Others {
+			worse = worse || o.Verdict == Regression
+		}
+		if key[l.Metric] || worse {
+			keep.Lines = append(keep.Lines, l)
+		}
+	}
+	return keep.Table()
 }
 
 // Table lays the comparison out: the reference's figure, then each other

@@ -36,6 +36,20 @@ func Funcs() template.FuncMap {
 		"fmtv":      Format,
 		"slug":      func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 		"hasPrefix": strings.HasPrefix,
+		"dict": func(kv ...any) (map[string]any, error) {
+			if len(kv)%2 != 0 {
+				return nil, fmt.Errorf("dict: odd number of arguments")
+			}
+			m := map[string]any{}
+			for i := 0; i < len(kv); i += 2 {
+				k, ok := kv[i].(string)
+				if !ok {
+					return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+				}
+				m[k] = kv[i+1]
+			}
+			return m, nil
+		},
 	}
 }
 

@@ -129,7 +129,7 @@ func TestSVGStructure(t *testing.T) {
 		{id: "bars-throughput", counts: map[string]int{"bar": 6, "whisker": 6, "xcat": 3, "legend-item": 2},
 			ylabel: "Throughput (Gbit/s)", legends: []string{"host-gw", "vxlan"}},
 		{id: "bars-rtt", counts: map[string]int{"bar": 12, "xcat": 3, "legend-item": 4}, ylabel: "Round trip (µs)"},
-		{id: "throughput-time", counts: map[string]int{"series": 6, "marker": 60, "legend-item": 6},
+		{id: "throughput-time", counts: map[string]int{"series": 6, "legend-item": 6},
 			ylabel: "Throughput (Gbit/s)", xlabel: "Time (s)"},
 		{id: "hist-rtt", counts: map[string]int{"series": 6, "area": 6}, ylabel: "Share of samples (%)", xlabel: "Latency (µs)"},
 		{id: "cdf-rtt", counts: map[string]int{"series": 6}, ylabel: "Samples at or below (%)", xlabel: "Latency (µs)"},
@@ -508,5 +508,53 @@ func TestShapingConformance(t *testing.T) {
 	}
 	if _, _, ok := (report.Shaping{LimitBps: 0, Series: []probe.Interval{{}}}).Conformance(); ok {
 		t.Error("conformance without a limit reported ok")
+	}
+}
+
+// Rows labelled by the qos-priority and shaping suites become a matrix and
+// conformance charts.
+func TestAddSuiteCharts(t *testing.T) {
+	rows := []scenario.Row{
+		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "fifo", scenario.LabelMarking: "none"}, Median: map[string]float64{"latency_ms.p99": 11.3}},
+		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "fifo", scenario.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 11.4}},
+		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "htb-priority", scenario.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 0.026}},
+		{Connection: "s", Labels: map[string]string{scenario.LabelDirection: "egress", scenario.LabelBurst: "32KiB"},
+			Median: map[string]float64{"limit_bps": 10e6}, Series: map[string][]float64{"intervals_bps": {10.7e6, 10e6, 9.9e6}}},
+	}
+	r := &report.Report{RunID: "q", Suite: "qos-priority", Status: "succeeded", Rows: rows}
+	r.AddSuiteCharts()
+	if len(r.Matrices) != 1 {
+		t.Fatalf("%d matrices, want 1 (no ping figures)", len(r.Matrices))
+	}
+	m := r.Matrices[0]
+	if strings.Join(m.Rows, ",") != "fifo,htb-priority" || strings.Join(m.Cols, ",") != "none,EF" {
+		t.Errorf("matrix rows %v cols %v", m.Rows, m.Cols)
+	}
+	if !math.IsNaN(m.Values[1][0]) || m.Values[1][1] != 0.026 {
+		t.Errorf("matrix values %v", m.Values)
+	}
+	if len(r.Shaping) != 1 || r.Shaping[0].LimitBps != 10e6 || len(r.Shaping[0].Series) != 3 || r.Shaping[0].Series[2].EndS < 0.29 {
+		t.Fatalf("shaping %+v", r.Shaping)
+	}
+	if r.Shaping[0].Name != "direction egress, burst 32KiB" {
+		t.Errorf("shaping name %q", r.Shaping[0].Name)
+	}
+	// Rows sharing a connection stay apart in the table, named by their labels.
+	tb := report.BuildTable(rows, report.TableOptions{})
+	var groups []string
+	for i, l := range tb.Lines {
+		if tb.First[i] {
+			groups = append(groups, l[0])
+		}
+	}
+	if len(groups) != 4 || groups[0] != "c · variant fifo, marking none" {
+		t.Errorf("table groups %q", groups)
+	}
+	ids := map[string]bool{}
+	for _, c := range r.Charts() {
+		ids[c.ID] = true
+	}
+	if !ids["matrix-1"] || !ids["shaping-1"] {
+		t.Errorf("charts %v lack the matrix or the shaping chart", ids)
 	}
 }

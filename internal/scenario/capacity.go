@@ -184,14 +184,17 @@ func (s *CapacitySearch) Observe(lossPct, receiverBps float64) {
 			return
 		}
 		s.startRetest(s.lo)
-	default:
-		low := max(s.lo, s.o.MinBps)
-		if s.lo == 0 {
-			// Nothing passed yet: step down fast.
-			low = max(s.hi/8, s.o.MinBps)
+	case s.lo == 0:
+		// Nothing passed yet: just below what the failed run delivered,
+		// or, without that, a big step down.
+		if receiverBps > 0 {
+			s.next = max(uint64(float64(s.hi)*0.9), s.o.MinBps)
+		} else {
+			s.next = max(s.hi/8, s.o.MinBps)
 		}
-		cand := uint64(math.Sqrt(float64(low) * float64(s.hi)))
-		s.next = min(max(cand, low+1), s.hi-1)
+	default:
+		cand := uint64(math.Sqrt(float64(s.lo) * float64(s.hi)))
+		s.next = min(max(cand, s.lo+1), s.hi-1)
 	}
 }
 

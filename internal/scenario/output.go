@@ -24,6 +24,8 @@ type Output struct {
 	Rows    []Row    `json:"rows"`
 	// Checks are the SLO evaluations, when objectives were given.
 	Checks []Check `json:"slo,omitempty"`
+	// Outcomes are the measurements behind the rows (for reports' charts).
+	Outcomes []Outcome `json:"-"`
 }
 
 // NewOutput builds the output of reports of one suite (several for a
@@ -34,6 +36,7 @@ func NewOutput(reps ...Report) Output {
 		out.Suite, out.Options = r.Suite, r.Options
 		out.RunIDs = append(out.RunIDs, r.RunIDs...)
 		out.Rows = append(out.Rows, r.Rows...)
+		out.Outcomes = append(out.Outcomes, r.Outcomes...)
 	}
 	if len(out.RunIDs) > 0 {
 		out.RunID = out.RunIDs[0]

@@ -141,3 +141,21 @@ func TestOutputJSON(t *testing.T) {
 		t.Error("node-node row has an overhead against itself")
 	}
 }
+
+func TestOutputJSONMissingSLOValue(t *testing.T) {
+	out := compareOutput(t)
+	out.Checks = Evaluate([]Objective{{Connection: NodeNode, Expr: "jitter_ms < 1", Metric: "nope_ms", Op: "<", Threshold: 1}}, out.Rows)
+	var b bytes.Buffer
+	if err := out.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		SLO []map[string]any `json:"slo"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.SLO) != 1 || doc.SLO[0]["value"] != nil || doc.SLO[0]["pass"] != false || doc.SLO[0]["connection"] != NodeNode {
+		t.Errorf("slo %v, want one failed check with value null", doc.SLO)
+	}
+}

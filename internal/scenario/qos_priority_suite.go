@@ -209,46 +209,85 @@ func (s QoSPrioritySuite) Plan(agents []Endpoint, o Options, net Network) ([]Pha
 			return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 		}
 	}
+	groups := markingGroups(q.Markings)
 	var phases []Phase
 	for rep := 0; rep < o.Repeat; rep++ {
 		for _, v := range q.Variants {
-			ph := Phase{Name: fmt.Sprintf("%s %s, #%d", s.Name(), v, rep+1), Concurrent: true,
-				Steps: qosSteps(q, v, rep, pair, o.Backend)}
-			ph.Setup, ph.Teardown = variantNet(setups[v], pair)
-			phases = append(phases, ph)
+			for k, g := range groups {
+				names := make([]string, len(g))
+				for i, m := range g {
+					names[i] = m.Name
+				}
+				ph := Phase{Name: fmt.Sprintf("%s %s: %s, #%d", s.Name(), v, strings.Join(names, " beside "), rep+1), Concurrent: true,
+					Steps: qosSteps(q, v, rep*len(groups)+k, g, pair, o.Backend)}
+				ph.Setup, ph.Teardown = variantNet(setups[v], pair)
+				phases = append(phases, ph)
+			}
 		}
 	}
 	return phases, nil
 }
 
-// qosSteps are one variant's concurrent flows: the unmarked background
-// flood, and per marking a foreground of small datagrams and a ping, both
-// marked. All markings share one flood, so they are compared under the
-// same load (a noisy neighbour or a busy CPU hits them alike).
-func qosSteps(q QoSPriorityOptions, v string, rep int, p Pair, backend string) []Step {
+// markingGroups pairs each marking with the unmarked reference: one
+// phase per marked marking, measured beside an unmarked flow under the
+// same flood, so a busy CPU or a noisy neighbour hits both alike. Agents
+// run at most four tasks at once, so a phase holds no more than the
+// flood and two foregrounds from the sender (and two pings from the
+// receiver).
+func markingGroups(ms []Marking) [][]Marking {
+	var none *Marking
+	var marked []Marking
+	for i := range ms {
+		if ms[i].TOS == 0 {
+			none = &ms[i]
+			continue
+		}
+		marked = append(marked, ms[i])
+	}
+	var out [][]Marking
+	for _, m := range marked {
+		g := []Marking{m}
+		if none != nil {
+			g = []Marking{*none, m}
+		}
+		out = append(out, g)
+	}
+	if len(out) == 0 && none != nil {
+		out = append(out, []Marking{*none})
+	}
+	return out
+}
+
+// qosSteps are one phase's concurrent flows: the unmarked background
+// flood and, per marking, a foreground of small datagrams from the sender
+// and a ping from the receiver (its echo replies carry the mark back
+// through the sender's queues: Linux copies a request's TOS into its
+// reply). The phase's index is the steps' Repeat, which pairs them up in
+// Rows.
+func qosSteps(q QoSPriorityOptions, v string, idx int, ms []Marking, p Pair, backend string) []Step {
 	bgRate := q.BackgroundRateBps
 	fgRate := uint64(q.ForegroundPPS * q.ForegroundSize * 8)
 	timeout := probe.Duration(5 * time.Second)
-	step := func(measure string, m *Marking, spec probe.Spec) Step {
+	step := func(measure string, m *Marking, src, dst Endpoint, spec probe.Spec) Step {
 		labels := map[string]string{LabelVariant: v}
 		if m != nil {
 			labels[LabelMarking], labels["tos"] = m.Name, strconv.Itoa(m.TOS)
 		}
-		return Step{Connection: PodPodCrossNode, Backend: backend, Measure: measure, Repeat: rep, Src: p.Src, Dst: p.Dst,
+		return Step{Connection: PodPodCrossNode, Backend: backend, Measure: measure, Repeat: idx, Src: src, Dst: dst,
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
-	steps := []Step{step(MeasureBackground, nil, probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr,
+	steps := []Step{step(MeasureBackground, nil, p.Src, p.Dst, probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr,
 		Duration: probe.Duration(q.Time + time.Second), RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout})}
-	for _, m := range q.Markings {
+	for _, m := range ms {
 		fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
 			Size: q.ForegroundSize, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
-		ping := probe.Spec{Kind: probe.KindPing, Target: p.Dst.IP, Count: max(int(q.Time/q.PingInterval), 1),
+		ping := probe.Spec{Kind: probe.KindPing, Target: p.Src.IP, Count: max(int(q.Time/q.PingInterval), 1),
 			Interval: probe.Duration(q.PingInterval), Timeout: probe.Duration(2 * time.Second)}
 		if m.TOS != 0 {
 			tos := m.TOS
 			fg.TOS, ping.TOS = &tos, &tos
 		}
-		steps = append(steps, step(MeasureForeground, &m, fg), step(MeasurePing, &m, ping))
+		steps = append(steps, step(MeasureForeground, &m, p.Src, p.Dst, fg), step(MeasurePing, &m, p.Dst, p.Src, ping))
 	}
 	return steps
 }
@@ -386,11 +425,22 @@ func (QoSPrioritySuite) Rows(outcomes []Outcome) []Row {
 		}
 		bg[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] = figs
 	}
+	// The unmarked foreground's p99 beside each marked one (same phase).
+	ref := map[vr]float64{}
+	for _, o := range marked {
+		if o.Step.Measure == MeasureForeground && o.Step.Labels["tos"] == "0" && o.Err == "" && o.Result != nil && o.Result.LatencyMs != nil {
+			ref[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] = o.Result.LatencyMs.P99
+		}
+	}
 	rows := labelRows(marked, []string{LabelVariant, LabelMarking, "tos"}, func(o Outcome) (map[string]float64, map[string][]float64) {
 		figs, ser := qosFigures(o)
 		if o.Step.Measure == MeasureForeground {
-			for k, v := range bg[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] {
-				figs[k] = v
+			k := vr{o.Step.Labels[LabelVariant], o.Step.Repeat}
+			for name, v := range bg[k] {
+				figs[name] = v
+			}
+			if r, ok := ref[k]; ok && o.Step.Labels["tos"] != "0" {
+				figs["reference_latency_ms.p99"] = r
 			}
 		}
 		return figs, ser
@@ -433,6 +483,15 @@ func qosFigures(o Outcome) (map[string]float64, map[string][]float64) {
 		pick("loss_pct", "loss_pct")
 		pick("pps", "pps")
 		pick("dscp_received", "dscp_received")
+		if h := o.Result.Histogram; h != nil && len(h.Counts) > 0 {
+			// The latency histogram (the first repetition's) as a series.
+			counts := make([]float64, len(h.Counts))
+			for i, c := range h.Counts {
+				counts[i] = float64(c)
+			}
+			out["latency_histogram_bin_us"] = h.BinWidthUs
+			return out, map[string][]float64{"latency_histogram": counts}
+		}
 	case MeasurePing:
 		for _, k := range []string{"min", "avg", "p50", "p90", "p99", "max", "stdev"} {
 			pick("rtt_ms."+k, "rtt_ms."+k)
@@ -464,8 +523,9 @@ type Verdict struct {
 	Text   string  `json:"verdict"`
 }
 
-// QoSVerdicts computes one verdict per variant from its rows: the
-// unmarked foreground's p99 latency against the best marked one.
+// QoSVerdicts computes one verdict per variant from its rows: for each
+// marked foreground, the p99 one-way latency of the unmarked foreground
+// that ran beside it over its own; the best of these decides.
 func QoSVerdicts(rows []Row) []Verdict {
 	var order []string
 	by := map[string][]Row{}
@@ -485,31 +545,42 @@ func QoSVerdicts(rows []Row) []Verdict {
 
 func verdictFor(variant string, rows []Row) Verdict {
 	v := Verdict{Variant: variant, Effect: "unknown"}
-	var base, best *Row
+	// Each marked row carries the p99 of the unmarked flow that ran beside
+	// it; without one, the unmarked row's own p99 is the reference.
+	var unmarked *float64
+	for _, r := range rows {
+		if r.Median["tos"] == 0 {
+			unmarked = fig(r, "latency_ms.p99")
+		}
+	}
+	var best *Row
+	var bestB, bestM float64
 	for i := range rows {
 		r := &rows[i]
-		if fig(*r, "latency_ms.p99") == nil {
+		m := fig(*r, "latency_ms.p99")
+		if r.Median["tos"] == 0 || m == nil {
 			continue
 		}
-		if r.Median["tos"] == 0 {
-			base = r
+		b := fig(*r, "reference_latency_ms.p99")
+		if b == nil {
+			b = unmarked
+		}
+		if b == nil {
 			continue
 		}
-		if best == nil || r.Median["latency_ms.p99"] < best.Median["latency_ms.p99"] {
-			best = r
+		if f := *b / math.Max(*m, 1e-6); best == nil || f > v.Factor {
+			best, bestB, bestM, v.Factor = r, *b, *m, f
 		}
 	}
 	switch {
-	case base == nil:
+	case best == nil && unmarked == nil:
 		v.Text = "unknown: no unmarked foreground measured to compare with"
 		return v
 	case best == nil:
-		v.Text = fmt.Sprintf("unknown: no marked foreground measured (unmarked p99 %s ms)", ms(base.Median["latency_ms.p99"]))
+		v.Text = fmt.Sprintf("unknown: no marked foreground measured (unmarked p99 %s ms)", ms(*unmarked))
 		return v
 	}
-	b, m := base.Median["latency_ms.p99"], best.Median["latency_ms.p99"]
-	name := best.Labels[LabelMarking]
-	v.Factor = b / math.Max(m, 1e-6)
+	b, m, name := bestB, bestM, best.Labels[LabelMarking]
 	switch {
 	case b < QueueingMs:
 		v.Effect = "none"

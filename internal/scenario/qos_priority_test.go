@@ -120,41 +120,53 @@ func TestQoSPriorityPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	variants := DefaultQoSVariants("host-gw")
-	if want := 2 * len(variants); len(phases) != want {
-		t.Fatalf("%d phases, want %d", len(phases), want)
+	if want := 2 * len(variants) * 3; len(phases) != want {
+		t.Fatalf("%d phases, want %d (one per marked marking, beside the unmarked one)", len(phases), want)
 	}
 	for _, ph := range phases {
-		if want := 1 + 2*len(DefaultMarkings()); !ph.Concurrent || len(ph.Steps) != want {
-			t.Fatalf("phase %q: concurrent %v with %d steps, want %d concurrent", ph.Name, ph.Concurrent, len(ph.Steps), want)
+		if !ph.Concurrent || len(ph.Steps) != 5 {
+			t.Fatalf("phase %q: concurrent %v with %d steps, want 5 concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
 		}
 		v := ph.Steps[0].Labels[LabelVariant]
 		if (v == VariantNone) != (ph.Setup == nil) {
 			t.Errorf("phase %q: setup %v", ph.Name, ph.Setup != nil)
 		}
+		perAgent := map[string]int{}
+		for _, st := range ph.Steps {
+			perAgent[st.Src.ID]++
+		}
+		for id, n := range perAgent {
+			if n > 4 {
+				t.Errorf("phase %q: %d tasks from agent %s, which runs at most 4 at once", ph.Name, n, id)
+			}
+		}
 		bg := ph.Steps[0]
+		if bg.Measure != MeasureBackground || bg.Spec.TOS != nil || *bg.Spec.RateBps != 2e9 {
+			t.Errorf("background %+v", bg)
+		}
+		if bg.Src.Node == bg.Dst.Node {
+			t.Errorf("the flows must cross the bottleneck between nodes: %s → %s", bg.Src.Node, bg.Dst.Node)
+		}
+		if ph.Steps[1].Labels["tos"] != "0" {
+			t.Errorf("phase %q: the unmarked reference is not first", ph.Name)
+		}
 		for i := 1; i < len(ph.Steps); i += 2 {
 			fg, ping := ph.Steps[i], ph.Steps[i+1]
-			if bg.Measure != MeasureBackground || fg.Measure != MeasureForeground || ping.Measure != MeasurePing {
-				t.Fatalf("measures %s %s %s", bg.Measure, fg.Measure, ping.Measure)
-			}
-			if bg.Src.Node == bg.Dst.Node {
-				t.Errorf("the flows must cross the bottleneck between nodes: %s → %s", bg.Src.Node, bg.Dst.Node)
-			}
-			if bg.Spec.TOS != nil {
-				t.Errorf("background marked")
+			if fg.Measure != MeasureForeground || ping.Measure != MeasurePing {
+				t.Fatalf("measures %s %s", fg.Measure, ping.Measure)
 			}
 			tos := fg.Labels["tos"]
 			if (tos == "0") != (fg.Spec.TOS == nil) || (fg.Spec.TOS != nil && fmt.Sprint(*fg.Spec.TOS) != tos) {
 				t.Errorf("foreground tos %v for marking %s", fg.Spec.TOS, fg.Labels[LabelMarking])
 			}
-			if *fg.Spec.RateBps != 100*100*8 || fg.Spec.Size != 100 {
-				t.Errorf("foreground %d bit/s of %d-byte datagrams, want 100 pps of 100 bytes", *fg.Spec.RateBps, fg.Spec.Size)
+			if *fg.Spec.RateBps != 100*100*8 || fg.Spec.Size != 100 || fg.Src.ID != bg.Src.ID {
+				t.Errorf("foreground %d bit/s of %d-byte datagrams, want 100 pps of 100 bytes from the flood's sender", *fg.Spec.RateBps, fg.Spec.Size)
 			}
-			if *bg.Spec.RateBps != 2e9 || bg.Spec.Duration.D() <= fg.Spec.Duration.D() {
-				t.Errorf("background %d bit/s for %v, want 2 Gbit/s covering the foreground's %v", *bg.Spec.RateBps, bg.Spec.Duration.D(), fg.Spec.Duration.D())
+			if bg.Spec.Duration.D() <= fg.Spec.Duration.D() {
+				t.Errorf("background %v does not cover the foreground's %v", bg.Spec.Duration.D(), fg.Spec.Duration.D())
 			}
-			if ping.Spec.Count != 200 || fmt.Sprint(ping.Spec.TOS != nil) != fmt.Sprint(fg.Spec.TOS != nil) || ping.Labels[LabelMarking] != fg.Labels[LabelMarking] {
-				t.Errorf("ping count %d tos %v", ping.Spec.Count, ping.Spec.TOS)
+			if ping.Spec.Count != 200 || (ping.Spec.TOS != nil) != (fg.Spec.TOS != nil) || ping.Src.ID != bg.Dst.ID || ping.Spec.Target != bg.Src.IP {
+				t.Errorf("ping %+v from %s", ping.Spec, ping.Src.ID)
 			}
 		}
 	}
@@ -207,8 +219,8 @@ func TestVariantSetup(t *testing.T) {
 	}
 }
 
-// qosOutcomes makes one repetition's outcomes of a variant: unmarked and
-// marked foreground p99 latencies (ms).
+// qosOutcomes makes one repetition's outcomes of a variant, phase by
+// phase as Plan groups the markings: foreground p99 latencies (ms).
 func qosOutcomes(variant string, p99s map[Marking]float64) []Outcome {
 	var ms []Marking
 	for _, m := range DefaultMarkings() {
@@ -217,14 +229,17 @@ func qosOutcomes(variant string, p99s map[Marking]float64) []Outcome {
 		}
 	}
 	q := QoSPriorityOptions{Markings: ms}.withDefaults()
-	steps := qosSteps(q, variant, 0, Pair{Src: labAgents()[2], Dst: labAgents()[0]}, "host-gw")
-	out := []Outcome{{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}}}
-	for i, m := range ms {
-		v := p99s[m]
-		out = append(out,
-			Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
-				JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100)}},
-			Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
+	var out []Outcome
+	for k, g := range markingGroups(ms) {
+		steps := qosSteps(q, variant, k, g, Pair{Src: labAgents()[2], Dst: labAgents()[0]}, "host-gw")
+		out = append(out, Outcome{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}})
+		for i, m := range g {
+			v := p99s[m]
+			out = append(out,
+				Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
+					JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100), Histogram: &probe.Histogram{BinWidthUs: 100, Counts: []int64{150, 48, 2}}}},
+				Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
+		}
 	}
 	return out
 }
@@ -263,7 +278,7 @@ func TestQoSRowsAndVerdicts(t *testing.T) {
 	if err := json.Unmarshal(b, &obj); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"variant", "marking", "latency_ms", "rtt_ms", "loss_pct", "jitter_ms", "pps", "background_throughput_bps", "verdict", "tos", "dscp"} {
+	for _, k := range []string{"variant", "marking", "latency_ms", "rtt_ms", "loss_pct", "jitter_ms", "pps", "background_throughput_bps", "verdict", "tos", "dscp", "latency_histogram", "reference_latency_ms"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("row JSON lacks %q: %s", k, b)
 		}

@@ -201,13 +201,18 @@ func GoodputBps(limitBps uint64, proto string, payload, mtu int) float64 {
 	return float64(limitBps) * float64(payload) / float64(payload+udpOverhead)
 }
 
-// SeriesBps turns interval reports into a rate per interval, dropping a
-// last interval shorter than half the nominal one (its rate is noise).
-func SeriesBps(ivs []probe.Interval, nominal time.Duration) []float64 {
+// SeriesBps turns interval reports into a rate per interval. It drops
+// what is not the flow's own: intervals that start after the flow's
+// length (the queue draining once the sender stopped; flow 0 keeps all)
+// and a last interval shorter than half the nominal one.
+func SeriesBps(ivs []probe.Interval, nominal, flow time.Duration) []float64 {
 	out := make([]float64, 0, len(ivs))
 	for i, iv := range ivs {
 		d := iv.EndS - iv.StartS
 		if d <= 0 {
+			continue
+		}
+		if flow > 0 && iv.StartS >= flow.Seconds()-nominal.Seconds()/2 {
 			continue
 		}
 		if i == len(ivs)-1 && d < nominal.Seconds()/2 {
@@ -224,37 +229,46 @@ func SeriesBps(ivs []probe.Interval, nominal time.Duration) []float64 {
 
 // SeriesAnalysis is what a receiver series says about shaping.
 type SeriesAnalysis struct {
-	FirstBps  float64
-	SteadyBps float64
-	ConformS  *float64
+	FirstBps float64
+	// SteadyBps is the median 100 ms rate of the steady window: a receiver
+	// descheduled for a moment on a busy host (an interval at 0, then one
+	// catching up, or datagrams its socket dropped) does not move it.
+	// SteadyMeanBps is the mean over the same window.
+	SteadyBps     float64
+	SteadyMeanBps float64
+	ConformS      *float64
 }
 
 // ConformWindow is how many intervals the conformance test averages: a
 // receiver's 100 ms intervals jitter by a packet or two, so one interval
 // alone above the tolerance is not yet a flow out of its limit.
-const ConformWindow = 3
+const ConformWindow = 5
 
-// AnalyzeSeries finds the first interval's rate; the time from which the
-// rate, averaged over each interval and the next ConformWindow-1, stays
-// at most ConformTolerance above expected; and the mean rate from half-way
-// (or the conform time, if later) to the end.
+// AnalyzeSeries finds the first interval's rate; the time to conform, the
+// start of the first interval from which both the next ConformWindow
+// intervals and the rest of the flow average at most ConformTolerance
+// above expected; and the median and mean rate from half-way (or the
+// conform time, if later) to the end.
 func AnalyzeSeries(ser []float64, step time.Duration, expected float64) SeriesAnalysis {
 	var a SeriesAnalysis
 	if len(ser) == 0 {
 		return a
 	}
 	a.FirstBps = ser[0]
-	conform := len(ser) // index from which all conform
-	for i := len(ser) - 1; i >= 0; i-- {
-		end := min(i+ConformWindow, len(ser))
+	mean := func(v []float64) float64 {
 		var sum float64
-		for _, v := range ser[i:end] {
-			sum += v
+		for _, x := range v {
+			sum += x
 		}
-		if sum/float64(end-i) > expected*(1+ConformTolerance) {
+		return sum / float64(len(v))
+	}
+	limit := expected * (1 + ConformTolerance)
+	conform := len(ser) // first index from which the flow conforms
+	for i := range ser {
+		if mean(ser[i:min(i+ConformWindow, len(ser))]) <= limit && mean(ser[i:]) <= limit {
+			conform = i
 			break
 		}
-		conform = i
 	}
 	if conform < len(ser) {
 		a.ConformS = probe.Float(float64(conform) * step.Seconds())
@@ -264,7 +278,8 @@ func AnalyzeSeries(ser []float64, step time.Duration, expected float64) SeriesAn
 	for _, v := range ser[from:] {
 		sum += v
 	}
-	a.SteadyBps = sum / float64(len(ser)-from)
+	a.SteadyMeanBps = sum / float64(len(ser)-from)
+	a.SteadyBps = Median(ser[from:])
 	return a
 }
 

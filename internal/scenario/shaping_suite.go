@@ -250,13 +250,14 @@ func shapingFigures(o Outcome) (map[string]float64, map[string][]float64) {
 	if v := o.Result.LossPct; v != nil {
 		out["loss_pct"] = *v
 	}
-	ser := SeriesBps(o.Result.Intervals, ShapingInterval)
+	ser := SeriesBps(o.Result.Intervals, ShapingInterval, o.Step.Spec.Duration.D())
 	if len(ser) == 0 {
 		return out, nil
 	}
 	a := AnalyzeSeries(ser, ShapingInterval, expected)
 	out["first_interval_bps"] = a.FirstBps
 	out["steady_state_bps"] = a.SteadyBps
+	out["steady_state_mean_bps"] = a.SteadyMeanBps
 	out["overshoot_pct"] = 100 * (a.FirstBps - expected) / expected
 	out["steady_state_error_pct"] = 100 * (a.SteadyBps - expected) / expected
 	if a.ConformS != nil {

@@ -71,11 +71,12 @@ func TestAnalyzeSeries(t *testing.T) {
 		steady     float64
 		firstRatio float64
 	}{
-		{"conforms at once", []float64{9.7, 9.7, 9.6, 9.8, 9.7, 9.7}, 9.7, 0, 9.7 + (9.8-9.7)/3, 1},
+		{"conforms at once", []float64{9.7, 9.7, 9.6, 9.8, 9.7, 9.7}, 9.7, 0, 9.7, 1},
+		{"a receiver stall does not move the median", []float64{9.7, 9.7, 9.7, 9.7, 0, 19.4, 9.7, 9.6}, 9.7, 0, 9.65, 1},
 		{"big burst first", []float64{75, 40, 9.7, 9.7, 9.7, 9.7, 9.7, 9.7}, 9.7, 0.2, 9.7, 75 / 9.7},
 		{"never conforms", []float64{20, 20, 20, 20}, 9.7, -1, 20, 20 / 9.7},
 		{"receiver jitter of one interval still conforms", []float64{8.61, 12.43, 8.74, 7.62, 10.53, 8.85, 9.74, 9.63, 4.93, 11.65, 9.7, 9.7}, 9.71, 0,
-			(9.74 + 9.63 + 4.93 + 11.65 + 9.7 + 9.7) / 6, 8.61 / 9.71},
+			(9.7 + 9.7) / 2, 8.61 / 9.71},
 		{"late burst moves the steady window", []float64{9.7, 9.7, 9.7, 9.7, 9.7, 30, 9.7, 9.7, 9.7, 9.7}, 9.7, 0.6, 9.7, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,9 +100,14 @@ func TestAnalyzeSeries(t *testing.T) {
 
 func TestSeriesBpsDropsShortTail(t *testing.T) {
 	ivs := []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, Bytes: 25000}, {StartS: 0.2, EndS: 0.21, ThroughputBps: 9e9}}
-	got := SeriesBps(ivs, 100*time.Millisecond)
+	got := SeriesBps(ivs, 100*time.Millisecond, 0)
 	if len(got) != 2 || got[0] != 1e6 || math.Abs(got[1]-2e6) > 1e-6 {
 		t.Errorf("series %v", got)
+	}
+	// The drain after a 200 ms flow is not the flow's.
+	ivs = []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, ThroughputBps: 1e6}, {StartS: 0.2, EndS: 0.3, ThroughputBps: 4e5}}
+	if got := SeriesBps(ivs, 100*time.Millisecond, 200*time.Millisecond); len(got) != 2 {
+		t.Errorf("series with the drain %v", got)
 	}
 }
 
@@ -194,5 +200,22 @@ func TestShapingBadInput(t *testing.T) {
 	}
 	if _, err := (ShapingSuite{}).Plan(labAgents(), Options{Time: 2 * time.Second, Repeat: 1}, nil); err == nil || !strings.Contains(err.Error(), "needs a lab") {
 		t.Errorf("no lab: %v", err)
+	}
+}
+
+// TestSLOOnShapingRows: an SLO file may name the shaping figures, and is
+// evaluated on the suite's rows.
+func TestSLOOnShapingRows(t *testing.T) {
+	objs, err := ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_error_pct < 5"}, {"expr": "time_to_conform_s <= 0.5"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := Row{Connection: "pod n2-p1 egress", Median: map[string]float64{"steady_state_error_pct": 1.2, "time_to_conform_s": 0.7}}
+	checks := Evaluate(objs, []Row{row})
+	if len(checks) != 2 || !checks[0].Pass || checks[1].Pass {
+		t.Errorf("checks %+v", checks)
+	}
+	if _, err := ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_bogus < 5"}]}`)); err == nil || !strings.Contains(err.Error(), `unknown metric "steady_state_bogus"`) {
+		t.Errorf("unknown metric: %v", err)
 	}
 }

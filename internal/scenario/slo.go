@@ -127,6 +127,20 @@ type Check struct {
 	Pass       bool      `json:"pass"`
 }
 
+// MarshalJSON writes a missing value (NaN: no row had the metric) as null,
+// which JSON can hold and NaN cannot.
+func (c Check) MarshalJSON() ([]byte, error) {
+	type plain Check
+	v := &c.Value
+	if math.IsNaN(c.Value) {
+		v = nil
+	}
+	return json.Marshal(struct {
+		plain
+		Value *float64 `json:"value"`
+	}{plain(c), v})
+}
+
 // Evaluate checks every objective against every row it applies to (the
 // rows' medians). An objective that applies to no row that has its metric
 // fails with a missing value, so a typo in a connection cannot pass
@@ -190,6 +204,9 @@ func KnownMetrics() map[string]bool {
 		for _, p := range pairs {
 			known[p[1]] = true
 		}
+	}
+	for _, name := range qosRowMetrics {
+		known[name] = true
 	}
 	return known
 }

@@ -80,8 +80,10 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	beats   *beatCache
+	reg     *registrar
 	disp    *dispatcher
 	openapi []byte
+	extras  *extras // dashboard and /metrics (dashboard.go)
 }
 
 // New checks opts and returns a server.
@@ -115,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		now:   opts.Now,
 		opts:  opts,
 		beats: newBeatCache(),
+		reg:   &registrar{st: opts.Store},
 		disp:  newDispatcher(),
 	}
 	doc, err := openAPIDocument()
@@ -123,6 +126,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.openapi = doc
 	s.routes()
+	if err := s.mountExtras(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	return s, nil
 }
 
@@ -140,6 +146,11 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.seedPending(ctx); err != nil {
 		s.log.Warn("list pending tasks at start", "err", err)
+	}
+	if as, err := s.st.ListAgents(ctx, store.AgentFilter{}); err != nil {
+		s.log.Warn("list agents at start", "err", err)
+	} else {
+		s.beats.warm(as)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
@@ -160,7 +171,7 @@ func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			jctx, cancel := context.WithTimeout(ctx, every*3)
+			jctx, cancel := context.WithTimeout(ctx, max(every*3, 10*time.Second))
 			if err := fn(jctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("background job failed", "err", err)
 			}

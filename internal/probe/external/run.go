@@ -298,7 +298,9 @@ func Run(ctx context.Context, inv Invocation) (Output, error) {
 		res, err = ParseTraceroute(out.Raw)
 	}
 	if err != nil {
-		return out, fmt.Errorf("parse %s output: %w", inv.Tool, err)
+		// Some tools exit 0 after a failure they only report on stderr
+		// (iperf2's "tcp connect failed: Connection refused"): say it.
+		return out, fmt.Errorf("parse %s output: %w%s", inv.Tool, err, stderrTail(out))
 	}
 	if res.StartedAt.IsZero() {
 		res.StartedAt = started.UTC()
@@ -311,6 +313,19 @@ func Run(ctx context.Context, inv Invocation) (Output, error) {
 	}
 	out.Result = res
 	return out, nil
+}
+
+// stderrTail returns " (stderr: ...)" with stderr's last lines, or "".
+func stderrTail(o Output) string {
+	s := strings.TrimSpace(o.Stderr)
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return " (stderr: " + strings.Join(lines, "; ") + ")"
 }
 
 // tail returns ": " and the last lines of stderr (or of stdout when stderr

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/nettest"
 )
 
 func needTool(t *testing.T, tool string) {
@@ -177,9 +179,21 @@ func TestRunFailures(t *testing.T) {
 	})
 	t.Run("ping no route", func(t *testing.T) {
 		needTool(t, ToolPing)
-		// 0.0.0.1 is never routable: ping fails at once with exit 2.
-		inv, _ := Build(ToolPing, "-c 1 -W 1", "0.0.0.1")
-		out, err := Run(ctx, inv)
+		// In a fresh namespace (only lo, down) nothing is routable: ping
+		// fails at once with exit 2, and no packet leaves this host.
+		nettest.Require(t)
+		ns, err := nettest.NewNS(nettest.Prefix + "p-noroute")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nettest.Delete(ns) })
+		inv, _ := Build(ToolPing, "-c 1 -W 1", "198.18.0.77")
+		var out Output
+		err = ns.Do(func() error {
+			var rerr error
+			out, rerr = Run(ctx, inv)
+			return rerr
+		})
 		if err == nil || out.ExitCode == 0 {
 			t.Errorf("err = %v exit %d, want a failure", err, out.ExitCode)
 		}

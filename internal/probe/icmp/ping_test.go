@@ -246,7 +246,7 @@ func TestPingRunErrors(t *testing.T) {
 		emptyNS bool // run in a namespace without routes (skipped without root)
 		wantErr string
 	}{
-		{"unresolvable name", "no-such-host.invalid", false, "resolve host"},
+		{"unresolvable name", "no-such-host.invalid", true, "resolve host"},
 		{"no route", "2001:db8::1", true, "no route"},
 	}
 	for _, tc := range cases {

@@ -58,10 +58,12 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	ap := ra.AddrPort()
 	addr := ap.Addr().Unmap()
 	family := unix.AF_INET
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
+	var sa unix.Sockaddr
 	if addr.Is6() {
 		family = unix.AF_INET6
 		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: addr.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.As4()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -76,9 +78,15 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 		if err != nil {
 			return nil, fmt.Errorf("source %q: %w", spec.Source, err)
 		}
-		var bsa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
-		if addr.Is6() {
+		src = src.Unmap()
+		var bsa unix.Sockaddr
+		switch {
+		case addr.Is6() && src.Is6():
 			bsa = &unix.SockaddrInet6{Addr: src.As16()}
+		case addr.Is4() && src.Is4():
+			bsa = &unix.SockaddrInet4{Addr: src.As4()}
+		default:
+			return nil, fmt.Errorf("source %s and responder %s are of different address families", src, addr)
 		}
 		if err := unix.Bind(fd, bsa); err != nil {
 			return nil, fmt.Errorf("bind UDP socket to %s: %w", spec.Source, err)
@@ -102,6 +110,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		pace(ctx, cfg, begin, i)
 		tw := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
 			t.stoppedByCtx = byCtx
@@ -217,6 +226,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		pace(ctx, cfg, begin, i)
 		t0 := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
 			t.stoppedByCtx = byCtx

@@ -21,13 +21,17 @@ import (
 // Handler is the responder side of the rr probe. It opens no sockets: UDP
 // requests arrive through the session's shared socket, TCP ones on the
 // session's data connections.
-type Handler struct{}
+type Handler struct {
+	// delay holds every answer back (tests: a responder that dwells, whose
+	// dwell rtt_ms must not include).
+	delay time.Duration
+}
 
 // Kind returns "rr".
 func (Handler) Kind() string { return probe.KindRR }
 
 // Serve answers the session's transactions until the client says stop.
-func (Handler) Serve(ctx context.Context, s *probe.Session) error {
+func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	cfg, err := validate(s.Spec)
 	if err != nil {
 		return fmt.Errorf("invalid rr probe: %w", err)
@@ -45,13 +49,18 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 	defer wg.Wait()
 	defer cancel()
 	if cfg.proto == ProtoUDP {
-		s.HandlePackets(udpReflector(s, &served))
+		s.HandlePackets(udpReflector(s, &served, h.delay))
 	} else {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			acceptLoop(sctx, s, cfg, &served)
+			acceptLoop(sctx, s, cfg, &served, h.delay)
 		}()
+	}
+	// The go-ahead: requests sent before HandlePackets would be dropped
+	// by the responder, so the client waits for this.
+	if err := s.Ctrl.Send(sctx, probe.Message{Type: probe.MsgReady}); err != nil {
+		return fmt.Errorf("send ready: %w", err)
 	}
 	m, err := s.Ctrl.RecvNoDeadline(sctx)
 	if err != nil {
@@ -71,7 +80,7 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 
 // udpReflector answers each request from the responder's UDP reader
 // goroutine, into one reused buffer.
-func udpReflector(s *probe.Session, served *atomic.Int64) probe.PacketFunc {
+func udpReflector(s *probe.Session, served *atomic.Int64, delay time.Duration) probe.PacketFunc {
 	buf := make([]byte, 64<<10)
 	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
 		h, ok := probe.ParsePacketHeader(pkt)
@@ -94,6 +103,9 @@ func udpReflector(s *probe.Session, served *atomic.Int64) probe.PacketFunc {
 		}
 		b[offFlags] = flags
 		b.setRx(rxNs)
+		if delay > 0 {
+			time.Sleep(delay)
+		}
 		b.setTx(time.Now().UnixNano())
 		if err := s.WriteTo(buf[:n], from); err != nil {
 			s.Log.Debug("rr reply", "to", from, "err", err)
@@ -105,7 +117,7 @@ func udpReflector(s *probe.Session, served *atomic.Int64) probe.PacketFunc {
 
 // acceptLoop serves each data connection of the session (one for tcp, one
 // per transaction for crr) until ctx ends.
-func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64) {
+func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64, delay time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -119,7 +131,7 @@ func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomi
 			defer dc.Close()
 			stop := context.AfterFunc(ctx, func() { _ = dc.SetDeadline(time.Unix(1, 0)) })
 			defer stop()
-			if err := serveConn(dc.Conn, cfg, served); err != nil {
+			if err := serveConn(dc.Conn, cfg, served, delay); err != nil {
 				s.Log.Debug("rr connection", "stream", dc.Stream, "err", err)
 			}
 		}()
@@ -127,7 +139,7 @@ func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomi
 }
 
 // serveConn answers requests on one TCP connection until it closes.
-func serveConn(c net.Conn, cfg config, served *atomic.Int64) error {
+func serveConn(c net.Conn, cfg config, served *atomic.Int64, delay time.Duration) error {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return fmt.Errorf("data connection is %T, not TCP", c)
@@ -186,6 +198,9 @@ func serveConn(c net.Conn, cfg config, served *atomic.Int64) error {
 		}
 		b[offFlags] = flags
 		b.setRx(krx)
+		if delay > 0 {
+			time.Sleep(delay)
+		}
 		b.setTx(time.Now().UnixNano())
 		if _, err := c.Write(buf); err != nil {
 			return fmt.Errorf("reply: %w", err)

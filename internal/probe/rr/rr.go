@@ -32,7 +32,10 @@
 // (IP_RECVTOS) and echoes it in the response; over TCP it reads the TOS its
 // kernel recorded for the connection (see package tcp, ArrivedTOS).
 //
-// rr does not pace: a rate (RateBps) is rejected, 0 with its own message.
+// rr does not pace by rate: a rate (RateBps) is rejected, 0 with its own
+// message. Interval, when set, starts transaction i at i × Interval from
+// the first (as ping spaces its echoes), sleeping on the locked thread with
+// its timer slack lowered; unset, transactions run back to back.
 package rr
 
 import (
@@ -42,6 +45,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/stats"
@@ -73,6 +78,7 @@ type config struct {
 	count    int
 	duration time.Duration // 0: until count
 	timeout  time.Duration
+	interval time.Duration // 0: back to back
 	tos      int
 }
 
@@ -81,7 +87,7 @@ func validate(spec probe.Spec) (config, error) {
 	if err := spec.ValidateCommon(true); err != nil {
 		errs = append(errs, err)
 	}
-	c := config{proto: spec.Proto, size: spec.Size, count: spec.Count, tos: spec.TOSByte()}
+	c := config{proto: spec.Proto, size: spec.Size, count: spec.Count, tos: spec.TOSByte(), interval: spec.Interval.D()}
 	if c.proto == "" {
 		c.proto = ProtoTCP
 	}
@@ -116,6 +122,9 @@ func validate(spec probe.Spec) (config, error) {
 	}
 	if spec.Duration.D() > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("duration %v: at most 24h", spec.Duration.D()))
+	}
+	if spec.Interval.D() > time.Hour {
+		errs = append(errs, fmt.Errorf("interval %v: at most 1h between transactions", spec.Interval.D()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return config{}, err
@@ -202,6 +211,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, err
 	}
 	defer cl.Close()
+	if _, err := cl.Ctrl.Expect(ctx, probe.MsgReady); err != nil {
+		return nil, fmt.Errorf("rr %s to %s: waiting for the responder: %w", cfg.proto, spec.Target, err)
+	}
 	var t *tally
 	switch cfg.proto {
 	case ProtoUDP:
@@ -265,6 +277,24 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		res.Notes = append(res.Notes, "stopped early: "+ctx.Err().Error())
 	}
 	return res, nil
+}
+
+// pace waits, on the calling (locked, low-slack) thread, until transaction
+// i is due: begin + i × interval. It returns early when ctx ends.
+func pace(ctx context.Context, cfg config, begin time.Time, i int64) {
+	if cfg.interval <= 0 || i == 0 {
+		return
+	}
+	due := begin.Add(time.Duration(i) * cfg.interval)
+	for ctx.Err() == nil {
+		d := time.Until(due)
+		if d <= 0 {
+			return
+		}
+		// Sleep at most 100 ms at a time so cancellation is noticed.
+		ts := unix.NsecToTimespec(min(d, 100*time.Millisecond).Nanoseconds())
+		_ = unix.Nanosleep(&ts, nil)
+	}
 }
 
 // loopDone says whether the loop should stop before transaction i.

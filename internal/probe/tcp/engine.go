@@ -304,6 +304,20 @@ func (s *side) tick() {
 		}
 		s.onSample(smp)
 	}
+	// tail takes the last, partial interval once the streams ended. A
+	// receiver keeps it only when data arrived in it: a sender's last
+	// bytes can reach it a while after the test time, and an interval of
+	// nothing but that wait is not a measurement.
+	tail := func(k int, start time.Time) {
+		s.mu.Lock()
+		last, failed := s.lastEnd, s.firstErr != nil
+		s.mu.Unlock()
+		moved := s.sender || s.bytes() > prevBytes
+		if !failed && moved && !last.IsZero() && last.Sub(start) >= iv/10 {
+			take(k, start, last)
+		}
+	}
+	testEnd := s.t0.Add(s.cfg.duration)
 	timer := time.NewTimer(iv)
 	defer timer.Stop()
 	for k := 0; ; k++ {
@@ -312,14 +326,16 @@ func (s *side) tick() {
 		timer.Reset(time.Until(end))
 		select {
 		case <-timer.C:
+			if !start.Before(testEnd) {
+				// Past the test time (a receiver waiting for the last
+				// bytes under load): no fixed interval any more.
+				<-s.doneCh
+				tail(k, start)
+				return
+			}
 			take(k, start, end)
 		case <-s.doneCh:
-			s.mu.Lock()
-			last, failed := s.lastEnd, s.firstErr != nil
-			s.mu.Unlock()
-			if !failed && !last.IsZero() && last.Sub(start) >= iv/10 {
-				take(k, start, last)
-			}
+			tail(k, start)
 			return
 		}
 	}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/report"
+)
+
+// ExitRegression is the exit code of cnperf compare --fail-on-regression
+// when a figure got worse beyond its run-to-run spread.
+const ExitRegression = 3
+
+func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
+	var srv reportServer
+	var format string
+	var tolerance float64
+	var failOn bool
+	cmd := &cobra.Command{
+		Use:   "compare RUN_A RUN_B [RUN...]",
+		Short: "Compare runs of one suite and flag figures that got worse beyond their run-to-run spread",
+		Long: `Compare stored runs of one suite against the first (the reference). A figure
+is flagged worse only when all its repetitions fall outside the reference's
+min–max on the worse side and its median moved by more than --tolerance
+percent: a difference inside the spread the repetitions showed is noise,
+not a regression. Runs of different single backends (host-gw vs vxlan)
+are compared connection by connection.
+
+Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
+		Args: cobra.RangeArgs(2, 6),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "md" && format != "json" {
+				return fmt.Errorf("--format %q: want text, md or json", format)
+			}
+			if tolerance <= 0 || tolerance >= 100 {
+				return fmt.Errorf("--tolerance %v: want a percentage between 0 and 100", tolerance)
+			}
+			c, err := srv.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
+			defer cancel()
+			var reps []*report.Report
+			for _, id := range args {
+				rep, err := fetchReport(ctx, c, id, false)
+				if err != nil {
+					return err
+				}
+				if !rep.Finished() {
+					fmt.Fprintf(st.Err, "note: run %s is still in progress (%d/%d measurements): its figures are partial\n", id, rep.Progress.Done, rep.Progress.Total)
+				}
+				reps = append(reps, rep)
+			}
+			cmp, err := report.Compare(reps, report.CompareOptions{Tolerance: tolerance / 100})
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "md":
+				err = cmp.Table().WriteMarkdown(st.Out)
+			case "json":
+				enc := json.NewEncoder(st.Out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(cmp)
+			default:
+				err = cmp.WriteText(st.Out)
+			}
+			if err != nil {
+				return err
+			}
+			if failOn && cmp.Worse > 0 {
+				return &ExitError{Code: ExitRegression, Err: fmt.Errorf("%d figures got worse beyond their run-to-run spread", cmp.Worse)}
+			}
+			return nil
+		},
+	}
+	srv.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&format, "format", "text", "output format: text, md, json")
+	fl.Float64Var(&tolerance, "tolerance", 5, "percent the median must also move by to be flagged")
+	fl.BoolVar(&failOn, "fail-on-regression", false, "exit with status 3 when a figure got worse")
+	return cmd
+}

@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/report"
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+// reportServer holds the flags of the verbs that read runs from a server.
+type reportServer struct {
+	server, token string
+	timeout       time.Duration
+}
+
+func (f *reportServer) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (env CNPERF_SERVER)")
+	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
+	fl.DurationVar(&f.timeout, "timeout", time.Minute, "bound on reading the runs from the server")
+}
+
+func (f *reportServer) client() (*client.Client, error) {
+	if f.server == "" {
+		return nil, errors.New("no server: give --server URL (or set CNPERF_SERVER)")
+	}
+	if f.token == "" {
+		return nil, errors.New("no token: give --token (or set CNPERF_TOKEN), the server's user token")
+	}
+	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}))
+}
+
+// fetchReport reads a run and, unless only is set, the other runs of its
+// suite invocation (phases, backends), and builds their report.
+func fetchReport(ctx context.Context, c *client.Client, id string, only bool) (*report.Report, error) {
+	run, err := c.GetRun(ctx, id)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return nil, fmt.Errorf("run %s: no such run on %s", id, c.Base())
+		}
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	runs := []api.Run{run}
+	if !only {
+		if p, ok := report.RunParams(run); ok && p.Invocation != "" {
+			listing, err := listAllRuns(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			runs = nil
+			for _, o := range report.Invocation(run, listing) {
+				if o.ID != run.ID {
+					if o, err = c.GetRun(ctx, o.ID); err != nil {
+						return nil, fmt.Errorf("run %s of the same suite run: %w", o.ID, err)
+					}
+				}
+				runs = append(runs, o)
+			}
+		}
+	}
+	rep, err := report.FromRuns(suites(), runs...)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	rep.RunID = id
+	return rep, nil
+}
+
+func listAllRuns(ctx context.Context, c *client.Client) ([]api.Run, error) {
+	var out []api.Run
+	after := ""
+	for len(out) < 100000 {
+		p, err := c.ListRuns(ctx, 1000, after)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, p.Runs...)
+		if p.NextAfter == "" || len(p.Runs) == 0 {
+			break
+		}
+		after = p.NextAfter
+	}
+	return out, nil
+}
+
+// writeFileAtomic writes via a temporary file and a rename, so a failed
+// write leaves no half-made file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".cnperf-report-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func dirOf(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			if i == 0 {
+				return "/"
+			}
+			return path[:i]
+		}
+	}
+	return "."
+}
+
+// reportWriters are the formats of cnperf report.
+var reportWriters = map[string]func(*report.Report, io.Writer) error{
+	"text":   (*report.Report).WriteText,
+	"md":     (*report.Report).WriteMarkdown,
+	"csv":    (*report.Report).WriteCSV,
+	"json":   (*report.Report).WriteJSON,
+	"iperf3": (*report.Report).WriteIperf3,
+	"html":   (*report.Report).WriteHTML,
+}
+
+func newReportCommand(_ *globalOptions, st Streams) *cobra.Command {
+	var srv reportServer
+	var htmlFile, format, output string
+	var only bool
+	cmd := &cobra.Command{
+		Use:   "report RUN_ID",
+		Short: "Show a stored run's results as a table, markdown, CSV, JSON, iperf3 JSON or an HTML page with charts",
+		Long: `Read a run from the server and render its report. The report covers the
+whole suite run the run belongs to (all its phases, and every backend of a
+cni-compare), unless --only-this-run. A run still in progress is shown
+with its progress and the figures measured so far.
+
+  cnperf report RUN_ID                       # table on the terminal
+  cnperf report RUN_ID --html report.html    # self-contained page with SVG charts
+  cnperf report RUN_ID --format iperf3       # one iperf3 --json document per tcp/udp result`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, ok := reportWriters[format]
+			if !ok {
+				return fmt.Errorf("--format %q: want text, md, csv, json, iperf3 or html", format)
+			}
+			if format == "html" && output == "" && htmlFile == "" {
+				return errors.New("--format html writes a page: give --html FILE or --output FILE")
+			}
+			c, err := srv.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
+			defer cancel()
+			rep, err := fetchReport(ctx, c, args[0], only)
+			if err != nil {
+				return err
+			}
+			if htmlFile != "" {
+				if err := writeFileAtomic(htmlFile, rep.WriteHTML); err != nil {
+					return err
+				}
+				fmt.Fprintf(st.Err, "wrote %s\n", htmlFile)
+				if !cmd.Flags().Changed("format") {
+					return nil
+				}
+			}
+			if output != "" {
+				return writeFileAtomic(output, func(f io.Writer) error { return w(rep, f) })
+			}
+			return w(rep, st.Out)
+		},
+	}
+	srv.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&htmlFile, "html", "", "write the HTML report (charts included) to FILE")
+	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, iperf3, html")
+	fl.StringVarP(&output, "output", "o", "", "write the --format output to FILE instead of standard output")
+	fl.BoolVar(&only, "only-this-run", false, "report this run alone, not the other phases or backends of its suite run")
+	return cmd
+}
+
+// writeSuiteHTML writes the HTML report of a suite run that just ended
+// (cnperf run and cnperf lab run --html FILE).
+func writeSuiteHTML(path string, out scenario.Output) error {
+	rep := report.FromOutcomes(out.RunID, out.Suite, out.Outcomes)
+	rep.Rows = out.Rows // the suite's own rows, overheads included
+	rep.AddSuiteCharts()
+	rep.Status = api.RunSucceeded
+	rep.Params = map[string]string{"time": out.Options.Time.String(), "repeat": fmt.Sprint(out.Options.Repeat), "runs": fmt.Sprint(len(out.RunIDs))}
+	return writeFileAtomic(path, rep.WriteHTML)
+}

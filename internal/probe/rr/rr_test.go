@@ -1,0 +1,413 @@
+package rr
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/probetest"
+)
+
+func tos(v int) *int                     { return &v }
+func rate(v uint64) *uint64              { return &v }
+func dur(d time.Duration) probe.Duration { return probe.Duration(d) }
+
+func TestValidate(t *testing.T) {
+	base := probe.Spec{Kind: probe.KindRR, Target: "127.0.0.1:5201"}
+	cases := []struct {
+		name string
+		edit func(*probe.Spec)
+		want string // substring of the error; "" = valid
+	}{
+		{"defaults", func(*probe.Spec) {}, ""},
+		{"udp", func(s *probe.Spec) { s.Proto = ProtoUDP }, ""},
+		{"crr", func(s *probe.Spec) { s.Proto = ProtoCRR }, ""},
+		{"unknown proto", func(s *probe.Spec) { s.Proto = "sctp" }, `proto "sctp"`},
+		{"rate 0", func(s *probe.Spec) { s.RateBps = rate(0) }, "rate 0"},
+		{"rate", func(s *probe.Spec) { s.RateBps = rate(1e6) }, "does not pace"},
+		{"negative duration", func(s *probe.Spec) { s.Duration = -1 }, "negative"},
+		{"negative count", func(s *probe.Spec) { s.Count = -3 }, "count"},
+		{"negative timeout", func(s *probe.Spec) { s.Timeout = dur(-time.Second) }, "timeout"},
+		{"size too small", func(s *probe.Spec) { s.Size = MinSize - 1 }, "size"},
+		{"udp size too large", func(s *probe.Spec) { s.Proto, s.Size = ProtoUDP, MaxSizeUDP+1 }, "size"},
+		{"reverse", func(s *probe.Spec) { s.Reverse = true }, "reverse"},
+		{"streams", func(s *probe.Spec) { s.Streams = 2 }, "streams"},
+		{"no port", func(s *probe.Spec) { s.Target = "127.0.0.1" }, "target"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.edit(&s)
+			err := Prober{}.Validate(s)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// run runs one rr probe bounded by a deadline and logs its summary.
+func run(t *testing.T, spec probe.Spec) *probe.Result {
+	t.Helper()
+	res, err := runErr(spec)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	t.Logf("%s", probe.FormatSummary(res))
+	return res
+}
+
+// runErr is run without the testing.T, for use inside nettest's NS.Do
+// (where t.Fatal must not be called).
+func runErr(spec probe.Spec) (*probe.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if spec.Timeout == 0 {
+		// A loaded test machine can stall a responder for a while; a
+		// request is only lost after this long.
+		spec.Timeout = dur(5 * time.Second)
+	}
+	return Prober{}.Run(ctx, spec, probe.Env{})
+}
+
+// runIn runs spec from inside ns.
+func runIn(t *testing.T, ns *nettest.NS, spec probe.Spec) *probe.Result {
+	t.Helper()
+	var res *probe.Result
+	if err := ns.Do(func() (err error) { res, err = runErr(spec); return err }); err != nil {
+		t.Fatalf("Run in %s: %v", ns.Name, err)
+	}
+	t.Logf("%s", probe.FormatSummary(res))
+	return res
+}
+
+// check asserts what every clean run of count transactions must show.
+func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
+	t.Helper()
+	if res.Kind != probe.KindRR || res.Src == "" || res.Dst == "" || res.StartedAt.IsZero() || res.DurationS <= 0 {
+		t.Errorf("common fields: kind %q src %q dst %q started %v duration %v", res.Kind, res.Src, res.Dst, res.StartedAt, res.DurationS)
+	}
+	if res.RTTms == nil || res.AppRTTms == nil || res.TransactionsPerS == nil || res.LossPct == nil {
+		t.Fatalf("missing rr figures: %+v", res)
+	}
+	n := int64(spec.Count)
+	for name, s := range map[string]*probe.Summary{"rtt_ms": res.RTTms, "app_rtt_ms": res.AppRTTms} {
+		if s.Count != n {
+			t.Errorf("%s counts %d transactions, want %d", name, s.Count, n)
+		}
+		if s.Min < 0 || s.Min > s.P50 || s.P50 > s.P90 || s.P90 > s.P99 || s.P99 > s.P999 || s.P999 > s.Max {
+			t.Errorf("%s %+v: not ordered min ≤ p50 ≤ p90 ≤ p99 ≤ p99.9 ≤ max", name, *s)
+		}
+		if s.Avg < s.Min || s.Avg > s.Max || s.Stdev < 0 {
+			t.Errorf("%s %+v: avg or stdev out of range", name, *s)
+		}
+		if s.P50 <= 0 || s.Max > 1000 {
+			t.Errorf("%s %+v: implausible for a local path", name, *s)
+		}
+	}
+	// Per transaction the network's RTT is the application's less the
+	// responder's dwell and the client's wake-up, so never larger (HDR
+	// percentiles carry 0.1 % error).
+	if res.RTTms.P50 > res.AppRTTms.P50*1.002 || res.RTTms.Min > res.AppRTTms.Min*1.002 {
+		t.Errorf("rtt_ms %+v exceeds app_rtt_ms %+v", *res.RTTms, *res.AppRTTms)
+	}
+	if *res.LossPct != 0 {
+		t.Errorf("loss %v%% on a clean local path", *res.LossPct)
+	}
+	if want := float64(n) / res.DurationS; *res.TransactionsPerS < want*0.99 || *res.TransactionsPerS > want*1.01 {
+		t.Errorf("transactions_per_s %v, want %d over %v s = %v", *res.TransactionsPerS, n, res.DurationS, want)
+	}
+	if res.DSCPReceived == nil || *res.DSCPReceived != wantDSCP || res.DSCPSurvived == nil || !*res.DSCPSurvived {
+		t.Errorf("dscp_received %v survived %v, want %d (notes %q)", res.DSCPReceived, res.DSCPSurvived, wantDSCP, res.Notes)
+	}
+	for _, note := range res.Notes {
+		if strings.Contains(note, "no kernel receive timestamp") {
+			t.Errorf("kernel timestamps missing: %s", note)
+		}
+	}
+}
+
+var protos = []string{ProtoUDP, ProtoTCP, ProtoCRR}
+
+// TestLoopback runs TCP_RR, UDP_RR and TCP_CRR against a real responder on
+// IPv4 and IPv6 loopback, marked, with the source address bound.
+func TestLoopback(t *testing.T) {
+	v4 := probetest.Start(t, Handler{})
+	v6 := probetest.StartAt(t, "[::1]:0", Handler{})
+	for _, p := range protos {
+		for _, fam := range []struct {
+			name, target, source string
+			tos, dscp            int
+		}{{"v4 EF", v4, "127.0.0.1", 46 << 2, 46}, {"v6 TOS 0x10", v6, "::1", 0x10, 4}} {
+			t.Run(p+" "+fam.name, func(t *testing.T) {
+				spec := probe.Spec{Kind: probe.KindRR, Target: fam.target, Source: fam.source, Proto: p, Count: 300, TOS: tos(fam.tos)}
+				res := run(t, spec)
+				check(t, res, spec, fam.dscp)
+				host, _, _ := net.SplitHostPort(res.Src)
+				if host != fam.source {
+					t.Errorf("src %q, want bound to %s", res.Src, fam.source)
+				}
+			})
+		}
+	}
+}
+
+// TestDwellSubtracted makes the responder hold every answer 3 ms: the
+// application waits for it, the network's RTT must not contain it.
+func TestDwellSubtracted(t *testing.T) {
+	const delay = 3 * time.Millisecond
+	addr := probetest.Start(t, Handler{delay: delay})
+	for _, p := range protos {
+		t.Run(p, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 20}
+			res := run(t, spec)
+			check(t, res, spec, 0)
+			if res.AppRTTms.Min < float64(delay.Milliseconds()) {
+				t.Errorf("app_rtt_ms min %v: the responder held each answer %v", res.AppRTTms.Min, delay)
+			}
+			// Loopback's own round trip is tens of µs; 1 ms leaves room
+			// for a loaded machine while excluding the 3 ms dwell.
+			if res.RTTms.P50 >= 1 {
+				t.Errorf("rtt_ms p50 %v ms: the responder's %v dwell was not subtracted", res.RTTms.P50, delay)
+			}
+		})
+	}
+}
+
+// TestAcrossNamespaces runs each transport over a veth between two
+// namespaces, IPv4 and IPv6, with the mark checked on arrival.
+func TestAcrossNamespaces(t *testing.T) {
+	pair := nettest.NewPair(t)
+	waitAddr(t, pair.B, pair.Addr6B)
+	addr4 := probetest.StartIn(t, pair.B, pair.AddrB, Handler{})
+	addr6 := probetest.StartIn(t, pair.B, pair.Addr6B, Handler{})
+	for _, p := range protos {
+		for _, fam := range []struct {
+			name, target string
+			tos, dscp    int
+		}{{"v4 EF", addr4, 46 << 2, 46}, {"v6 AF41", addr6, 34 << 2, 34}} {
+			t.Run(p+" "+fam.name, func(t *testing.T) {
+				spec := probe.Spec{Kind: probe.KindRR, Target: fam.target, Proto: p, Count: 200, TOS: tos(fam.tos)}
+				res := runIn(t, pair.A, spec)
+				check(t, res, spec, fam.dscp)
+				if res.RTTms.P50 > 5 {
+					t.Errorf("rtt_ms p50 %v ms over a veth", res.RTTms.P50)
+				}
+			})
+		}
+	}
+}
+
+// spy wraps the handler and records the client address the responder saw.
+type spy struct {
+	Handler
+	mu   sync.Mutex // guards seen
+	seen []string
+}
+
+func (s *spy) Serve(ctx context.Context, sess *probe.Session) error {
+	s.mu.Lock()
+	s.seen = append(s.seen, sess.Remote.String())
+	s.mu.Unlock()
+	return s.Handler.Serve(ctx, sess)
+}
+
+// TestBehindNAT source-NATs the client's namespace to an address the client
+// does not have (198.18.9.9, routed back through the client's namespace):
+// the responder sees only the translated address and must still answer
+// every transport.
+func TestBehindNAT(t *testing.T) {
+	pair := nettest.NewPair(t)
+	ipt, err := exec.LookPath("iptables")
+	if err != nil {
+		t.Skip("skipping: iptables not installed")
+	}
+	const natAddr = "198.18.9.9"
+	ictx, icancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer icancel()
+	nat := exec.CommandContext(ictx, ipt, "-w", "5", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "SNAT", "--to-source", natAddr)
+	var out strings.Builder
+	nat.Stdout, nat.Stderr = &out, &out
+	if err := pair.A.Start(nat); err != nil {
+		t.Fatal(err)
+	}
+	if err := nat.Wait(); err != nil {
+		t.Skipf("skipping: cannot add a SNAT rule here: %v: %s", err, out.String())
+	}
+	if err := pair.B.Do(func() error {
+		link, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		_, dst, _ := net.ParseCIDR("198.18.9.0/24")
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: dst, Gw: pair.AddrA.AsSlice()})
+	}); err != nil {
+		t.Fatalf("route back to the NAT address: %v", err)
+	}
+	h := &spy{}
+	addr := probetest.StartIn(t, pair.B, pair.AddrB, h)
+	for _, p := range protos {
+		t.Run(p, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 100, TOS: tos(46 << 2)}
+			res := runIn(t, pair.A, spec)
+			check(t, res, spec, 46)
+		})
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.seen) != len(protos) {
+		t.Fatalf("responder saw %d sessions, want %d", len(h.seen), len(protos))
+	}
+	for _, s := range h.seen {
+		if ap, err := netip.ParseAddrPort(s); err != nil || ap.Addr().String() != natAddr {
+			t.Errorf("responder saw the client as %s, want the NAT address %s", s, natAddr)
+		}
+	}
+}
+
+// TestFailures: refused port, unreachable host, bad input: a clear error,
+// and quickly.
+func TestFailures(t *testing.T) {
+	closed := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		return a
+	}()
+	cases := []struct {
+		name   string
+		spec   probe.Spec
+		within time.Duration
+		want   string
+	}{
+		{"refused port", probe.Spec{Target: closed, Proto: ProtoUDP}, 5 * time.Second, "refused"},
+		{"rate 0", probe.Spec{Target: closed, RateBps: rate(0)}, time.Second, "rate 0"},
+		{"negative duration", probe.Spec{Target: closed, Duration: -1}, time.Second, "negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Kind = probe.KindRR
+			ctx, cancel := context.WithTimeout(context.Background(), 2*tc.within)
+			defer cancel()
+			t0 := time.Now()
+			_, err := Prober{}.Run(ctx, spec, probe.Env{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error about %q", err, tc.want)
+			}
+			if d := time.Since(t0); d > tc.within {
+				t.Errorf("took %v, want under %v", d, tc.within)
+			}
+		})
+	}
+	t.Run("unreachable host", func(t *testing.T) {
+		nettest.Require(t)
+		ns, err := nettest.NewNS(nettest.Prefix + "p-rr-unreach")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nettest.Delete(ns) })
+		t0 := time.Now()
+		err = ns.Do(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := Prober{}.Run(ctx, probe.Spec{Kind: probe.KindRR, Target: "198.18.0.77:5201", Timeout: dur(time.Second)}, probe.Env{})
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("Run = %v, want network unreachable", err)
+		}
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("took %v", d)
+		}
+	})
+}
+
+// TestResponderKilled stops the responder mid-test: every transport must
+// fail with an error well before the 10 s test would end.
+func TestResponderKilled(t *testing.T) {
+	for _, p := range protos {
+		t.Run(p, func(t *testing.T) {
+			r := probe.NewResponder(nil, Handler{})
+			if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			served := make(chan error, 1)
+			go func() { served <- r.Serve(ctx) }()
+			time.AfterFunc(500*time.Millisecond, cancel)
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rcancel()
+			t0 := time.Now()
+			_, err := Prober{}.Run(rctx, probe.Spec{Kind: probe.KindRR, Target: r.Addr().String(), Proto: p, Duration: dur(10 * time.Second)}, probe.Env{})
+			if err == nil {
+				t.Fatal("Run succeeded although the responder went away")
+			}
+			t.Logf("error: %v", err)
+			if d := time.Since(t0); d > 7*time.Second {
+				t.Errorf("noticed after %v; want well under the 10s test", d)
+			}
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Error("responder did not stop")
+			}
+		})
+	}
+}
+
+// waitAddr waits until a can be bound in ns.
+func waitAddr(t *testing.T, ns *nettest.NS, a netip.Addr) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := ns.Do(func() error {
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("address %s in %s not usable: %v", a, ns.Name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestInterval spaces transactions like ping: 20 at 5 ms take about 95 ms.
+func TestInterval(t *testing.T) {
+	addr := probetest.Start(t, Handler{})
+	for _, p := range []string{ProtoUDP, ProtoTCP} {
+		t.Run(p, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 20, Interval: dur(5 * time.Millisecond)}
+			res := run(t, spec)
+			check(t, res, spec, 0)
+			if res.DurationS < 0.095 || res.DurationS > 0.6 {
+				t.Errorf("20 transactions 5 ms apart took %v s, want about 0.095", res.DurationS)
+			}
+		})
+	}
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/mesh"
+	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/web"
+)
+
+// extras are the parts served beside the API: the dashboard at / and the
+// Prometheus metrics at /metrics.
+type extras struct {
+	dash *web.Dashboard
+	exp  *metrics.Exporter
+}
+
+// inprocess is a RoundTripper that serves requests with a handler in this
+// process: the dashboard reads the API exactly as a client would, without
+// a network hop.
+type inprocess struct{ h http.Handler }
+
+func (t inprocess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// inProcessClient is an API client with the user token that calls this
+// server's handler directly.
+func (s *Server) inProcessClient() (*client.Client, error) {
+	return client.New("http://cnperf.internal", s.opts.UserToken,
+		client.WithHTTPClient(&http.Client{Transport: inprocess{s.mux}, Timeout: client.DefaultTimeout}))
+}
+
+// Mesh returns a scheduler of the continuous RTT mesh that creates its
+// rounds through this server's API; the caller runs it (Scheduler.Run)
+// for as long as the server serves.
+func (s *Server) Mesh(o mesh.Options) (*mesh.Scheduler, error) {
+	c, err := s.inProcessClient()
+	if err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = s.log
+	}
+	return mesh.New(c, o)
+}
+
+// mountExtras registers /metrics (open, as Prometheus exporters are) and
+// the dashboard's pages (login by the user token) on the server's mux.
+func (s *Server) mountExtras() error {
+	c, err := s.inProcessClient()
+	if err != nil {
+		return fmt.Errorf("dashboard's API client: %w", err)
+	}
+	// Suites that need no lab network can be started from the dashboard.
+	suites := scenario.NewRegistry(scenario.BaselineSuite{}, scenario.CNICompareSuite{})
+	dash, err := web.New(web.Options{API: c, UserToken: s.opts.UserToken, Suites: suites, Logger: s.log, Now: s.now})
+	if err != nil {
+		return err
+	}
+	exp := metrics.New(s.st, metrics.Options{Logger: s.log})
+	s.extras = &extras{dash: dash, exp: exp}
+	s.mux.Handle("GET /metrics", exp.Handler())
+	dash.Register(s.mux)
+	return nil
+}
+
+// CloseDashboard stops the suites started from the dashboard, cancelling
+// their runs, and waits for them.
+func (s *Server) CloseDashboard() {
+	if s.extras != nil {
+		s.extras.dash.Close()
+	}
+}
