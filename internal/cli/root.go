@@ -93,6 +93,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newRunCommand(g, st),
 		newReportCommand(g, st),
 		newCompareCommand(g, st),
+		newQoSCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)
