@@ -143,6 +143,8 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	}
 	type member struct{ ns, log string }
 	var started []member
+	uids := map[string]bool{}
+	since := time.Now().Add(-time.Second) // heartbeats of this start, not of a database's past
 	agent := func(ns, name, podIP, node, nodeIP string, host bool) error {
 		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
 			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
@@ -156,6 +158,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 			return fmt.Errorf("start agent %s: %w", name, err)
 		}
 		started = append(started, member{ns, lf})
+		uids[l.Name+"-"+name] = true
 		return nil
 	}
 	for _, p := range l.Pods {
@@ -172,7 +175,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 		}
 	}
 	cp.Agents = len(started)
-	if err := waitAgents(ctx, c, cp.Agents, wait); err != nil {
+	if err := waitAgents(ctx, c, uids, since, wait); err != nil {
 		var tails []string
 		for _, m := range started {
 			if t := logTail(m.log); t != "" {
@@ -242,7 +245,10 @@ func waitHealthy(ctx context.Context, c *client.Client, bound time.Duration) err
 	}
 }
 
-func waitAgents(ctx context.Context, c *client.Client, want int, bound time.Duration) error {
+// waitAgents waits until every agent in uids has sent a heartbeat since
+// since (a database kept from an earlier lab holds the same agents from
+// before).
+func waitAgents(ctx context.Context, c *client.Client, uids map[string]bool, since time.Time, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	have := 0
@@ -253,17 +259,17 @@ func waitAgents(ctx context.Context, c *client.Client, want int, bound time.Dura
 		if err == nil {
 			have = 0
 			for _, a := range as {
-				if a.Status != "offline" {
+				if uids[a.PodUID] && a.Status != "offline" && !a.LastHeartbeat.Before(since) {
 					have++
 				}
 			}
-			if have >= want {
+			if have >= len(uids) {
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d registered after %v", have, want, bound)
+			return fmt.Errorf("%d of %d registered after %v", have, len(uids), bound)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

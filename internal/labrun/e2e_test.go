@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
@@ -220,8 +221,14 @@ func TestLabRunBaseline(t *testing.T) {
 			t.Errorf("%v: %v repetitions, want 2", row["connection"], row["repetitions"])
 		}
 	}
-	// The server stored the run: serve its database again and rebuild the
-	// rows from the run alone, as cnperf report RUN_ID does.
+	checkStored(t, db, out)
+}
+
+// checkStored serves the lab server's database again and rebuilds the rows
+// from the stored runs alone, as cnperf report RUN_ID does; they must be
+// the rows that were printed.
+func checkStored(t *testing.T, db string, out output) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, "sqlite:"+db)
 	if err != nil {
@@ -238,11 +245,15 @@ func TestLabRunBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := c.GetRun(ctx, out.RunID)
-	if err != nil {
-		t.Fatalf("stored run %s: %v", out.RunID, err)
+	var runs []api.Run
+	for _, id := range out.RunIDs {
+		run, err := c.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("stored run %s: %v", id, err)
+		}
+		runs = append(runs, run)
 	}
-	rows, err := scenario.RowsFromRuns(scenario.NewRegistry(scenario.Builtin()...), run)
+	rows, err := scenario.RowsFromRuns(scenario.NewRegistry(scenario.Builtin()...), runs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +262,8 @@ func TestLabRunBaseline(t *testing.T) {
 	}
 	for i, r := range rows {
 		printed, _ := figure(out.Rows[i], "throughput_bps.receiver")
-		if r.Connection != out.Rows[i]["connection"] || r.Median["throughput_bps.receiver"] != printed {
-			t.Errorf("row %d rebuilt as %s %v, printed %v %v", i, r.Connection, r.Median["throughput_bps.receiver"], out.Rows[i]["connection"], printed)
+		if r.Connection != out.Rows[i]["connection"] || r.Backend != out.Rows[i]["backend"] || r.Median["throughput_bps.receiver"] != printed {
+			t.Errorf("row %d rebuilt as %s on %s %v, printed %v on %v %v", i, r.Connection, r.Backend, r.Median["throughput_bps.receiver"], out.Rows[i]["connection"], out.Rows[i]["backend"], printed)
 		}
 	}
 }
@@ -262,8 +273,11 @@ func TestLabRunBaseline(t *testing.T) {
 func TestLabRunCNICompare(t *testing.T) {
 	nettest.Require(t)
 	bin := buildCnperf(t)
-	out := runJSON(t, bin, labName(t), t.TempDir(), "cni-compare", "--backends", "host-gw,vxlan", "--time", "1s", "--repeat", "1")
+	// Both backends' labs write into one database.
+	db := filepath.Join(t.TempDir(), "runs.db")
+	out := runJSON(t, bin, labName(t), t.TempDir(), "cni-compare", "--backends", "host-gw,vxlan", "--time", "1s", "--repeat", "1", "--db", db)
 	checkRows(t, out, []string{"host-gw", "vxlan"})
+	checkStored(t, db, out)
 }
 
 // TestLabRunInterrupted interrupts a lab run while it measures and checks

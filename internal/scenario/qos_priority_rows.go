@@ -176,7 +176,7 @@ func shortRuns(ids []string) string {
 // qosRowMetrics are the figures the QoS suites' rows add to the probes'
 // (SLO files may name them).
 var qosRowMetrics = []string{
-	"tos", "dscp", "ping.loss_pct", "background_throughput_bps", "background_loss_pct",
+	"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct",
 	"limit_bps", "burst_bytes", "offered_bps", "goodput_bps", "expected_bps", "steady_state_bps", "steady_state_mean_bps",
 	"steady_state_error_pct", "first_interval_bps", "overshoot_pct", "time_to_conform_s",
 	"capacity_bps", "loss_threshold_pct", "retest_loss_pct", "retest_receiver_bps", "retest_pass", "trials",

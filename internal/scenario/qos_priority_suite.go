@@ -483,6 +483,15 @@ func qosFigures(o Outcome) (map[string]float64, map[string][]float64) {
 		pick("loss_pct", "loss_pct")
 		pick("pps", "pps")
 		pick("dscp_received", "dscp_received")
+		if h := o.Result.Histogram; h != nil && len(h.Counts) > 0 {
+			// The latency histogram (the first repetition's) as a series.
+			counts := make([]float64, len(h.Counts))
+			for i, c := range h.Counts {
+				counts[i] = float64(c)
+			}
+			out["latency_histogram_bin_us"] = h.BinWidthUs
+			return out, map[string][]float64{"latency_histogram": counts}
+		}
 	case MeasurePing:
 		for _, k := range []string{"min", "avg", "p50", "p90", "p99", "max", "stdev"} {
 			pick("rtt_ms."+k, "rtt_ms."+k)

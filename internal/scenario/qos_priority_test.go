@@ -237,7 +237,7 @@ func qosOutcomes(variant string, p99s map[Marking]float64) []Outcome {
 			v := p99s[m]
 			out = append(out,
 				Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
-					JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100)}},
+					JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100), Histogram: &probe.Histogram{BinWidthUs: 100, Counts: []int64{150, 48, 2}}}},
 				Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
 		}
 	}
@@ -278,7 +278,7 @@ func TestQoSRowsAndVerdicts(t *testing.T) {
 	if err := json.Unmarshal(b, &obj); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"variant", "marking", "latency_ms", "rtt_ms", "loss_pct", "jitter_ms", "pps", "background_throughput_bps", "verdict", "tos", "dscp"} {
+	for _, k := range []string{"variant", "marking", "latency_ms", "rtt_ms", "loss_pct", "jitter_ms", "pps", "background_throughput_bps", "verdict", "tos", "dscp", "latency_histogram", "reference_latency_ms"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("row JSON lacks %q: %s", k, b)
 		}

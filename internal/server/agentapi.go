@@ -60,7 +60,7 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 	}
 	id, ok := s.beats.touch(a, now)
 	if !ok {
-		stored, err := s.st.UpsertHeartbeat(ctx, a, now)
+		stored, err := s.reg.register(ctx, a, now)
 		if err != nil {
 			return api.HeartbeatReply{}, fmt.Errorf("record heartbeat of %s: %w", hb.PodUID, err)
 		}

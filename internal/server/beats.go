@@ -47,6 +47,19 @@ func (c *beatCache) touch(a store.Agent, now time.Time) (id int64, ok bool) {
 	return b.agent.ID, true
 }
 
+// warm fills the cache with agents read from the store (at start), so that
+// after a restart their heartbeats are touches, not a storm of writes.
+func (c *beatCache) warm(as []store.Agent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range as {
+		if _, ok := c.m[a.PodUID]; ok || !a.Status.Online() {
+			continue
+		}
+		c.m[a.PodUID] = &beat{agent: a, status: a.Status, last: a.LastHeartbeat, online: true}
+	}
+}
+
 // stored records an agent just written to the store.
 func (c *beatCache) stored(a store.Agent, now time.Time) {
 	c.mu.Lock()
@@ -54,19 +67,19 @@ func (c *beatCache) stored(a store.Agent, now time.Time) {
 	c.m[a.PodUID] = &beat{agent: a, status: a.Status, last: now, online: true}
 }
 
-// dirtyAgents returns the agents whose heartbeats must be written now and
-// clears their flag, plus the oldest of their heartbeat times. An agent is
-// written when its status changed, or when its stored time is minAge or
-// more behind its latest heartbeat: the store's times lag reality by at
-// most minAge plus a flush period, far less than the offline threshold,
-// so the reaper (which flushes first) never sees a beating agent as
-// silent, while the store writes each agent every few seconds instead of
-// every second.
-func (c *beatCache) dirtyAgents(minAge time.Duration) ([]store.Touch, time.Time) {
+// dirtyAgents returns the heartbeats that must be written now, each
+// stamped with its own time rounded down to the second (never fresher than
+// it was; touches sharing a second share a statement), and clears their
+// flag. An agent is written when its status changed, or when its stored
+// time is minAge or more behind its latest heartbeat: the store's times lag
+// reality by at most minAge plus a flush period, far less than the offline
+// threshold, so the reaper (which flushes first) never sees a beating agent
+// as silent, while the store writes each agent every few seconds instead
+// of every second.
+func (c *beatCache) dirtyAgents(minAge time.Duration) []store.Touch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []store.Touch
-	var oldest time.Time
 	for uid, b := range c.m {
 		if !b.dirty || !b.online {
 			continue
@@ -74,18 +87,16 @@ func (c *beatCache) dirtyAgents(minAge time.Duration) ([]store.Touch, time.Time)
 		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < minAge {
 			continue
 		}
-		out = append(out, store.Touch{PodUID: uid, Status: b.status})
-		if oldest.IsZero() || b.last.Before(oldest) {
-			oldest = b.last
+		at := b.last.Truncate(time.Second)
+		if at.Before(b.agent.LastHeartbeat) {
+			at = b.agent.LastHeartbeat // never move a stored time back
 		}
+		out = append(out, store.Touch{PodUID: uid, Status: b.status, At: at})
 		b.dirty = false
+		// What the store holds once the write succeeds.
+		b.agent.Status, b.agent.LastHeartbeat = b.status, at
 	}
-	// What the store will hold once the write succeeds.
-	for _, t := range out {
-		b := c.m[t.PodUID]
-		b.agent.Status, b.agent.LastHeartbeat = t.Status, oldest
-	}
-	return out, oldest
+	return out
 }
 
 // redirty marks agents dirty again after a failed flush.
@@ -128,9 +139,7 @@ func (s *Server) persistEvery() time.Duration {
 }
 
 // flushBeats writes the heartbeat times that lag too far (see
-// dirtyAgents) to the store in one transaction. The store stamps one time
-// for the batch: the oldest heartbeat in it, so an agent never looks
-// fresher than it is.
+// dirtyAgents) to the store in one transaction.
 func (s *Server) flushBeats(ctx context.Context) error {
 	return s.flush(ctx, s.persistEvery())
 }
@@ -139,11 +148,11 @@ func (s *Server) flushBeats(ctx context.Context) error {
 func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0) }
 
 func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
-	ts, oldest := s.beats.dirtyAgents(minAge)
+	ts := s.beats.dirtyAgents(minAge)
 	if len(ts) == 0 {
 		return nil
 	}
-	if _, err := s.st.TouchAgents(ctx, ts, oldest); err != nil {
+	if _, err := s.st.TouchAgents(ctx, ts); err != nil {
 		s.beats.redirty(ts)
 		return err
 	}

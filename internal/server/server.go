@@ -80,6 +80,7 @@ type Server struct {
 	opts    Options
 	mux     *http.ServeMux
 	beats   *beatCache
+	reg     *registrar
 	disp    *dispatcher
 	openapi []byte
 	extras  *extras // dashboard and /metrics (dashboard.go)
@@ -116,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		now:   opts.Now,
 		opts:  opts,
 		beats: newBeatCache(),
+		reg:   &registrar{st: opts.Store},
 		disp:  newDispatcher(),
 	}
 	doc, err := openAPIDocument()
@@ -145,6 +147,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.seedPending(ctx); err != nil {
 		s.log.Warn("list pending tasks at start", "err", err)
 	}
+	if as, err := s.st.ListAgents(ctx, store.AgentFilter{}); err != nil {
+		s.log.Warn("list agents at start", "err", err)
+	} else {
+		s.beats.warm(as)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
 	wg.Go(func() {
@@ -164,7 +171,7 @@ func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			jctx, cancel := context.WithTimeout(ctx, every*3)
+			jctx, cancel := context.WithTimeout(ctx, max(every*3, 10*time.Second))
 			if err := fn(jctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("background job failed", "err", err)
 			}

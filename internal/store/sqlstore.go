@@ -225,44 +225,61 @@ func (s *sqlStore) UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) 
 }
 
 func (s *sqlStore) UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error {
+	_, err := s.RegisterAgents(ctx, agents, now)
+	return err
+}
+
+func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error) {
 	if len(agents) == 0 {
-		return nil
+		return nil, nil
 	}
 	all := make([][]any, len(agents))
 	for i, a := range agents {
 		args, err := s.heartbeatArgs(a, now)
 		if err != nil {
-			return fmt.Errorf("heartbeat %d: %w", i, err)
+			return nil, fmt.Errorf("heartbeat %d: %w", i, err)
 		}
 		all[i] = args
 	}
-	sqlText := strings.TrimSuffix(upsertAgentSQL, "RETURNING "+agentCols)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, sqlText)
+	out := make([]Agent, len(agents))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, upsertAgentSQL)
 		if err != nil {
 			return fmt.Errorf("prepare heartbeat: %w", err)
 		}
 		defer stmt.Close()
 		for i, args := range all {
-			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			if out[i], err = scanAgent(stmt.QueryRowContext(ctx, args...)); err != nil {
 				return fmt.Errorf("heartbeat from %s: %w", agents[i].PodUID, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // touchChunk bounds the pod UIDs of one TouchAgents statement.
 const touchChunk = 500
 
-func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch, now time.Time) (int, error) {
+func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch) (int, error) {
 	if len(touches) == 0 {
 		return 0, nil
 	}
-	byStatus := map[AgentStatus][]string{}
+	type key struct {
+		status AgentStatus
+		at     int64
+	}
+	groups := map[key][]string{}
+	var keys []key
 	for i, t := range touches {
 		if t.PodUID == "" {
 			return 0, fmt.Errorf("touch %d: %w: pod_uid is empty", i, ErrInvalid)
+		}
+		if t.At.IsZero() {
+			return 0, fmt.Errorf("touch %s: %w: no time", t.PodUID, ErrInvalid)
 		}
 		st := t.Status
 		if st == 0 {
@@ -271,22 +288,28 @@ func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch, now time.Ti
 		if st != AgentFree && st != AgentBusy {
 			return 0, fmt.Errorf("touch %s: %w: status %d is not free (1) or busy (2)", t.PodUID, ErrInvalid, t.Status)
 		}
-		byStatus[st] = append(byStatus[st], t.PodUID)
+		k := key{st, t.At.UnixMicro()}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], t.PodUID)
 	}
 	total := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		total = 0
-		for _, st := range []AgentStatus{AgentFree, AgentBusy} {
-			uids := byStatus[st]
+		for _, k := range keys {
+			uids := groups[k]
 			for len(uids) > 0 {
 				n := min(len(uids), touchChunk)
 				args := make([]any, 0, n+2)
-				args = append(args, s.d.ts(now), int64(st))
+				args = append(args, s.d.ts(time.UnixMicro(k.at)), int64(k.status))
 				ph := make([]string, n)
 				for i, u := range uids[:n] {
 					args = append(args, u)
 					ph[i] = "$" + strconv.Itoa(i+3)
 				}
+				// "+status": keep SQLite from scanning the status index
+				// instead of looking the uids up.
 				res, err := tx.ExecContext(ctx, "UPDATE agents SET last_heartbeat = $1, status = $2 WHERE pod_uid IN ("+strings.Join(ph, ", ")+") AND +status IN (1, 2)", args...)
 				if err != nil {
 					return fmt.Errorf("touch agents: %w", err)

@@ -93,6 +93,7 @@ type Agent struct {
 type Touch struct {
 	PodUID string
 	Status AgentStatus // AgentFree or AgentBusy
+	At     time.Time   // the heartbeat's time (becomes LastHeartbeat)
 }
 
 // AgentFilter selects agents for ListAgents.
@@ -270,12 +271,16 @@ type Store interface {
 	// one transaction: all or none. Duplicate PodUIDs in one batch: the
 	// last one wins.
 	UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error
+	// RegisterAgents is UpsertHeartbeats returning the stored agents in the
+	// order given (the server's batched registrations).
+	RegisterAgents(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error)
 	// TouchAgents records heartbeats of agents that are online and whose
-	// identity did not change: LastHeartbeat = now and the given status
-	// (free or busy), in one transaction, a few hundred rows per statement.
-	// Agents that are unknown or offline are left alone (their next
-	// heartbeat goes through UpsertHeartbeat). Returns the rows changed.
-	TouchAgents(ctx context.Context, touches []Touch, now time.Time) (int, error)
+	// identity did not change: LastHeartbeat = the touch's At and its status
+	// (free or busy), in one transaction, a few hundred rows per statement
+	// (touches sharing a status and time share a statement). Agents that
+	// are unknown or offline are left alone (their next heartbeat goes
+	// through UpsertHeartbeat). Returns the rows changed.
+	TouchAgents(ctx context.Context, touches []Touch) (int, error)
 	// GetAgent returns the agent with this pod UID, or ErrNotFound.
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
 	// ListAgents returns the agents matching f, ordered by ID.

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 )
+
+// leanConns bounds the heartbeat connections the simulated agents share.
+const leanConns = 1024
 
 const (
 	userTok  = "bench-user"
@@ -53,6 +57,8 @@ type config struct {
 	taskRate float64
 	wait     time.Duration
 	keep     bool
+	server   string
+	cpuProf  string
 }
 
 func main() {
@@ -65,6 +71,8 @@ func main() {
 	flag.Float64Var(&c.taskRate, "task-rate", 5, "tasks created per second during the measurement")
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
+	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
+	flag.StringVar(&c.server, "server", "", "benchmark this running server (tokens bench-user and bench-agent) instead of starting one")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -134,11 +142,71 @@ func (r *recorder) pct(ps ...float64) (n int, out []time.Duration) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
+// leanClient sends heartbeats over a pool of persistent HTTP/1.1
+// connections with pre-built requests: the simulated agents' side costs a
+// fraction of net/http's client, so the machine's CPU goes to the server
+// being measured.
+type leanClient struct {
+	addr  string
+	pool  chan *leanConn // idle connections
+	slots chan struct{}  // a token per open connection (bounds them)
+}
+
+type leanConn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// post sends one request and returns the status code; the body is read
+// and dropped.
+func (l *leanClient) post(path string, body []byte) (int, error) {
+	var lc *leanConn
+	select {
+	case lc = <-l.pool:
+	default:
+		// No idle connection: open one if under the bound, else wait for
+		// one to come back (the wait counts in the latency).
+		select {
+		case lc = <-l.pool:
+		case l.slots <- struct{}{}:
+			c, err := net.DialTimeout("tcp", l.addr, 5*time.Second)
+			if err != nil {
+				<-l.slots
+				return 0, err
+			}
+			lc = &leanConn{c: c, br: bufio.NewReaderSize(c, 4096)}
+		}
+	}
+	drop := func() { lc.c.Close(); <-l.slots }
+	req := make([]byte, 0, 256+len(body))
+	req = fmt.Appendf(req, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, l.addr, agentTok, len(body))
+	req = append(req, body...)
+	_ = lc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := lc.c.Write(req); err != nil {
+		drop()
+		return 0, err
+	}
+	resp, err := http.ReadResponse(lc.br, nil)
+	if err != nil {
+		drop()
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Close {
+		drop()
+		return resp.StatusCode, err
+	}
+	l.pool <- lc // never blocks: the pool holds as many as slots allow
+	return resp.StatusCode, nil
+}
+
 // bench is one run's shared state.
 type bench struct {
 	c        config
 	base     string
-	hbClient *http.Client // heartbeats, starts, reports, task creation
+	lean     *leanClient  // heartbeats
+	hbClient *http.Client // starts, reports, task creation, listings
 	lpClient *http.Client // long polls: one connection each
 
 	measuring atomic.Bool
@@ -161,42 +229,14 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("raise the open-file limit: %w", err)
 	}
-	if limit < uint64(c.agents+2048) {
-		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, c.agents+2048)
+	if need := uint64(c.agents + leanConns + 2048); limit < need {
+		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, need)
 	}
-	dir, err := os.MkdirTemp("", "cnperf-serverbench-")
+	addr, logPath, srvPid, stopServer, err := startServer(ctx, c)
 	if err != nil {
 		return err
 	}
-	if !c.keep {
-		defer os.RemoveAll(dir)
-	}
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(dir, "server.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer srvCancel()
-	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 15 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s server: %w", c.bin, err)
-	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- cmd.Wait() }()
-	defer func() {
-		srvCancel()
-		<-srvDone
-	}()
+	defer stopServer()
 
 	b := &bench{
 		c:    c,
@@ -207,12 +247,13 @@ func run(ctx context.Context, c config) error {
 			MaxIdleConns: c.agents + 100, MaxIdleConnsPerHost: c.agents + 100, IdleConnTimeout: 90 * time.Second}},
 		created: map[string]time.Time{},
 		arrived: map[string]time.Time{},
+		lean:    &leanClient{addr: addr, pool: make(chan *leanConn, leanConns), slots: make(chan struct{}, leanConns)},
 	}
 	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
 		return fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
 	}
-	fmt.Printf("cnperf server benchmark: %d simulated agents, 1 Hz heartbeats, long polls of %v held, SQLite; server pid %d on %s\n",
-		c.agents, c.wait, cmd.Process.Pid, addr)
+	fmt.Printf("cnperf server benchmark: %d simulated agents, 1 Hz heartbeats, long polls of %v held, SQLite; server on %s\n",
+		c.agents, c.wait, addr)
 	fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
@@ -230,12 +271,27 @@ func run(ctx context.Context, c config) error {
 		return ctx.Err()
 	case <-time.After(c.ramp + c.warmup):
 	}
-	held0, _, err := b.countAgents(ctx)
+	held0, off0, err := b.countAgents(ctx)
 	if err != nil {
 		return err
 	}
 	offlineBefore := countOffline(logPath)
+	if logPath == "" {
+		offlineBefore = off0
+	}
 	fmt.Printf("after ramp and warm-up: %d agents online; measuring...\n", held0)
+	if c.cpuProf != "" {
+		f, err := os.Create(c.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	srvCPU0, benchCPU0 := cpuTime(srvPid), cpuTime(os.Getpid())
 	b.measuring.Store(true)
 	t0 := time.Now()
 	tasksCtx, stopTasks := context.WithTimeout(ctx, c.measure)
@@ -246,6 +302,8 @@ func run(ctx context.Context, c config) error {
 	twg.Wait()
 	window := time.Since(t0)
 	b.measuring.Store(false)
+	srvCPU, benchCPU := cpuTime(srvPid)-srvCPU0, cpuTime(os.Getpid())-benchCPU0
+	load, _ := os.ReadFile("/proc/loadavg")
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -256,6 +314,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	falseOffline := countOffline(logPath) - offlineBefore
+	if logPath == "" {
+		falseOffline = offline - offlineBefore // agents offline now that were not before
+	}
 
 	n, p := b.hbLat.pct(50, 99, 99.9, 100)
 	on, op := b.otherLat.pct(50, 99)
@@ -271,6 +332,15 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("start/report latency:                p50 %s  p99 %s  (n=%d)\n", ms(op[0]), ms(op[1]), on)
 	fmt.Printf("false offline (reaper marks):        %d\n", falseOffline)
 	fmt.Printf("long-poll errors:                    %d\n", b.fetchErr.Load())
+	if srvPid != 0 {
+		perBeat := time.Duration(0)
+		if n > 0 {
+			perBeat = srvCPU / time.Duration(n)
+		}
+		fmt.Printf("CPU in window:                       server %.0f%% of a core (%v per answered heartbeat, all its work included), simulated agents %.0f%%\n",
+			100*srvCPU.Seconds()/window.Seconds(), perBeat.Round(time.Microsecond), 100*benchCPU.Seconds()/window.Seconds())
+	}
+	fmt.Printf("machine load average at the end:     %s", load)
 	fmt.Printf("dispatch latency (create → agent):   p50 %s  p90 %s  p99 %s  max %s  (n=%d, %d never arrived)\n", ms(dp[0]), ms(dp[1]), ms(dp[2]), ms(dp[3]), dn, lost)
 	verdict := func(ok bool) string {
 		if ok {
@@ -281,6 +351,60 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("targets: %d agents held %s; heartbeat p99 < 100 ms %s; no false offline %s; dispatch p50 < 50 ms %s\n",
 		c.agents, verdict(held == c.agents), verdict(p[1] < 100*time.Millisecond), verdict(falseOffline == 0), verdict(dn > 0 && dp[0] < 50*time.Millisecond))
 	return nil
+}
+
+// startServer runs `cnperf server` on SQLite in a temp dir, or uses
+// c.server. It returns the address, the server's log file ("" for an
+// outside server) and a stop function.
+func startServer(ctx context.Context, c config) (addr, logPath string, pid int, stop func(), err error) {
+	if c.server != "" {
+		u, err := url.Parse(c.server)
+		if err != nil || u.Host == "" {
+			return "", "", 0, nil, fmt.Errorf("-server %q: want http://HOST:PORT", c.server)
+		}
+		return u.Host, "", 0, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "cnperf-serverbench-")
+	if err != nil {
+		return "", "", 0, nil, err
+	}
+	cleanup := func() {
+		if !c.keep {
+			os.RemoveAll(dir)
+		}
+	}
+	addr, err = freeAddr()
+	if err != nil {
+		cleanup()
+		return "", "", 0, nil, err
+	}
+	logPath = filepath.Join(dir, "server.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		cleanup()
+		return "", "", 0, nil, err
+	}
+	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
+	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	if err := cmd.Start(); err != nil {
+		srvCancel()
+		logf.Close()
+		cleanup()
+		return "", "", 0, nil, fmt.Errorf("start %s server: %w", c.bin, err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- cmd.Wait() }()
+	stop = func() {
+		srvCancel()
+		<-srvDone
+		logf.Close()
+		cleanup()
+	}
+	return addr, logPath, cmd.Process.Pid, stop, nil
 }
 
 func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
@@ -304,8 +428,37 @@ func (b *bench) waitHealthy(ctx context.Context, limit time.Duration) error {
 	}
 }
 
+// cpuTime returns the user+system CPU time process pid has used (0 when
+// unknown).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" closing the command name: state is field 3;
+	// utime and stime are fields 14 and 15, in clock ticks (100 Hz).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // countOffline counts the reaper's "agent offline" log lines.
 func countOffline(path string) int {
+	if path == "" {
+		return 0
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return -1
@@ -353,9 +506,17 @@ func (b *bench) do(ctx context.Context, cl *http.Client, method, path, token str
 // countAgents returns how many agents the server lists online, and
 // offline.
 func (b *bench) countAgents(ctx context.Context) (online, offline int, err error) {
-	data, err := b.do(ctx, b.hbClient, "GET", "/api/v2/agents?all=1", userTok, nil)
+	// A listing of 10,000 agents is a few MB: give it time, and a second
+	// try, on a loaded machine.
+	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cl := &http.Client{Timeout: 30 * time.Second}
+	data, err := b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
+	if err != nil && lctx.Err() == nil {
+		data, err = b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
+	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("list agents: %w", err)
 	}
 	var as []api.Agent
 	if err := json.Unmarshal(data, &as); err != nil {
@@ -406,7 +567,10 @@ func (b *bench) agent(ctx context.Context, i int) {
 			b.hbLate.Add(1) // a beat more than 0.5 s late: the agent fell behind
 		}
 		prev = start
-		_, err := b.do(ctx, b.hbClient, "POST", "/api/v2/agent/heartbeat", agentTok, hb)
+		code, err := b.lean.post("/api/v2/agent/heartbeat", hb)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("heartbeat: HTTP %d", code)
+		}
 		if ctx.Err() != nil {
 			return
 		}

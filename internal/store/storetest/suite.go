@@ -87,8 +87,9 @@ func testAgents(t *testing.T, st store.Store) {
 	if b.ID != a.ID || !b.RegisterTime.Equal(at(0)) || !b.LastHeartbeat.Equal(at(1.5)) || b.NodeName != "n1-renamed" {
 		t.Errorf("second heartbeat: %+v (first %+v)", b, a)
 	}
-	if err := st.UpsertHeartbeats(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}, {PodUID: "ag-1", PodName: "pod-ag-1", NodeName: "n1", Status: store.AgentBusy}}, at(2)); err != nil {
-		t.Fatal(err)
+	batch, err := st.RegisterAgents(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}, {PodUID: "ag-1", PodName: "pod-ag-1", NodeName: "n1", Status: store.AgentBusy}}, at(2))
+	if err != nil || len(batch) != 2 || batch[1].ID != a.ID || batch[0].PodUID != "ag-2" || batch[0].ID == 0 || !batch[0].RegisterTime.Equal(at(2)) {
+		t.Fatalf("batch heartbeat: %+v %v", batch, err)
 	}
 	got, err := st.GetAgent(ctx, "ag-1")
 	if err != nil || got.Status != store.AgentBusy || !got.LastHeartbeat.Equal(at(2)) || got.ID != a.ID {
@@ -99,6 +100,9 @@ func testAgents(t *testing.T, st store.Store) {
 	}
 	if _, err := st.UpsertHeartbeat(ctx, store.Agent{PodUID: "ag-x", Status: store.AgentOffline}, at(2)); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("heartbeat claiming offline: %v, want ErrInvalid", err)
+	}
+	if err := st.UpsertHeartbeats(ctx, []store.Agent{{PodUID: "ag-2", PodName: "p2", NodeName: "n2"}}, at(2)); err != nil {
+		t.Fatal(err)
 	}
 	// Silent since before 10 s ago at t=12: ag-1 and ag-2 beat at 2 → not yet.
 	off, err := st.MarkSilentOffline(ctx, at(12).Add(-10*time.Second), at(12))
@@ -129,9 +133,12 @@ func testAgents(t *testing.T, st store.Store) {
 	if off, _ := st.MarkSilentOffline(ctx, at(13).Add(-10*time.Second), at(13)); !hasAgent(off, "ag-3") {
 		t.Fatalf("ag-3 not offline: %v", uids(off))
 	}
-	n, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentBusy}, {PodUID: "ag-3"}, {PodUID: "nobody"}}, at(14))
-	if err != nil || n != 1 {
-		t.Fatalf("touch: %d rows, %v; want 1", n, err)
+	n, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentBusy, At: at(14)}, {PodUID: "ag-3", At: at(14)}, {PodUID: "nobody", At: at(14)}, {PodUID: "ag-2", At: at(13.5)}})
+	if err != nil || n != 2 {
+		t.Fatalf("touch: %d rows, %v; want 2", n, err)
+	}
+	if g, _ := st.GetAgent(ctx, "ag-2"); !g.LastHeartbeat.Equal(at(13.5)) {
+		t.Errorf("touch with its own time: %v", g.LastHeartbeat)
 	}
 	if g, _ := st.GetAgent(ctx, "ag-1"); g.Status != store.AgentBusy || !g.LastHeartbeat.Equal(at(14)) {
 		t.Errorf("touched agent: %+v", g)
@@ -139,7 +146,7 @@ func testAgents(t *testing.T, st store.Store) {
 	if g, _ := st.GetAgent(ctx, "ag-3"); g.Status != store.AgentOffline || !g.LastHeartbeat.Equal(at(0)) {
 		t.Errorf("offline agent revived by a touch: %+v", g)
 	}
-	if _, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentOffline}}, at(15)); !errors.Is(err, store.ErrInvalid) {
+	if _, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentOffline, At: at(15)}}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("touch to offline: %v, want ErrInvalid", err)
 	}
 }
