@@ -93,6 +93,9 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newRunCommand(g, st),
 		newReportCommand(g, st),
 		newCompareCommand(g, st),
+		newQoSCommand(st),
+		newK8sCommand(g, st),
+		newImageCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

@@ -164,6 +164,7 @@ func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		f                 suiteFlags
 		server, token     string
 		labName, stateDir string
+		kf                k8sRunFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run SUITE",
@@ -187,6 +188,11 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			}
 			r := &scenario.Runner{Progress: st.Err, Log: g.logger(st)}
 			switch {
+			case kf.on:
+				if labName != "" || cmd.Flags().Changed("server") {
+					return errors.New("--k8s and --lab/--server exclude each other")
+				}
+				return runOnK8s(cmd.Context(), st, &f, r, &kf, token)
 			case labName != "":
 				if cmd.Flags().Changed("server") || cmd.Flags().Changed("token") {
 					return errors.New("--lab and --server/--token exclude each other")
@@ -231,5 +237,6 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
 	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
+	kf.register(cmd)
 	return cmd
 }

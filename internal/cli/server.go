@@ -18,6 +18,7 @@ import (
 
 func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var listen, dsn, userTokenFile, agentTokenFile string
+	var mo meshFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -37,7 +38,10 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 			if err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok)
+			if err := mo.validate(); err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo)
 		},
 	}
 	fl := cmd.Flags()
@@ -45,6 +49,7 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH or postgres://...")
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
+	mo.register(cmd)
 	return cmd
 }
 
@@ -68,7 +73,7 @@ func readToken(kind, env, file string) (string, error) {
 	return tok, nil
 }
 
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string) error {
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
@@ -99,6 +104,12 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	defer stopJobs()
 	jobsDone := make(chan error, 1)
 	go func() { jobsDone <- srv.Run(jobsCtx) }()
+	meshDone, err := mo.start(jobsCtx, srv, log) // mesh.go
+	if err != nil {
+		stopJobs()
+		<-jobsDone
+		return errors.Join(err, ln.Close(), db.Close())
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("server listening", "addr", ln.Addr().String(), "db", redactDSN(dsn))
@@ -118,6 +129,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	}
 	srv.CloseDashboard() // cancels suites started from the dashboard
 	stopJobs()
+	<-meshDone
 	if err := <-jobsDone; err != nil {
 		errs = append(errs, fmt.Errorf("final heartbeat flush: %w", err))
 	}

@@ -31,12 +31,12 @@ import (
 )
 
 // Path kinds, the values of the "path" label. They follow the suites'
-// connection names; "mixed" is a host-network agent and a pod.
+// connection names; "node-pod" is a host-network agent and a pod.
 const (
 	PathSameNode  = scenario.PodPodSameNode
 	PathCrossNode = scenario.PodPodCrossNode
 	PathNodeNode  = scenario.NodeNode
-	PathMixed     = "mixed"
+	PathMixed     = "node-pod"
 )
 
 // Options tune an Exporter.

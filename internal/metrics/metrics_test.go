@@ -221,19 +221,19 @@ func TestScrapeFiguresAndStates(t *testing.T) {
 // bound, the number of series and of values of each label stay bounded.
 func TestLabelCardinalityBounded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short mode: 1,000 agents and 300 tasks in SQLite take a few seconds")
+		t.Skip("short mode: 1,000 agents and 150 tasks in SQLite take a few seconds")
 	}
 	f := newFixture(t)
 	as := f.agents(t, 1000)
 	var pairs [][2]store.Agent
-	for i := 0; i < 300; i++ { // 300 distinct pod pairs on different nodes
+	for i := 0; i < 150; i++ { // 150 distinct pod pairs on different nodes
 		src, dst := as[(2*i)%1000], as[(2*i+402)%1000]
 		pairs = append(pairs, [2]store.Agent{src, dst})
 	}
 	f.finish(t, pairs, func(i int) probe.Result {
 		return probe.Result{Kind: probe.KindTCP, ThroughputBps: &probe.SenderReceiver{Receiver: 1e9}}
 	})
-	const maxPaths = 100
+	const maxPaths = 50
 	fams := scrape(t, metrics.New(f.st, metrics.Options{MaxPaths: maxPaths}).Handler())
 	if v := gauge(t, fams, "cnperf_agents", map[string]string{"status": "free"}); v != 1000 {
 		t.Fatalf("free agents %v, want 1000", v)
@@ -267,8 +267,8 @@ func TestLabelCardinalityBounded(t *testing.T) {
 			t.Errorf("label %s has %d values, want at most %d: %v", name, n, max, values[name])
 		}
 	}
-	if v := gauge(t, fams, "cnperf_paths_evicted_total", nil); v != 300-maxPaths {
-		t.Errorf("evicted %v pairs, want %d", v, 300-maxPaths)
+	if v := gauge(t, fams, "cnperf_paths_evicted_total", nil); v != 150-maxPaths {
+		t.Errorf("evicted %v pairs, want %d", v, 150-maxPaths)
 	}
-	t.Logf("1000 agents, 300 measured pairs: %d series, %d node pairs kept", total, len(pathSets))
+	t.Logf("1000 agents, 150 measured pairs: %d series, %d node pairs kept", total, len(pathSets))
 }

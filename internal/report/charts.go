@@ -48,17 +48,20 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 				found = true
 			}
 		}
-		if !seenC[row.Connection] {
-			seenC[row.Connection] = true
-			conns = append(conns, row.Connection)
+		name := RowName(row)
+		if !seenC[name] {
+			seenC[name] = true
+			conns = append(conns, name)
 		}
 		if !seenB[row.Backend] {
 			seenB[row.Backend] = true
 			backends = append(backends, row.Backend)
 		}
-		rows[[2]string{row.Connection, row.Backend}] = row
+		rows[[2]string{name, row.Backend}] = row
 	}
-	if !found {
+	// More than a handful of clusters is unreadable as bars; the table
+	// (and a suite's matrix) shows them.
+	if !found || len(conns) > maxCategories {
 		return nil
 	}
 	spec := BarSpec{ID: id, Title: title, YName: yname, YUnit: Info(metrics[0]).Unit, Categories: conns}
@@ -90,15 +93,26 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 	return BarChart(spec)
 }
 
+// Bounds that keep charts readable: beyond them a chart is left out and
+// the tables carry the figures.
+const (
+	maxCategories = 8
+	maxSeries     = 8
+)
+
 // seriesName names an outcome's line in a legend.
 func seriesName(o scenario.Outcome) string {
+	name := o.Step.Connection
+	if name == "" {
+		name = o.Step.Src.Name + " → " + o.Step.Dst.Name
+	}
+	if len(o.Step.Labels) > 0 {
+		name = RowName(scenario.Row{Connection: name, Labels: o.Step.Labels})
+	}
 	if o.Step.Backend != "" {
-		return o.Step.Backend + ", " + o.Step.Connection
+		name = o.Step.Backend + ", " + name
 	}
-	if o.Step.Connection != "" {
-		return o.Step.Connection
-	}
-	return o.Step.Src.Name + " → " + o.Step.Dst.Name
+	return name
 }
 
 // throughputOverTime draws the interval reports of each connection's
@@ -117,7 +131,7 @@ func (r *Report) throughputOverTime() *Chart {
 		seen[name] = true
 		series = append(series, intervalSteps(name, o.Result.Intervals))
 	}
-	if len(series) == 0 {
+	if len(series) == 0 || len(series) > maxSeries {
 		return nil
 	}
 	return LineChart(LineSpec{ID: "throughput-time", Title: "TCP throughput over time",
@@ -199,7 +213,7 @@ func (r *Report) latencyCharts() []*Chart {
 				ds = append(ds, d)
 			}
 		}
-		if len(ds) == 0 {
+		if len(ds) == 0 || len(ds) > maxSeries {
 			continue
 		}
 		slug := map[string]string{"round trip": "rtt", "one-way delay": "owd"}[what]
@@ -244,7 +258,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	if len(with) == 0 {
 		return nil
 	}
-	nb := histRange(with, 0.99)
+	nb := histRange(with, 0.95)
 	width := with[0].widthUs
 	unit, div := "µs", 1.0
 	if width*float64(nb) >= 2000 {
@@ -273,7 +287,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	}
 	c := LineChart(LineSpec{ID: id, Title: title, XName: "Latency", XUnit: unit, YName: "Share of samples", YUnit: "%",
 		Series: series, Step: true, Area: true})
-	c.Subtitle = fmt.Sprintf("bins of %s; up to the 99th percentile (the CDF shows the tail)", Format(width, "µs"))
+	c.Subtitle = fmt.Sprintf("bins of %s; up to the 95th percentile (the CDF shows the tail)", Format(width, "µs"))
 	return c
 }
 

@@ -539,6 +539,17 @@ func TestAddSuiteCharts(t *testing.T) {
 	if r.Shaping[0].Name != "direction egress, burst 32KiB" {
 		t.Errorf("shaping name %q", r.Shaping[0].Name)
 	}
+	// Rows sharing a connection stay apart in the table, named by their labels.
+	tb := report.BuildTable(rows, report.TableOptions{})
+	var groups []string
+	for i, l := range tb.Lines {
+		if tb.First[i] {
+			groups = append(groups, l[0])
+		}
+	}
+	if len(groups) != 4 || groups[0] != "c · variant fifo, marking none" {
+		t.Errorf("table groups %q", groups)
+	}
 	ids := map[string]bool{}
 	for _, c := range r.Charts() {
 		ids[c.ID] = true

@@ -23,6 +23,14 @@ func (r *Report) AddSuiteCharts() {
 			r.Matrices = append(r.Matrices, m)
 		}
 	}
+	seen := map[string]bool{}
+	for _, row := range r.Rows {
+		v, verdict := row.Labels[scenario.LabelVariant], row.Labels[scenario.LabelVerdict]
+		if verdict != "" && !seen[v+verdict] {
+			seen[v+verdict] = true
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", v, verdict))
+		}
+	}
 	for _, row := range r.Rows {
 		ser, ok := row.Series["intervals_bps"]
 		limit := row.Median["limit_bps"]

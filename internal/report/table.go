@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -40,11 +41,12 @@ func BuildTable(rows []scenario.Row, opt TableOptions) Table {
 			seenB[r.Backend] = true
 			backends = append(backends, r.Backend)
 		}
-		if !seenC[r.Connection] {
-			seenC[r.Connection] = true
-			conns = append(conns, r.Connection)
+		name := RowName(r)
+		if !seenC[name] {
+			seenC[name] = true
+			conns = append(conns, name)
 		}
-		byKey[[2]string{r.Connection, r.Backend}] = r
+		byKey[[2]string{name, r.Backend}] = r
 	}
 	t := Table{Header: []string{"Connection", "Metric"}}
 	for _, b := range backends {
@@ -125,6 +127,44 @@ func backendPrefix(b string) string {
 	}
 	return b + ": "
 }
+
+// RowName names a row's line group: its connection, and the suite's own
+// labels (qos-priority's variant and marking, shaping's direction and
+// load) when it has them, so rows that share a connection stay apart.
+// The verdict label is a conclusion, not a key, and is left out.
+func RowName(r scenario.Row) string {
+	keys := make([]string, 0, len(r.Labels))
+	for k, v := range r.Labels {
+		if k != scenario.LabelVerdict && v != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return r.Connection
+	}
+	rank := func(k string) int {
+		for i, x := range labelOrder {
+			if x == k {
+				return i
+			}
+		}
+		return len(labelOrder)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ri, rj := rank(keys[i]), rank(keys[j]); ri != rj {
+			return ri < rj
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " " + r.Labels[k]
+	}
+	return r.Connection + " · " + strings.Join(parts, ", ")
+}
+
+// labelOrder is the order suites' labels are named in.
+var labelOrder = []string{scenario.LabelVariant, scenario.LabelMarking, scenario.LabelDirection, scenario.LabelProto, scenario.LabelLoad, scenario.LabelBurst}
 
 func valueOr(m map[string]float64, k string) float64 {
 	if v, ok := m[k]; ok {

@@ -147,6 +147,9 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 				return rep, fmt.Errorf("suite %s planned more than %d phases", s.Name(), maxPhases)
 			}
 			phases = append(phases, more...)
+			for _, m := range more {
+				pr.total += len(m.Steps)
+			}
 		}
 	}
 	rep.Rows = s.Rows(rep.Outcomes)

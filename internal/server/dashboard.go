@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/mesh"
 	"github.com/cnperf/cnperf/internal/metrics"
 	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/web"
@@ -31,11 +32,31 @@ func (t inprocess) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// inProcessClient is an API client with the user token that calls this
+// server's handler directly.
+func (s *Server) inProcessClient() (*client.Client, error) {
+	return client.New("http://cnperf.internal", s.opts.UserToken,
+		client.WithHTTPClient(&http.Client{Transport: inprocess{s.mux}, Timeout: client.DefaultTimeout}))
+}
+
+// Mesh returns a scheduler of the continuous RTT mesh that creates its
+// rounds through this server's API; the caller runs it (Scheduler.Run)
+// for as long as the server serves.
+func (s *Server) Mesh(o mesh.Options) (*mesh.Scheduler, error) {
+	c, err := s.inProcessClient()
+	if err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = s.log
+	}
+	return mesh.New(c, o)
+}
+
 // mountExtras registers /metrics (open, as Prometheus exporters are) and
 // the dashboard's pages (login by the user token) on the server's mux.
 func (s *Server) mountExtras() error {
-	c, err := client.New("http://cnperf.internal", s.opts.UserToken,
-		client.WithHTTPClient(&http.Client{Transport: inprocess{s.mux}, Timeout: client.DefaultTimeout}))
+	c, err := s.inProcessClient()
 	if err != nil {
 		return fmt.Errorf("dashboard's API client: %w", err)
 	}

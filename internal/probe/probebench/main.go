@@ -289,15 +289,23 @@ type iperf3Result struct {
 }
 
 func (b *bench) iperf3(timeout time.Duration, args ...string) (iperf3Result, error) {
-	out, err := b.client(timeout, "iperf3", append([]string{"-c", b.pair.AddrB.String(), "-p", strconv.Itoa(iperf3Port), "--json"}, args...)...)
-	var r iperf3Result
-	if jerr := json.Unmarshal(out, &r); jerr != nil && err == nil {
-		err = fmt.Errorf("iperf3: decode: %w", jerr)
+	// The iperf3 server serves one test at a time and may still be closing
+	// the previous one when the next client comes: retry a few times.
+	for attempt := 0; ; attempt++ {
+		out, err := b.client(timeout, "iperf3", append([]string{"-c", b.pair.AddrB.String(), "-p", strconv.Itoa(iperf3Port), "--json"}, args...)...)
+		var r iperf3Result
+		if jerr := json.Unmarshal(out, &r); jerr != nil && err == nil {
+			err = fmt.Errorf("iperf3: decode: %w", jerr)
+		}
+		if r.Error != "" {
+			err = fmt.Errorf("iperf3: %s", r.Error)
+		}
+		if err != nil && strings.Contains(r.Error, "server is busy") && attempt < 10 && b.ctx.Err() == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		return r, err
 	}
-	if r.Error != "" {
-		err = fmt.Errorf("iperf3: %s", r.Error)
-	}
-	return r, err
 }
 
 func (b *bench) iperf3TCP() (float64, error) {

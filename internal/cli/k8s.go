@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnperf/cnperf/internal/k8s"
+)
+
+// k8sFlags are the flags every `cnperf k8s` verb shares.
+type k8sFlags struct {
+	kubeconfig string
+	context    string
+	timeout    time.Duration
+}
+
+func (f *k8sFlags) add(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	cmd.PersistentFlags().StringVar(&f.context, "context", "", "kubeconfig context (default: its current context)")
+	cmd.PersistentFlags().DurationVar(&f.timeout, "request-timeout", k8s.DefaultRequestTimeout, "bound on each API request")
+}
+
+func (f *k8sFlags) client(ctx context.Context) (*k8s.Client, error) {
+	return k8s.New(ctx, k8s.Config{Kubeconfig: f.kubeconfig, Context: f.context, RequestTimeout: f.timeout})
+}
+
+func newK8sCommand(g *globalOptions, st Streams) *cobra.Command {
+	f := &k8sFlags{}
+	cmd := &cobra.Command{
+		Use:   "k8s",
+		Short: "Deploy cnperf on a Kubernetes cluster, remove it, show its state",
+	}
+	f.add(cmd)
+	cmd.AddCommand(newK8sDeployCommand(f, st), newK8sUndeployCommand(f, st), newK8sStatusCommand(f, st),
+		newK8sInspectNodeCommand(st), newK8sIflinkCommand(st))
+	return cmd
+}
+
+func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
+	var o k8s.DeployOptions
+	var pull string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "deploy",
+		Short: "Apply deploy/kubernetes (server, agents, RBAC) and wait until everything is ready",
+		Long: "Applies the manifests of deploy/kubernetes/base with server-side apply, creates the\n" +
+			"cnperf-tokens Secret with random tokens when it is missing, and waits until the server\n" +
+			"and an agent of every DaemonSet on every node are ready.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.ImagePullPolicy = corev1.PullPolicy(pull)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, err := f.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := c.Deploy(cmd.Context(), o, wait, st.Out); err != nil {
+				return err
+			}
+			if wait > 0 {
+				fmt.Fprintln(st.Out, "cnperf is ready")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Image, "image", "", "image of server and agents (default: the manifests', cnperf/cnperf:latest)")
+	cmd.Flags().StringVar(&pull, "image-pull-policy", "", "Always, Never (for images imported with ctr) or IfNotPresent")
+	cmd.Flags().Int32Var(&o.NodePort, "node-port", 0, "expose the server on this NodePort (30000-32767; the seed used 30001)")
+	cmd.Flags().StringVar(&o.PostgresSecret, "postgres-secret", "", "use PostgreSQL: Secret in namespace cnperf whose key dsn holds the DSN")
+	cmd.Flags().DurationVar(&wait, "wait", 3*time.Minute, "wait this long for readiness (0: do not wait)")
+	return cmd
+}
+
+func newK8sUndeployCommand(f *k8sFlags, st Streams) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "undeploy",
+		Short: "Remove everything cnperf deployed (the cnperf namespace, test pods included)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return c.Undeploy(cmd.Context(), wait, st.Out)
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "wait this long for the namespace to disappear")
+	return cmd
+}
+
+func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
+	var asJSON, facts bool
+	var cniDir string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the server, the agents per node, and (with --facts) the cluster's facts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := struct {
+				Deployed   bool           `json:"deployed"`
+				Ready      bool           `json:"ready"`
+				Server     k8s.Workload   `json:"server"`
+				DaemonSets []k8s.Workload `json:"daemonsets"`
+				Agents     []k8s.Agent    `json:"agents"`
+				Facts      *k8s.Facts     `json:"facts,omitempty"`
+			}{s.Deployed, s.Ready(), s.Server, s.DaemonSets, s.Agents, nil}
+			if facts {
+				fc, err := c.Facts(cmd.Context(), cniDir, 2*time.Minute)
+				if err != nil {
+					return err
+				}
+				out.Facts = &fc
+			}
+			if asJSON {
+				enc := json.NewEncoder(st.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if !s.Deployed {
+				fmt.Fprintln(st.Out, s.NotReady())
+				return nil
+			}
+			fmt.Fprintf(st.Out, "%s\n\n", s.NotReady())
+			tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tNODE\tIP\tHOST NETWORK\tREADY")
+			for _, a := range s.Agents {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\n", a.Name, a.Node, a.IP, a.HostNetwork, a.Ready)
+			}
+			tw.Flush()
+			if out.Facts != nil {
+				printFacts(st, *out.Facts)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&facts, "facts", false, "also record the cluster's facts (runs an inspector pod on one node)")
+	cmd.Flags().StringVar(&cniDir, "cni-conf-dir", k8s.DefaultCNIConfDir, "the nodes' CNI configuration directory")
+	return cmd
+}
+
+func printFacts(st Streams, f k8s.Facts) {
+	fmt.Fprintf(st.Out, "\nkubernetes %s, kube-proxy mode %s, CNI %s\n", f.KubernetesVersion, f.ProxyMode, f.CNI)
+	fmt.Fprintf(st.Out, "pod MTU %d, node MTU %d, kernel %s\n", f.PodMTU, f.NodeMTU, f.Kernel)
+	tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tINTERNAL IP\tPOD CIDR\tKUBELET\tRUNTIME\tREADY")
+	for _, n := range f.Nodes {
+		cidr := ""
+		if len(n.PodCIDRs) > 0 {
+			cidr = n.PodCIDRs[0]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", n.Name, n.InternalIP, cidr, n.KubeletVersion, n.ContainerRuntime, n.Ready)
+	}
+	tw.Flush()
+}
+
+// newK8sInspectNodeCommand is what inspector pods run: it reports the
+// node namespace's kernel, kube-proxy mode, CNI configuration, MTUs and
+// qdiscs as JSON, on stdout and in the termination message kubelet reads.
+func newK8sInspectNodeCommand(st Streams) *cobra.Command {
+	var o k8s.InspectOptions
+	var termLog string
+	cmd := &cobra.Command{
+		Use:    "inspect-node",
+		Short:  "Report this network namespace's qdiscs, MTUs, CNI and kube-proxy mode as JSON (run by inspector pods)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := k8s.InspectLocal(cmd.Context(), o)
+			if err != nil {
+				writeTermination(termLog, err.Error())
+				return err
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			writeTermination(termLog, string(b))
+			fmt.Fprintln(st.Out, string(b))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Ifindex, "ifindex", 0, "only this link (and where its filters redirect)")
+	cmd.Flags().StringVar(&o.CNIConfDir, "cni-conf-dir", "", "CNI configuration directory to read")
+	cmd.Flags().StringVar(&o.ProxyMetrics, "proxy-metrics", "127.0.0.1:10249", "kube-proxy's metrics address")
+	cmd.Flags().StringVar(&o.NodeIP, "node-ip", envOr("NODE_IP", ""), "the node's IP, to find its link (default $NODE_IP)")
+	cmd.Flags().StringVar(&termLog, "termination-log", "/dev/termination-log", "file kubelet reads the answer from")
+	return cmd
+}
+
+// newK8sIflinkCommand prints the interface index of a veth's peer (run by
+// the init container of shaped agents: the pod's eth0 names its host-side
+// veth).
+func newK8sIflinkCommand(st Streams) *cobra.Command {
+	var termLog string
+	cmd := &cobra.Command{
+		Use:    "iflink LINK",
+		Short:  "Print the index of a veth's peer link (run by shaped agents' init containers)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := k8s.PeerIndex(args[0])
+			if err != nil {
+				writeTermination(termLog, err.Error())
+				return err
+			}
+			writeTermination(termLog, strconv.Itoa(n))
+			fmt.Fprintln(st.Out, n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&termLog, "termination-log", "/dev/termination-log", "file kubelet reads the answer from")
+	return cmd
+}
+
+// writeTermination writes msg where kubelet reads a container's
+// termination message; outside a pod the file does not exist and nothing
+// is written.
+func writeTermination(path, msg string) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(msg)
+}

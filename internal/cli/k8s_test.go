@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestK8sVerbsBadInput: each verb fails fast with a message naming the
+// problem, without a cluster.
+func TestK8sVerbsBadInput(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"status without kubeconfig", []string{"k8s", "status"}, "no kubeconfig"},
+		{"deploy with missing kubeconfig", []string{"k8s", "deploy", "--kubeconfig", "/nonexistent/kc"}, "/nonexistent/kc does not exist"},
+		{"deploy bad pull policy", []string{"k8s", "deploy", "--image-pull-policy", "Sometimes"}, "image pull policy"},
+		{"deploy bad node port", []string{"k8s", "deploy", "--node-port", "80"}, "node port 80"},
+		{"undeploy without kubeconfig", []string{"k8s", "undeploy"}, "no kubeconfig"},
+		{"run --k8s without kubeconfig", []string{"run", "baseline", "--k8s"}, "no kubeconfig"},
+		{"run --k8s with --server", []string{"run", "baseline", "--k8s", "--server", "http://127.0.0.1:1"}, "exclude each other"},
+		{"image build without -o", []string{"image", "build"}, "-o FILE"},
+		{"image build bad format", []string{"image", "build", "-o", t.TempDir() + "/x.tar", "--format", "zip"}, `format "zip"`},
+		{"image build dynamic binary", []string{"image", "build", "-o", t.TempDir() + "/x.tar", "--binary", "/bin/ls"}, "CGO_ENABLED=0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			err := Run(ctx, tc.args, Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v: want one saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/k8s"
+	"github.com/cnperf/cnperf/internal/scenario"
+)
+
+// k8sRunFlags are `cnperf run`'s flags for running on a Kubernetes cluster.
+type k8sRunFlags struct {
+	on bool
+	k8sFlags
+	cniDir string
+}
+
+func (k *k8sRunFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&k.on, "k8s", false, "run on the Kubernetes cluster where `cnperf k8s deploy` put cnperf (server reached by port-forward)")
+	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --k8s: kubeconfig file (default $KUBECONFIG, ~/.kube/config)")
+	fl.StringVar(&k.context, "context", "", "with --k8s: kubeconfig context")
+	fl.DurationVar(&k.timeout, "request-timeout", k8s.DefaultRequestTimeout, "with --k8s: bound on each API request")
+	fl.StringVar(&k.cniDir, "cni-conf-dir", k8s.DefaultCNIConfDir, "with --k8s: the nodes' CNI configuration directory (for the cluster's facts)")
+}
+
+// k8sOutput is a suite's output with the cluster's facts (and, for
+// shaping, the qdiscs the CNI installed).
+type k8sOutput struct {
+	scenario.Output
+	Cluster k8s.Facts     `json:"cluster"`
+	Shaping *k8sShapingAt `json:"shaping_qdiscs,omitempty"`
+	// Drain is the unthrottled flow that emptied the CNI's token bucket
+	// before the shaping flows (see k8s.DrainSuite).
+	Drain *scenario.Row `json:"shaping_drain,omitempty"`
+}
+
+type k8sShapingAt struct {
+	Pod         string       `json:"pod"`
+	Node        string       `json:"node"`
+	Annotations k8sBandwidth `json:"annotations"`
+	Links       []k8s.LinkTC `json:"links"`
+}
+
+type k8sBandwidth struct {
+	Ingress string `json:"kubernetes.io/ingress-bandwidth,omitempty"`
+	Egress  string `json:"kubernetes.io/egress-bandwidth,omitempty"`
+}
+
+// runOnK8s runs the suite on the cluster: it records the cluster's facts,
+// port-forwards to the server, reads the user token from the token Secret
+// when none is given, lets the suite see only agents whose pods run now,
+// and for shaping starts a pod with the bandwidth annotations and reads
+// back the qdiscs the CNI installed.
+func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner, k *k8sRunFlags, token string) error {
+	c, err := k.client(ctx)
+	if err != nil {
+		return err
+	}
+	st0, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !st0.Ready() {
+		return fmt.Errorf("cnperf on the cluster is not ready: %s (cnperf k8s status)", st0.NotReady())
+	}
+	facts, err := c.Facts(ctx, k.cniDir, 2*time.Minute)
+	if err != nil {
+		return fmt.Errorf("cluster facts: %w", err)
+	}
+	fw, err := c.ForwardServer(ctx, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	if token == "" {
+		if token, _, err = c.Tokens(ctx); err != nil {
+			return fmt.Errorf("no --token and %w", err)
+		}
+	}
+	cl, err := client.New(fw.URL, token)
+	if err != nil {
+		return err
+	}
+	live, err := c.Live(ctx)
+	if err != nil {
+		return err
+	}
+	api := k8s.LiveAPI{API: cl, Live: live}
+	suite := f.suite
+	out := k8sOutput{Cluster: facts}
+	if suite.Name() == scenario.SuiteShaping {
+		if _, ok := f.opts.Set["burst"]; ok {
+			return errors.New("--set burst: on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set")
+		}
+		so := k8s.ShapingOptions{Ingress: f.opts.Set["ingress-bandwidth"], Egress: f.opts.Set["egress-bandwidth"], CNIConfDir: k.cniDir}
+		if so.Ingress == "" && so.Egress == "" {
+			so.Egress = "10M"
+			if f.opts.Set == nil {
+				f.opts.Set = map[string]string{}
+			}
+			f.opts.Set["egress-bandwidth"] = so.Egress
+		}
+		if _, err := scenario.ShapingOptionsFrom(f.opts); err != nil {
+			return err
+		}
+		sh, err := c.PrepareShaping(ctx, cl, so) // the server's own list: the shaped pod is new
+		if sh.Agent.Pod != nil {
+			defer c.DeletePod(context.WithoutCancel(ctx), sh.Agent.Pod.Name) //nolint:errcheck // undeploy removes leftovers
+		}
+		if err != nil {
+			return err
+		}
+		for _, b := range burstsOf(sh.Links) {
+			f.opts.Set["burst"] = b
+		}
+		if _, err := scenario.ShapingOptionsFrom(f.opts); err != nil {
+			delete(f.opts.Set, "burst") // a burst the suite cannot label: keep its default label
+		}
+		live[string(sh.Agent.Pod.UID)] = true
+		api.Live = live
+		api.Only = map[string]bool{string(sh.Agent.Pod.UID): true, sh.PeerUID: true}
+		suite = k8s.CNIShaping{}
+		out.Shaping = &k8sShapingAt{Pod: sh.Agent.Pod.Name, Node: sh.Agent.Node,
+			Annotations: k8sBandwidth{Ingress: so.Ingress, Egress: so.Egress}, Links: sh.Links}
+		drainOpts := scenario.Options{Time: 3 * time.Second, Repeat: 1}
+		dr := &scenario.Runner{API: api, Progress: r.Progress, Log: r.Log}
+		rep, err := dr.Run(ctx, k8s.DrainSuite{Shaped: string(sh.Agent.Pod.UID), Peer: sh.PeerUID, Ingress: so.Egress == ""}, drainOpts)
+		if err != nil {
+			return fmt.Errorf("drain the CNI's token bucket: %w", err)
+		}
+		if len(rep.Rows) > 0 {
+			out.Drain = &rep.Rows[0]
+		}
+	}
+	r.API = api
+	rep, err := r.Run(ctx, suite, f.opts)
+	if err != nil {
+		return err
+	}
+	out.Output = scenario.NewOutput(rep)
+	if f.format == "json" {
+		if len(f.objectives) > 0 {
+			out.Checks = scenario.Evaluate(f.objectives, out.Rows)
+		}
+		enc := json.NewEncoder(st.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+		if len(out.Checks) > 0 && !scenario.AllPass(out.Checks) {
+			return &ExitError{Code: ExitSLOFailed, Err: errors.New("SLO failed")}
+		}
+		return nil
+	}
+	if f.format == "table" {
+		printFacts(st, facts)
+		if out.Shaping != nil {
+			fmt.Fprintf(st.Out, "\nqdiscs the CNI installed for %s on %s:\n  %s\n", out.Shaping.Pod, out.Shaping.Node,
+				strings.Join(k8s.DescribeQdiscs(out.Shaping.Links), "\n  "))
+			if out.Drain != nil {
+				fmt.Fprintf(st.Out, "token bucket drained first by one unthrottled TCP flow: %.1f Mbit/s at the receiver over %v\n",
+					out.Drain.Median["throughput_bps.receiver"]/1e6, 3*time.Second)
+			}
+		}
+		fmt.Fprintln(st.Out)
+	}
+	return f.print(st, out.Output)
+}
+
+// burstsOf returns the tbf bursts found, in bytes.
+func burstsOf(links []k8s.LinkTC) []string {
+	var out []string
+	for _, l := range links {
+		for _, q := range l.Qdiscs {
+			if q.Kind == "tbf" && q.Burst > 0 {
+				out = append(out, fmt.Sprint(q.Burst))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/qos"
+)
+
+// newQoSCommand is `cnperf qos`: what the kernel's traffic control can do,
+// and what is on a link.
+func newQoSCommand(st Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "qos",
+		Short: "Traffic control: which qdiscs, classifiers and actions the kernel has; what is on a link",
+	}
+	var asJSON bool
+	detect := &cobra.Command{
+		Use:   "detect [FEATURE...]",
+		Short: "Try each qdisc, classifier and action on scratch devices and say which the kernel lacks",
+		Long: `Try each qdisc (htb, tbf, prio, fq_codel, cake, netem, ...), classifier
+(u32, flower, matchall) and action (mirred, police) on a veth in a scratch
+network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			f, err := qos.Detect(ctx, "", args...)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(st.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(f)
+			}
+			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "FEATURE\tKIND\tPRESENT\tKERNEL SAID")
+			for _, x := range f.List {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", x.Name, x.Kind, x.Present, x.Err)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(st.Out, f.Summary())
+			return err
+		},
+	}
+	detect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var netns, link string
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show --link DEV [--netns NS]",
+		Short: "Show the qdiscs, classes (with counters) and filters on a link",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := qos.Show(qos.Target{NetNS: netns, Link: link})
+			if err != nil {
+				return err
+			}
+			if showJSON {
+				enc := json.NewEncoder(st.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			}
+			_, err = fmt.Fprintln(st.Out, s.Config())
+			return err
+		},
+	}
+	show.Flags().StringVar(&link, "link", "", "interface name (required)")
+	show.Flags().StringVar(&netns, "netns", "", "network namespace: a name under /var/run/netns or a path (default: this one)")
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON with counters")
+	_ = show.MarkFlagRequired("link")
+	cmd.AddCommand(detect, show)
+	return cmd
+}

@@ -1,0 +1,364 @@
+package k8s
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Names the manifests use.
+const (
+	ServerName   = "cnperf-server"
+	TokensSecret = "cnperf-tokens"
+	// AgentSelector selects every agent pod (all three DaemonSets and
+	// the shaped agents of the shaping suite).
+	AgentSelector = "app.kubernetes.io/name=cnperf-agent"
+	fieldManager  = "cnperf"
+)
+
+// resources maps the kinds of the base to their API resources.
+var resources = map[string]struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}{
+	"Namespace":             {schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false},
+	"ServiceAccount":        {schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, true},
+	"Service":               {schema.GroupVersionResource{Version: "v1", Resource: "services"}, true},
+	"Secret":                {schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, true},
+	"PersistentVolumeClaim": {schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, true},
+	"Deployment":            {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+	"DaemonSet":             {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, true},
+	"Role":                  {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, true},
+	"ClusterRole":           {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, false},
+}
+
+// Deploy applies the manifests with server-side apply, creates the token
+// Secret with random tokens when it does not exist, and, when wait > 0,
+// waits until the server and every agent are ready. log gets one line per
+// object.
+func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Duration, log io.Writer) error {
+	objs, err := Render(opts)
+	if err != nil {
+		return err
+	}
+	for i, obj := range objs {
+		u, err := ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		r, ok := resources[u.GetKind()]
+		if !ok {
+			return fmt.Errorf("manifest kind %s: cnperf does not know how to apply it", u.GetKind())
+		}
+		body, err := json.Marshal(u.Object)
+		if err != nil {
+			return fmt.Errorf("encode %s/%s: %w", u.GetKind(), u.GetName(), err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.timeout())
+		ri := c.Dynamic.Resource(r.gvr)
+		po := metav1.PatchOptions{FieldManager: fieldManager, Force: ptrTo(true)}
+		if r.namespaced {
+			_, err = ri.Namespace(u.GetNamespace()).Patch(rctx, u.GetName(), types.ApplyPatchType, body, po)
+		} else {
+			_, err = ri.Patch(rctx, u.GetName(), types.ApplyPatchType, body, po)
+		}
+		cancel()
+		if err != nil {
+			return c.explain(err, fmt.Sprintf("apply %s %s", strings.ToLower(u.GetKind()), u.GetName()))
+		}
+		fmt.Fprintf(log, "%s/%s applied\n", strings.ToLower(u.GetKind()), u.GetName())
+		if i == 0 && u.GetKind() == "Namespace" {
+			created, err := c.ensureTokens(ctx)
+			if err != nil {
+				return err
+			}
+			if created {
+				fmt.Fprintf(log, "secret/%s created with random tokens (read user-token from it for the CLI)\n", TokensSecret)
+			}
+		}
+	}
+	if wait <= 0 {
+		return nil
+	}
+	return c.WaitReady(ctx, wait)
+}
+
+// ensureTokens creates the token Secret when missing; it reports whether it
+// made one.
+func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	_, err := c.Kube.CoreV1().Secrets(Namespace).Get(rctx, TokensSecret, metav1.GetOptions{})
+	if err == nil {
+		return false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, c.explain(err, "get secret "+TokensSecret)
+	}
+	user, err := randomToken()
+	if err != nil {
+		return false, err
+	}
+	agent, err := randomToken()
+	if err != nil {
+		return false, err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: TokensSecret, Namespace: Namespace,
+			Labels: map[string]string{"app.kubernetes.io/part-of": "cnperf"}},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{"user-token": user, "agent-token": agent},
+	}
+	if _, err := c.Kube.CoreV1().Secrets(Namespace).Create(rctx, s, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+		return false, c.explain(err, "create secret "+TokensSecret)
+	}
+	return true, nil
+}
+
+// Tokens reads the user and agent tokens from the token Secret.
+func (c *Client) Tokens(ctx context.Context) (user, agent string, err error) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	s, err := c.Kube.CoreV1().Secrets(Namespace).Get(rctx, TokensSecret, metav1.GetOptions{})
+	if err != nil {
+		return "", "", c.explain(err, "get secret "+TokensSecret)
+	}
+	return string(s.Data["user-token"]), string(s.Data["agent-token"]), nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// WaitReady waits until the server Deployment is available and every agent
+// DaemonSet has a ready pod on each node it schedules to. On timeout the
+// error names the pods that are not ready and why.
+func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		st, err := c.Status(ctx)
+		switch {
+		case err != nil:
+			last = err
+		case st.Ready():
+			return nil
+		default:
+			last = errors.New(st.NotReady())
+		}
+		select {
+		case <-ctx.Done():
+			why := c.podProblems(context.WithoutCancel(ctx))
+			return fmt.Errorf("not ready after %v: %v%s", timeout, last, why)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Status is what is deployed and how ready it is.
+type Status struct {
+	Deployed   bool
+	Server     Workload
+	DaemonSets []Workload
+	Agents     []Agent
+}
+
+// Workload is a Deployment or DaemonSet and its ready count.
+type Workload struct {
+	Name           string
+	Desired, Ready int32
+}
+
+// Ready reports whether the server and all agents are ready.
+func (s Status) Ready() bool {
+	if !s.Deployed || s.Server.Desired == 0 || s.Server.Ready < s.Server.Desired || len(s.DaemonSets) == 0 {
+		return false
+	}
+	for _, d := range s.DaemonSets {
+		if d.Desired == 0 || d.Ready < d.Desired {
+			return false
+		}
+	}
+	return true
+}
+
+// NotReady says what is not ready yet.
+func (s Status) NotReady() string {
+	if !s.Deployed {
+		return "cnperf is not deployed (no namespace " + Namespace + ")"
+	}
+	var parts []string
+	parts = append(parts, fmt.Sprintf("server %d/%d ready", s.Server.Ready, s.Server.Desired))
+	for _, d := range s.DaemonSets {
+		parts = append(parts, fmt.Sprintf("%s %d/%d ready", d.Name, d.Ready, d.Desired))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Status reads the state of the deployment.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	var st Status
+	if _, err := c.Kube.CoreV1().Namespaces().Get(rctx, Namespace, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return st, nil
+		}
+		return st, c.explain(err, "get namespace "+Namespace)
+	}
+	st.Deployed = true
+	d, err := c.Kube.AppsV1().Deployments(Namespace).Get(rctx, ServerName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return st, c.explain(err, "get deployment "+ServerName)
+	default:
+		st.Server = Workload{Name: d.Name, Desired: deref(d.Spec.Replicas, 1), Ready: d.Status.AvailableReplicas}
+	}
+	dss, err := c.Kube.AppsV1().DaemonSets(Namespace).List(rctx, metav1.ListOptions{LabelSelector: AgentSelector})
+	if err != nil {
+		return st, c.explain(err, "list daemonsets")
+	}
+	for _, ds := range dss.Items {
+		st.DaemonSets = append(st.DaemonSets, workloadOf(&ds))
+	}
+	sort.Slice(st.DaemonSets, func(i, j int) bool { return st.DaemonSets[i].Name < st.DaemonSets[j].Name })
+	st.Agents, err = c.Agents(ctx)
+	if err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func workloadOf(ds *appsv1.DaemonSet) Workload {
+	ready := ds.Status.NumberReady
+	if ds.Status.UpdatedNumberScheduled < ready {
+		ready = ds.Status.UpdatedNumberScheduled
+	}
+	if ds.Status.ObservedGeneration < ds.Generation {
+		ready = 0
+	}
+	return Workload{Name: ds.Name, Desired: ds.Status.DesiredNumberScheduled, Ready: ready}
+}
+
+// podProblems lists the namespace's pods that are not ready, with the
+// reason kubelet or the scheduler gives.
+func (c *Client) podProblems(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(rctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var lines []string
+	for i := range pods.Items {
+		if why := PodProblem(&pods.Items[i]); why != "" {
+			lines = append(lines, fmt.Sprintf("pod %s: %s", pods.Items[i].Name, why))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(lines, "; ")
+}
+
+// PodProblem says why a pod is not ready ("" when it is).
+func PodProblem(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "being deleted"
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("not scheduled: %s %s", cond.Reason, cond.Message)
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			msg := fmt.Sprintf("container %s waiting: %s %s", cs.Name, w.Reason, w.Message)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				msg += fmt.Sprintf(" (last exit %d: %s)", t.ExitCode, strings.TrimSpace(t.Message))
+			}
+			return msg
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		return fmt.Sprintf("failed: %s %s", p.Status.Reason, p.Status.Message)
+	}
+	if p.Status.Phase == corev1.PodSucceeded {
+		return ""
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status != corev1.ConditionTrue {
+			return fmt.Sprintf("not ready (phase %s) %s", p.Status.Phase, cond.Message)
+		}
+	}
+	if p.Status.Phase == corev1.PodPending {
+		return "pending"
+	}
+	return ""
+}
+
+// Undeploy removes the namespace (and with it every cnperf object in it,
+// test pods included) and the cluster role, and waits up to timeout until
+// the namespace is gone. Nothing deployed is not an error.
+func (c *Client) Undeploy(ctx context.Context, timeout time.Duration, log io.Writer) error {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	err := c.Kube.RbacV1().ClusterRoles().Delete(rctx, "cnperf-cluster-reader", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.explain(err, "delete clusterrole cnperf-cluster-reader")
+	}
+	err = c.Kube.CoreV1().Namespaces().Delete(rctx, Namespace, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		fmt.Fprintf(log, "namespace/%s not found: nothing to remove\n", Namespace)
+		return nil
+	}
+	if err != nil {
+		return c.explain(err, "delete namespace "+Namespace)
+	}
+	fmt.Fprintf(log, "namespace/%s deleting\n", Namespace)
+	wctx, wcancel := context.WithTimeout(ctx, timeout)
+	defer wcancel()
+	for {
+		gctx, gcancel := context.WithTimeout(wctx, c.timeout())
+		_, err := c.Kube.CoreV1().Namespaces().Get(gctx, Namespace, metav1.GetOptions{})
+		gcancel()
+		if apierrors.IsNotFound(err) {
+			fmt.Fprintf(log, "namespace/%s removed\n", Namespace)
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("namespace %s still terminating after %v%s", Namespace, timeout, c.podProblems(context.WithoutCancel(ctx)))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

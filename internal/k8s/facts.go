@@ -1,0 +1,174 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultCNIConfDir is where kubelet's runtime reads CNI configuration.
+const DefaultCNIConfDir = "/etc/cni/net.d"
+
+// AgentTemplate returns the agent container of the deployed cnperf-agent
+// DaemonSet, so test pods run exactly the image and settings users deployed.
+func (c *Client) AgentTemplate(ctx context.Context) (corev1.Container, error) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	ds, err := c.Kube.AppsV1().DaemonSets(Namespace).Get(rctx, "cnperf-agent", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return corev1.Container{}, fmt.Errorf("daemonset cnperf-agent not found: run `cnperf k8s deploy` first")
+	}
+	if err != nil {
+		return corev1.Container{}, c.explain(err, "get daemonset cnperf-agent")
+	}
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return corev1.Container{}, fmt.Errorf("daemonset cnperf-agent has no container")
+	}
+	return ds.Spec.Template.Spec.Containers[0], nil
+}
+
+// InspectNode runs a short-lived inspector pod in node's network namespace
+// and returns what it found. ifindex > 0 limits the qdisc report to that
+// link (and where its filters redirect); cniConfDir is the node's CNI
+// configuration directory ("" for DefaultCNIConfDir).
+func (c *Client) InspectNode(ctx context.Context, node string, ifindex int, cniConfDir string, timeout time.Duration) (NodeReport, error) {
+	var r NodeReport
+	tmpl, err := c.AgentTemplate(ctx)
+	if err != nil {
+		return r, err
+	}
+	if cniConfDir == "" {
+		cniConfDir = DefaultCNIConfDir
+	}
+	name := fmt.Sprintf("cnperf-inspect-%s", shortID())
+	args := []string{"k8s", "inspect-node", "--cni-conf-dir", "/host/cni"}
+	if ifindex > 0 {
+		args = append(args, "--ifindex", strconv.Itoa(ifindex))
+	}
+	t := TestPod{
+		Name: name, Node: node, HostNetwork: true, OneShot: true,
+		Labels: map[string]string{"app.kubernetes.io/name": "cnperf-inspector"},
+		Container: corev1.Container{
+			Name: "inspect", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy, Args: args,
+			VolumeMounts: []corev1.VolumeMount{{Name: "cni", MountPath: "/host/cni", ReadOnly: true}},
+			Env: []corev1.EnvVar{{Name: "NODE_IP", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+		},
+		Volumes: []corev1.Volume{{Name: "cni", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: cniConfDir, Type: ptrTo(corev1.HostPathDirectory)}}}},
+	}
+	p, err := c.RunPod(ctx, t, timeout)
+	if err != nil {
+		return r, fmt.Errorf("inspect node %s: %w", node, err)
+	}
+	defer c.DeletePod(context.WithoutCancel(ctx), name) //nolint:errcheck // best effort; the namespace removal catches leftovers
+	msg := ""
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			msg = cs.State.Terminated.Message
+		}
+	}
+	if err := json.Unmarshal([]byte(msg), &r); err != nil {
+		return r, fmt.Errorf("inspect node %s: inspector's answer %q: %w", node, truncate(msg, 200), err)
+	}
+	return r, nil
+}
+
+// Facts are the cluster's facts recorded with every run on Kubernetes.
+type Facts struct {
+	KubernetesVersion string `json:"kubernetes_version"`
+	Nodes             []Node `json:"nodes"`
+	CNI               string `json:"cni"`
+	ProxyMode         string `json:"kube_proxy_mode"`
+	PodMTU            int    `json:"pod_mtu,omitempty"`
+	NodeMTU           int    `json:"node_mtu,omitempty"`
+	Kernel            string `json:"kernel"`
+}
+
+// knownCNIs are DaemonSets (in kube-system or their own namespace) that
+// name the CNI in use.
+var knownCNIs = []struct{ ns, name, cni string }{
+	{"kube-system", "calico-node", "calico"}, {"calico-system", "calico-node", "calico"},
+	{"kube-system", "cilium", "cilium"}, {"kube-flannel", "kube-flannel-ds", "flannel"},
+	{"kube-system", "kube-flannel-ds", "flannel"}, {"kube-system", "antrea-agent", "antrea"},
+	{"kube-system", "weave-net", "weave"}, {"kube-system", "kindnet", "kindnet"},
+}
+
+// Facts gathers the cluster's facts: the API server's version, the nodes
+// (kernel, kubelet, runtime), the CNI (a known CNI DaemonSet, else the
+// runtime's CNI configuration read on the first agent node), kube-proxy's
+// mode and the MTUs (read on that node by an inspector pod).
+func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Duration) (Facts, error) {
+	var f Facts
+	v, err := c.ServerVersion(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.KubernetesVersion = v.GitVersion
+	if f.Nodes, err = c.Nodes(ctx); err != nil {
+		return f, err
+	}
+	kernels := map[string]bool{}
+	for _, n := range f.Nodes {
+		if !kernels[n.KernelVersion] {
+			kernels[n.KernelVersion] = true
+			f.Kernel = strings.TrimPrefix(f.Kernel+", "+n.KernelVersion, ", ")
+		}
+	}
+	for _, k := range knownCNIs {
+		rctx, cancel := context.WithTimeout(ctx, c.timeout())
+		_, err := c.Kube.AppsV1().DaemonSets(k.ns).Get(rctx, k.name, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			f.CNI = k.cni
+			break
+		}
+	}
+	agents, err := c.Agents(ctx)
+	if err != nil {
+		return f, err
+	}
+	var node string
+	for _, a := range agents {
+		if !a.HostNetwork {
+			node = a.Node
+			break
+		}
+	}
+	if node == "" {
+		return f, fmt.Errorf("no running agent pod to find a node to inspect: is cnperf deployed and ready?")
+	}
+	r, err := c.InspectNode(ctx, node, 0, cniConfDir, timeout)
+	if err != nil {
+		return f, err
+	}
+	f.ProxyMode, f.PodMTU, f.NodeMTU = r.ProxyMode, r.VethMTU, r.NodeMTU
+	if r.CNI != nil {
+		desc := fmt.Sprintf("%s (%s: %s)", r.CNI.Name, r.CNI.File, strings.Join(r.CNI.Plugins, ", "))
+		if f.CNI == "" {
+			f.CNI = desc
+		} else {
+			f.CNI += "; " + desc
+		}
+	} else if f.CNI == "" {
+		f.CNI = "unknown: " + r.CNIError
+	}
+	return f, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,113 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+)
+
+// ServerSelector selects the server's pods.
+const ServerSelector = "app.kubernetes.io/name=cnperf-server"
+
+// Forward is a port-forward from a local port to the server pod.
+type Forward struct {
+	URL  string // http://127.0.0.1:PORT
+	Pod  string
+	stop chan struct{}
+	once sync.Once
+	done chan error
+}
+
+// Close stops the forward.
+func (f *Forward) Close() error {
+	f.once.Do(func() { close(f.stop) })
+	select {
+	case <-f.done:
+	case <-time.After(5 * time.Second):
+	}
+	return nil
+}
+
+// ForwardServer opens a port-forward through the API server to a ready
+// server pod's HTTP port and returns its local URL, so the CLI reaches the
+// server with no Service exposed outside the cluster.
+func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*Forward, error) {
+	if c.REST == nil {
+		return nil, errors.New("port-forward needs a real cluster client")
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(rctx, metav1.ListOptions{LabelSelector: ServerSelector})
+	cancel()
+	if err != nil {
+		return nil, c.explain(err, "list server pods")
+	}
+	var pod *corev1.Pod
+	var why []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podReady(p) && p.DeletionTimestamp == nil {
+			pod = p
+			break
+		}
+		why = append(why, p.Name+": "+PodProblem(p))
+	}
+	if pod == nil {
+		if len(why) == 0 {
+			return nil, errors.New("no cnperf server pod: run `cnperf k8s deploy` first")
+		}
+		return nil, fmt.Errorf("no ready cnperf server pod (%s)", strings.Join(why, "; "))
+	}
+	rt, upgrader, err := spdy.RoundTripperFor(c.REST)
+	if err != nil {
+		return nil, fmt.Errorf("port-forward transport: %w", err)
+	}
+	u := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(Namespace).Name(pod.Name).SubResource("portforward").URL()
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt, Timeout: 0}, http.MethodPost, u)
+	f := &Forward{Pod: pod.Name, stop: make(chan struct{}), done: make(chan error, 1)}
+	ready := make(chan struct{})
+	var errOut strings.Builder
+	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, f.stop, ready, io.Discard, &syncWriter{w: &errOut})
+	if err != nil {
+		return nil, fmt.Errorf("port-forward to %s: %w", pod.Name, err)
+	}
+	go func() { f.done <- pf.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-f.done:
+		return nil, c.explain(fmt.Errorf("port-forward to %s: %w", pod.Name, err), "port-forward")
+	case <-time.After(timeout):
+		f.Close()
+		return nil, fmt.Errorf("port-forward to %s: not ready after %v", pod.Name, timeout)
+	case <-ctx.Done():
+		f.Close()
+		return nil, ctx.Err()
+	}
+	ports, err := pf.GetPorts()
+	if err != nil || len(ports) == 0 {
+		f.Close()
+		return nil, fmt.Errorf("port-forward to %s: no local port: %v", pod.Name, err)
+	}
+	f.URL = fmt.Sprintf("http://127.0.0.1:%d", ports[0].Local)
+	return f, nil
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,104 @@
+package k8s
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ShapedAgent is an agent pod with bandwidth annotations.
+type ShapedAgent struct {
+	Pod         *corev1.Pod
+	Node        string
+	IP          string
+	HostIfindex int    // index of the pod's host-side veth on its node
+	Ingress     string // the annotations as given ("" when unset)
+	Egress      string
+}
+
+// ShapedOptions describe a shaped agent.
+type ShapedOptions struct {
+	Node    string
+	Ingress string // kubernetes.io/ingress-bandwidth, e.g. 10M
+	Egress  string // kubernetes.io/egress-bandwidth
+	Timeout time.Duration
+}
+
+// StartShapedAgent starts an agent pod on o.Node with the bandwidth
+// annotations, running the deployed agent's image and settings. An init
+// container records the index of the pod's host-side veth, so the qdiscs
+// the CNI put there can be read back with InspectNode. The caller deletes
+// the pod (DeletePod) when done.
+func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedAgent, error) {
+	if o.Ingress == "" && o.Egress == "" {
+		return ShapedAgent{}, errors.New("shaped agent: give an ingress or an egress bandwidth")
+	}
+	tmpl, err := c.AgentTemplate(ctx)
+	if err != nil {
+		return ShapedAgent{}, err
+	}
+	ann := map[string]string{}
+	if o.Ingress != "" {
+		ann[IngressBandwidth] = o.Ingress
+	}
+	if o.Egress != "" {
+		ann[EgressBandwidth] = o.Egress
+	}
+	ctr := tmpl
+	ctr.Name = "agent"
+	init := corev1.Container{
+		Name: "iflink", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy,
+		Args:            []string{"k8s", "iflink", "eth0"},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true)},
+	}
+	name := "cnperf-shaped-" + shortID()
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	p, err := c.RunPod(ctx, TestPod{
+		Name: name, Node: o.Node, Annotations: ann, Container: ctr, Init: &init,
+		Labels: map[string]string{"app.kubernetes.io/name": "cnperf-agent", "app.kubernetes.io/component": "shaped"},
+	}, o.Timeout)
+	if err != nil {
+		return ShapedAgent{}, fmt.Errorf("shaped agent on %s: %w", o.Node, err)
+	}
+	sa := ShapedAgent{Pod: p, Node: p.Spec.NodeName, IP: p.Status.PodIP, Ingress: o.Ingress, Egress: o.Egress}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == "iflink" && cs.State.Terminated != nil {
+			sa.HostIfindex, err = strconv.Atoi(strings.TrimSpace(cs.State.Terminated.Message))
+			if err != nil {
+				_ = c.DeletePod(context.WithoutCancel(ctx), name)
+				return ShapedAgent{}, fmt.Errorf("shaped agent %s: init container reported %q, not a link index", name, cs.State.Terminated.Message)
+			}
+		}
+	}
+	if sa.HostIfindex == 0 {
+		_ = c.DeletePod(context.WithoutCancel(ctx), name)
+		return ShapedAgent{}, fmt.Errorf("shaped agent %s: no link index from its init container", name)
+	}
+	return sa, nil
+}
+
+// ShapingQdiscs reads back what the CNI installed for a shaped agent: the
+// qdiscs on its host-side veth and on the device its ingress filter
+// redirects to.
+func (c *Client) ShapingQdiscs(ctx context.Context, sa ShapedAgent, cniConfDir string, timeout time.Duration) ([]LinkTC, error) {
+	r, err := c.InspectNode(ctx, sa.Node, sa.HostIfindex, cniConfDir, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return r.Links, nil
+}
+
+func shortID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

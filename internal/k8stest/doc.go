@@ -1,0 +1,16 @@
+// Package k8stest brings up a real two-node Kubernetes cluster on this
+// machine for cnperf's tests, and tears it down again: etcd, the API
+// server, controller-manager and scheduler in the root network namespace,
+// and per node a network namespace with its own containerd, kubelet and
+// kube-proxy. The nodes meet on a bridge in a namespace of their own; the
+// root namespace reaches them through one veth. Nothing is routed off the
+// machine.
+//
+// The Kubernetes binaries and CNI plugins come from test/k8s/build.sh
+// (built from Go modules, cached). Images are tarballs imported with ctr;
+// nothing is pulled. Up records what it changed (sysctls kubelet sets
+// host-wide, namespaces, cgroups, mounts, processes) and Down undoes all of
+// it, also after a failed Up and for leftovers of a crashed run. It needs
+// root, etcd, containerd, runc, ctr, iptables and nsenter (see
+// K8S-FACTS in docs/kubernetes.md).
+package k8stest

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes binaries and CNI plugins the k8s test harness runs,
+# from Go modules, into a cache directory, and does nothing when they are
+# already there. Usage: build.sh [CACHE_DIR]   (default /var/cache/cnperf-k8s)
+#
+# `go install k8s.io/kubernetes/cmd/...@VERSION` does not work because
+# kubernetes' go.mod replaces its staging modules with local paths; so this
+# writes a small module that requires k8s.io/kubernetes, repeats that replace
+# block with the published versions, blank-imports the six commands and
+# builds them with the version ldflags. See docs/kubernetes.md.
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+CNI_VERSION=${CNI_VERSION:-v1.9.1}
+cache=${1:-/var/cache/cnperf-k8s}
+src=$cache/src-$K8S_VERSION
+bin=$cache/bin-$K8S_VERSION-cni-$CNI_VERSION
+cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+plugins=(main/bridge main/loopback ipam/host-local meta/bandwidth meta/portmap)
+
+if [ -f "$bin/.complete" ]; then
+  echo "$bin"
+  exit 0
+fi
+
+mkdir -p "$src" "$bin/cni"
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+staging=v0.${K8S_VERSION#v1.}
+
+cd "$src"
+if [ ! -f go.sum ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod; then
+  cat >go.mod <<MOD
+module cnperf.local/k8sbuild
+
+go 1.24.0
+
+require k8s.io/kubernetes $K8S_VERSION
+MOD
+  # kubernetes' own go.mod: its replace block names the staging modules.
+  kmod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+  [ -f "$kmod" ] || { echo "build.sh: no go.mod for k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
+  {
+    echo
+    echo "replace ("
+    sed -n '/^replace (/,/^)/p' "$kmod" |
+      sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/src/.*$#\t\1 => \1 '"$staging"'#p'
+    echo ")"
+  } >>go.mod
+  n=$(grep -c "=> k8s.io/.* $staging" go.mod || true)
+  [ "$n" -ge 25 ] || { echo "build.sh: found only $n staging replaces in $kmod" >&2; exit 1; }
+  {
+    echo "// Package k8sbuild only pins the Kubernetes commands the harness builds."
+    echo "package k8sbuild"
+    echo
+    echo "import ("
+    for c in "${cmds[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/$c\""; done
+    echo ")"
+  } >tools.go
+  go mod tidy
+fi
+
+vpkgs=(k8s.io/component-base/version k8s.io/client-go/pkg/version)
+ldflags="-s -w"
+for p in "${vpkgs[@]}"; do
+  ldflags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+  ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+pkgs=()
+for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+go build -trimpath -ldflags "$ldflags" -o "$bin/" "${pkgs[@]}"
+
+cnipkgs=()
+for p in "${plugins[@]}"; do cnipkgs+=("github.com/containernetworking/plugins/plugins/$p@$CNI_VERSION"); done
+GOBIN="$bin/cni" go install -trimpath -ldflags "-s -w" "${cnipkgs[@]}"
+
+for c in "${cmds[@]}"; do [ -x "$bin/$c" ] || { echo "build.sh: $c missing" >&2; exit 1; }; done
+for p in "${plugins[@]}"; do [ -x "$bin/cni/${p#*/}" ] || { echo "build.sh: CNI ${p#*/} missing" >&2; exit 1; }; done
+touch "$bin/.complete"
+echo "$bin"
