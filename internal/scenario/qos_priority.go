@@ -122,6 +122,9 @@ type QoSPriorityOptions struct {
 	// payload (default 1400).
 	BackgroundRateBps uint64
 	BackgroundSize    int
+	// BackgroundProto is "udp" (default: a flood at BackgroundRateBps) or
+	// "tcp" (one unpaced TCP stream, which fills the queue by itself).
+	BackgroundProto string
 	// ForegroundPPS and ForegroundSize shape the foreground flow (default
 	// 100 datagrams/s of 100 bytes, as in the seed study).
 	ForegroundPPS  int
@@ -153,6 +156,9 @@ func (o QoSPriorityOptions) withDefaults() QoSPriorityOptions {
 	}
 	if o.BackgroundSize == 0 {
 		o.BackgroundSize = 1400
+	}
+	if o.BackgroundProto == "" {
+		o.BackgroundProto = "udp"
 	}
 	if o.ForegroundPPS == 0 {
 		o.ForegroundPPS = 100
@@ -210,6 +216,9 @@ func (o QoSPriorityOptions) Validate() error {
 	}
 	if o.ForegroundSize < 64 || o.ForegroundSize > 1400 {
 		errs = append(errs, fmt.Errorf("foreground size %d: want 64-1400 bytes", o.ForegroundSize))
+	}
+	if o.BackgroundProto != "udp" && o.BackgroundProto != "tcp" {
+		errs = append(errs, fmt.Errorf("background %q: want udp or tcp", o.BackgroundProto))
 	}
 	if o.BackgroundSize < 64 || o.BackgroundSize > 65000 {
 		errs = append(errs, fmt.Errorf("background size %d: want 64-65000 bytes", o.BackgroundSize))

@@ -36,8 +36,8 @@ const (
 //
 // Settings (--set): variants, markings (comma-separated), high-dscp (the
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,
-// e.g. 1G), queue (bottleneck queue in bytes, e.g. 1.5M), fg-pps, fg-size,
-// ping-interval.
+// e.g. 1G), background (udp or tcp), queue (bottleneck queue in bytes,
+// e.g. 1.5M), fg-pps, fg-size, ping-interval.
 type QoSPrioritySuite struct {
 	// Show reads a link's qdiscs; nil means qos.Show. Tests set it.
 	Show func(qos.Target) (qos.State, error)
@@ -51,7 +51,7 @@ func (QoSPrioritySuite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval"}
+var qosPrioritySettings = []string{"variants", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background"}
 
 // QoSPriorityOptionsFrom turns the common options and settings into
 // QoSPriorityOptions; variants default to those the backend can show.
@@ -112,6 +112,8 @@ func QoSPriorityOptionsFrom(o Options) (QoSPriorityOptions, error) {
 				return q, bad(k, v, errors.New("want at least one full-size packet (1500 bytes) and below 4Gi"))
 			}
 			q.QueueBytes = uint32(b)
+		case "background":
+			q.BackgroundProto = v
 		case "fg-pps", "fg-size":
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -276,8 +278,12 @@ func qosSteps(q QoSPriorityOptions, v string, idx int, ms []Marking, p Pair, bac
 		return Step{Connection: PodPodCrossNode, Backend: backend, Measure: measure, Repeat: idx, Src: src, Dst: dst,
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
-	steps := []Step{step(MeasureBackground, nil, p.Src, p.Dst, probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr,
-		Duration: probe.Duration(q.Time + time.Second), RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout})}
+	bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),
+		RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout}
+	if q.BackgroundProto == "tcp" {
+		bg = probe.Spec{Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second), Timeout: timeout}
+	}
+	steps := []Step{step(MeasureBackground, nil, p.Src, p.Dst, bg)}
 	for _, m := range ms {
 		fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
 			Size: q.ForegroundSize, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}

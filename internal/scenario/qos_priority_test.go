@@ -90,6 +90,7 @@ func TestQoSPriorityBadInput(t *testing.T) {
 		{"htb on vxlan", with("vxlan", "variants", "htb-priority"), "is the variant vxlan"},
 		{"unknown setting", with("host-gw", "rate", "1G"), "unknown setting rate"},
 		{"tiny queue", with("host-gw", "queue", "100"), "full-size packet"},
+		{"background sctp", with("host-gw", "background", "sctp"), `background "sctp"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := QoSPrioritySuite{Show: showRoot(nil)}.Plan(labAgents(), c.o, fakeNet{})
@@ -169,6 +170,11 @@ func TestQoSPriorityPlan(t *testing.T) {
 				t.Errorf("ping %+v from %s", ping.Spec, ping.Src.ID)
 			}
 		}
+	}
+	tcp, err := QoSPrioritySuite{Show: showRoot(nil)}.Plan(labAgents(), Options{Time: time.Second, Repeat: 1, Backend: "host-gw",
+		Set: map[string]string{"background": "tcp"}}, fakeNet{})
+	if err != nil || tcp[0].Steps[0].Spec.Kind != probe.KindTCP || tcp[0].Steps[0].Spec.RateBps != nil {
+		t.Errorf("tcp background: %v %+v", err, tcp[0].Steps[0].Spec)
 	}
 	vx, err := QoSPrioritySuite{Show: showRoot(nil)}.Plan(labAgents(), Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, fakeNet{})
 	if err != nil {
