@@ -16,7 +16,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/cnperf /cnperf
 RUN ln -s /cnperf /usr/local/bin/cnperf
-# The server runs as 65532 (the manifests' securityContext); agents run as
-# root with only NET_ADMIN and NET_RAW.
+# The manifests drop every capability but NET_RAW (server) and NET_ADMIN
+# plus NET_RAW (agents).
 EXPOSE 8080 5201
 ENTRYPOINT ["/cnperf"]

@@ -6,7 +6,7 @@ PKGS     := ./...
 # The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test test-deps vet fmt-check bench-probes bench-server bench-lab clean
+.PHONY: all build demo test test-k8s test-deps vet fmt-check bench-probes bench-server bench-lab clean
 
 all: build
 
@@ -44,6 +44,12 @@ bench-server: build
 # (< 2 s, < 30 s); needs root. Serialised with other benchmarks.
 bench-lab:
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/lab/labbench
+
+# The real-cluster test (internal/k8stest): builds Kubernetes v1.34.4 from
+# Go modules on first use (cached in /var/cache/cnperf-k8s), starts a
+# two-node cluster in network namespaces and runs cnperf on it. Needs root.
+test-k8s: test-deps
+	CNPERF_K8S_HARNESS=1 $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/
 
 clean:
 	rm -rf bin

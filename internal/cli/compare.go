@@ -18,7 +18,7 @@ func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var srv reportServer
 	var format string
 	var tolerance float64
-	var failOn bool
+	var failOn, only bool
 	cmd := &cobra.Command{
 		Use:   "compare RUN_A RUN_B [RUN...]",
 		Short: "Compare runs of one suite and flag figures that got worse beyond their run-to-run spread",
@@ -27,7 +27,8 @@ is flagged worse only when all its repetitions fall outside the reference's
 min–max on the worse side and its median moved by more than --tolerance
 percent: a difference inside the spread the repetitions showed is noise,
 not a regression. Runs of different single backends (host-gw vs vxlan)
-are compared connection by connection.
+are compared connection by connection; two runs of one cni-compare (its
+host-gw and vxlan runs) are compared with each other.
 
 Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 		Args: cobra.RangeArgs(2, 6),
@@ -44,9 +45,27 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
 			defer cancel()
+			// Runs of one suite invocation (the backends of one
+			// cni-compare) are compared as they are; otherwise each run
+			// stands for its whole invocation.
+			if !only {
+				invs := map[string]bool{}
+				for _, id := range args {
+					run, err := c.GetRun(ctx, id)
+					if err != nil {
+						break // fetchReport below says what is wrong
+					}
+					if p, ok := report.RunParams(run); ok && p.Invocation != "" {
+						if invs[p.Invocation] {
+							only = true
+						}
+						invs[p.Invocation] = true
+					}
+				}
+			}
 			var reps []*report.Report
 			for _, id := range args {
-				rep, err := fetchReport(ctx, c, id, false)
+				rep, err := fetchReport(ctx, c, id, only)
 				if err != nil {
 					return err
 				}
@@ -83,5 +102,6 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 	fl.StringVar(&format, "format", "text", "output format: text, md, json")
 	fl.Float64Var(&tolerance, "tolerance", 5, "percent the median must also move by to be flagged")
 	fl.BoolVar(&failOn, "fail-on-regression", false, "exit with status 3 when a figure got worse")
+	fl.BoolVar(&only, "only-this-run", false, "compare the runs alone, not the other phases or backends of their suite runs (automatic when two runs share one)")
 	return cmd
 }

@@ -65,6 +65,11 @@ func TestRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Leftovers of a crashed run hold kubelet's sysctls: clean them first,
+	// so the values compared after teardown are the machine's own.
+	if err := Cleanup(cache, log); err != nil {
+		t.Fatalf("leftovers of an earlier run: %v", err)
+	}
 	sysBefore := SysctlsNow()
 	var cl *Cluster
 	t.Cleanup(func() {
@@ -124,6 +129,29 @@ func TestRealCluster(t *testing.T) {
 		}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// The kustomize base and overlays, as kubectl users apply them, pass a
+	// server-side dry run against the real API server (into the empty
+	// namespace, so every object is checked as a new one).
+	if _, err := kc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k8s.Namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"base", "overlays/nodeport", "overlays/postgres"} {
+		kctl := filepath.Join(cl.BinDir, "kubectl")
+		render := exec.CommandContext(ctx, kctl, "kustomize", filepath.Join(root, "deploy", "kubernetes", dir))
+		manifest, err := render.Output()
+		if err != nil {
+			t.Errorf("kubectl kustomize %s: %v", dir, err)
+			continue
+		}
+		apply := exec.CommandContext(ctx, kctl, "--kubeconfig", cl.Kubeconfig, "apply", "--dry-run=server", "-f", "-")
+		apply.Stdin = bytes.NewReader(manifest)
+		if b, err := apply.CombinedOutput(); err != nil {
+			t.Errorf("kubectl apply --dry-run=server -k %s: %v\n%s", dir, err, b)
+		} else {
+			t.Logf("kubectl apply --dry-run=server -k %s: %d objects accepted", dir, strings.Count(string(b), "(server dry run)"))
+		}
 	}
 
 	// 1. The manifests applied; server and agents Running on both nodes.

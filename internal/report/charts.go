@@ -258,7 +258,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	if len(with) == 0 {
 		return nil
 	}
-	nb := histRange(with, 0.99)
+	nb := histRange(with, 0.95)
 	width := with[0].widthUs
 	unit, div := "µs", 1.0
 	if width*float64(nb) >= 2000 {
@@ -287,7 +287,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 	}
 	c := LineChart(LineSpec{ID: id, Title: title, XName: "Latency", XUnit: unit, YName: "Share of samples", YUnit: "%",
 		Series: series, Step: true, Area: true})
-	c.Subtitle = fmt.Sprintf("bins of %s; up to the 99th percentile (the CDF shows the tail)", Format(width, "µs"))
+	c.Subtitle = fmt.Sprintf("bins of %s; up to the 95th percentile (the CDF shows the tail)", Format(width, "µs"))
 	return c
 }
 
