@@ -57,8 +57,9 @@ type Agent struct {
 	freed chan struct{} // wakes the fetch loop when a queued task starts or ends
 	ready chan struct{} // closed when the responder listens and a heartbeat was accepted
 
-	mu       sync.Mutex      // guards jobs and respAddr
+	mu       sync.Mutex      // guards jobs, stopping and respAddr
 	jobs     map[string]*job // task id → queued or running task
+	stopping bool            // set by cancelAll: no new tasks
 	respAddr string
 
 	out     *outbox

@@ -75,10 +75,11 @@ func (a *Agent) cancelTasks(ids []string, cause error) {
 	}
 }
 
-// cancelAll stops every task with cause.
+// cancelAll stops every task with cause and refuses new ones.
 func (a *Agent) cancelAll(cause error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stopping = true
 	for _, j := range a.jobs {
 		j.cancel(cause)
 	}
@@ -90,6 +91,12 @@ func (a *Agent) accept(ctx context.Context, t api.AgentTask) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, dup := a.jobs[t.TaskID]; dup || t.TaskID == "" {
+		return
+	}
+	if a.stopping {
+		// Taken while stopping: not started, reported cancelled.
+		a.out.add(api.Report{TaskID: t.TaskID, PodUID: a.id.PodUID, ReportID: uuid.NewString(),
+			State: api.StateCancelled, Reason: errShutdown.Error()})
 		return
 	}
 	// The task's context is not derived from ctx: on shutdown cancelAll
