@@ -33,6 +33,9 @@ const (
 	// MinPingTimeout is the default per-reply timeout unless twice the
 	// interval is longer.
 	MinPingTimeout = 2 * time.Second
+	// rxStampWait bounds the wait for the kernel's receive time-stamping
+	// to take effect (see probe.HoldRxTimestamps).
+	rxStampWait = 200 * time.Millisecond
 )
 
 // Ping is the "ping" prober: ICMP echo requests to a host.
@@ -101,6 +104,8 @@ type pingRun struct {
 // Run pings spec.Target.
 func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.Result, error) {
 	log := env.Log().With("probe", probe.KindPing, "dst", spec.Target)
+	// RTTs come from kernel receive timestamps from the first reply on.
+	defer probe.HoldRxTimestamps(rxStampWait)()
 	interval := spec.IntervalOr(DefaultPingInterval)
 	timeout := spec.TimeoutOr(max(MinPingTimeout, 2*interval))
 	size := spec.Size

@@ -44,6 +44,9 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, bound+2*endTimeout+probe.DefaultControlTimeout)
 	defer cancel()
+	// The requests' kernel receive times give the dwell; have the kernel
+	// stamp packets before the client gets the go-ahead.
+	defer probe.HoldRxTimestamps(rxStampWait)()
 	var served atomic.Int64
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -70,6 +70,9 @@ const (
 	DefaultTCPTimeout = 5 * time.Second
 	// endTimeout bounds the closing exchange with the responder.
 	endTimeout = 5 * time.Second
+	// rxStampWait bounds the wait for the kernel's receive time-stamping
+	// to take effect (see probe.HoldRxTimestamps).
+	rxStampWait = 200 * time.Millisecond
 )
 
 type config struct {
@@ -206,6 +209,8 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	} else {
 		env.Log().Debug("cannot lower timer slack", "err", err)
 	}
+	// rtt_ms needs kernel receive timestamps from the first transaction.
+	defer probe.HoldRxTimestamps(rxStampWait)()
 	cl, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: cfg.tos, RecvTstamp: true})
 	if err != nil {
 		return nil, err
