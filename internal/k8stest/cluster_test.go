@@ -231,6 +231,7 @@ func TestRealCluster(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("cnperf report %s (the stored run, read back from the in-cluster server):\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
 		if res.Cluster.KubernetesVersion == "" || len(res.Cluster.Nodes) != 2 {
 			t.Errorf("cluster facts missing: %+v", res.Cluster)
 		}
@@ -246,7 +247,8 @@ func TestRealCluster(t *testing.T) {
 			t.Fatalf("cnperf run shaping --k8s: %v\n%s\n%s", err, out, errOut)
 		}
 		var res struct {
-			Rows    []row `json:"rows"`
+			RunID   string `json:"run_id"`
+			Rows    []row  `json:"rows"`
 			Shaping struct {
 				Pod   string       `json:"pod"`
 				Links []k8s.LinkTC `json:"links"`
@@ -272,6 +274,7 @@ func TestRealCluster(t *testing.T) {
 		if !ingressRedirect || !tbf10M {
 			t.Errorf("want an ingress qdisc with a mirred redirect on the host veth and a 10Mbit tbf on an ifb; got %+v", res.Shaping.Links)
 		}
+		t.Logf("cnperf report %s:\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
 		if res.Drain == nil {
 			t.Fatal("no shaping_drain row")
 		}
@@ -338,6 +341,28 @@ func TestRealCluster(t *testing.T) {
 
 // row is a suite row as the JSON output writes it: figures (medians) as
 // nested objects at the top level, labels as top-level strings.
+// storedReport prints a run as `cnperf report` shows it, read back from
+// the server in the cluster through a port-forward.
+func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp func(time.Duration, ...string) (string, string, error), runID string) string {
+	t.Helper()
+	fw, err := kc.ForwardServer(ctx, 30*time.Second)
+	if err != nil {
+		t.Errorf("port-forward for the report: %v", err)
+		return ""
+	}
+	defer fw.Close()
+	tok, _, err := kc.Tokens(ctx)
+	if err != nil {
+		t.Errorf("token: %v", err)
+		return ""
+	}
+	out, errOut, err := cnp(time.Minute, "report", runID, "--server", fw.URL, "--token", tok)
+	if err != nil {
+		t.Errorf("cnperf report %s: %v\n%s", runID, err, errOut)
+	}
+	return out
+}
+
 type row struct {
 	Connection string
 	Src, Dst   string

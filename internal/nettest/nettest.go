@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -92,6 +93,29 @@ func (n *NS) Do(fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// WaitAddr waits up to 5 s until a can be bound in n: a new IPv6 address
+// stays tentative, and unusable, while duplicate address detection runs.
+func (n *NS) WaitAddr(t testing.TB, a netip.Addr) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := n.Do(func() error {
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("address %s in netns %s not usable: %v", a, n.Name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Start starts cmd inside n (the child inherits the namespace of the

@@ -193,7 +193,7 @@ func TestDwellSubtracted(t *testing.T) {
 // namespaces, IPv4 and IPv6, with the mark checked on arrival.
 func TestAcrossNamespaces(t *testing.T) {
 	pair := nettest.NewPair(t)
-	waitAddr(t, pair.B, pair.Addr6B)
+	pair.B.WaitAddr(t, pair.Addr6B)
 	addr4 := probetest.StartIn(t, pair.B, pair.AddrB, Handler{})
 	addr6 := probetest.StartIn(t, pair.B, pair.Addr6B, Handler{})
 	for _, p := range protos {
@@ -372,28 +372,6 @@ func TestResponderKilled(t *testing.T) {
 				t.Error("responder did not stop")
 			}
 		})
-	}
-}
-
-// waitAddr waits until a can be bound in ns.
-func waitAddr(t *testing.T, ns *nettest.NS, a netip.Addr) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := ns.Do(func() error {
-			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("address %s in %s not usable: %v", a, ns.Name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -158,7 +158,7 @@ func TestPair(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			waitAddr(t, p.B, tc.server)
+			p.B.WaitAddr(t, tc.server)
 			addr := probetest.StartIn(t, p.B, tc.server, Handler{})
 			spec := tc.spec
 			spec.Kind, spec.Target = probe.KindTCP, addr
@@ -290,28 +290,5 @@ func TestMerger(t *testing.T) {
 	}
 	if out[2].StartS != 3 || out[2].ThroughputBps != 1600 || out[2].Retransmits != nil {
 		t.Errorf("interval 3 = %+v", out[2])
-	}
-}
-
-// waitAddr waits until a (an IPv6 address may still be tentative while
-// duplicate address detection runs) can be bound in ns.
-func waitAddr(t *testing.T, ns *nettest.NS, a netip.Addr) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := ns.Do(func() error {
-			c, err := net.ListenPacket("udp", net.JoinHostPort(a.String(), "0"))
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("address %s not usable in %s: %v", a, ns.Name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

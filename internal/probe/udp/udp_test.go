@@ -281,7 +281,7 @@ func TestAccounting(t *testing.T) {
 // both directions, IPv4 and IPv6, with DSCP checked on arrival.
 func TestAcrossNamespaces(t *testing.T) {
 	pair := nettest.NewPair(t)
-	waitAddr(t, pair.B, pair.Addr6B)
+	pair.B.WaitAddr(t, pair.Addr6B)
 	addr4 := probetest.StartIn(t, pair.B, pair.AddrB, NewHandler())
 	addr6 := probetest.StartIn(t, pair.B, pair.Addr6B, NewHandler())
 	cases := []struct {
@@ -416,28 +416,5 @@ func TestResponderKilled(t *testing.T) {
 				t.Error("responder did not stop")
 			}
 		})
-	}
-}
-
-// waitAddr waits until a can be bound in ns (a new IPv6 address is
-// unusable while duplicate address detection runs).
-func waitAddr(t *testing.T, ns *nettest.NS, a netip.Addr) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := ns.Do(func() error {
-			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("address %s in %s not usable: %v", a, ns.Name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
