@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
@@ -56,6 +58,8 @@ type Agent struct {
 	slots chan struct{} // a token per running task (capacity MaxParallel)
 	freed chan struct{} // wakes the fetch loop when a queued task starts or ends
 	ready chan struct{} // closed when the responder listens and a heartbeat was accepted
+
+	bootID string // chosen at New: a new process, a new ID
 
 	mu       sync.Mutex      // guards jobs, stopping and respAddr
 	jobs     map[string]*job // task id → queued or running task
@@ -105,14 +109,15 @@ func New(opts Options) (*Agent, error) {
 	}
 	log := opts.Logger.With("pod_uid", id.PodUID)
 	a := &Agent{
-		opts:  opts,
-		id:    id,
-		cl:    opts.Client,
-		log:   log,
-		slots: make(chan struct{}, opts.MaxParallel),
-		freed: make(chan struct{}, 1),
-		ready: make(chan struct{}),
-		jobs:  map[string]*job{},
+		opts:   opts,
+		id:     id,
+		cl:     opts.Client,
+		log:    log,
+		slots:  make(chan struct{}, opts.MaxParallel),
+		freed:  make(chan struct{}, 1),
+		ready:  make(chan struct{}),
+		jobs:   map[string]*job{},
+		bootID: uuid.NewString(),
 	}
 	a.out = newOutbox(a.cl, log)
 	a.servers = newServerSet(a.cl, id, log)
@@ -179,7 +184,7 @@ func (a *Agent) heartbeat() api.Heartbeat {
 	return api.Heartbeat{
 		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
 		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
-		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(),
+		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(), BootID: a.bootID,
 	}
 }
 

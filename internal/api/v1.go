@@ -161,6 +161,10 @@ type Heartbeat struct {
 	Version       string `json:"version,omitempty"`
 	// Running lists the task ids the agent is executing now.
 	Running []string `json:"running,omitempty"`
+	// BootID is chosen by the agent at start. A new one means the agent
+	// restarted and lost the tasks it held: the server fails them at once
+	// instead of at their deadline.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // HeartbeatReply answers a heartbeat.

@@ -88,6 +88,12 @@ func (f *suiteFlags) prepare(name string) error {
 		}
 		f.opts.Set[k] = v
 	}
+	if c, ok := f.suite.(scenario.OptionsChecker); ok {
+		// Settings are checked before any lab or run is made.
+		if err := c.CheckOptions(f.opts); err != nil {
+			return err
+		}
+	}
 	if f.backends != "" {
 		bs, err := scenario.ParseBackends(f.backends, nil)
 		if err != nil {

@@ -182,3 +182,31 @@ var qosRowMetrics = []string{
 	"capacity_bps", "loss_threshold_pct", "retest_loss_pct", "retest_receiver_bps", "retest_pass", "trials",
 	"supported",
 }
+
+// An OptionsChecker is a suite that can check its options and settings
+// before anything is built (a lab, a run); the backend may be unknown
+// then, so what depends on it is checked again in Plan.
+type OptionsChecker interface {
+	CheckOptions(o Options) error
+}
+
+// CheckOptions implements OptionsChecker.
+func (QoSPrioritySuite) CheckOptions(o Options) error {
+	_, err := QoSPriorityOptionsFrom(o)
+	return err
+}
+
+// CheckOptions implements OptionsChecker.
+func (ShapingSuite) CheckOptions(o Options) error {
+	_, err := ShapingOptionsFrom(o)
+	return err
+}
+
+// CheckOptions implements OptionsChecker.
+func (CapacitySuite) CheckOptions(o Options) error {
+	if _, err := CapacityOptionsFrom(o); err != nil {
+		return err
+	}
+	_, err := capacityPaths(o)
+	return err
+}

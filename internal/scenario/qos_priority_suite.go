@@ -167,8 +167,10 @@ func DefaultQoSVariants(backend string) []string {
 func variantFitsBackend(v, backend string) error {
 	vx := v == VariantVXLAN || v == VariantVXLANInherit
 	switch {
+	case backend == "":
+		return nil // unknown yet (checked again when the backend is known)
 	case vx && backend != "vxlan":
-		return fmt.Errorf("variant %s needs the vxlan backend (this run's backend is %q): run it with --backends vxlan", v, backend)
+		return fmt.Errorf("variant %s needs the vxlan backend (this run's backend is %s): run it on a vxlan lab (--backend vxlan)", v, backend)
 	case v == VariantHTBPriority && backend == "vxlan":
 		return fmt.Errorf("variant %s on the vxlan backend is the variant %s (outer TOS 0) or %s", v, VariantVXLAN, VariantVXLANInherit)
 	}

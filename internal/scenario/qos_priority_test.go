@@ -326,3 +326,40 @@ func TestQoSRowsMedianAndErrors(t *testing.T) {
 		t.Errorf("errors %v", r.Errors)
 	}
 }
+
+// TestCheckOptionsBeforeAnythingIsBuilt: the CLI checks settings before it
+// builds a lab, when the backend is not known yet.
+func TestCheckOptionsBeforeAnythingIsBuilt(t *testing.T) {
+	o := func(kv ...string) Options {
+		set := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			set[kv[i]] = kv[i+1]
+		}
+		return Options{Time: time.Second, Repeat: 1, Set: set}
+	}
+	var checkers []OptionsChecker
+	for _, s := range QoSSuites() {
+		if c, ok := s.(OptionsChecker); ok {
+			checkers = append(checkers, c)
+		}
+	}
+	if len(checkers) != 3 {
+		t.Fatalf("%d checkers", len(checkers))
+	}
+	if err := (QoSPrioritySuite{}).CheckOptions(o("variants", "vxlan,vxlan-inherit")); err != nil {
+		t.Errorf("vxlan variants before the backend is known: %v", err)
+	}
+	for _, c := range []struct {
+		s    OptionsChecker
+		o    Options
+		want string
+	}{
+		{QoSPrioritySuite{}, o("high-dscp", "64"), "DSCP 64 is outside 0-63"},
+		{ShapingSuite{}, o("egress-bandwidth", "0"), "rate 0"},
+		{CapacitySuite{}, o("paths", "moon"), `path "moon"`},
+	} {
+		if err := c.s.CheckOptions(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%T: %v, want %q", c.s, err, c.want)
+		}
+	}
+}

@@ -70,6 +70,9 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 		// A destination came online: held-back tasks may be claimable.
 		s.disp.wakePending()
 	}
+	if restarted, since := s.beats.boot(hb.PodUID, hb.BootID); restarted {
+		s.failLost(ctx, hb, since, now)
+	}
 	reply := api.HeartbeatReply{AgentID: id, Cancel: s.disp.takeCancel(hb.PodUID)}
 	// Tasks the agent runs that ended on the server (cancelled, timed out,
 	// failed while the server restarted) are stopped too.
@@ -80,6 +83,38 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 		}
 	}
 	return reply, nil
+}
+
+// ReasonAgentRestarted is the reason of tasks an agent lost by restarting.
+const ReasonAgentRestarted = "agent restarted and lost the task"
+
+// failLost fails the tasks the agent's previous process held: active
+// tasks of this source dispatched up to the previous process's last
+// heartbeat and not in the new process's running list. (Tasks dispatched
+// later may be with the new process, its answer still on the way.)
+func (s *Server) failLost(ctx context.Context, hb api.Heartbeat, since, now time.Time) {
+	for _, state := range []store.TaskState{store.TaskDispatched, store.TaskRunning} {
+		ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{AgentUID: hb.PodUID, State: state}, store.Page{Limit: store.MaxPageLimit})
+		if err != nil {
+			s.log.Warn("list tasks of a restarted agent", "pod_uid", hb.PodUID, "err", err)
+			return
+		}
+		for _, t := range ts {
+			if t.SrcPodUID != hb.PodUID || contains(hb.Running, t.TaskID) || t.DispatchedAt == nil || t.DispatchedAt.After(since) {
+				continue
+			}
+			done, dup, err := s.st.Complete(ctx, store.Report{TaskID: t.TaskID, AgentUID: hb.PodUID, ReportID: "server:lost:" + hb.BootID,
+				State: store.TaskFailed, Reason: ReasonAgentRestarted}, now)
+			if err != nil || dup {
+				continue // it ended meanwhile
+			}
+			s.disp.dropStaged(done.TaskID)
+			s.log.Warn("task failed", "task_id", done.TaskID, "run_id", done.RunID, "reason", done.Reason)
+			if done.Exclusive {
+				s.disp.wakePending()
+			}
+		}
+	}
 }
 
 func contains(ss []string, s string) bool {

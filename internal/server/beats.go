@@ -20,6 +20,8 @@ type beat struct {
 	last   time.Time // latest heartbeat
 	dirty  bool      // last/status not yet flushed
 	online bool      // false after the reaper marked the agent offline
+	bootID string    // the agent process's boot ID, "" when not known
+	prev   time.Time // the heartbeat before last
 }
 
 func newBeatCache() *beatCache { return &beatCache{m: map[string]*beat{}} }
@@ -41,10 +43,31 @@ func (c *beatCache) touch(a store.Agent, now time.Time) (id int64, ok bool) {
 	if b == nil || !b.online || !sameIdentity(b.agent, a) {
 		return 0, false
 	}
-	b.last = now
+	b.prev, b.last = b.last, now
 	b.status = a.Status
 	b.dirty = true
 	return b.agent.ID, true
+}
+
+// boot records the agent's boot ID. restarted is true when a different one
+// was known (the agent restarted); since is then the last heartbeat of the
+// previous process.
+func (c *beatCache) boot(uid, bootID string) (restarted bool, since time.Time) {
+	if bootID == "" {
+		return false, time.Time{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[uid]
+	if b == nil {
+		return false, time.Time{}
+	}
+	old := b.bootID
+	b.bootID = bootID
+	if old == "" || old == bootID {
+		return false, time.Time{}
+	}
+	return true, b.prev
 }
 
 // warm fills the cache with agents read from the store (at start), so that
@@ -64,7 +87,11 @@ func (c *beatCache) warm(as []store.Agent) {
 func (c *beatCache) stored(a store.Agent, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m[a.PodUID] = &beat{agent: a, status: a.Status, last: now, online: true}
+	nb := &beat{agent: a, status: a.Status, last: now, online: true}
+	if old := c.m[a.PodUID]; old != nil {
+		nb.bootID, nb.prev = old.bootID, old.last
+	}
+	c.m[a.PodUID] = nb
 }
 
 // dirtyAgents returns the heartbeats that must be written now, each

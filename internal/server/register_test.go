@@ -91,3 +91,57 @@ func testStoredHeartbeatsStayFresh(t *testing.T, dsn string) {
 		t.Errorf("clients list: %+v %v (want the live agent with its latest beat)", clients, err)
 	}
 }
+
+// TestAgentRestartFailsLostTasks: an agent that comes back with a new boot
+// ID lost what it held; those tasks fail at once with the reason, not at
+// their deadline. Tasks it reports running are kept.
+func TestAgentRestartFailsLostTasks(t *testing.T) {
+	storetest.ForEach(t, testAgentRestartFailsLostTasks)
+}
+
+func testAgentRestartFailsLostTasks(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
+	ctx := context.Background()
+	hb := func(boot string, running ...string) {
+		t.Helper()
+		_, err := f.agent.Heartbeat(ctx, api.Heartbeat{PodUID: "uid-a", PodName: "pod-a", PodIP: "10.244.1.12", NodeName: "node-1",
+			ResponderAddr: "10.244.1.12:5201", BootID: boot, Running: running})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
+	hb("boot-1")
+	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1"), pingTask("-c 2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil || len(fr.Tasks) != 2 {
+		t.Fatalf("fetch: %+v %v", fr, err)
+	}
+	if err := f.agent.Start(ctx, ids[0], "uid-a"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Second)
+	hb("boot-1", ids[0], ids[1]) // the same process: nothing happens
+	f.clock.Add(2 * time.Second)
+	hb("boot-2", ids[1]) // restarted; claims to hold the second (taken at its first fetch)
+	for i, want := range []string{api.StateFailed, api.StateDispatched} {
+		task, err := f.user.GetTask(ctx, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.State != want {
+			t.Errorf("task %d: %s %q, want %s", i, task.State, task.Reason, want)
+		}
+		if want == api.StateFailed && task.Reason != ReasonAgentRestarted {
+			t.Errorf("task %d reason %q", i, task.Reason)
+		}
+	}
+	// A heartbeat without a boot ID (a seed client) never counts as a
+	// restart.
+	hb("", ids[1])
+	if task, _ := f.user.GetTask(ctx, ids[1]); task.State != api.StateDispatched {
+		t.Errorf("after a heartbeat without boot ID: %s", task.State)
+	}
+}
