@@ -30,6 +30,15 @@ var (
 	cnperfDir  string
 )
 
+// TestMain removes the cnperf binary the lab tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cnperfDir != "" {
+		_ = os.RemoveAll(cnperfDir)
+	}
+	os.Exit(code)
+}
+
 // cnperfBinary builds cmd/cnperf once for this test binary.
 func cnperfBinary(t *testing.T) string {
 	t.Helper()
