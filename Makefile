@@ -27,9 +27,12 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # All tests with the race detector, against SQLite and a throwaway
-# PostgreSQL started for the run.
+# PostgreSQL started for the run; then, on its own so that a cold
+# Kubernetes build does not compete with the other tests for the CPUs,
+# the real two-node cluster (test-k8s).
 test: test-deps fmt-check vet build
 	./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
+	$(MAKE) --no-print-directory test-k8s
 
 bench-probes: build test-deps
 	$(GO) run ./internal/probe/probebench -cnperf $(BIN)
