@@ -55,9 +55,10 @@ type Agent struct {
 	cl   *client.Client
 	log  *slog.Logger
 
-	slots chan struct{} // a token per running task (capacity MaxParallel)
-	freed chan struct{} // wakes the fetch loop when a queued task starts or ends
-	ready chan struct{} // closed when the responder listens and a heartbeat was accepted
+	slots   chan struct{} // a token per running task (capacity MaxParallel)
+	qosSlot chan struct{} // held by the task whose QoS set-up is applied
+	freed   chan struct{} // wakes the fetch loop when a queued task starts or ends
+	ready   chan struct{} // closed when the responder listens and a heartbeat was accepted
 
 	bootID string // chosen at New: a new process, a new ID
 
@@ -109,15 +110,16 @@ func New(opts Options) (*Agent, error) {
 	}
 	log := opts.Logger.With("pod_uid", id.PodUID)
 	a := &Agent{
-		opts:   opts,
-		id:     id,
-		cl:     opts.Client,
-		log:    log,
-		slots:  make(chan struct{}, opts.MaxParallel),
-		freed:  make(chan struct{}, 1),
-		ready:  make(chan struct{}),
-		jobs:   map[string]*job{},
-		bootID: uuid.NewString(),
+		opts:    opts,
+		id:      id,
+		cl:      opts.Client,
+		log:     log,
+		slots:   make(chan struct{}, opts.MaxParallel),
+		qosSlot: make(chan struct{}, 1),
+		freed:   make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+		jobs:    map[string]*job{},
+		bootID:  uuid.NewString(),
 	}
 	a.out = newOutbox(a.cl, log)
 	a.servers = newServerSet(a.cl, id, log)

@@ -21,6 +21,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
+	"github.com/cnperf/cnperf/internal/probe/udp"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -156,7 +157,7 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	srv, err := server.New(server.Options{Store: st, UserToken: userTok, AgentToken: agentTok,
-		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{})})
+		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{})})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func (e *env) agent(name, ip string) *running {
 	a, err := New(Options{
 		Client:   cl,
 		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip},
-		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}},
+		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
 	})
 	if err != nil {

@@ -159,7 +159,7 @@ func (a *Agent) runJob(j *job) {
 		return
 	}
 	log.Info("task started", "dst", t.DstPodIP)
-	res, raw, err := a.execute(ctx, t)
+	res, raw, err := a.executeWithQoS(ctx, log, t)
 	a.finish(ctx, log, j, rep, res, raw, err)
 }
 
@@ -217,6 +217,34 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	}
 	log.Info("task finished", "state", rep.State, "reason", rep.Reason)
 	a.out.add(rep)
+}
+
+// executeWithQoS runs the task inside its QoS set-up, when it has one:
+// applied before the probe starts, removed when it ends however it ends
+// (success, failure, timeout, cancellation), and noted in the result.
+func (a *Agent) executeWithQoS(ctx context.Context, log *slog.Logger, t api.AgentTask) (*probe.Result, string, error) {
+	if t.QoS == nil {
+		return a.execute(ctx, t)
+	}
+	if t.Type != api.TypeProbe {
+		return nil, "", fmt.Errorf("qos set-up on a %s task: only probe tasks take one", t.Type)
+	}
+	note, undo, err := a.applyQoS(ctx, log, t)
+	if err != nil {
+		return nil, "", err
+	}
+	res, raw, err := a.execute(ctx, t)
+	uerr := undo()
+	if res != nil {
+		res.Notes = append(res.Notes, note)
+		if uerr != nil {
+			res.Notes = append(res.Notes, "qos: removing the set-up failed: "+uerr.Error())
+		}
+	}
+	if uerr != nil && err == nil && res == nil {
+		err = fmt.Errorf("qos: remove the set-up: %w", uerr)
+	}
+	return res, raw, err
 }
 
 // execute runs the task and returns the typed result and the raw output.

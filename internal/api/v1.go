@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qos"
 )
 
 // Task states (the life cycle: pending → dispatched → running → succeeded |
@@ -199,14 +200,17 @@ type ReportReply struct {
 
 // AgentTask is a task as handed to its source agent.
 type AgentTask struct {
-	TaskID    string      `json:"task_id"`
-	RunID     string      `json:"run_id,omitempty"`
-	Type      string      `json:"type"`
-	Param     string      `json:"param,omitempty"`
-	Spec      *probe.Spec `json:"spec,omitempty"`
-	SrcPodIP  string      `json:"src_pod_ip"`
-	DstPodUID string      `json:"dst_pod_uid"`
-	DstPodIP  string      `json:"dst_pod_ip"`
+	TaskID string      `json:"task_id"`
+	RunID  string      `json:"run_id,omitempty"`
+	Type   string      `json:"type"`
+	Param  string      `json:"param,omitempty"`
+	Spec   *probe.Spec `json:"spec,omitempty"`
+	// QoS is the set-up the agent applies on its own interface around a
+	// probe task.
+	QoS       *qos.Spec `json:"qos,omitempty"`
+	SrcPodIP  string    `json:"src_pod_ip"`
+	DstPodUID string    `json:"dst_pod_uid"`
+	DstPodIP  string    `json:"dst_pod_ip"`
 	// Deadline is when the server stops waiting for the result.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// TimeoutS is how long the task may run, in seconds.

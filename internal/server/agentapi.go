@@ -222,6 +222,7 @@ func agentTask(t store.Task) api.AgentTask {
 		if err := json.Unmarshal(t.Spec, &sp); err == nil {
 			at.Spec = &sp
 		}
+		at.QoS = storedQoS(t.Spec)
 	}
 	return at
 }

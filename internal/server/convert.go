@@ -1,7 +1,10 @@
 package server
 
 import (
+	"encoding/json"
+
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -38,7 +41,24 @@ func taskV2(t store.Task) api.TaskV2 {
 		State: string(t.State), Reason: t.Reason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
 		RawResult: t.RawResult, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
 		StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline, UpdatedAt: t.UpdatedAt,
+		QoS: storedQoS(t.Spec),
 	}
+}
+
+// storedQoS reads a probe task's QoS set-up, which the store keeps in the
+// task's spec JSON under "qos" (beside the probe.Spec fields), so no
+// schema change was needed. Nil when there is none.
+func storedQoS(spec json.RawMessage) *qos.Spec {
+	if len(spec) == 0 {
+		return nil
+	}
+	var v struct {
+		QoS *qos.Spec `json:"qos"`
+	}
+	if err := json.Unmarshal(spec, &v); err != nil {
+		return nil
+	}
+	return v.QoS
 }
 
 func runV2(r store.Run, ts []store.Task) api.Run {

@@ -13,6 +13,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/external"
+	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -268,6 +269,11 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		if err != nil {
 			return store.Task{}, fmt.Errorf("encode spec: %w", err)
 		}
+		if rt.QoS != nil {
+			if b, err = withQoS(prefix, b, *rt.QoS); err != nil {
+				return store.Task{}, err
+			}
+		}
 		t.Spec = b
 		if t.Timeout == 0 {
 			t.Timeout = sp.DurationOr(10*time.Second) + DefaultProbeOverhead
@@ -276,6 +282,9 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 	case api.IsV1Type(typ):
 		if rt.Spec != nil {
 			return store.Task{}, api.BadRequest(prefix+"spec", "only for probe tasks; a %s task takes param", typ)
+		}
+		if rt.QoS != nil {
+			return store.Task{}, api.BadRequest(prefix+"qos", "only for probe tasks")
 		}
 		if err := api.CheckParamText(prefix+"param", rt.Param); err != nil {
 			return store.Task{}, err
@@ -296,6 +305,32 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		t.Exclusive = *rt.Exclusive
 	}
 	return t, nil
+}
+
+// withQoS validates a task's QoS set-up and adds it to the stored spec
+// JSON under "qos" (see storedQoS).
+func withQoS(prefix string, spec []byte, q qos.Spec) ([]byte, error) {
+	if _, err := q.Build(); err != nil {
+		var ve *qos.ValidationError
+		if errors.As(err, &ve) {
+			return nil, api.BadRequest(prefix+"qos."+ve.Field, "%s", ve.Reason)
+		}
+		return nil, api.BadRequest(prefix+"qos", "%v", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(spec, &m); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	qb, err := json.Marshal(q)
+	if err != nil {
+		return nil, fmt.Errorf("encode qos: %w", err)
+	}
+	m["qos"] = qb
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	return out, nil
 }
 
 func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udp"
+	"github.com/cnperf/cnperf/internal/qos"
+)
+
+// Addresses of the QoS test's veth: the agent's end in the test's own
+// namespace, the far end in a namespace the test makes.
+var (
+	qosAgentIP = netip.MustParseAddr("198.19.251.1")
+	qosFarIP   = netip.MustParseAddr("198.19.251.2")
+)
+
+// qosLink makes namespace "aq<hex>" and a veth "aq<hex>" whose near end
+// (qosAgentIP/30) stays in the test's namespace and whose far end
+// (qosFarIP/30) goes into the new one. Both go in t.Cleanup.
+func qosLink(t *testing.T) (*nettest.NS, string) {
+	t.Helper()
+	nettest.Require(t)
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := "aq" + hex.EncodeToString(b[:])
+	far, err := nettest.NewNS(name)
+	if err != nil {
+		t.Fatalf("make namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				t.Errorf("cleanup: delete %s: %v", name, err)
+			}
+		}
+		if err := nettest.Delete(far); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	farNS, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer farNS.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(farNS)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatalf("add veth %s: %v", name, err)
+	}
+	near, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrAdd(near, &netlink.Addr{IPNet: &net.IPNet{IP: qosAgentIP.AsSlice(), Mask: net.CIDRMask(30, 32)}}); err != nil {
+		t.Fatalf("address %s: %v", name, err)
+	}
+	if err := netlink.LinkSetUp(near); err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(farNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, l := range []string{"lo", "eth0"} {
+		link, err := h.LinkByName(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == "eth0" {
+			if err := h.AddrAdd(link, &netlink.Addr{IPNet: &net.IPNet{IP: qosFarIP.AsSlice(), Mask: net.CIDRMask(30, 32)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.LinkSetUp(link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return far, name
+}
+
+// TestAgentAppliesQoS: an agent whose pod IP sits on a veth gets a udp
+// probe with a tbf set-up: the tbf is on the veth while the probe runs,
+// the receiver sees about the tbf rate, the result notes the set-up, and
+// the veth is back to its default qdisc afterwards.
+func TestAgentAppliesQoS(t *testing.T) {
+	far, link := qosLink(t)
+	e := newEnv(t)
+	e.agent("qsrc", qosAgentIP.String())
+
+	// The destination: a udp responder listening in the far namespace,
+	// announced to the server as an agent.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	resp := probe.NewResponder(testLogger(t), &udp.Handler{})
+	if err := far.Do(func() error { return resp.Listen(ctx, net.JoinHostPort(qosFarIP.String(), "0")) }); err != nil {
+		t.Fatalf("responder in %s: %v", far.Name, err)
+	}
+	go func() { _ = resp.Serve(ctx) }()
+	t.Cleanup(func() { _ = resp.Close() })
+	acl, err := client.New(e.url, agentTok, client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acl.Heartbeat(ctx, api.Heartbeat{PodName: "qdst", PodUID: "uid-qdst", PodIP: qosFarIP.String(),
+		NodeName: "node-qdst", ResponderAddr: resp.Addr().String(), BootID: "qdst"}); err != nil {
+		t.Fatal(err)
+	}
+
+	const rate = 20_000_000
+	send := uint64(100_000_000)
+	run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{
+		Src: "qsrc", Dst: "qdst",
+		Spec: &probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second), RateBps: &send, Size: 1400},
+		QoS:  &qos.Spec{Setup: qos.SpecTBF, RateBps: rate, BurstBytes: 16000},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := run.Tasks[0].TaskID
+	if q := run.Tasks[0].QoS; q == nil || q.Setup != "tbf" || q.RateBps != rate {
+		t.Errorf("task answered with qos %+v", q)
+	}
+
+	// Watch the veth's root qdisc while the task runs.
+	target := qos.Target{Link: link}
+	seen := false
+	deadline := time.Now().Add(20 * time.Second)
+	var got api.TaskV2
+	for {
+		if st, err := qos.Show(target); err == nil {
+			if root, ok := st.Root(); ok && root.Kind == "tbf" {
+				seen = true
+			}
+		}
+		got, err = e.user.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if api.TerminalState(got.State) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got.State != api.StateSucceeded {
+		t.Fatalf("task: state %s reason %q", got.State, got.Reason)
+	}
+	if !seen {
+		t.Error("no tbf at the root of the agent's veth while the task ran")
+	}
+	st, err := qos.Show(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, ok := st.Root(); ok && root.Kind == "tbf" {
+		t.Errorf("tbf still on %s after the task", link)
+	}
+	var res probe.Result
+	if err := json.Unmarshal(got.Result, &res); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	if res.ThroughputBps == nil {
+		t.Fatalf("udp result without throughput: %s", got.Result)
+	}
+	rx := res.ThroughputBps.Receiver
+	t.Logf("tbf %d bit/s, sent at %d bit/s: receiver %.0f bit/s, sender %.0f bit/s", rate, send, rx, res.ThroughputBps.Sender)
+	// Generous bounds: the bucket lets a burst through at the start, and a
+	// loaded machine may send below the asked rate.
+	if rx > 2*rate || rx < rate/4 {
+		t.Errorf("receiver throughput %.0f bit/s, want about the tbf rate %d bit/s", rx, rate)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "qos: applied tbf rate 20000000 bit/s burst 16000 B on "+link) {
+		t.Errorf("result notes %q do not say what was applied", res.Notes)
+	}
+}
+
+// TestRunRefusesBadQoS: a bad set-up is refused at create time with a 400
+// naming the field, and no task is stored.
+func TestRunRefusesBadQoS(t *testing.T) {
+	e := newEnv(t)
+	e.agent("qa", "127.0.0.2")
+	e.agent("qb", "127.0.0.3")
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		qos   qos.Spec
+		field string
+	}{
+		{"unknown set-up", qos.Spec{Setup: "cake"}, "tasks[0].qos.setup"},
+		{"dscp out of range", qos.Spec{Setup: "htb-priority", RateBps: 10_000_000, DSCP: []int{46, 64}}, "tasks[0].qos.dscp"},
+		{"rate 0", qos.Spec{Setup: "tbf", BurstBytes: 16000}, "tasks[0].qos.rate_bps"},
+		{"field of another set-up", qos.Spec{Setup: "tbf", RateBps: 10_000_000, BurstBytes: 16000, DSCP: []int{46}}, "tasks[0].qos.dscp"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := c.qos
+			_, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{
+				Src: "qa", Dst: "qb", Spec: &probe.Spec{Kind: "rr", Count: 10}, QoS: &q,
+			}}})
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != c.field {
+				t.Fatalf("got %v (%#v), want 400 naming %s", err, ae, c.field)
+			}
+		})
+	}
+	page, err := e.user.ListTasks(ctx, client.TaskQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Total != 0 {
+		t.Errorf("%d tasks stored after refused runs", page.Total)
+	}
+}
