@@ -141,7 +141,7 @@ func TestAgentAppliesQoS(t *testing.T) {
 	// Watch the veth's root qdisc while the task runs.
 	target := qos.Target{Link: link}
 	seen := false
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(25 * time.Second)
 	var got api.TaskV2
 	for {
 		if st, err := qos.Show(target); err == nil {
@@ -188,6 +188,43 @@ func TestAgentAppliesQoS(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "qos: applied tbf rate 20000000 bit/s burst 16000 B on "+link) {
 		t.Errorf("result notes %q do not say what was applied", res.Notes)
 	}
+
+	// Cancelled while it runs: the set-up goes too.
+	run, err = e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{
+		Src: "qsrc", Dst: "qdst",
+		Spec: &probe.Spec{Kind: "udp", Duration: probe.Duration(10 * time.Second), RateBps: &send, Size: 1400},
+		QoS:  &qos.Spec{Setup: qos.SpecTBF, RateBps: rate, BurstBytes: 16000},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = run.Tasks[0].TaskID
+	e.waitRunning(id, 10*time.Second)
+	for !rootIs(t, target, "tbf") {
+		if time.Now().After(deadline) {
+			t.Fatal("no tbf on the veth while the second task ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.user.CancelTask(ctx, id, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for rootIs(t, target, "tbf") {
+		if time.Now().After(deadline) {
+			t.Fatal("tbf still on the veth after the task was cancelled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func rootIs(t *testing.T, target qos.Target, kind string) bool {
+	t.Helper()
+	st, err := qos.Show(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, ok := st.Root()
+	return ok && root.Kind == kind
 }
 
 // TestRunRefusesBadQoS: a bad set-up is refused at create time with a 400
