@@ -241,8 +241,8 @@ func (a *Agent) executeWithQoS(ctx context.Context, log *slog.Logger, t api.Agen
 			res.Notes = append(res.Notes, "qos: removing the set-up failed: "+uerr.Error())
 		}
 	}
-	if uerr != nil && err == nil && res == nil {
-		err = fmt.Errorf("qos: remove the set-up: %w", uerr)
+	if uerr != nil && res == nil {
+		err = errors.Join(err, fmt.Errorf("qos: remove the set-up: %w", uerr))
 	}
 	return res, raw, err
 }
