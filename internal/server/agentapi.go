@@ -126,32 +126,42 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
+// jsonCall answers a request whose body decodes into In (at most limit
+// bytes) with what fn makes of it, in the seed's envelope (v1) or as plain
+// JSON (v2); check, when set, vets the decoded body against the request
+// first.
+func jsonCall[In, Out any](s *Server, v1 bool, limit int64, check func(*http.Request, *In) error, fn func(context.Context, In) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if err := decode(w, r, limit, &in); err != nil {
+			s.fail(w, r, v1, err)
+			return
+		}
+		if check != nil {
+			if err := check(r, &in); err != nil {
+				s.fail(w, r, v1, err)
+				return
+			}
+		}
+		out, err := fn(r.Context(), in)
+		if err != nil {
+			s.fail(w, r, v1, err)
+			return
+		}
+		if v1 {
+			s.okV1(w, out)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
 func (s *Server) handleHeartbeatV1(w http.ResponseWriter, r *http.Request) {
-	var hb api.Heartbeat
-	if err := decode(w, r, api.MaxBody, &hb); err != nil {
-		s.fail(w, r, true, err)
-		return
-	}
-	reply, err := s.heartbeat(r.Context(), hb)
-	if err != nil {
-		s.fail(w, r, true, err)
-		return
-	}
-	s.okV1(w, reply)
+	jsonCall(s, true, api.MaxBody, nil, s.heartbeat)(w, r)
 }
 
 func (s *Server) handleHeartbeatV2(w http.ResponseWriter, r *http.Request) {
-	var hb api.Heartbeat
-	if err := decode(w, r, api.MaxBody, &hb); err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
-	reply, err := s.heartbeat(r.Context(), hb)
-	if err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, reply)
+	jsonCall(s, false, api.MaxBody, nil, s.heartbeat)(w, r)
 }
 
 // agentUID reads and checks the pod_uid query parameter.
@@ -401,35 +411,20 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 }
 
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
-	var rep api.Report
-	if err := decode(w, r, api.MaxReportBody, &rep); err != nil {
-		s.fail(w, r, true, err)
-		return
-	}
-	reply, err := s.report(r.Context(), rep)
-	if err != nil {
-		s.fail(w, r, true, err)
-		return
-	}
-	s.okV1(w, reply)
+	jsonCall(s, true, api.MaxReportBody, nil, s.report)(w, r)
 }
 
 func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
-	var rep api.Report
-	if err := decode(w, r, api.MaxReportBody, &rep); err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
+	jsonCall(s, false, api.MaxReportBody, reportMatchesPath, s.report)(w, r)
+}
+
+// reportMatchesPath takes the task id from the path when the body has none
+// and refuses a body that names another task.
+func reportMatchesPath(r *http.Request, rep *api.Report) error {
 	if id := r.PathValue("id"); rep.TaskID == "" {
 		rep.TaskID = id
 	} else if rep.TaskID != id {
-		s.fail(w, r, false, api.BadRequest("task_id", "%q differs from the task id in the path %q", rep.TaskID, id))
-		return
+		return api.BadRequest("task_id", "%q differs from the task id in the path %q", rep.TaskID, id)
 	}
-	reply, err := s.report(r.Context(), rep)
-	if err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, reply)
+	return nil
 }
