@@ -18,8 +18,16 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/probe"
 )
+
+// TestMain removes the cnperf binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cnperftest.Cleanup()
+	os.Exit(code)
+}
 
 // proc is a cnperf process started by the test.
 type proc struct {
@@ -169,12 +177,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cnperf")
-	build := exec.Command("go", "build", "-o", bin, "github.com/cnperf/cnperf/cmd/cnperf")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := cnperftest.Binary(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
 	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-e2e", "CNPERF_AGENT_TOKEN=a-e2e"},

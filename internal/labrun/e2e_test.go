@@ -11,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/scenario"
@@ -25,50 +25,11 @@ import (
 	"github.com/cnperf/cnperf/internal/store"
 )
 
-// cnperfBin is the cnperf binary the end-to-end tests run, built once.
-var cnperfBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-// TestMain removes the built binary after the tests.
+// TestMain removes the cnperf binary the end-to-end tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cnperfBin.dir != "" {
-		_ = os.RemoveAll(cnperfBin.dir)
-	}
+	cnperftest.Cleanup()
 	os.Exit(code)
-}
-
-// buildCnperf builds the cnperf binary once, into a directory every user
-// can read, so the tests run the same program a user runs.
-func buildCnperf(t *testing.T) string {
-	t.Helper()
-	b := &cnperfBin
-	b.once.Do(func() {
-		b.dir, b.err = os.MkdirTemp("", "cnperf-labrun-bin-")
-		if b.err != nil {
-			return
-		}
-		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "cnperf")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.path, "./cmd/cnperf")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build, so the cache is warm
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
 }
 
 // runJSON runs `cnperf lab run ARGS --json` and decodes its output.
@@ -193,7 +154,7 @@ func checkRows(t *testing.T, out output, backends []string) {
 // lab, the real server and agents, the suite through the API.
 func TestLabRunBaseline(t *testing.T) {
 	nettest.Require(t)
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	db := filepath.Join(t.TempDir(), "runs.db")
 	// One objective every row meets, one none can: the run exits with 3
 	// and still prints its rows with the verdicts.
@@ -272,7 +233,7 @@ func checkStored(t *testing.T, db string, out output) {
 // host-gw,vxlan --json` end to end: one lab per backend.
 func TestLabRunCNICompare(t *testing.T) {
 	nettest.Require(t)
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	// Both backends' labs write into one database.
 	db := filepath.Join(t.TempDir(), "runs.db")
 	out := runJSON(t, bin, labName(t), t.TempDir(), "cni-compare", "--backends", "host-gw,vxlan", "--time", "1s", "--repeat", "1", "--db", db)
@@ -284,7 +245,7 @@ func TestLabRunCNICompare(t *testing.T) {
 // that the lab is removed all the same.
 func TestLabRunInterrupted(t *testing.T) {
 	nettest.Require(t)
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	name, stateDir := labName(t), t.TempDir()
 	cleanupLab(t, name, stateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -327,7 +288,7 @@ func TestLabRunInterrupted(t *testing.T) {
 // gets, and that nothing is made.
 func TestLabRunWithoutRoot(t *testing.T) {
 	nettest.Require(t) // root is needed to become nobody
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "lab", "run", "baseline", "--name", labName(t), "--state-dir", t.TempDir())
@@ -352,7 +313,7 @@ func TestLabRunWithoutRoot(t *testing.T) {
 // included) and runs a suite against it with `cnperf run --lab`.
 func TestRunAgainstLabUp(t *testing.T) {
 	nettest.Require(t)
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	name, stateDir := labName(t), t.TempDir()
 	cleanupLab(t, name, stateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

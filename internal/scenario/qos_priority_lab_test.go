@@ -6,72 +6,34 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
 )
 
-// The lab tests run `cnperf lab run SUITE --json` as a user does, on a
-// fresh 2-node lab with one pod per node, with short flows, and assert
-// ratios and bounds with margins. They need root.
-
-var (
-	cnperfOnce sync.Once
-	cnperfBin  string
-	cnperfErr  error
-	cnperfDir  string
-)
-
-// TestMain removes the cnperf binary the lab tests built.
+// TestMain removes the cnperf binary the end-to-end tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cnperfDir != "" {
-		_ = os.RemoveAll(cnperfDir)
-	}
+	cnperftest.Cleanup()
 	os.Exit(code)
 }
 
-// cnperfBinary builds cmd/cnperf once for this test binary.
-func cnperfBinary(t *testing.T) string {
-	t.Helper()
-	cnperfOnce.Do(func() {
-		cnperfDir, cnperfErr = os.MkdirTemp("", "cnperf-qos-bin-")
-		if cnperfErr != nil {
-			return
-		}
-		if cnperfErr = os.Chmod(cnperfDir, 0o755); cnperfErr != nil {
-			return
-		}
-		cnperfBin = filepath.Join(cnperfDir, "cnperf")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", cnperfBin, "./cmd/cnperf")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cnperfErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if cnperfErr != nil {
-		t.Fatal(cnperfErr)
-	}
-	return cnperfBin
-}
+// The lab tests run `cnperf lab run SUITE --json` as a user does, on a
+// fresh 2-node lab with one pod per node, with short flows, and assert
+// ratios and bounds with margins. They need root.
 
 // labRun runs `cnperf lab run ARGS --json` on a lab named q + random and
 // returns the rows; the lab must be gone afterwards.
 func labRun(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
 	nettest.Require(t)
-	bin := cnperfBinary(t)
+	bin := cnperftest.Binary(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "q" + hex.EncodeToString(b[:])

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,56 +11,19 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/lab"
 )
 
-// cnperfBin is the cnperf binary the lab runs, built once per test binary.
-var cnperfBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
+// TestMain removes the cnperf binary the end-to-end tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cnperfBin.dir != "" {
-		_ = os.RemoveAll(cnperfBin.dir)
-	}
+	cnperftest.Cleanup()
 	os.Exit(code)
-}
-
-func buildCnperf(t *testing.T) string {
-	t.Helper()
-	b := &cnperfBin
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "cnperf-web-bin-"); b.err != nil {
-			return
-		}
-		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "cnperf")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.path, "./cmd/cnperf")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
 }
 
 // newLabCluster builds a lab (2 nodes, 2 pods each, host-gw) with its
@@ -74,7 +36,7 @@ func newLabCluster(t *testing.T) *cluster {
 	if err := lab.CheckPrivileges(); err != nil {
 		t.Skipf("no lab: %v", err)
 	}
-	bin := buildCnperf(t)
+	bin := cnperftest.Binary(t)
 	var rb [3]byte
 	_, _ = rand.Read(rb[:])
 	name := "rw" + hex.EncodeToString(rb[:])
