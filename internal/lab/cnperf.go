@@ -144,7 +144,13 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	type member struct{ ns, log string }
 	var started []member
 	uids := map[string]bool{}
-	since := time.Now().Add(-time.Second) // heartbeats of this start, not of a database's past
+	// Only heartbeats of this start count: a database kept from an earlier
+	// lab (cni-compare runs one lab per backend on one database) holds the
+	// same agents, heartbeating until a moment ago. The server stamps
+	// heartbeats with its own clock, in microseconds, when they arrive, so
+	// no slack is needed (a second of it let the previous lab's agents
+	// count as up, and the first tasks met a responder not yet listening).
+	since := time.Now()
 	agent := func(ns, name, podIP, node, nodeIP string, host bool) error {
 		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
 			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
