@@ -512,19 +512,9 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, in
 	if f.Suite != "" {
 		w.add("suite = "+w.arg(nil), f.Suite)
 	}
-	var total int
-	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM runs"+w.sql(), w.args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count runs: %w", err)
-	}
-	w.add("seq > "+w.arg(nil), p.AfterID)
-	args := append(w.args, limit)
-	rows, err := s.r.QueryContext(ctx, "SELECT "+runCols+" FROM runs"+w.sql()+" ORDER BY seq LIMIT $"+strconv.Itoa(len(args)), args...)
+	runs, total, err := listPage(ctx, s.r, "runs", runCols, "seq", w, p.AfterID, limit, scanRun)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list runs: %w", err)
-	}
-	runs, err := collect(rows, scanRun)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list runs: %w", err)
+		return nil, 0, err
 	}
 	if err := s.fillCounts(ctx, s.r, runs); err != nil {
 		return nil, 0, err
@@ -769,21 +759,27 @@ func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task,
 	if f.Type != "" {
 		w.add("type = "+w.arg(nil), f.Type)
 	}
+	return listPage(ctx, s.r, "tasks", taskCols, "id", w, p.AfterID, limit, scanTask)
+}
+
+// listPage counts the rows of table that match w, then reads cols of the
+// page of at most limit rows whose key is above afterID, in key order.
+func listPage[T any](ctx context.Context, q querier, table, cols, key string, w where, afterID int64, limit int, scan func(rowScanner) (T, error)) ([]T, int, error) {
 	var total int
-	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM tasks"+w.sql(), w.args...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("count tasks: %w", err)
+	if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+w.sql(), w.args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count %s: %w", table, err)
 	}
-	w.add("id > "+w.arg(nil), p.AfterID)
+	w.add(key+" > "+w.arg(nil), afterID)
 	args := append(w.args, limit)
-	rows, err := s.r.QueryContext(ctx, "SELECT "+taskCols+" FROM tasks"+w.sql()+" ORDER BY id LIMIT $"+strconv.Itoa(len(args)), args...)
+	rows, err := q.QueryContext(ctx, "SELECT "+cols+" FROM "+table+w.sql()+" ORDER BY "+key+" LIMIT $"+strconv.Itoa(len(args)), args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
+		return nil, 0, fmt.Errorf("list %s: %w", table, err)
 	}
-	tasks, err := collect(rows, scanTask)
+	page, err := collect(rows, scan)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list tasks: %w", err)
+		return nil, 0, fmt.Errorf("list %s: %w", table, err)
 	}
-	return tasks, total, nil
+	return page, total, nil
 }
 
 // claimCandidate is a pending task with what the exclusive rule needs.
