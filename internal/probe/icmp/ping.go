@@ -53,7 +53,9 @@ type Ping struct {
 // Name returns "ping".
 func (Ping) Name() string { return probe.KindPing }
 
-// Validate rejects specs ping cannot honour.
+// Validate rejects specs ping cannot honour anywhere. Whether this process
+// may send echoes less than 200 ms apart (CAP_NET_RAW) is checked by Run,
+// on the host that sends them.
 func (p Ping) Validate(s probe.Spec) error {
 	var errs []error
 	if err := s.ValidateCommon(false); err != nil {
@@ -67,12 +69,8 @@ func (p Ping) Validate(s probe.Spec) error {
 	if s.Size > maxPayload {
 		errs = append(errs, fmt.Errorf("size %d: at most %d payload bytes fit in an IP packet", s.Size, maxPayload))
 	}
-	if iv := s.Interval.D(); iv > 0 {
-		if iv < MinPingInterval {
-			errs = append(errs, fmt.Errorf("interval %v: below the %v minimum", iv, MinPingInterval))
-		} else if iv < MinUserPingInterval && !privileged() {
-			errs = append(errs, fmt.Errorf("interval %v: below %v needs CAP_NET_RAW (root), as with ping", iv, MinUserPingInterval))
-		}
+	if iv := s.Interval.D(); iv > 0 && iv < MinPingInterval {
+		errs = append(errs, fmt.Errorf("interval %v: below the %v minimum", iv, MinPingInterval))
 	}
 	if err := checkSocketMode(p.Socket); err != nil {
 		errs = append(errs, err)
@@ -104,9 +102,14 @@ type pingRun struct {
 // Run pings spec.Target.
 func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.Result, error) {
 	log := env.Log().With("probe", probe.KindPing, "dst", spec.Target)
+	interval := spec.IntervalOr(DefaultPingInterval)
+	// Checked here, where the echoes are sent, not in Validate: a server
+	// validating a task for an agent has other privileges than the agent.
+	if interval < MinUserPingInterval && !privileged() {
+		return nil, fmt.Errorf("interval %v: below %v needs CAP_NET_RAW (root), as with ping", interval, MinUserPingInterval)
+	}
 	// RTTs come from kernel receive timestamps from the first reply on.
 	defer probe.HoldRxTimestamps(rxStampWait)()
-	interval := spec.IntervalOr(DefaultPingInterval)
 	timeout := spec.TimeoutOr(max(MinPingTimeout, 2*interval))
 	size := spec.Size
 	if size == 0 {
