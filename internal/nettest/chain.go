@@ -29,17 +29,7 @@ type Chain struct {
 // is deleted in t.Cleanup, also when set-up fails half way.
 func NewChain(t testing.TB) *Chain {
 	t.Helper()
-	Require(t)
-	c, cleanup, err := MakeChain()
-	t.Cleanup(func() {
-		if err := cleanup(); err != nil {
-			t.Errorf("nettest cleanup: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("make namespace chain: %v", err)
-	}
-	return c
+	return makeForTest(t, "namespace chain", MakeChain)
 }
 
 // MakeChain is NewChain for programs: it returns a cleanup to call

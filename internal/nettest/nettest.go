@@ -137,17 +137,25 @@ type Pair struct {
 // root. The namespaces are deleted in t.Cleanup.
 func NewPair(t testing.TB) *Pair {
 	t.Helper()
+	return makeForTest(t, "namespace pair", MakePair)
+}
+
+// makeForTest runs build for t: it skips t without root, registers the
+// cleanup build returns (also when build failed half way) and fails t with
+// what went wrong.
+func makeForTest[T any](t testing.TB, what string, build func() (T, func() error, error)) T {
+	t.Helper()
 	Require(t)
-	p, cleanup, err := MakePair()
+	v, cleanup, err := build()
 	t.Cleanup(func() {
 		if err := cleanup(); err != nil {
 			t.Errorf("nettest cleanup: %v", err)
 		}
 	})
 	if err != nil {
-		t.Fatalf("make namespace pair: %v", err)
+		t.Fatalf("make %s: %v", what, err)
 	}
-	return p
+	return v
 }
 
 // MakePair is NewPair for programs (benchmarks): it returns a cleanup to

@@ -57,15 +57,7 @@ func (Ping) Name() string { return probe.KindPing }
 // may send echoes less than 200 ms apart (CAP_NET_RAW) is checked by Run,
 // on the host that sends them.
 func (p Ping) Validate(s probe.Spec) error {
-	var errs []error
-	if err := s.ValidateCommon(false); err != nil {
-		errs = append(errs, err)
-	}
-	if s.Target != "" {
-		if err := checkHost(s.Target); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := validateHostSpec(s)
 	if s.Size > maxPayload {
 		errs = append(errs, fmt.Errorf("size %d: at most %d payload bytes fit in an IP packet", s.Size, maxPayload))
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // Socket modes for the ICMP socket (Ping.Socket, Trace.Socket).
@@ -497,4 +499,19 @@ func payload(size int, token [8]byte) []byte {
 func hasToken(data []byte, size int, token [8]byte) bool {
 	n := min(size, len(token))
 	return len(data) >= n && string(data[:n]) == string(token[:n])
+}
+
+// validateHostSpec returns what ping and trace both reject: bad common
+// fields and a target that is not a host.
+func validateHostSpec(s probe.Spec) []error {
+	var errs []error
+	if err := s.ValidateCommon(false); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Target != "" {
+		if err := checkHost(s.Target); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

@@ -48,15 +48,7 @@ func (Trace) Name() string { return probe.KindTrace }
 
 // Validate rejects specs trace cannot honour.
 func (tr Trace) Validate(s probe.Spec) error {
-	var errs []error
-	if err := s.ValidateCommon(false); err != nil {
-		errs = append(errs, err)
-	}
-	if s.Target != "" {
-		if err := checkHost(s.Target); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := validateHostSpec(s)
 	switch s.Proto {
 	case "", "udp", "icmp":
 	default:

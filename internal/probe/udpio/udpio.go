@@ -110,27 +110,17 @@ func rawConn(c *net.UDPConn) (syscall.RawConn, int, error) {
 // SO_RCVBUF. It returns the size the kernel granted (the kernel doubles the
 // request for bookkeeping; the figure is what getsockopt reports).
 func SetRecvBuffer(c *net.UDPConn, n int) (int, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return 0, fmt.Errorf("udp socket: %w", err)
-	}
-	var got int
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); e != nil {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n); e != nil {
-				serr = fmt.Errorf("set SO_RCVBUF=%d: %w", n, e)
-			}
-		}
-		got, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-	}); err != nil {
-		return 0, err
-	}
-	return got, serr
+	return setBuffer(c, n, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, "SO_RCVBUF")
 }
 
 // SetSendBuffer is SetRecvBuffer for SO_SNDBUF.
 func SetSendBuffer(c *net.UDPConn, n int) (int, error) {
+	return setBuffer(c, n, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, "SO_SNDBUF")
+}
+
+// setBuffer sets a socket buffer with the forcing option, else the plain
+// one, and returns the size the kernel reports.
+func setBuffer(c *net.UDPConn, n, force, plain int, name string) (int, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("udp socket: %w", err)
@@ -138,12 +128,12 @@ func SetSendBuffer(c *net.UDPConn, n int) (int, error) {
 	var got int
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n); e != nil {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n); e != nil {
-				serr = fmt.Errorf("set SO_SNDBUF=%d: %w", n, e)
+		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, force, n); e != nil {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, plain, n); e != nil {
+				serr = fmt.Errorf("set %s=%d: %w", name, n, e)
 			}
 		}
-		got, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		got, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, plain)
 	}); err != nil {
 		return 0, err
 	}
