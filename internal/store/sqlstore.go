@@ -451,17 +451,22 @@ func (s *sqlStore) GetRun(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	runs := []Run{r}
-	if err := s.fillCounts(ctx, s.r, runs); err != nil {
-		return Run{}, err
-	}
-	return runs[0], nil
+	return s.withCounts(ctx, r)
 }
 
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// withCounts returns r with its task counts.
+func (s *sqlStore) withCounts(ctx context.Context, r Run) (Run, error) {
+	runs := []Run{r}
+	if err := s.fillCounts(ctx, s.r, runs); err != nil {
+		return Run{}, err
+	}
+	return runs[0], nil
 }
 
 // fillCounts sets Counts on each run with one grouped query.
@@ -552,11 +557,7 @@ func (s *sqlStore) UpdateRunState(ctx context.Context, id string, state RunState
 	if err != nil {
 		return Run{}, err
 	}
-	runs := []Run{out}
-	if err := s.fillCounts(ctx, s.r, runs); err != nil {
-		return Run{}, err
-	}
-	return runs[0], nil
+	return s.withCounts(ctx, out)
 }
 
 func (s *sqlStore) CancelRun(ctx context.Context, id, reason string, now time.Time) (Run, error) {
@@ -593,11 +594,7 @@ func (s *sqlStore) CancelRun(ctx context.Context, id, reason string, now time.Ti
 	if err != nil {
 		return Run{}, err
 	}
-	runs := []Run{out}
-	if err := s.fillCounts(ctx, s.r, runs); err != nil {
-		return Run{}, err
-	}
-	return runs[0], nil
+	return s.withCounts(ctx, out)
 }
 
 // finishRuns ends every running run among ids whose tasks are all terminal:
