@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Chain is three namespaces in a line, A — R — B, where R routes between
@@ -134,10 +135,8 @@ func vethBetween(end, r *NS, rName string, v4, v6 [2]netip.Addr) error {
 				return err
 			}
 			if strings.Contains(a, ":") {
-				// IFA_F_NODAD, sent as an IFA_FLAGS attribute (the library
-				// sends flags above 0xff that way; IFA_F_MANAGETEMPADDR is
-				// harmless here): the address is usable at once.
-				addr.Flags = 0x80 | 0x100
+				// No duplicate-address detection: usable at once.
+				addr.Flags = unix.IFA_F_NODAD
 			}
 			if err := side.h.AddrAdd(l, addr); err != nil {
 				return fmt.Errorf("add %s on %s: %w", a, side.dev, err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Prefix starts the name of every namespace this package makes.
@@ -226,7 +227,7 @@ func (p *Pair) link() error {
 			if err != nil {
 				return err
 			}
-			addr.Flags = 0x80 // IFA_F_NODAD: usable at once, no duplicate-address wait
+			addr.Flags = unix.IFA_F_NODAD // usable at once, no duplicate-address wait
 			if err := side.h.AddrAdd(l, addr); err != nil {
 				return fmt.Errorf("add %s: %w", a, err)
 			}

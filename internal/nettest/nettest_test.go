@@ -1,11 +1,15 @@
 package nettest
 
 import (
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 func TestPairCarriesTrafficAndCleansUp(t *testing.T) {
@@ -74,5 +78,30 @@ func TestDoSurvivesGoexit(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Do blocked after its function called runtime.Goexit")
+	}
+}
+
+// TestAddressesUsableAtOnce checks that no address of a new pair or chain
+// is tentative: they skip duplicate-address detection, so a connection from
+// or to an IPv6 address works the moment the namespaces exist.
+func TestAddressesUsableAtOnce(t *testing.T) {
+	p := NewPair(t)
+	c := NewChain(t)
+	for _, ns := range []*NS{p.A, p.B, c.A, c.R, c.B} {
+		err := ns.Do(func() error {
+			addrs, err := netlink.AddrList(nil, netlink.FAMILY_V6)
+			if err != nil {
+				return err
+			}
+			for _, a := range addrs {
+				if a.IP.IsGlobalUnicast() && a.Flags&unix.IFA_F_TENTATIVE != 0 {
+					return fmt.Errorf("%s is tentative (flags %#x)", a.IPNet, a.Flags)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("netns %s: %v", ns.Name, err)
+		}
 	}
 }
