@@ -184,7 +184,8 @@ func TestRealCluster(t *testing.T) {
 		t.Fatalf("cnperf k8s status: %v\n%s", err, out)
 	}
 	t.Logf("cnperf k8s status --facts:\n%s", out)
-	for _, want := range []string{"v1.34", "iptables", "bridge", "bandwidth", "kcn-node1", "kcn-node2"} {
+	cni := cl.CNI.Facts()
+	for _, want := range append([]string{"v1.34", "iptables", "kcn-node1", "kcn-node2"}, cni.Plugins...) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q", want)
 		}
