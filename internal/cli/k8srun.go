@@ -146,6 +146,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		return err
 	}
 	out.Output = scenario.NewOutput(rep)
+	labelCNI(out.Rows, facts)
 	if out.Shaping != nil {
 		relabelBurst(out.Rows, out.Shaping.Links)
 	}
@@ -176,6 +177,22 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		fmt.Fprintln(st.Out)
 	}
 	return f.print(st, out.Output)
+}
+
+// labelCNI names the cluster's CNI and its backend in every row (`cni`,
+// `backend`), so rows of runs on different CNIs or backends stay apart.
+func labelCNI(rows []scenario.Row, f k8s.Facts) {
+	for i := range rows {
+		if f.CNIName != "" {
+			if rows[i].Labels == nil {
+				rows[i].Labels = map[string]string{}
+			}
+			rows[i].Labels["cni"] = f.CNIName
+		}
+		if f.Backend != "" {
+			rows[i].Backend = f.Backend
+		}
+	}
 }
 
 // relabelBurst puts the burst the CNI's tbf really has into the shaping

@@ -198,14 +198,14 @@ func (c *Cluster) build(ctx context.Context) (string, error) {
 	bctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(bctx, "nice", "-n", "10", c.opts.BuildScript, c.opts.CacheDir)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), "FLANNEL_VERSION="+FlannelVersion)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build Kubernetes: %w\n%s", err, tail(errb.String(), 3000))
+		return "", fmt.Errorf("build Kubernetes and flannel: %w\n%s", err, tail(errb.String(), 3000))
 	}
-	c.log.Info("kubernetes binaries ready", "took", time.Since(start).Round(time.Second))
+	c.log.Info("kubernetes and flannel binaries ready", "took", time.Since(start).Round(time.Second))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return lines[len(lines)-1], nil
 }

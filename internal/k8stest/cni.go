@@ -28,6 +28,8 @@ type CNIFacts struct {
 	// Backend is its datapath mode ("vxlan", "host-gw"; "" for none), the
 	// rows' `backend`.
 	Backend string
+	// Version is the CNI's release ("" for the harness's own).
+	Version string
 	// Plugins are the CNI plugins its configuration chains.
 	Plugins []string
 }

@@ -1,6 +1,7 @@
 package k8stest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -95,19 +96,40 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 }
 
 func (c *Cluster) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
+	return c.apiDo(ctx, http.MethodGet, path, nil, v)
+}
+
+// apiDo sends one request to the API server as the harness's admin: body
+// (if any) as JSON, the answer decoded into out (if any). A create that
+// meets an existing object (409) is not an error: stages may run again.
+func (c *Cluster) apiDo(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.adminToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, tail(string(b), 200))
+	switch {
+	case method == http.MethodPost && resp.StatusCode == http.StatusConflict && out == nil:
+		return nil
+	case resp.StatusCode/100 != 2:
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, tail(string(b), 200))
+	case out == nil:
+		return nil
 	}
-	return json.Unmarshal(b, v)
+	return json.Unmarshal(b, out)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -149,4 +150,11 @@ func stopProc(p *proc) {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// stop stops one component and forgets it (so that a component stopped on
+// purpose is not reported as one that died).
+func (c *Cluster) stop(p *proc) {
+	stopProc(p)
+	c.procs = slices.DeleteFunc(c.procs, func(q *proc) bool { return q == p })
 }
