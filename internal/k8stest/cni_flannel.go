@@ -199,6 +199,24 @@ func (f *Flannel) start(ctx context.Context, c *Cluster) error {
 		if err := writeFlannelConflist(n, env, filepath.Join(c.RunDir, n.Name, "ipam")); err != nil {
 			return err
 		}
+		for _, m := range c.Nodes {
+			if m == n {
+				continue
+			}
+			err := c.poll(ctx, fmt.Sprintf("%s: flannel's route to %s's pods", n.Name, m.Name), time.Minute, func() error {
+				out, err := output(ctx, "ip", "-n", n.NetNS, "route", "show", m.PodCIDR)
+				if err != nil {
+					return err
+				}
+				if strings.TrimSpace(out) == "" {
+					return errors.New("no route yet")
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
 		c.log.Info("flannel up", "node", n.Name, "backend", f.Backend, "subnet", env.Subnet, "mtu", env.MTU, "took", time.Since(t0).Round(time.Millisecond))
 	}
 	return nil

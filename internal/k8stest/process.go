@@ -24,6 +24,21 @@ func run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
+// output runs a short command and returns its standard output.
+func output(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = pathEnv()
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return string(b), nil
+}
+
 func pathEnv() []string {
 	env := []string{}
 	for _, e := range os.Environ() {
