@@ -50,6 +50,13 @@ func FormatSummary(r *Result) string {
 		}
 		fmt.Fprintf(&b, ", %d out of order, %d duplicate\n", p.OutOfOrder, p.Duplicate)
 	}
+	if r.SendMode != "" || r.RecvMode != "" {
+		fmt.Fprintf(&b, "  send_mode %s, recv_mode %s", r.SendMode, r.RecvMode)
+		if r.BurstDatagrams != nil {
+			fmt.Fprintf(&b, ", at most %d datagrams per system call", *r.BurstDatagrams)
+		}
+		b.WriteString("\n")
+	}
 	if r.PPS != nil {
 		fmt.Fprintf(&b, "  rate: %.0f packets/s\n", *r.PPS)
 	}
@@ -78,6 +85,7 @@ func FormatSummary(r *Result) string {
 	if r.TransactionsPerS != nil {
 		fmt.Fprintf(&b, "  transactions: %.0f/s\n", *r.TransactionsPerS)
 	}
+	changed := false
 	for _, h := range r.Hops {
 		addr := h.Addr
 		if addr == "" {
@@ -86,6 +94,13 @@ func FormatSummary(r *Result) string {
 		fmt.Fprintf(&b, "  %2d  %-39s", h.TTL, addr)
 		for _, v := range h.RTTms {
 			fmt.Fprintf(&b, " %.3f ms", v)
+		}
+		if h.DSCPSeen != nil {
+			fmt.Fprintf(&b, "  dscp %s", DSCPName(*h.DSCPSeen))
+			if *h.DSCPSeen != r.DSCP && !changed {
+				changed = true
+				fmt.Fprintf(&b, "  <-- DSCP changed before this hop (sent %s)", DSCPName(r.DSCP))
+			}
 		}
 		b.WriteString("\n")
 	}
