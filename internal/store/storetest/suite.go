@@ -44,6 +44,7 @@ func Run(t *testing.T, dsn string) {
 	t.Run("exclusive nodes", func(t *testing.T) { testExclusive(t, st) })
 	t.Run("offline and deadlines", func(t *testing.T) { testOfflineAndDeadlines(t, st) })
 	t.Run("runs", func(t *testing.T) { testRuns(t, st) })
+	t.Run("write probe", func(t *testing.T) { testCheckWrite(t, st) })
 	t.Run("restart with tasks in flight", func(t *testing.T) { testRestart(t, dsn, st) })
 }
 
