@@ -3,16 +3,18 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
-// writeProbe rewrites the one row of write_probe (flipping its toggle),
-// written once for every dialect that accepts ON CONFLICT … DO UPDATE.
-const writeProbe = `INSERT INTO write_probe (id, toggle) VALUES (1, 0)
-ON CONFLICT (id) DO UPDATE SET toggle = 1 - write_probe.toggle`
+// writeProbes counts write probes; the probe row alternates between 0 and
+// 1 with it, so every probe changes the row.
+var writeProbes atomic.Int64
 
-// CheckWrite makes one small real write (see Store.CheckWrite).
+// CheckWrite makes one small real write (see Store.CheckWrite): it
+// upserts the single row of write_probe.
 func (s *sqlStore) CheckWrite(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, writeProbe); err != nil {
+	q := s.d.rebind(s.d.upsert("write_probe", "id", []string{"id", "toggle"}, []string{"toggle"}))
+	if _, err := s.w.ExecContext(ctx, q, 1, writeProbes.Add(1)%2); err != nil {
 		return fmt.Errorf("write probe: %w", err)
 	}
 	return nil
