@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,12 +81,4 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
-}
-
-// buildVersion returns the module version the binary was built from.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

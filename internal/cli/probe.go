@@ -58,7 +58,7 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr) or HOST (ping, trace)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
-	fl.DurationVarP(&f.duration, "time", "t", 0, "test duration (default 10s; ping/rr: until --count)")
+	secondsOrDurationVarP(fl, &f.duration, "time", "t", 0, "test duration: 10s, 500ms, or seconds as in iperf3's -t (default 10s; ping/rr: until --count)")
 	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms), packet interval (ping) or gap between transactions (rr)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
 	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")
