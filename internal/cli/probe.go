@@ -23,6 +23,7 @@ type probeFlags struct {
 	rate, proto           string
 	dscp, tos             string
 	peer                  string
+	offload               string
 }
 
 func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
@@ -77,6 +78,7 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping) or transactions (rr)")
 	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
 	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
+	fl.StringVar(&f.offload, "offload", "", "udp: auto (segmentation/receive offload where the kernel has it) or off (real datagrams on the path)")
 	fl.IntVarP(&f.window, "window", "w", 0, "socket buffer bytes")
 	fl.IntVarP(&f.mss, "mss", "M", 0, "TCP maximum segment size")
 	fl.DurationVar(&f.histWidth, "hist-bin", 0, "latency histogram bin width (e.g. 5us)")
@@ -100,6 +102,7 @@ func (f *probeFlags) spec(cmd *cobra.Command, kindArg string) (probe.Spec, error
 		Timeout: probe.Duration(f.timeout), Streams: f.streams, Reverse: f.reverse,
 		Size: f.size, Proto: f.proto, Count: f.count, WindowBytes: f.window, MSS: f.mss,
 		HistBinWidth: probe.Duration(f.histWidth), HistBins: f.histBins, MaxTTL: f.maxTTL,
+		Offload: f.offload,
 	}
 	if s.Target == "" {
 		return s, fmt.Errorf("--to is required (responder HOST:PORT, or HOST for ping and trace)")

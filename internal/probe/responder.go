@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +101,15 @@ func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
 // in batches from the same port). Do not close it or read from it.
 func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
 
+// UDPReadMode says how the responder's shared UDP reader takes datagrams
+// from the kernel: "gro" (recvmmsg with UDP GRO), "mmsg" or "plain".
+func (s *Session) UDPReadMode() string {
+	if m, ok := s.r.udpReadMode.Load().(string); ok {
+		return m
+	}
+	return "unknown"
+}
+
 // Responder serves every registered probe kind on one TCP and one UDP port.
 type Responder struct {
 	log      *slog.Logger
@@ -114,6 +124,9 @@ type Responder struct {
 	conns    map[net.Conn]struct{}
 
 	packetFns sync.Map // SessionID → PacketFunc
+	// udpReadMode is how the shared UDP reader reads ("gro", "mmsg",
+	// "plain"), once it has started.
+	udpReadMode atomic.Value
 
 	wg sync.WaitGroup
 }

@@ -67,7 +67,7 @@ func ValidateClient(spec probe.Spec) error {
 	}
 	for name, set := range map[string]bool{
 		"--dscp/--tos": spec.TOS != nil, "--window": spec.WindowBytes != 0, "--mss": spec.MSS != 0,
-		"--count": spec.Count != 0, "--proto": spec.Proto != "",
+		"--count": spec.Count != 0, "--proto": spec.Proto != "", "--offload": spec.Offload != "",
 	} {
 		if set {
 			errs = append(errs, fmt.Errorf("%s is not carried to an iperf3 server by cnperf", name))
