@@ -83,6 +83,12 @@ func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
 // in batches from the same port). Do not close it or read from it.
 func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
 
+// ForeignFunc handles a datagram that does not open with cnperf's packet
+// header: another protocol sharing the responder's UDP port (STAMP). It
+// runs on the responder's UDP reader, must be quick and must not keep pkt;
+// reply sends a datagram from the responder's port with a TOS byte.
+type ForeignFunc func(pkt []byte, from netip.AddrPort, rx RxInfo, reply func(b []byte, tos int) error)
+
 // Responder serves every registered probe kind on one TCP and one UDP port.
 type Responder struct {
 	log      *slog.Logger
@@ -96,6 +102,7 @@ type Responder struct {
 	conns    map[net.Conn]struct{}
 
 	packetFns sync.Map // SessionID → PacketFunc
+	foreign   ForeignFunc
 
 	wg sync.WaitGroup
 }
