@@ -26,14 +26,14 @@ func (st *run) result(spec probe.Spec, cfg config, myErr ErrorEstimate, auth boo
 	var rttJ, fwdJ, revJ stats.Jitter
 	var (
 		recv, userRx, lastAnswered int64 = 0, 0, -1
-		stateful                         bool
-		maxRefl                          uint32
-		reflErr                          ErrorEstimate
-		fwdDSCP, revDSCP                 = -1, -1
-		fwdDSCPMixed, revDSCPMixed       bool
-		cosUnanswered, cosRefused        int64
-		tlvIssue                         string
-		tsi                              *TimestampInfo
+		stateful                   bool
+		maxRefl                    uint32
+		reflErr                    ErrorEstimate
+		fwdDSCP, revDSCP           = -1, -1
+		fwdDSCPMixed, revDSCPMixed bool
+		cosUnanswered, cosRefused  int64
+		tlvIssue                   string
+		tsi                        *TimestampInfo
 	)
 	for i, p := range st.pkts {
 		if !p.got {

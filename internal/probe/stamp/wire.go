@@ -32,11 +32,11 @@ const (
 
 // TLV types (RFC 8972 §4, IANA "STAMP TLV Types").
 const (
-	TypeExtraPadding  = 1
-	TypeLocation      = 2
-	TypeTimestampInfo = 3
+	TypeExtraPadding   = 1
+	TypeLocation       = 2
+	TypeTimestampInfo  = 3
 	TypeClassOfService = 4
-	TypeHMAC          = 8
+	TypeHMAC           = 8
 )
 
 // TLV flags (RFC 8972 §4): Unrecognized, Malformed, Integrity failed.
@@ -163,18 +163,18 @@ type ReflectorPacket struct {
 
 // Field offsets: [unauthenticated, authenticated].
 var (
-	offSeq        = [2]int{0, 0}
-	offTS         = [2]int{4, 16}
-	offErr        = [2]int{12, 24}
-	offSSID       = [2]int{14, 26}
-	offRxTS       = [2]int{16, 32}
-	offSenderSeq  = [2]int{24, 48}
-	offSenderTS   = [2]int{28, 64}
-	offSenderErr  = [2]int{36, 72}
-	offSenderTTL  = [2]int{40, 80}
-	baseLens      = [2]int{BaseLen, AuthBaseLen}
-	errShortPkt   = errors.New("shorter than a STAMP base packet")
-	errBadHMAC    = errors.New("HMAC does not verify")
+	offSeq       = [2]int{0, 0}
+	offTS        = [2]int{4, 16}
+	offErr       = [2]int{12, 24}
+	offSSID      = [2]int{14, 26}
+	offRxTS      = [2]int{16, 32}
+	offSenderSeq = [2]int{24, 48}
+	offSenderTS  = [2]int{28, 64}
+	offSenderErr = [2]int{36, 72}
+	offSenderTTL = [2]int{40, 80}
+	baseLens     = [2]int{BaseLen, AuthBaseLen}
+	errShortPkt  = errors.New("shorter than a STAMP base packet")
+	errBadHMAC   = errors.New("HMAC does not verify")
 )
 
 func mode(auth bool) int {
