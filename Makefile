@@ -6,7 +6,7 @@ PKGS     := ./...
 # The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test test-k8s test-deps vet fmt-check bench-probes bench-server bench-lab clean
+.PHONY: all build demo test fuzz test-k8s test-deps vet fmt-check bench-probes bench-server bench-lab clean
 
 all: build
 
@@ -29,10 +29,17 @@ fmt-check:
 # All tests with the race detector, against SQLite and a throwaway
 # PostgreSQL started for the run; then, on its own so that a cold
 # Kubernetes build does not compete with the other tests for the CPUs,
-# the real two-node cluster (test-k8s).
+# the real two-node cluster (test-k8s). Between them every fuzz target runs
+# for FUZZTIME (scripts/fuzz.sh).
+FUZZTIME ?= 10s
 test: test-deps fmt-check vet build
 	./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
+	./scripts/fuzz.sh $(FUZZTIME)
 	$(MAKE) --no-print-directory test-k8s
+
+# Every Go fuzz target for FUZZTIME each (part of make test).
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
 
 bench-probes: build test-deps
 	$(GO) run ./internal/probe/probebench -cnperf $(BIN)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cnperf's tests and benchmarks need from Debian's packages,
-# only when missing: the reference tools (iperf3, iperf2, ping, traceroute)
+# only when missing: the reference tools (iperf3, iperf2, sockperf, ping,
+# traceroute)
 # PostgreSQL (for the store tests), Chromium (for the dashboard's browser
 # tests), and etcd, containerd, runc and iptables (for the Kubernetes
 # harness). Needs root for apt-get; without root
@@ -11,6 +12,8 @@ set -euo pipefail
 need=()
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v iperf >/dev/null 2>&1 || need+=(iperf)
+# sockperf ping-pong: make bench-probes compares rr with it.
+command -v sockperf >/dev/null 2>&1 || need+=(sockperf)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v traceroute >/dev/null 2>&1 || need+=(traceroute)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)

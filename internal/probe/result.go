@@ -158,6 +158,10 @@ type Hop struct {
 	RTTms []float64 `json:"rtt_ms"`
 	// Reached is true for the hop that is the destination.
 	Reached bool `json:"reached,omitempty"`
+	// DSCPSeen is the DSCP in the IP header this hop's ICMP error quotes:
+	// the mark as the probe arrived there. Absent when no error was read
+	// with its quote (a quote too short, an echo reply, no raw socket).
+	DSCPSeen *int `json:"dscp_seen,omitempty"`
 }
 
 // Float returns a pointer to v, for the optional fields of Result.

@@ -100,6 +100,7 @@ func FormatSummary(r *Result) string {
 	if r.TransactionsPerS != nil {
 		fmt.Fprintf(&b, "  transactions: %.0f/s\n", *r.TransactionsPerS)
 	}
+	changed := false
 	for _, h := range r.Hops {
 		addr := h.Addr
 		if addr == "" {
@@ -108,6 +109,13 @@ func FormatSummary(r *Result) string {
 		fmt.Fprintf(&b, "  %2d  %-39s", h.TTL, addr)
 		for _, v := range h.RTTms {
 			fmt.Fprintf(&b, " %.3f ms", v)
+		}
+		if h.DSCPSeen != nil {
+			fmt.Fprintf(&b, "  dscp %s", DSCPName(*h.DSCPSeen))
+			if *h.DSCPSeen != r.DSCP && !changed {
+				changed = true
+				fmt.Fprintf(&b, "  <-- DSCP changed before this hop (sent %s)", DSCPName(r.DSCP))
+			}
 		}
 		b.WriteString("\n")
 	}

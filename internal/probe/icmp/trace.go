@@ -79,6 +79,9 @@ type traceProbe struct {
 	rtt     time.Duration
 	reached bool
 	unreach string // ICMP destination unreachable from a router: its kind
+	// dscpSeen is the DSCP in the IP header the answering hop quoted.
+	dscpSeen   int
+	dscpSeenOK bool
 }
 
 // traceRun is the state of one run; only Run's goroutine touches it.
@@ -93,6 +96,10 @@ type traceRun struct {
 	probes  []traceProbe
 	noKerTS int
 	local   int // error-queue messages from this host (ee_origin LOCAL)
+	// quotes is the raw socket that reads the hops' quoted headers (nil
+	// without CAP_NET_RAW); localPort the UDP probes' source port.
+	quotes    *conn
+	localPort int
 }
 
 // Run traces the path to spec.Target.
@@ -156,6 +163,22 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 			r.id = int(binary.NativeEndian.Uint16(r.token[6:8]))
 		}
 	}
+	quoteNote := ""
+	if !r.icmp {
+		if r.localPort, err = c.localPort(); err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+	}
+	if privileged() {
+		if r.quotes, err = openQuoteReader(c.v6); err != nil {
+			quoteNote = fmt.Sprintf("dscp_seen not reported: %v", err)
+		} else {
+			defer r.quotes.Close()
+			quoteNote = "dscp_seen: the DSCP in the IP header each hop's ICMP error quotes (read on a raw ICMP socket)"
+		}
+	} else {
+		quoteNote = "dscp_seen not reported: reading the IP header that each hop's ICMP error quotes needs a raw ICMP socket (CAP_NET_RAW); the error queue hands over only the quoted payload"
+	}
 	stop := wakeOnCancel(ctx, c)
 	defer stop()
 
@@ -171,6 +194,7 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	} else {
 		res.Notes = append(res.Notes, fmt.Sprintf("method: UDP probes to ports %d+ on an unprivileged UDP socket; router errors read from the error queue (IP_RECVERR), as traceroute -U and tracepath do", TraceBasePort))
 	}
+	res.Notes = append(res.Notes, quoteNote)
 	start := time.Now()
 	buf := make([]byte, maxPayload+128)
 	oob := make([]byte, 512)
@@ -191,6 +215,7 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 		if err := r.collect(ctx, first, buf, oob); err != nil {
 			return nil, err
 		}
+		r.readQuotes(buf, oob)
 		hop, unreach := r.hop(ttl, first)
 		res.Hops = append(res.Hops, hop)
 		if hop.Reached {
@@ -263,9 +288,8 @@ func (r *traceRun) send(ttl int, buf, oob []byte) error {
 
 // drain reads whatever is queued now, without waiting.
 func (r *traceRun) drain(buf, oob []byte) {
-	_ = r.c.f.SetReadDeadline(time.Now())
 	for {
-		p, err := r.c.recv(buf, oob, true)
+		p, err := r.c.recvNow(buf, oob, true)
 		if err != nil {
 			return
 		}
@@ -366,8 +390,8 @@ func (r *traceRun) take(p packet) {
 	if rtt > r.timeout {
 		return // too late: the hop has been reported already
 	}
-	r.probes[i] = traceProbe{ttl: r.probes[i].ttl, sent: r.probes[i].sent, done: true,
-		from: from, rtt: rtt, reached: reached, unreach: unreach}
+	pr := &r.probes[i]
+	pr.done, pr.from, pr.rtt, pr.reached, pr.unreach = true, from, rtt, reached, unreach
 }
 
 // index maps a 16-bit sequence number to the latest probe that carried it.
@@ -435,6 +459,9 @@ func (r *traceRun) hop(ttl, first int) (probe.Hop, string) {
 		}
 		if h.Addr == "" {
 			h.Addr = p.from.String()
+		}
+		if h.DSCPSeen == nil && p.dscpSeenOK {
+			h.DSCPSeen = probe.Int(p.dscpSeen)
 		}
 		h.RTTms = append(h.RTTms, float64(p.rtt)/float64(time.Millisecond))
 		h.Reached = h.Reached || p.reached

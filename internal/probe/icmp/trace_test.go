@@ -2,6 +2,8 @@ package icmp
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,109 @@ func TestTraceBadInput(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error about %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTraceDSCPRewrite traces A → R → B with EF-marked probes while R's
+// egress towards B rewrites the DSCP to 0 (iptables mangle DSCP target):
+// R's ICMP error quotes the probe as R received it (EF, 46), B's quotes it
+// as B received it (0), and the text marks hop 2 as the first that differs.
+func TestTraceDSCPRewrite(t *testing.T) {
+	c := nettest.NewChain(t)
+	if !privileged() {
+		t.Skip("skipping: reading quoted headers needs CAP_NET_RAW")
+	}
+	cases := []struct {
+		name, tool, proto string
+		dst, hop1         string
+	}{
+		{"udp v4", "iptables", "udp", c.AddrB.String(), c.AddrRA.String()},
+		{"icmp v4", "iptables", "icmp", c.AddrB.String(), c.AddrRA.String()},
+		{"udp v6", "ip6tables", "udp", c.Addr6B.String(), c.Addr6RA.String()},
+	}
+	ruled := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !ruled[tc.tool] {
+				rewriteDSCP(t, c.R, tc.tool, "eth2")
+				ruled[tc.tool] = true
+			}
+			ef := 46 << 2
+			spec := probe.Spec{Kind: probe.KindTrace, Target: tc.dst, Proto: tc.proto, MaxTTL: 5, Count: 2,
+				Timeout: probe.Duration(2 * time.Second), TOS: &ef}
+			var res *probe.Result
+			var err error
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_ = c.A.Do(func() error {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					res, err = (Trace{}).Run(ctx, spec, probe.Env{})
+					return nil
+				})
+				if err == nil && len(res.Hops) == 2 && res.Hops[0].Addr != "" || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			text := probe.FormatSummary(res)
+			t.Logf("%s", text)
+			if len(res.Hops) != 2 || res.Hops[0].Addr != tc.hop1 || !res.Hops[1].Reached {
+				t.Fatalf("hops %+v, want the router %s then the destination", res.Hops, tc.hop1)
+			}
+			seen := func(h probe.Hop) string {
+				if h.DSCPSeen == nil {
+					return "absent"
+				}
+				return fmt.Sprint(*h.DSCPSeen)
+			}
+			if got := seen(res.Hops[0]); got != "46" {
+				t.Errorf("hop 1 (router) dscp_seen %s, want 46", got)
+			}
+			wantDst := "0"
+			if tc.proto == "icmp" {
+				wantDst = "absent" // the destination answers with an echo reply, which quotes nothing
+			}
+			if got := seen(res.Hops[1]); got != wantDst {
+				t.Errorf("hop 2 (destination) dscp_seen %s, want %s", got, wantDst)
+			}
+			lines := strings.Split(text, "\n")
+			for i, want := range []bool{false, wantDst == "0"} {
+				var line string
+				for _, l := range lines {
+					if strings.HasPrefix(strings.TrimSpace(l), fmt.Sprintf("%d ", i+1)) {
+						line = l
+					}
+				}
+				if got := strings.Contains(line, "DSCP changed"); got != want {
+					t.Errorf("hop %d line %q: change marked %v, want %v", i+1, line, got, want)
+				}
+			}
+		})
+	}
+}
+
+// rewriteDSCP adds, in n, a mangle rule that sets the DSCP of everything
+// leaving through dev to 0. It skips t when the tool or the DSCP target is
+// missing; the rule goes with the namespace.
+func rewriteDSCP(t *testing.T, n *nettest.NS, tool, dev string) {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Skipf("skipping: %s not installed", tool)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-w", "5", "-t", "mangle", "-A", "POSTROUTING", "-o", dev, "-j", "DSCP", "--set-dscp", "0")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := n.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Skipf("skipping: cannot add a mangle DSCP rule here: %v: %s", err, out.String())
 	}
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every Go fuzz target (func FuzzXxx in a _test.go file under
+# internal/) for a bounded time each, one after the other, and prints each
+# target's executions. A crash fails the run; Go then writes the input to
+# the package's testdata/fuzz/FuzzXxx/, where it stays as a regression
+# test once committed (plain `go test` replays it).
+# Usage: fuzz.sh [FUZZTIME]   (default 10s per target; env FUZZTIME too)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${1:-${FUZZTIME:-10s}}
+
+# package directory and target name of every fuzz target
+mapfile -t targets < <(grep -rHoE '^func Fuzz[A-Za-z0-9_]+\(' --include='*_test.go' internal \
+  | sed -E 's|^(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]+)\($|\1 \2|' | sort -u)
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "fuzz: no fuzz targets found" >&2
+  exit 1
+fi
+
+summary=()
+status=0
+for t in "${targets[@]}"; do
+  dir=${t% *} name=${t#* }
+  log=$(mktemp)
+  if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "./$dir" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+    status=1
+    cat "$log" >&2
+  fi
+  execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+' || echo 0)
+  summary+=("$(printf '%-7s %-40s %-22s %12s execs' "$result" "./$dir" "$name" "$execs")")
+  rm -f "$log"
+done
+echo "fuzz: ${#targets[@]} targets, $fuzztime each"
+printf '%s\n' "${summary[@]}"
+exit $status
