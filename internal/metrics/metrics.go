@@ -27,6 +27,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/stats"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -58,8 +59,8 @@ type figures struct {
 	at          time.Time
 	tcpBps      *float64
 	udpBps      *float64
-	rrRTT       *probe.Summary // ms
-	pingRTT     *probe.Summary // ms
+	rrRTT       *stats.Summary // ms
+	pingRTT     *stats.Summary // ms
 	udpLossPct  *float64
 	pingLossPct *float64
 	udpJitterMs *float64
@@ -196,7 +197,7 @@ func (e *Exporter) collectPath(ch chan<- prometheus.Metric, k pathKey, f *figure
 	}
 	for _, p := range []struct {
 		probe string
-		s     *probe.Summary
+		s     *stats.Summary
 	}{{"rr", f.rrRTT}, {"ping", f.pingRTT}} {
 		if p.s == nil {
 			continue

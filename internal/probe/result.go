@@ -1,6 +1,10 @@
 package probe
 
-import "time"
+import (
+	"time"
+
+	"github.com/cnperf/cnperf/internal/stats"
+)
 
 // Result is the typed outcome of one probe run. Its JSON keys are part of
 // cnperf's interface (reports, SLOs and the API name metrics by them): every
@@ -100,18 +104,9 @@ type PacketCounts struct {
 }
 
 // Summary is a distribution of values in one unit (the field's name says
-// which).
-type Summary struct {
-	Min   float64 `json:"min"`
-	Avg   float64 `json:"avg"`
-	Max   float64 `json:"max"`
-	Stdev float64 `json:"stdev"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P99   float64 `json:"p99"`
-	P999  float64 `json:"p99_9"`
-	Count int64   `json:"count"`
-}
+// which). It is owned by package stats, which computes it; the alias keeps
+// the probes' code as it was.
+type Summary = stats.Summary
 
 // Histogram counts values in fixed-width bins starting at zero; the last
 // bin also holds everything beyond it.

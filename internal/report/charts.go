@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/stats"
 )
 
 // Charts builds every chart the report's data supports, in reading order:
@@ -156,7 +157,7 @@ type distribution struct {
 	what    string // "one-way delay" or "round trip"
 	widthUs float64
 	counts  []int64
-	summary *probe.Summary
+	summary *stats.Summary
 }
 
 func (r *Report) distributions() []distribution {
@@ -168,7 +169,7 @@ func (r *Report) distributions() []distribution {
 			continue
 		}
 		var what string
-		var sum *probe.Summary
+		var sum *stats.Summary
 		switch {
 		case res.Kind == probe.KindRR && res.RTTms != nil:
 			what, sum = "round trip", res.RTTms

@@ -5,9 +5,21 @@ import (
 	"sort"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-
-	"github.com/cnperf/cnperf/internal/probe"
 )
+
+// Summary is a distribution of values in one unit (the field's name in a
+// result says which). Its JSON keys are part of cnperf's interface.
+type Summary struct {
+	Min   float64 `json:"min"`
+	Avg   float64 `json:"avg"`
+	Max   float64 `json:"max"`
+	Stdev float64 `json:"stdev"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Count int64   `json:"count"`
+}
 
 // Percentile returns the p-th percentile (0 < p <= 100) of sorted values by
 // the nearest-rank method: the smallest value with at least p % of the
@@ -33,10 +45,10 @@ func Percentile(sorted []float64, p float64) float64 {
 // Summarize returns the exact summary of values: min, mean, max, population
 // standard deviation (as ping's mdev-like stdev) and nearest-rank
 // percentiles. values is not modified.
-func Summarize(values []float64) probe.Summary {
+func Summarize(values []float64) Summary {
 	n := len(values)
 	if n == 0 {
-		return probe.Summary{}
+		return Summary{}
 	}
 	s := append([]float64(nil), values...)
 	sort.Float64s(s)
@@ -49,7 +61,7 @@ func Summarize(values []float64) probe.Summary {
 	for _, v := range s {
 		sq += (v - mean) * (v - mean)
 	}
-	return probe.Summary{
+	return Summary{
 		Min: s[0], Avg: mean, Max: s[n-1], Stdev: math.Sqrt(sq / float64(n)),
 		P50: Percentile(s, 50), P90: Percentile(s, 90), P99: Percentile(s, 99), P999: Percentile(s, 99.9),
 		Count: int64(n),
@@ -125,9 +137,9 @@ func (r *Recorder) Merge(o *Recorder) {
 func (r *Recorder) Count() int64 { return r.n }
 
 // Summary returns the distribution scaled by scale (1e-6 turns ns into ms).
-func (r *Recorder) Summary(scale float64) probe.Summary {
+func (r *Recorder) Summary(scale float64) Summary {
 	if r.n == 0 {
-		return probe.Summary{}
+		return Summary{}
 	}
 	mean := r.sum / float64(r.n)
 	variance := r.sq/float64(r.n) - mean*mean
@@ -141,7 +153,7 @@ func (r *Recorder) Summary(scale float64) probe.Summary {
 		v = math.Min(v, float64(r.max))
 		return v * scale
 	}
-	return probe.Summary{
+	return Summary{
 		Min: float64(r.min) * scale, Avg: mean * scale, Max: float64(r.max) * scale,
 		Stdev: math.Sqrt(variance) * scale,
 		P50:   q(50), P90: q(90), P99: q(99), P999: q(99.9),

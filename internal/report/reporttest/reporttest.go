@@ -12,6 +12,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/stats"
 )
 
 // Start is the fixed start time of every generated result.
@@ -135,9 +136,9 @@ func ping(p path, wobble float64) *probe.Result {
 
 // summary makes a right-skewed distribution's summary around medUs (µs),
 // in ms.
-func summary(medUs, spreadUs float64) *probe.Summary {
+func summary(medUs, spreadUs float64) *stats.Summary {
 	ms := func(us float64) float64 { return math.Round(us*10) / 10000 }
-	return &probe.Summary{Min: ms(medUs - spreadUs), Avg: ms(medUs + spreadUs*0.3), Max: ms(medUs + spreadUs*40),
+	return &stats.Summary{Min: ms(medUs - spreadUs), Avg: ms(medUs + spreadUs*0.3), Max: ms(medUs + spreadUs*40),
 		Stdev: ms(spreadUs), P50: ms(medUs), P90: ms(medUs + spreadUs*1.3), P99: ms(medUs + spreadUs*4), P999: ms(medUs + spreadUs*9), Count: 100000}
 }
 
@@ -223,7 +224,7 @@ func Mesh(n int) []scenario.Outcome {
 			dst := scenario.Endpoint{Name: "host", Node: fmt.Sprintf("node%d", j+1), HostNetwork: true}
 			rtt := 0.03 + 0.01*math.Abs(float64(i-j)) + 0.002*float64(i)
 			out = append(out, scenario.Outcome{Step: scenario.Step{Connection: scenario.NodeNode, Measure: scenario.MeasurePing, Src: src, Dst: dst},
-				Result: &probe.Result{Kind: probe.KindPing, RTTms: &probe.Summary{Avg: rtt, P50: rtt}}})
+				Result: &probe.Result{Kind: probe.KindPing, RTTms: &stats.Summary{Avg: rtt, P50: rtt}}})
 		}
 	}
 	return out
