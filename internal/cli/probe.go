@@ -22,6 +22,7 @@ type probeFlags struct {
 	reverse, asJSON       bool
 	rate, proto           string
 	dscp, tos             string
+	offload               string
 	authKeyFile           string
 }
 
@@ -81,6 +82,7 @@ iperf3's or ping's, or the JSON result.`,
 	fl.StringVar(&f.authKeyFile, "auth-key-file", "", "stamp: authenticated mode with the HMAC key in this file (hex, or raw bytes; at least 16 bytes)")
 	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
 	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
+	fl.StringVar(&f.offload, "offload", "", "udp: auto (segmentation/receive offload where the kernel has it) or off (real datagrams on the path)")
 	fl.IntVarP(&f.window, "window", "w", 0, "socket buffer bytes")
 	fl.IntVarP(&f.mss, "mss", "M", 0, "TCP maximum segment size")
 	fl.DurationVar(&f.histWidth, "hist-bin", 0, "latency histogram bin width (e.g. 5us)")
@@ -103,6 +105,7 @@ func (f *probeFlags) spec(cmd *cobra.Command, kindArg string) (probe.Spec, error
 		Timeout: probe.Duration(f.timeout), Streams: f.streams, Reverse: f.reverse,
 		Size: f.size, Proto: f.proto, Count: f.count, WindowBytes: f.window, MSS: f.mss,
 		HistBinWidth: probe.Duration(f.histWidth), HistBins: f.histBins, MaxTTL: f.maxTTL,
+		Offload: f.offload,
 	}
 	if s.Target == "" {
 		return s, fmt.Errorf("--to is required (responder HOST:PORT, or HOST for ping and trace)")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,6 +90,15 @@ func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
 // reply sends a datagram from the responder's port with a TOS byte.
 type ForeignFunc func(pkt []byte, from netip.AddrPort, rx RxInfo, reply func(b []byte, tos int) error)
 
+// UDPReadMode says how the responder's shared UDP reader takes datagrams
+// from the kernel: "gro" (recvmmsg with UDP GRO), "mmsg" or "plain".
+func (s *Session) UDPReadMode() string {
+	if m, ok := s.r.udpReadMode.Load().(string); ok {
+		return m
+	}
+	return "unknown"
+}
+
 // Responder serves every registered probe kind on one TCP and one UDP port.
 type Responder struct {
 	log      *slog.Logger
@@ -103,6 +113,9 @@ type Responder struct {
 
 	packetFns sync.Map // SessionID → PacketFunc
 	foreign   ForeignFunc
+	// udpReadMode is how the shared UDP reader reads ("gro", "mmsg",
+	// "plain"), once it has started.
+	udpReadMode atomic.Value
 
 	wg sync.WaitGroup
 }

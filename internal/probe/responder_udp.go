@@ -43,6 +43,7 @@ func (r *Responder) readUDP(ctx context.Context) {
 	for _, n := range rcv.Notes() {
 		r.log.Info(n)
 	}
+	r.udpReadMode.Store(rcv.Mode().RecvString())
 	// The session of the previous datagram, looked up once per batch run.
 	var (
 		lastID SessionID

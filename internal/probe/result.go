@@ -31,10 +31,20 @@ type Result struct {
 	Bytes         *SenderReceiver `json:"bytes,omitempty"`
 	Retransmits   *int64          `json:"retransmits,omitempty"`
 	// SRTTms is TCP's smoothed RTT from TCP_INFO at the end of the test, in ms.
-	SRTTms    *float64        `json:"srtt_ms,omitempty"`
-	CPUPct    *SenderReceiver `json:"cpu_pct,omitempty"`
-	Intervals []Interval      `json:"intervals,omitempty"`
-	Streams   []StreamResult  `json:"streams,omitempty"`
+	SRTTms *float64        `json:"srtt_ms,omitempty"`
+	CPUPct *SenderReceiver `json:"cpu_pct,omitempty"`
+	// SendMode and RecvMode say how datagrams crossed the system-call
+	// boundary (udp): send_mode "gso" (sendmmsg with UDP segmentation
+	// offload: the path may carry up to 64 KB batches as one packet until
+	// a real NIC segments them), "mmsg" (one datagram per sendmmsg entry)
+	// or "plain" (one per call); recv_mode "gro", "mmsg" or "plain".
+	SendMode string `json:"send_mode,omitempty"`
+	RecvMode string `json:"recv_mode,omitempty"`
+	// BurstDatagrams is the most datagrams the sender handed to the kernel
+	// in one system call (udp).
+	BurstDatagrams *int           `json:"burst_datagrams,omitempty"`
+	Intervals      []Interval     `json:"intervals,omitempty"`
+	Streams        []StreamResult `json:"streams,omitempty"`
 
 	// Datagram accounting (udp).
 	Packets   *PacketCounts `json:"packets,omitempty"`

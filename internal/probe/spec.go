@@ -84,6 +84,11 @@ type Spec struct {
 	// SYN included (DSCP << 2 | ECN). Nil means unmarked (0).
 	TOS *int `json:"tos,omitempty"`
 
+	// Offload is "auto" (the default: UDP GSO and GRO where the kernel has
+	// them) or "off" (one datagram per mmsg entry, so every device,
+	// qdisc and netfilter rule on the path sees real datagrams) (udp).
+	Offload string `json:"offload,omitempty"`
+
 	WindowBytes int `json:"window_bytes,omitempty"` // socket buffer size (tcp, udp)
 	MSS         int `json:"mss,omitempty"`          // TCP maximum segment size
 
@@ -98,6 +103,12 @@ type Spec struct {
 	// connection's set-up; 0 means the kind's default.
 	Timeout Duration `json:"timeout,omitempty"`
 }
+
+// Offload modes (Spec.Offload).
+const (
+	OffloadAuto = "auto"
+	OffloadOff  = "off"
+)
 
 // DSCP returns the DSCP code point (0-63) of the spec's TOS byte.
 func (s Spec) DSCP() int {

@@ -50,6 +50,13 @@ func FormatSummary(r *Result) string {
 		}
 		fmt.Fprintf(&b, ", %d out of order, %d duplicate\n", p.OutOfOrder, p.Duplicate)
 	}
+	if r.SendMode != "" || r.RecvMode != "" {
+		fmt.Fprintf(&b, "  send_mode %s, recv_mode %s", r.SendMode, r.RecvMode)
+		if r.BurstDatagrams != nil {
+			fmt.Fprintf(&b, ", at most %d datagrams per system call", *r.BurstDatagrams)
+		}
+		b.WriteString("\n")
+	}
 	if r.PPS != nil {
 		fmt.Fprintf(&b, "  rate: %.0f packets/s\n", *r.PPS)
 	}
