@@ -68,6 +68,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store unreachable: " + err.Error()})
 		return
 	}
+	if err := s.st.CheckWrite(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store cannot write: " + err.Error()})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
