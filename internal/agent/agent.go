@@ -166,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: stamp reflector: %w", err)
 	}
-	resp.HandleForeign(refl.Foreign())
+	resp.HandleUnclaimed(refl.Unclaimed())
 	listen := net.JoinHostPort(a.id.PodIP, strconv.Itoa(port))
 	if err := resp.Listen(ctx, listen); err != nil {
 		return fmt.Errorf("agent: start responder: %w", err)

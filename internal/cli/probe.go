@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
@@ -22,6 +23,7 @@ type probeFlags struct {
 	reverse, asJSON       bool
 	rate, proto           string
 	dscp, tos             string
+	peer                  string
 	offload               string
 	authKeyFile           string
 }
@@ -41,20 +43,30 @@ iperf3's or ping's, or the JSON result.`,
 			if err != nil {
 				return err
 			}
-			reg := probers()
-			env := probe.Env{Logger: g.logger(st)}
-			if f.authKeyFile != "" {
-				if spec.Kind != probe.KindStamp {
+			var res *probe.Result
+			switch f.peer {
+			case "iperf3":
+				if f.authKeyFile != "" {
 					return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
 				}
-				if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
-					return err
+				res, err = iperf3wire.Run(cmd.Context(), spec)
+			case "", "cnperf":
+				env := probe.Env{Logger: g.logger(st)}
+				if f.authKeyFile != "" {
+					if spec.Kind != probe.KindStamp {
+						return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
+					}
+					if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
+						return err
+					}
 				}
+				if !f.asJSON {
+					env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+				}
+				res, err = probers().Run(cmd.Context(), spec, env)
+			default:
+				err = fmt.Errorf("--peer %q: want cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s)", f.peer)
 			}
-			if !f.asJSON {
-				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
-			}
-			res, err := reg.Run(cmd.Context(), spec, env)
 			if err != nil {
 				return err
 			}
@@ -89,6 +101,7 @@ iperf3's or ping's, or the JSON result.`,
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 	return cmd
 }
 

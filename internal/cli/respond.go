@@ -53,7 +53,7 @@ and then answers only test packets whose HMAC verifies.`,
 				if err != nil {
 					return err
 				}
-				r.HandleForeign(refl.Foreign())
+				r.HandleUnclaimed(refl.Unclaimed())
 			}
 			if err := r.Listen(cmd.Context(), listen); err != nil {
 				return err

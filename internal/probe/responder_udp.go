@@ -52,10 +52,13 @@ func (r *Responder) readUDP(ctx context.Context) {
 	deliver := func(pkt []byte, from netip.AddrPort, m *udpio.Meta) {
 		h, ok := ParsePacketHeader(pkt)
 		if !ok {
+			rx := RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs}
+			if r.unclaimed != nil && !r.foreignClaims(pkt, from) {
+				r.unclaimed(pkt, from, rx, func(b []byte, tos int) error { return r.sendUnclaimed(b, tos, from) })
+				return
+			}
 			if r.foreign != nil {
-				r.foreign(pkt, from, RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs}, func(b []byte, tos int) error {
-					return r.sendForeign(b, tos, from)
-				})
+				r.foreign.Packet(pkt, from, rx)
 			}
 			return
 		}
@@ -79,15 +82,23 @@ func (r *Responder) readUDP(ctx context.Context) {
 	}
 }
 
-// HandleForeign routes datagrams without cnperf's header to fn. Call it
-// before Serve.
-func (r *Responder) HandleForeign(fn ForeignFunc) { r.foreign = fn }
+// HandleUnclaimed routes to fn the datagrams that carry no cnperf header
+// and that the Foreign handler (iperf3's) does not claim. Call it before
+// Serve.
+func (r *Responder) HandleUnclaimed(fn UnclaimedFunc) { r.unclaimed = fn }
 
-// sendForeign sends b to to from the shared UDP socket with the TOS byte
+// foreignClaims asks the Foreign handler whether a datagram is its own; a
+// handler that cannot say claims nothing.
+func (r *Responder) foreignClaims(pkt []byte, from netip.AddrPort) bool {
+	c, ok := r.foreign.(PacketClaimer)
+	return ok && c.ClaimsPacket(pkt, from)
+}
+
+// sendUnclaimed sends b to to from the shared UDP socket with the TOS byte
 // tos, without blocking (MSG_DONTWAIT): a full send buffer drops the
 // datagram instead of stalling the reader, and no deadline is set on the
 // shared socket that other sessions write on.
-func (r *Responder) sendForeign(b []byte, tos int, to netip.AddrPort) error {
+func (r *Responder) sendUnclaimed(b []byte, tos int, to netip.AddrPort) error {
 	rc, err := r.udp.SyscallConn()
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@
 // only authenticated test packets whose HMAC verifies.
 //
 // A cnperf responder hands the reflector the datagrams on its UDP port
-// that are not cnperf's own (ForeignHandler), so every agent reflects on
+// that are neither cnperf's own nor iperf3's (HandleUnclaimed), so every agent reflects on
 // its responder port; `cnperf respond --stamp` and agents also listen on
 // port 862. Every read and write has a deadline; replies on the
 // responder's shared socket are sent without blocking and dropped if its

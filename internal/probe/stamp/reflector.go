@@ -333,11 +333,11 @@ func (r *Reflector) signTLVs(out []byte, base int) {
 	}
 }
 
-// Foreign returns the handler that reflects the STAMP test packets a cnperf
-// responder receives on its shared UDP port (probe.Responder.HandleForeign).
+// Unclaimed returns the handler that reflects the STAMP test packets a cnperf
+// responder receives on its shared UDP port (probe.Responder.HandleUnclaimed).
 // The responder's kernel does not report the TTL there, so Ses-Sender TTL
 // is 0 in those replies; the reflector's own port (Listen) reports it.
-func (r *Reflector) Foreign() probe.ForeignFunc {
+func (r *Reflector) Unclaimed() probe.UnclaimedFunc {
 	out := make([]byte, maxPacket) // the responder's reader calls one at a time
 	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo, reply func([]byte, int) error) {
 		if len(pkt) > maxPacket {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 )
 
 // startReflector serves a reflector on 127.0.0.1 at a free port until the
@@ -102,11 +103,11 @@ func TestSenderAgainstReflector(t *testing.T) {
 }
 
 // TestThroughResponder: the shared responder port reflects STAMP beside
-// cnperf's own datagrams.
+// cnperf's own datagrams and iperf3's (whose server claims only its own).
 func TestThroughResponder(t *testing.T) {
 	refl, _ := NewReflector(ReflectorOptions{})
-	resp := probe.NewResponder(nil)
-	resp.HandleForeign(refl.Foreign())
+	resp := probe.NewResponder(nil, iperf3wire.NewServer())
+	resp.HandleUnclaimed(refl.Unclaimed())
 	if err := resp.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
