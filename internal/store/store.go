@@ -1,9 +1,14 @@
 // Package store keeps cnperf's control-plane state: agents (registered by
 // heartbeat), tasks and their life cycle, and runs that group tasks. One
-// interface, Store, has two implementations that pass the same conformance
-// suite (package storetest): SQLite (modernc.org/sqlite, pure Go, WAL) and
-// PostgreSQL (pgx/v5). Open picks one by the DSN's prefix and applies the
-// schema migrations embedded in the binary.
+// interface, Store, is implemented once over database/sql (sqlstore.go, with
+// the queries by concern in agents.go, runs.go, tasks.go, dispatch.go and
+// paging.go) for each SQL dialect (dialect.go): SQLite (modernc.org/sqlite,
+// pure Go, WAL) and PostgreSQL (pgx/v5), both passing the same conformance
+// suite (package storetest). What differs between databases (placeholders,
+// RETURNING, upserts, time and JSON encodings, locks) comes from the
+// dialect, written so that MySQL 8 / MariaDB is one more dialect. Open picks
+// one by the DSN's prefix and applies the schema migrations embedded in the
+// binary.
 //
 // Guarantees shared by both implementations:
 //   - Every operation that changes more than one row runs in one
@@ -358,6 +363,11 @@ type Store interface {
 
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
+	// CheckWrite makes one small real write (a row of its own, rewritten
+	// in a transaction of its own), so that readiness fails when the
+	// database answers reads but cannot write: disk full, read-only file
+	// system, a replica instead of the primary.
+	CheckWrite(ctx context.Context) error
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

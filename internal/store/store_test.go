@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,17 @@ import (
 // TestConformance runs the shared suite against SQLite and PostgreSQL.
 func TestConformance(t *testing.T) {
 	storetest.ForEach(t, storetest.Run)
+}
+
+// TestConformanceWithoutReturning runs the suite on SQLite through the
+// statements a database without RETURNING gets (see dialect).
+func TestConformanceWithoutReturning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cnperf.db")
+	storetest.RunWith(t, func(t *testing.T) store.Store {
+		return storetest.OpenWith(t, func(ctx context.Context) (store.Store, error) {
+			return store.OpenSQLiteWithoutReturning(ctx, path)
+		})
+	})
 }
 
 func TestOpenRefusesUnknownDSN(t *testing.T) {
