@@ -44,6 +44,16 @@ func pageOf(r *http.Request) (store.Page, error) {
 	return p, nil
 }
 
+// pageFull reports whether a page of n items asked for with p is full, so
+// that the answer names where the next page starts.
+func pageFull(p store.Page, n int) bool {
+	limit := p.Limit
+	if limit == 0 {
+		limit = store.DefaultPageLimit
+	}
+	return n == limit
+}
+
 func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, error) {
 	var cr api.CancelRequest
 	if r.ContentLength != 0 {
