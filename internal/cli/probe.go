@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 )
 
 // probeFlags are the flags of `cnperf probe KIND`.
@@ -21,6 +22,7 @@ type probeFlags struct {
 	reverse, asJSON       bool
 	rate, proto           string
 	dscp, tos             string
+	peer                  string
 	offload               string
 }
 
@@ -37,12 +39,19 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg := probers()
-			env := probe.Env{Logger: g.logger(st)}
-			if !f.asJSON {
-				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			var res *probe.Result
+			switch f.peer {
+			case "iperf3":
+				res, err = iperf3wire.Run(cmd.Context(), spec)
+			case "", "cnperf":
+				env := probe.Env{Logger: g.logger(st)}
+				if !f.asJSON {
+					env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+				}
+				res, err = probers().Run(cmd.Context(), spec, env)
+			default:
+				err = fmt.Errorf("--peer %q: want cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s)", f.peer)
 			}
-			res, err := reg.Run(cmd.Context(), spec, env)
 			if err != nil {
 				return err
 			}
@@ -76,6 +85,7 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 	return cmd
 }
 

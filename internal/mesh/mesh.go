@@ -19,7 +19,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Suite is the suite name of mesh runs.
@@ -131,7 +131,7 @@ func Peers(agents []api.Agent, k int) map[string][]api.Agent {
 // Plan returns one round's steps: a ping from each online agent to each
 // of its peers, none exclusive (pings do not disturb each other), named by
 // path kind like the suites' connections.
-func Plan(agents []api.Agent, o Options) ([]scenario.Step, error) {
+func Plan(agents []api.Agent, o Options) ([]suite.Step, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -145,33 +145,33 @@ func Plan(agents []api.Agent, o Options) ([]scenario.Step, error) {
 		srcs = append(srcs, s)
 	}
 	sort.Strings(srcs)
-	var steps []scenario.Step
+	var steps []suite.Step
 	for _, s := range srcs {
 		src := endpoint(byUID[s])
 		for _, p := range peers[s] {
 			dst := endpoint(p)
 			spec := probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: o.Count, Interval: probe.Duration(20 * time.Millisecond),
 				Timeout: probe.Duration(time.Second)}
-			steps = append(steps, scenario.Step{Connection: pathOf(src, dst), Measure: scenario.MeasurePing, Src: src, Dst: dst, Spec: spec})
+			steps = append(steps, suite.Step{Connection: pathOf(src, dst), Measure: suite.MeasurePing, Src: src, Dst: dst, Spec: spec})
 		}
 	}
 	return steps, nil
 }
 
-func endpoint(a api.Agent) scenario.Endpoint {
-	return scenario.Endpoint{ID: a.PodUID, Name: a.PodName, Node: a.NodeName, IP: a.PodIP, ResponderAddr: a.ResponderAddr, HostNetwork: a.HostNetwork}
+func endpoint(a api.Agent) suite.Endpoint {
+	return suite.Endpoint{ID: a.PodUID, Name: a.PodName, Node: a.NodeName, IP: a.PodIP, ResponderAddr: a.ResponderAddr, HostNetwork: a.HostNetwork}
 }
 
-func pathOf(src, dst scenario.Endpoint) string {
+func pathOf(src, dst suite.Endpoint) string {
 	switch {
 	case src.HostNetwork && dst.HostNetwork:
-		return scenario.NodeNode
+		return suite.NodeNode
 	case src.HostNetwork != dst.HostNetwork:
 		return "node-pod"
 	case src.Node == dst.Node:
-		return scenario.PodPodSameNode
+		return suite.PodPodSameNode
 	}
-	return scenario.PodPodCrossNode
+	return suite.PodPodCrossNode
 }
 
 // Validate checks the options as New would.
@@ -245,8 +245,8 @@ func (s *Scheduler) Round(ctx context.Context) (string, error) {
 	}
 	// The params make a round readable as a suite run: its report pairs
 	// results with nodes (the heat map) like any suite's.
-	params, err := json.Marshal(scenario.RunParams{APIVersion: scenario.ParamsAPIVersion, Suite: Suite, Phase: "ping mesh", Phases: 1,
-		Options: scenario.Options{Time: s.opts.Interval, Repeat: 1}, Steps: steps})
+	params, err := json.Marshal(suite.RunParams{APIVersion: suite.ParamsAPIVersion, Suite: Suite, Phase: "ping mesh", Phases: 1,
+		Options: suite.Options{Time: s.opts.Interval, Repeat: 1}, Steps: steps})
 	if err != nil {
 		return "", fmt.Errorf("mesh params: %w", err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/mesh"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 func agents(nodes, perNode int) []api.Agent {
@@ -151,7 +151,7 @@ func TestSchedulerRounds(t *testing.T) {
 		t.Errorf("mesh run: suite %q, %d tasks, concurrency %v; want mesh, 6, true", run.Suite, len(run.Tasks), run.AllowConcurrency)
 	}
 	// The run carries its steps: its report knows the nodes (heat map).
-	p, outs, err := scenario.OutcomesFromRun(run)
+	p, outs, err := suite.OutcomesFromRun(run)
 	if err != nil || p.Suite != mesh.Suite || len(outs) != 6 || outs[0].Step.Src.Node == "" {
 		t.Errorf("mesh run params: %v, suite %q, %d outcomes", err, p.Suite, len(outs))
 	}

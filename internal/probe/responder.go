@@ -33,6 +33,23 @@ type RxInfo struct {
 	DropsOK bool
 }
 
+// Foreign is implemented by a Handler that serves another tool's protocol
+// on the responder's port (iperf3's: internal/probe/iperf3wire). The
+// responder gives it the TCP connections whose first 4 bytes it Claims and
+// the datagrams that carry no cnperf header.
+type Foreign interface {
+	// Claims reports whether a connection opening with pre is its.
+	Claims(pre [4]byte) bool
+	// Attach hands over the responder's UDP socket (for replies; do not
+	// close it or read from it) and logger, before anything is served.
+	Attach(udp *net.UDPConn, log *slog.Logger)
+	// ServeConn owns c, whose first bytes pre were read, until it returns.
+	ServeConn(ctx context.Context, c net.Conn, pre [4]byte)
+	// Packet handles a datagram without cnperf's header. It runs on the
+	// responder's UDP reader: it must be quick and must not keep pkt.
+	Packet(pkt []byte, from netip.AddrPort, rx RxInfo)
+}
+
 // PacketFunc handles one datagram of a session. It runs on the responder's
 // UDP reader: it must be quick and must not keep pkt.
 type PacketFunc func(pkt []byte, from netip.AddrPort, rx RxInfo)
@@ -97,6 +114,7 @@ func (s *Session) UDPReadMode() string {
 type Responder struct {
 	log      *slog.Logger
 	handlers map[string]Handler
+	foreign  Foreign // nil unless a handler serves another protocol
 
 	tcp *net.TCPListener
 	udp *net.UDPConn
@@ -121,6 +139,9 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 	r := &Responder{log: log, handlers: map[string]Handler{}, sessions: map[SessionID]*Session{}, conns: map[net.Conn]struct{}{}}
 	for _, h := range hs {
 		r.handlers[h.Kind()] = h
+		if f, ok := h.(Foreign); ok {
+			r.foreign = f
+		}
 	}
 	return r
 }
@@ -165,6 +186,9 @@ func (r *Responder) Serve(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if r.foreign != nil {
+		r.foreign.Attach(r.udp, r.log)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -265,6 +289,12 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 			r.drop(c)
 		}
 	default:
+		if r.foreign != nil && r.foreign.Claims(pre) {
+			_ = c.SetReadDeadline(time.Time{})
+			r.foreign.ServeConn(ctx, c, pre)
+			r.drop(c)
+			return
+		}
 		r.log.Debug("connection with unknown preface", "remote", c.RemoteAddr())
 		r.drop(c)
 	}

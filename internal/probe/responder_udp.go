@@ -48,6 +48,9 @@ func (r *Responder) readUDP(ctx context.Context) {
 	deliver := func(pkt []byte, from netip.AddrPort, m *udpio.Meta) {
 		h, ok := ParsePacketHeader(pkt)
 		if !ok {
+			if r.foreign != nil {
+				r.foreign.Packet(pkt, from, RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs})
+			}
 			return
 		}
 		if lastFn == nil || h.Session != lastID {

@@ -326,21 +326,22 @@ func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	var req api.StartRequest
-	if err := decode(w, r, api.MaxBody, &req); err != nil {
-		s.fail(w, r, false, err)
-		return
+	start := func(ctx context.Context, req api.StartRequest) (api.TaskV2, error) {
+		t, err := s.st.MarkRunning(ctx, r.PathValue("id"), req.PodUID, s.now())
+		if err != nil {
+			return api.TaskV2{}, err
+		}
+		return taskV2(t), nil
 	}
+	jsonCall(s, false, api.MaxBody, startNamesAgent, start)(w, r)
+}
+
+// startNamesAgent refuses a start request without the agent's pod uid.
+func startNamesAgent(_ *http.Request, req *api.StartRequest) error {
 	if req.PodUID == "" {
-		s.fail(w, r, false, api.BadRequest("pod_uid", "missing"))
-		return
+		return api.BadRequest("pod_uid", "missing")
 	}
-	t, err := s.st.MarkRunning(r.Context(), r.PathValue("id"), req.PodUID, s.now())
-	if err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, taskV2(t))
+	return nil
 }
 
 func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {

@@ -79,6 +79,7 @@ type Server struct {
 	now     func() time.Time
 	opts    Options
 	mux     *http.ServeMux
+	handler http.Handler // mux behind the edge checks (textGuard)
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
@@ -126,6 +127,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.openapi = doc
 	s.routes()
+	s.handler = s.textGuard(s.mux)
 	if err := s.mountExtras(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -139,7 +141,7 @@ func setDefault(d *time.Duration, def time.Duration) {
 }
 
 // Handler returns the HTTP handler of every endpoint.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run runs the background jobs (heartbeat flusher, reaper) until ctx ends,
 // then flushes the heartbeat cache once more.

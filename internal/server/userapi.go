@@ -44,6 +44,16 @@ func pageOf(r *http.Request) (store.Page, error) {
 	return p, nil
 }
 
+// pageFull reports whether a page of n items asked for with p is full, so
+// that the answer names where the next page starts.
+func pageFull(p store.Page, n int) bool {
+	limit := p.Limit
+	if limit == 0 {
+		limit = store.DefaultPageLimit
+	}
+	return n == limit
+}
+
 func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, error) {
 	var cr api.CancelRequest
 	if r.ContentLength != 0 {
@@ -66,6 +76,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store unreachable: " + err.Error()})
+		return
+	}
+	if err := s.st.CheckWrite(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store cannot write: " + err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

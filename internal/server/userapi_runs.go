@@ -78,11 +78,7 @@ func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) {
 	for _, run := range runs {
 		out.Runs = append(out.Runs, runV2(run, nil))
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = store.DefaultPageLimit
-	}
-	if len(runs) == limit {
+	if pageFull(p, len(runs)) {
 		out.NextAfter = strconv.FormatInt(runs[len(runs)-1].Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, out)

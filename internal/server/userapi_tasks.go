@@ -269,11 +269,7 @@ func (s *Server) handleTaskList(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		out.Tasks = append(out.Tasks, taskV2(t))
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = store.DefaultPageLimit
-	}
-	if len(ts) == limit {
+	if pageFull(p, len(ts)) {
 		out.NextAfter = ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
