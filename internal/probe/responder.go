@@ -101,6 +101,20 @@ func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
 // in batches from the same port). Do not close it or read from it.
 func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
 
+// UnclaimedFunc handles a datagram that opens with no cnperf header and
+// that the Foreign handler does not claim: another protocol sharing the
+// responder's UDP port (STAMP, which has no session set-up to announce
+// itself). It runs on the responder's UDP reader, must be quick and must
+// not keep pkt; reply sends a datagram from the responder's port with a
+// TOS byte.
+type UnclaimedFunc func(pkt []byte, from netip.AddrPort, rx RxInfo, reply func(b []byte, tos int) error)
+
+// PacketClaimer is implemented by a Foreign handler that can tell its own
+// datagrams from others, so that the rest can go to the UnclaimedFunc.
+type PacketClaimer interface {
+	ClaimsPacket(pkt []byte, from netip.AddrPort) bool
+}
+
 // UDPReadMode says how the responder's shared UDP reader takes datagrams
 // from the kernel: "gro" (recvmmsg with UDP GRO), "mmsg" or "plain".
 func (s *Session) UDPReadMode() string {
@@ -123,7 +137,8 @@ type Responder struct {
 	sessions map[SessionID]*Session
 	conns    map[net.Conn]struct{}
 
-	packetFns sync.Map // SessionID → PacketFunc
+	packetFns sync.Map      // SessionID → PacketFunc
+	unclaimed UnclaimedFunc // STAMP's reflector, when set
 	// udpReadMode is how the shared UDP reader reads ("gro", "mmsg",
 	// "plain"), once it has started.
 	udpReadMode atomic.Value

@@ -102,6 +102,22 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
 	s.serveTest(ctx, c, key)
 }
 
+// ClaimsPacket reports whether a datagram without a cnperf header is
+// iperf3's: a UDP stream's 4-byte connect message, or data from a UDP peer
+// of a running test (probe.PacketClaimer; the rest goes to the responder's
+// STAMP reflector).
+func (s *Server) ClaimsPacket(pkt []byte, from netip.AddrPort) bool {
+	if len(pkt) == 4 {
+		if m := binary.NativeEndian.Uint32(pkt); m == udpConnectMsg || m == 123456789 {
+			return true
+		}
+	}
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udpPeers[from] != nil
+}
+
 // Packet takes a datagram without a cnperf header: a UDP stream's connect
 // message or data.
 func (s *Server) Packet(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
