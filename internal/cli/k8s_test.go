@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/k8s"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // TestK8sVerbsBadInput: each verb fails fast with a message naming the
@@ -58,7 +58,7 @@ func TestLabelCNI(t *testing.T) {
 		{k8s.Facts{CNIName: "flannel", Backend: "host-gw"}, "flannel", "host-gw"},
 		{k8s.Facts{CNIName: "bridge"}, "bridge", ""},
 	} {
-		rows := []scenario.Row{{Connection: "pod-pod cross node"}, {Connection: "node-node", Labels: map[string]string{"x": "y"}}}
+		rows := []suite.Row{{Connection: "pod-pod cross node"}, {Connection: "node-node", Labels: map[string]string{"x": "y"}}}
 		labelCNI(rows, tc.facts)
 		for _, r := range rows {
 			b, err := json.Marshal(r)

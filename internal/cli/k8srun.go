@@ -12,7 +12,8 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/k8s"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 // k8sRunFlags are `cnperf run`'s flags for running on a Kubernetes cluster.
@@ -34,12 +35,12 @@ func (k *k8sRunFlags) register(cmd *cobra.Command) {
 // k8sOutput is a suite's output with the cluster's facts (and, for
 // shaping, the qdiscs the CNI installed).
 type k8sOutput struct {
-	scenario.Output
+	suite.Output
 	Cluster k8s.Facts     `json:"cluster"`
 	Shaping *k8sShapingAt `json:"shaping_qdiscs,omitempty"`
 	// Drain is the unthrottled flow that emptied the CNI's token bucket
 	// before the shaping flows (see k8s.DrainSuite).
-	Drain *scenario.Row `json:"shaping_drain,omitempty"`
+	Drain *suite.Row `json:"shaping_drain,omitempty"`
 }
 
 type k8sShapingAt struct {
@@ -59,7 +60,7 @@ type k8sBandwidth struct {
 // when none is given, lets the suite see only agents whose pods run now,
 // and for shaping starts a pod with the bandwidth annotations and reads
 // back the qdiscs the CNI installed.
-func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner, k *k8sRunFlags, token string) error {
+func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k *k8sRunFlags, token string) error {
 	c, err := k.client(ctx)
 	if err != nil {
 		return err
@@ -94,9 +95,9 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		return err
 	}
 	api := k8s.LiveAPI{API: cl, Live: live}
-	suite := f.suite
+	s := f.suite
 	out := k8sOutput{Cluster: facts}
-	if suite.Name() == scenario.SuiteShaping {
+	if s.Name() == shaping.SuiteName {
 		if _, ok := f.opts.Set["burst"]; ok {
 			return errors.New("--set burst: on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set")
 		}
@@ -108,7 +109,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 			}
 			f.opts.Set["egress-bandwidth"] = so.Egress
 		}
-		if _, err := scenario.ShapingOptionsFrom(f.opts); err != nil {
+		if _, err := shaping.OptionsFrom(f.opts); err != nil {
 			return err
 		}
 		sh, err := c.PrepareShaping(ctx, cl, so) // the server's own list: the shaped pod is new
@@ -121,17 +122,17 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		for _, b := range burstsOf(sh.Links) {
 			f.opts.Set["burst"] = b
 		}
-		if _, err := scenario.ShapingOptionsFrom(f.opts); err != nil {
+		if _, err := shaping.OptionsFrom(f.opts); err != nil {
 			delete(f.opts.Set, "burst") // a burst the suite cannot label: keep its default label
 		}
 		live[string(sh.Agent.Pod.UID)] = true
 		api.Live = live
 		api.Only = map[string]bool{string(sh.Agent.Pod.UID): true, sh.PeerUID: true}
-		suite = k8s.CNIShaping{}
+		s = k8s.CNIShaping{}
 		out.Shaping = &k8sShapingAt{Pod: sh.Agent.Pod.Name, Node: sh.Agent.Node,
 			Annotations: k8sBandwidth{Ingress: so.Ingress, Egress: so.Egress}, Links: sh.Links}
-		drainOpts := scenario.Options{Time: 3 * time.Second, Repeat: 1}
-		dr := &scenario.Runner{API: api, Progress: r.Progress, Log: r.Log}
+		drainOpts := suite.Options{Time: 3 * time.Second, Repeat: 1}
+		dr := &suite.Runner{API: api, Progress: r.Progress, Log: r.Log}
 		rep, err := dr.Run(ctx, k8s.DrainSuite{Shaped: string(sh.Agent.Pod.UID), Peer: sh.PeerUID, Ingress: so.Egress == ""}, drainOpts)
 		if err != nil {
 			return fmt.Errorf("drain the CNI's token bucket: %w", err)
@@ -141,25 +142,25 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 		}
 	}
 	r.API = api
-	rep, err := r.Run(ctx, suite, f.opts)
+	rep, err := r.Run(ctx, s, f.opts)
 	if err != nil {
 		return err
 	}
-	out.Output = scenario.NewOutput(rep)
+	out.Output = suite.NewOutput(rep)
 	labelCNI(out.Rows, facts)
 	if out.Shaping != nil {
 		relabelBurst(out.Rows, out.Shaping.Links)
 	}
 	if f.format == "json" {
 		if len(f.objectives) > 0 {
-			out.Checks = scenario.Evaluate(f.objectives, out.Rows)
+			out.Checks = suite.Evaluate(f.objectives, out.Rows)
 		}
 		enc := json.NewEncoder(st.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
-		if len(out.Checks) > 0 && !scenario.AllPass(out.Checks) {
+		if len(out.Checks) > 0 && !suite.AllPass(out.Checks) {
 			return &ExitError{Code: ExitSLOFailed, Err: errors.New("SLO failed")}
 		}
 		return nil
@@ -181,7 +182,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *scenario.Runner
 
 // labelCNI names the cluster's CNI and its backend in every row (`cni`,
 // `backend`), so rows of runs on different CNIs or backends stay apart.
-func labelCNI(rows []scenario.Row, f k8s.Facts) {
+func labelCNI(rows []suite.Row, f k8s.Facts) {
 	for i := range rows {
 		if f.CNIName != "" {
 			if rows[i].Labels == nil {
@@ -199,7 +200,7 @@ func labelCNI(rows []scenario.Row, f k8s.Facts) {
 // rows when the suite could not take it as a setting (containerd's burst
 // is far beyond what the suite's own shaper accepts): the rows then show
 // the kernel's burst, not the suite's default label.
-func relabelBurst(rows []scenario.Row, links []k8s.LinkTC) {
+func relabelBurst(rows []suite.Row, links []k8s.LinkTC) {
 	var burst uint32
 	for _, l := range links {
 		for _, q := range l.Qdiscs {
@@ -212,10 +213,10 @@ func relabelBurst(rows []scenario.Row, links []k8s.LinkTC) {
 		return
 	}
 	for i := range rows {
-		if _, ok := rows[i].Labels[scenario.LabelBurst]; !ok {
+		if _, ok := rows[i].Labels[shaping.LabelBurst]; !ok {
 			continue
 		}
-		rows[i].Labels[scenario.LabelBurst] = fmt.Sprintf("%.0fMB (CNI)", float64(burst)/1e6)
+		rows[i].Labels[shaping.LabelBurst] = fmt.Sprintf("%.0fMB (CNI)", float64(burst)/1e6)
 		for _, m := range []map[string]float64{rows[i].Median, rows[i].Min, rows[i].Max} {
 			if m != nil {
 				m["burst_bytes"] = float64(burst)

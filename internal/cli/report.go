@@ -14,7 +14,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // reportServer holds the flags of the verbs that read runs from a server.
@@ -200,7 +200,7 @@ with its progress and the figures measured so far.
 
 // writeSuiteHTML writes the HTML report of a suite run that just ended
 // (cnperf run and cnperf lab run --html FILE).
-func writeSuiteHTML(path string, out scenario.Output) error {
+func writeSuiteHTML(path string, out suite.Output) error {
 	rep := report.FromOutcomes(out.RunID, out.Suite, out.Outcomes)
 	rep.Rows = out.Rows // the suite's own rows, overheads included
 	rep.AddSuiteCharts()

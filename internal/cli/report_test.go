@@ -16,9 +16,9 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/report/reporttest"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // reportFixture starts a real server and stores two baseline runs whose
@@ -45,7 +45,7 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 	agent, _ := client.New(ts.URL, "a-tok")
 	outs := reporttest.Baseline([]string{"host-gw"}, 2, 1)
 	for _, o := range outs[:12] { // the endpoints of the first repetition's steps
-		for _, e := range []scenario.Endpoint{o.Step.Src, o.Step.Dst} {
+		for _, e := range []suite.Endpoint{o.Step.Src, o.Step.Dst} {
 			if _, err := agent.Heartbeat(ctx, api.Heartbeat{PodName: e.Name, PodUID: e.ID, PodIP: e.IP, NodeName: e.Node, HostNetwork: e.HostNetwork, ResponderAddr: e.ResponderAddr}); err != nil {
 				t.Fatal(err)
 			}
@@ -53,14 +53,14 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 	}
 	store1 := func(scale float64, inv string) string {
 		outs := reporttest.Baseline([]string{"host-gw"}, 2, scale)
-		var steps []scenario.Step
+		var steps []suite.Step
 		var tasks []api.RunTask
 		for _, o := range outs {
 			steps = append(steps, o.Step)
 			tasks = append(tasks, o.Step.Task())
 		}
-		params, _ := json.Marshal(scenario.RunParams{APIVersion: scenario.ParamsAPIVersion, Suite: "baseline", Invocation: inv,
-			Phase: "baseline", Phases: 1, Options: scenario.Options{Time: 5 * time.Second, Repeat: 2, Backend: "host-gw"}, Steps: steps})
+		params, _ := json.Marshal(suite.RunParams{APIVersion: suite.ParamsAPIVersion, Suite: "baseline", Invocation: inv,
+			Phase: "baseline", Phases: 1, Options: suite.Options{Time: 5 * time.Second, Repeat: 2, Backend: "host-gw"}, Steps: steps})
 		run, err := user.CreateRun(ctx, api.RunCreate{Suite: "baseline", Params: params, Tasks: tasks, AllowConcurrency: true})
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +184,7 @@ func TestReportAndCompareVerbs(t *testing.T) {
 
 func TestWriteSuiteHTML(t *testing.T) {
 	outs := reporttest.Baseline([]string{"vxlan"}, 2, 1)
-	out := scenario.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: scenario.DefaultOptions(), Rows: scenario.Rows(outs), Outcomes: outs}
+	out := suite.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: suite.DefaultOptions(), Rows: suite.Rows(outs), Outcomes: outs}
 	p := filepath.Join(t.TempDir(), "suite.html")
 	if err := writeSuiteHTML(p, out); err != nil {
 		t.Fatal(err)

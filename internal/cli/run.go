@@ -11,16 +11,15 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
 
 // ExitSLOFailed is the exit code of a suite run whose SLO failed.
 const ExitSLOFailed = 3
 
-// suites builds the registry of suites. Add a suite here, explicitly.
-func suites() *scenario.Registry {
-	return scenario.NewRegistry(append(scenario.Builtin(), scenario.QoSSuites()...)...)
-}
+// suites is the registry of suites (internal/suite/builtin).
+func suites() *suite.Registry { return builtin.Registry() }
 
 // suiteFlags are the flags of `cnperf run` and `cnperf lab run`.
 type suiteFlags struct {
@@ -33,16 +32,16 @@ type suiteFlags struct {
 	html            string // report page to write (report.go)
 
 	// Filled by prepare.
-	objectives  []scenario.Objective
+	objectives  []suite.Objective
 	format      string
-	suite       scenario.Suite
-	opts        scenario.Options
+	suite       suite.Suite
+	opts        suite.Options
 	backendList []string
 }
 
 func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp string) {
 	fl := cmd.Flags()
-	fl.DurationVar(&f.time, "time", 5*time.Second, "length of each timed measurement")
+	secondsOrDurationVarP(fl, &f.time, "time", "", 5*time.Second, "length of each timed measurement: 5s, 500ms, or seconds")
 	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.backends, "backends", backendsDefault, backendsHelp)
 	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE (baseline: udp-rate, udp-size, ping-count); repeatable")
@@ -74,7 +73,7 @@ func (f *suiteFlags) prepare(name string) error {
 		return err
 	}
 	f.suite = s
-	f.opts = scenario.Options{Time: f.time, Repeat: f.repeat}
+	f.opts = suite.Options{Time: f.time, Repeat: f.repeat}
 	if err := f.opts.Validate(); err != nil {
 		return fmt.Errorf("--time/--repeat: %w", err)
 	}
@@ -88,14 +87,14 @@ func (f *suiteFlags) prepare(name string) error {
 		}
 		f.opts.Set[k] = v
 	}
-	if c, ok := f.suite.(scenario.OptionsChecker); ok {
+	if c, ok := f.suite.(suite.OptionsChecker); ok {
 		// Settings are checked before any lab or run is made.
 		if err := c.CheckOptions(f.opts); err != nil {
 			return err
 		}
 	}
 	if f.backends != "" {
-		bs, err := scenario.ParseBackends(f.backends, nil)
+		bs, err := suite.ParseBackends(f.backends, nil)
 		if err != nil {
 			return fmt.Errorf("--backends: %w", err)
 		}
@@ -106,7 +105,7 @@ func (f *suiteFlags) prepare(name string) error {
 		if err != nil {
 			return fmt.Errorf("--slo: %w", err)
 		}
-		objs, err := scenario.ParseSLOs(data)
+		objs, err := suite.ParseSLOs(data, suites())
 		if err != nil {
 			return fmt.Errorf("--slo %s: %w", f.sloFile, err)
 		}
@@ -116,9 +115,9 @@ func (f *suiteFlags) prepare(name string) error {
 }
 
 // print writes the output in the chosen format and evaluates the SLO.
-func (f *suiteFlags) print(st Streams, out scenario.Output) error {
+func (f *suiteFlags) print(st Streams, out suite.Output) error {
 	if len(f.objectives) > 0 {
-		out.Checks = scenario.Evaluate(f.objectives, out.Rows)
+		out.Checks = suite.Evaluate(f.objectives, out.Rows)
 	}
 	var err error
 	switch f.format {
@@ -129,8 +128,8 @@ func (f *suiteFlags) print(st Streams, out scenario.Output) error {
 	case "markdown":
 		err = out.WriteMarkdown(st.Out)
 	default:
-		if tw, ok := f.suite.(scenario.TableWriter); ok {
-			err = scenario.WriteSuiteTable(st.Out, out, tw)
+		if tw, ok := f.suite.(suite.TableWriter); ok {
+			err = suite.WriteSuiteTable(st.Out, out, tw)
 			break
 		}
 		err = out.WriteTable(st.Out)
@@ -143,7 +142,7 @@ func (f *suiteFlags) print(st Streams, out scenario.Output) error {
 			return err
 		}
 	}
-	if len(out.Checks) > 0 && !scenario.AllPass(out.Checks) {
+	if len(out.Checks) > 0 && !suite.AllPass(out.Checks) {
 		failed := 0
 		for _, c := range out.Checks {
 			if !c.Pass {
@@ -192,7 +191,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			if len(f.backendList) == 1 {
 				f.opts.Backend = f.backendList[0]
 			}
-			r := &scenario.Runner{Progress: st.Err, Log: g.logger(st)}
+			r := &suite.Runner{Progress: st.Err, Log: g.logger(st)}
 			switch {
 			case kf.on:
 				if labName != "" || cmd.Flags().Changed("server") {
@@ -235,7 +234,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			if err != nil {
 				return err
 			}
-			return f.print(st, scenario.NewOutput(rep))
+			return f.print(st, suite.NewOutput(rep))
 		},
 	}
 	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")

@@ -19,6 +19,7 @@ import (
 func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var listen, dsn, userTokenFile, agentTokenFile string
 	var mo meshFlags
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -26,8 +27,9 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 list clients and create tasks (the seed's /api/v1 endpoints, or /api/v2).
 
 Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
---agent-token-file); they must differ. Store: --db sqlite:PATH (default) or
---db postgres://USER@HOST/DB.`,
+--agent-token-file); they must differ. Store: --db sqlite:PATH (default),
+--db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
+(MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
@@ -41,15 +43,20 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 			if err := mo.validate(); err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo)
+			lim, err := lf.limits()
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo, lim)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", envOr("CNPERF_SERVER_LISTEN", ":8080"), "HOST:PORT to serve HTTP on")
-	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH or postgres://...")
+	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH, postgres://... or mysql://...")
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
 	mo.register(cmd)
+	lf.register(cmd)
 	return cmd
 }
 
@@ -73,7 +80,7 @@ func readToken(kind, env, file string) (string, error) {
 	return tok, nil
 }
 
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags) error {
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags, lim server.Limits) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
@@ -81,7 +88,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers()})
+	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers(), Limits: lim})
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}
@@ -140,7 +147,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	return errors.Join(errs...)
 }
 
-// redactDSN hides a password in a postgres:// DSN for logging.
+// redactDSN hides a password in a postgres:// or mysql:// DSN for logging.
 func redactDSN(dsn string) string {
 	if i := strings.Index(dsn, "://"); i >= 0 {
 		if at := strings.LastIndex(dsn, "@"); at > i {

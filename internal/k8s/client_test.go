@@ -232,16 +232,6 @@ func TestTestPodValidate(t *testing.T) {
 	}
 }
 
-func TestParseBandwidth(t *testing.T) {
-	cases := map[string]uint64{"10M": 10e6, "1G": 1e9, "500k": 500e3, "20Mi": 20 * 1024 * 1024}
-	for in, want := range cases {
-		got, err := ParseBandwidth(in)
-		if err != nil || got != want {
-			t.Errorf("ParseBandwidth(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-}
-
 func TestUndeployNothingIsFine(t *testing.T) {
 	c := fakeClient()
 	var sb strings.Builder

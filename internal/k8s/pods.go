@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/qosspec"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -55,27 +55,12 @@ func (t TestPod) Validate() error {
 	}
 	for _, k := range []string{IngressBandwidth, EgressBandwidth} {
 		if v, ok := t.Annotations[k]; ok {
-			if _, err := ParseBandwidth(v); err != nil {
+			if _, err := qosspec.ParseBandwidth(v); err != nil {
 				errs = append(errs, fmt.Errorf("annotation %s: %w", k, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ParseBandwidth parses a Kubernetes quantity such as 10M or 1G into bits
-// per second, as the bandwidth plugin reads its annotations; it accepts
-// 1k..32G like kubelet.
-func ParseBandwidth(s string) (uint64, error) {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a quantity like 10M or 1G: %w", s, err)
-	}
-	v := q.Value()
-	if v < 1000 || v > 32e9 {
-		return 0, fmt.Errorf("%q: must be between 1k and 32G bits per second", s)
-	}
-	return uint64(v), nil
 }
 
 // RunPod validates t, checks that its node exists and is Ready, creates the

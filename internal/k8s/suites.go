@@ -10,7 +10,9 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 // LiveAPI is the server's API as a suite on Kubernetes sees it: only the
@@ -18,12 +20,12 @@ import (
 // server until its heartbeats are missed) and, when Only is set, only
 // those pods.
 type LiveAPI struct {
-	scenario.API
+	suite.API
 	Live map[string]bool // pod uids running now
 	Only map[string]bool // when non-nil, the only pod uids a suite may use
 }
 
-// Agents implements scenario.API.
+// Agents implements suite.API.
 func (l LiveAPI) Agents(ctx context.Context, all bool) ([]api.Agent, error) {
 	as, err := l.API.Agents(ctx, all)
 	if err != nil {
@@ -55,11 +57,11 @@ func (c *Client) Live(ctx context.Context) (map[string]bool, error) {
 // CNIShaping is the shaping suite on a real cluster: the limits are the
 // ones the CNI bandwidth plugin set from the shaped pod's annotations, so
 // the phases change nothing on the network themselves.
-type CNIShaping struct{ scenario.ShapingSuite }
+type CNIShaping struct{ shaping.Suite }
 
-// Plan implements scenario.Suite.
-func (s CNIShaping) Plan(agents []scenario.Endpoint, o scenario.Options, _ scenario.Network) ([]scenario.Phase, error) {
-	phases, err := s.ShapingSuite.Plan(agents, o, noNetwork{})
+// Plan implements suite.Suite.
+func (s CNIShaping) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+	phases, err := s.Suite.Plan(agents, o, noNetwork{})
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +101,14 @@ type ShapingOptions struct {
 // host-side veth. The peer is an agent pod on the first node. The caller
 // deletes the shaped pod (DeletePod) when done, also on error after this
 // returns.
-func (c *Client) PrepareShaping(ctx context.Context, server scenario.API, o ShapingOptions) (Shaping, error) {
+func (c *Client) PrepareShaping(ctx context.Context, server suite.API, o ShapingOptions) (Shaping, error) {
 	var sh Shaping
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
 	}
 	for _, q := range []string{o.Ingress, o.Egress} {
 		if q != "" {
-			if _, err := ParseBandwidth(q); err != nil {
+			if _, err := qosspec.ParseBandwidth(q); err != nil {
 				return sh, fmt.Errorf("bandwidth: %w", err)
 			}
 		}
@@ -207,17 +209,17 @@ type DrainSuite struct {
 	Ingress      bool   // the limit is on the shaped pod's ingress: send to it
 }
 
-// Name implements scenario.Suite.
+// Name implements suite.Suite.
 func (DrainSuite) Name() string { return "shaping-drain" }
 
-// Describe implements scenario.Suite.
+// Describe implements suite.Suite.
 func (DrainSuite) Describe() string {
 	return "one unthrottled TCP flow through a CNI-shaped pod, emptying its token bucket"
 }
 
-// Plan implements scenario.Suite.
-func (d DrainSuite) Plan(agents []scenario.Endpoint, o scenario.Options, _ scenario.Network) ([]scenario.Phase, error) {
-	var shaped, peer *scenario.Endpoint
+// Plan implements suite.Suite.
+func (d DrainSuite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+	var shaped, peer *suite.Endpoint
 	for i := range agents {
 		switch agents[i].ID {
 		case d.Shaped:
@@ -234,11 +236,11 @@ func (d DrainSuite) Plan(agents []scenario.Endpoint, o scenario.Options, _ scena
 		src, dst = dst, src
 	}
 	spec := probe.Spec{Kind: probe.KindTCP, Target: dst.ResponderAddr, Duration: probe.Duration(o.Time),
-		Interval: probe.Duration(scenario.ShapingInterval), Timeout: probe.Duration(10 * time.Second)}
-	return []scenario.Phase{{Name: "drain the CNI's token bucket", Steps: []scenario.Step{{
-		Connection: "burst drain " + src.Name + " -> " + dst.Name, Measure: scenario.MeasureTCP,
+		Interval: probe.Duration(shaping.Interval), Timeout: probe.Duration(10 * time.Second)}
+	return []suite.Phase{{Name: "drain the CNI's token bucket", Steps: []suite.Step{{
+		Connection: "burst drain " + src.Name + " -> " + dst.Name, Measure: suite.MeasureTCP,
 		Src: src, Dst: dst, Spec: spec, Exclusive: true}}}}, nil
 }
 
-// Rows implements scenario.Suite.
-func (DrainSuite) Rows(outcomes []scenario.Outcome) []scenario.Row { return scenario.Rows(outcomes) }
+// Rows implements suite.Suite.
+func (DrainSuite) Rows(outcomes []suite.Outcome) []suite.Row { return suite.Rows(outcomes) }

@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
-func endpoints() []scenario.Endpoint {
-	return []scenario.Endpoint{
+func endpoints() []suite.Endpoint {
+	return []suite.Endpoint{
 		{ID: "u-peer", Name: "cnperf-agent-a", Node: "n1", IP: "10.0.1.2", ResponderAddr: "10.0.1.2:5201"},
 		{ID: "u-shaped", Name: "cnperf-shaped-x", Node: "n2", IP: "10.0.2.2", ResponderAddr: "10.0.2.2:5201"},
 	}
 }
 
 func TestCNIShapingPlansWithoutTouchingTheNetwork(t *testing.T) {
-	o := scenario.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"egress-bandwidth": "10M", "protos": "tcp", "loads": "above"}}
+	o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"egress-bandwidth": "10M", "protos": "tcp", "loads": "above"}}
 	phases, err := CNIShaping{}.Plan(endpoints(), o, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestCNIShapingPlansWithoutTouchingTheNetwork(t *testing.T) {
 }
 
 func TestDrainSuite(t *testing.T) {
-	o := scenario.Options{Time: 3 * time.Second, Repeat: 1}
+	o := suite.Options{Time: 3 * time.Second, Repeat: 1}
 	for _, tc := range []struct {
 		ingress  bool
 		src, dst string
@@ -55,7 +55,7 @@ func TestDrainSuite(t *testing.T) {
 	}
 }
 
-type fakeAPI struct{ scenario.API }
+type fakeAPI struct{ suite.API }
 
 func (fakeAPI) Agents(context.Context, bool) ([]api.Agent, error) {
 	return []api.Agent{{PodUID: "a"}, {PodUID: "b"}, {PodUID: "gone"}}, nil

@@ -2,8 +2,8 @@ package lab
 
 import "fmt"
 
-// Link roles, as scenario.Network names them (the lab does not import
-// scenario; the strings are the contract).
+// Link roles, as suite.Network names them (the lab does not import
+// suite; the strings are the contract).
 const (
 	LinkNodeUplink   = "node-uplink"   // node's eth0, towards the underlay
 	LinkUnderlayPort = "underlay-port" // the underlay's end of a node's link
@@ -13,7 +13,7 @@ const (
 
 // Link returns the namespace name and device of a link of a node or pod
 // (member "n1" or "n1-p1"; for host-network agents a node name): role is
-// one of the Link* constants. It makes *Lab a scenario.Network, so suites
+// one of the Link* constants. It makes *Lab a suite.Network, so suites
 // can put traffic control on the lab's links.
 func (l *Lab) Link(role, member string) (netns, dev string, err error) {
 	switch role {

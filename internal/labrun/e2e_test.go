@@ -20,9 +20,10 @@ import (
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
@@ -121,7 +122,7 @@ func checkRows(t *testing.T, out output, backends []string) {
 		t.Fatalf("%d rows, want %d", len(out.Rows), 3*len(backends))
 	}
 	for i, row := range out.Rows {
-		wantConn, wantBackend := scenario.ConnectionOrder[i%3], backends[i/3]
+		wantConn, wantBackend := suite.ConnectionOrder[i%3], backends[i/3]
 		if row["connection"] != wantConn || row["backend"] != wantBackend {
 			t.Errorf("row %d: %v on %v, want %s on %s", i, row["connection"], row["backend"], wantConn, wantBackend)
 		}
@@ -144,7 +145,7 @@ func checkRows(t *testing.T, out output, backends []string) {
 		if loss, ok := figure(row, "loss_pct"); !ok || loss < 0 || loss > 100 {
 			t.Errorf("row %d: loss_pct %v", i, loss)
 		}
-		if _, ok := row["overhead_pct"]; ok != (wantConn != scenario.NodeNode) {
+		if _, ok := row["overhead_pct"]; ok != (wantConn != suite.NodeNode) {
 			t.Errorf("row %d (%s): overhead_pct present %v", i, wantConn, ok)
 		}
 	}
@@ -214,7 +215,7 @@ func checkStored(t *testing.T, db string, out output) {
 		}
 		runs = append(runs, run)
 	}
-	rows, err := scenario.RowsFromRuns(scenario.NewRegistry(scenario.Builtin()...), runs...)
+	rows, err := suite.RowsFromRuns(builtin.Registry(), runs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/lab"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Config is one lab run.
@@ -29,8 +29,8 @@ type Config struct {
 	// empty means Lab.Backend (default host-gw).
 	Backends []string
 	// Suite and Options say what to run.
-	Suite   scenario.Suite
-	Options scenario.Options
+	Suite   suite.Suite
+	Options suite.Options
 	// Cnperf says how to start the control plane (binary, log level).
 	Cnperf lab.CnperfOptions
 	// Progress gets the runner's progress line and one line per lab step
@@ -41,7 +41,7 @@ type Config struct {
 
 // Run runs cfg's suite on one fresh lab per backend and returns the
 // joined rows. Every lab is removed before Run returns.
-func Run(ctx context.Context, cfg Config) (scenario.Output, error) {
+func Run(ctx context.Context, cfg Config) (suite.Output, error) {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -56,33 +56,33 @@ func Run(ctx context.Context, cfg Config) (scenario.Output, error) {
 	}
 	// Check everything before building anything.
 	if err := cfg.Options.Validate(); err != nil {
-		return scenario.Output{}, err
+		return suite.Output{}, err
 	}
 	for _, b := range backends {
 		c := cfg.Lab
 		c.Backend = b
 		if err := c.Validate(); err != nil {
-			return scenario.Output{}, err
+			return suite.Output{}, err
 		}
 	}
 	if err := lab.CheckPrivileges(); err != nil {
-		return scenario.Output{}, err
+		return suite.Output{}, err
 	}
-	var reps []scenario.Report
+	var reps []suite.Report
 	inv := fmt.Sprintf("lab-%d", time.Now().UnixNano())
 	for _, b := range backends {
 		rep, err := runOne(ctx, cfg, b, inv, log)
 		if err != nil {
-			return scenario.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
+			return suite.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
 		}
 		reps = append(reps, rep)
 	}
-	return scenario.NewOutput(reps...), nil
+	return suite.NewOutput(reps...), nil
 }
 
 // runOne builds the lab for one backend, runs the suite and removes the
 // lab.
-func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logger) (rep scenario.Report, err error) {
+func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logger) (rep suite.Report, err error) {
 	c := cfg.Lab
 	c.Backend = backend
 	say := func(format string, args ...any) {
@@ -136,7 +136,7 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	}
 	o := cfg.Options
 	o.Backend = backend
-	r := &scenario.Runner{API: api, Network: l, Progress: cfg.Progress, Log: log, Invocation: inv}
+	r := &suite.Runner{API: api, Network: l, Progress: cfg.Progress, Log: log, Invocation: inv}
 	rep, err = r.Run(ctx, cfg.Suite, o)
 	if err != nil {
 		keepLogs = true

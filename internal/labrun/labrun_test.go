@@ -12,7 +12,8 @@ import (
 
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/baseline"
 )
 
 func labName(t *testing.T) string {
@@ -64,8 +65,8 @@ func TestBadInputBuildsNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			name := labName(t)
 			c.cfg.Lab.Name, c.cfg.Lab.StateDir = name, stateDir
-			c.cfg.Suite = scenario.BaselineSuite{}
-			c.cfg.Options = scenario.Options{Time: time.Second, Repeat: 1}
+			c.cfg.Suite = baseline.Suite{}
+			c.cfg.Options = suite.Options{Time: time.Second, Repeat: 1}
 			if c.name == "bad repeat" {
 				c.cfg.Options.Repeat = 0
 			}
@@ -95,7 +96,7 @@ func TestNameInUseLeavesTheOtherLab(t *testing.T) {
 		assertNoLab(t, name, stateDir)
 	})
 	_, err = Run(ctx, Config{Lab: lab.Config{Name: name, Nodes: 2, PodsPerNode: 2, StateDir: stateDir},
-		Suite: scenario.BaselineSuite{}, Options: scenario.Options{Time: time.Second, Repeat: 1}})
+		Suite: baseline.Suite{}, Options: suite.Options{Time: time.Second, Repeat: 1}})
 	if err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("err %v, want 'already exists'", err)
 	}

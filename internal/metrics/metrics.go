@@ -26,17 +26,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/stats"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Path kinds, the values of the "path" label. They follow the suites'
 // connection names; "node-pod" is a host-network agent and a pod.
 const (
-	PathSameNode  = scenario.PodPodSameNode
-	PathCrossNode = scenario.PodPodCrossNode
-	PathNodeNode  = scenario.NodeNode
+	PathSameNode  = suite.PodPodSameNode
+	PathCrossNode = suite.PodPodCrossNode
+	PathNodeNode  = suite.NodeNode
 	PathMixed     = "node-pod"
 )
 

@@ -31,10 +31,20 @@ type Result struct {
 	Bytes         *SenderReceiver `json:"bytes,omitempty"`
 	Retransmits   *int64          `json:"retransmits,omitempty"`
 	// SRTTms is TCP's smoothed RTT from TCP_INFO at the end of the test, in ms.
-	SRTTms    *float64        `json:"srtt_ms,omitempty"`
-	CPUPct    *SenderReceiver `json:"cpu_pct,omitempty"`
-	Intervals []Interval      `json:"intervals,omitempty"`
-	Streams   []StreamResult  `json:"streams,omitempty"`
+	SRTTms *float64        `json:"srtt_ms,omitempty"`
+	CPUPct *SenderReceiver `json:"cpu_pct,omitempty"`
+	// SendMode and RecvMode say how datagrams crossed the system-call
+	// boundary (udp): send_mode "gso" (sendmmsg with UDP segmentation
+	// offload: the path may carry up to 64 KB batches as one packet until
+	// a real NIC segments them), "mmsg" (one datagram per sendmmsg entry)
+	// or "plain" (one per call); recv_mode "gro", "mmsg" or "plain".
+	SendMode string `json:"send_mode,omitempty"`
+	RecvMode string `json:"recv_mode,omitempty"`
+	// BurstDatagrams is the most datagrams the sender handed to the kernel
+	// in one system call (udp).
+	BurstDatagrams *int           `json:"burst_datagrams,omitempty"`
+	Intervals      []Interval     `json:"intervals,omitempty"`
+	Streams        []StreamResult `json:"streams,omitempty"`
 
 	// Datagram accounting (udp).
 	Packets   *PacketCounts `json:"packets,omitempty"`
@@ -50,6 +60,11 @@ type Result struct {
 	RTTms            *Summary `json:"rtt_ms,omitempty"`
 	AppRTTms         *Summary `json:"app_rtt_ms,omitempty"`
 	TransactionsPerS *float64 `json:"transactions_per_s,omitempty"`
+
+	// Per direction of a two-way test (stamp): Forward is sender to
+	// reflector, Reverse the reply's way back.
+	Forward *Direction `json:"forward,omitempty"`
+	Reverse *Direction `json:"reverse,omitempty"`
 
 	// Path (trace).
 	Hops []Hop `json:"hops,omitempty"`
@@ -120,6 +135,25 @@ type ClockInfo struct {
 	// offset lies within OffsetMs ± ErrorBoundMs.
 	OffsetMs     float64 `json:"offset_ms"`
 	ErrorBoundMs float64 `json:"error_bound_ms"`
+}
+
+// Direction is what one direction of a two-way test saw. A field is nil
+// when it could not be measured (the notes say why).
+type Direction struct {
+	// DelayMs is the one-way delay (T2 − T1 forward, T4 − T3 reverse):
+	// it reads two clocks, so it is uncertain by ± ErrorBoundMs, the sum of
+	// both ends' Error Estimates.
+	DelayMs      *Summary `json:"delay_ms,omitempty"`
+	ErrorBoundMs *float64 `json:"error_bound_ms,omitempty"`
+	// JitterMs is the RFC 3550 jitter of the one-way delay (clock offsets
+	// cancel out).
+	JitterMs *float64 `json:"jitter_ms,omitempty"`
+	Lost     *int64   `json:"lost,omitempty"`
+	LossPct  *float64 `json:"loss_pct,omitempty"`
+	// DSCPReceived is the DSCP packets arrived with at this direction's
+	// far end; DSCPSurvived says whether it is the one asked for.
+	DSCPReceived *int  `json:"dscp_received,omitempty"`
+	DSCPSurvived *bool `json:"dscp_survived,omitempty"`
 }
 
 // Hop is one traceroute hop.

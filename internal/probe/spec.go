@@ -18,6 +18,7 @@ const (
 	KindRR    = "rr"
 	KindPing  = "ping"
 	KindTrace = "trace"
+	KindStamp = "stamp"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -83,6 +84,11 @@ type Spec struct {
 	// SYN included (DSCP << 2 | ECN). Nil means unmarked (0).
 	TOS *int `json:"tos,omitempty"`
 
+	// Offload is "auto" (the default: UDP GSO and GRO where the kernel has
+	// them) or "off" (one datagram per mmsg entry, so every device,
+	// qdisc and netfilter rule on the path sees real datagrams) (udp).
+	Offload string `json:"offload,omitempty"`
+
 	WindowBytes int `json:"window_bytes,omitempty"` // socket buffer size (tcp, udp)
 	MSS         int `json:"mss,omitempty"`          // TCP maximum segment size
 
@@ -97,6 +103,12 @@ type Spec struct {
 	// connection's set-up; 0 means the kind's default.
 	Timeout Duration `json:"timeout,omitempty"`
 }
+
+// Offload modes (Spec.Offload).
+const (
+	OffloadAuto = "auto"
+	OffloadOff  = "off"
+)
 
 // DSCP returns the DSCP code point (0-63) of the spec's TOS byte.
 func (s Spec) DSCP() int {
@@ -200,6 +212,10 @@ type Env struct {
 	// OnInterval, when set, receives each interval report as it completes
 	// (for live output); it must not block.
 	OnInterval func(Interval)
+	// AuthKey, when set, is the shared key of an authenticated probe
+	// (stamp's HMAC). It travels beside the spec, never in it, so it is
+	// neither stored nor reported with the task.
+	AuthKey []byte
 }
 
 // Log returns the env's logger, or one that discards.
@@ -222,10 +238,10 @@ func (e Env) Clock() func() time.Time {
 func ParseKind(s string) (string, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	switch k {
-	case KindTCP, KindUDP, KindRR, KindPing, KindTrace:
+	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp:
 		return k, nil
 	case "traceroute":
 		return KindTrace, nil
 	}
-	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping or trace)", s)
+	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace or stamp)", s)
 }

@@ -6,8 +6,8 @@ import (
 	"sort"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/stats"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Charts builds every chart the report's data supports, in reading order:
@@ -41,7 +41,7 @@ func (r *Report) Charts() []*Chart {
 func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 	var conns, backends []string
 	seenC, seenB := map[string]bool{}, map[string]bool{}
-	rows := map[[2]string]scenario.Row{}
+	rows := map[[2]string]suite.Row{}
 	found := false
 	for _, row := range r.Rows {
 		for _, m := range metrics {
@@ -102,13 +102,13 @@ const (
 )
 
 // seriesName names an outcome's line in a legend.
-func seriesName(o scenario.Outcome) string {
+func seriesName(o suite.Outcome) string {
 	name := o.Step.Connection
 	if name == "" {
 		name = o.Step.Src.Name + " → " + o.Step.Dst.Name
 	}
 	if len(o.Step.Labels) > 0 {
-		name = RowName(scenario.Row{Connection: name, Labels: o.Step.Labels})
+		name = RowName(suite.Row{Connection: name, Labels: o.Step.Labels})
 	}
 	if o.Step.Backend != "" {
 		name = o.Step.Backend + ", " + name

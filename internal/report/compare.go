@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // ErrNotComparable is returned when runs cannot be compared (different
@@ -109,7 +109,7 @@ func Compare(runs []*Report, opt CompareOptions) (*Comparison, error) {
 		tol = 0.05
 	}
 	byConn := !sameBackends(runs)
-	key := func(row scenario.Row) [2]string {
+	key := func(row suite.Row) [2]string {
 		if byConn {
 			return [2]string{"", row.Connection}
 		}
@@ -123,9 +123,9 @@ func Compare(runs []*Report, opt CompareOptions) (*Comparison, error) {
 	// Keys and metrics in the reference's order, then any only others have.
 	var keys [][2]string
 	seen := map[[2]string]bool{}
-	index := make([]map[[2]string]scenario.Row, len(runs))
+	index := make([]map[[2]string]suite.Row, len(runs))
 	for i, r := range runs {
-		index[i] = map[[2]string]scenario.Row{}
+		index[i] = map[[2]string]suite.Row{}
 		for _, row := range r.Rows {
 			k := key(row)
 			if _, dup := index[i][k]; !dup {
@@ -203,7 +203,7 @@ func runLabel(r *Report, byConn bool) string {
 	return r.RunID + " (" + r.Rows[0].Backend + ")"
 }
 
-func statOf(idx map[[2]string]scenario.Row, k [2]string, m string) (Stat, bool) {
+func statOf(idx map[[2]string]suite.Row, k [2]string, m string) (Stat, bool) {
 	row, ok := idx[k]
 	if !ok {
 		return Stat{}, false

@@ -8,13 +8,13 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // RunParams reads the suite params a stored run carries, if any.
-func RunParams(run api.Run) (scenario.RunParams, bool) {
-	var p scenario.RunParams
-	if len(run.Params) == 0 || json.Unmarshal(run.Params, &p) != nil || p.APIVersion != scenario.ParamsAPIVersion {
+func RunParams(run api.Run) (suite.RunParams, bool) {
+	var p suite.RunParams
+	if len(run.Params) == 0 || json.Unmarshal(run.Params, &p) != nil || p.APIVersion != suite.ParamsAPIVersion {
 		return p, false
 	}
 	return p, true
@@ -38,14 +38,14 @@ func RunProgress(run api.Run) Progress {
 // suite's own Rows when reg knows the suite; tasks not finished yet are
 // left out, so a run in progress shows what it has. Runs that no suite made
 // get their results as they are, for the charts.
-func FromRuns(reg *scenario.Registry, runs ...api.Run) (*Report, error) {
+func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no run given")
 	}
 	first := runs[0]
 	r := &Report{RunID: first.ID, Suite: first.Suite, Status: first.State, CreatedAt: first.CreatedAt}
-	var all []scenario.Outcome
-	suite := ""
+	var all []suite.Outcome
+	name := ""
 	for _, run := range runs {
 		pr := RunProgress(run)
 		r.Progress.Done += pr.Done
@@ -55,7 +55,7 @@ func FromRuns(reg *scenario.Registry, runs ...api.Run) (*Report, error) {
 		} else if r.Status != api.RunRunning && run.State != api.RunSucceeded {
 			r.Status = run.State
 		}
-		p, outs, err := scenario.OutcomesFromRun(run)
+		p, outs, err := suite.OutcomesFromRun(run)
 		if err != nil {
 			if _, ok := RunParams(run); ok {
 				r.Notes = append(r.Notes, fmt.Sprintf("run %s: results could not be paired with the suite's steps: %v", run.ID, err))
@@ -63,10 +63,10 @@ func FromRuns(reg *scenario.Registry, runs ...api.Run) (*Report, error) {
 			all = append(all, plainOutcomes(run)...)
 			continue
 		}
-		if suite != "" && p.Suite != suite {
-			return nil, fmt.Errorf("runs of different suites (%s, %s) cannot share one report", suite, p.Suite)
+		if name != "" && p.Suite != name {
+			return nil, fmt.Errorf("runs of different suites (%s, %s) cannot share one report", name, p.Suite)
 		}
-		suite = p.Suite
+		name = p.Suite
 		if r.Params == nil {
 			r.Params = map[string]string{"time": p.Options.Time.String(), "repeat": fmt.Sprint(p.Options.Repeat)}
 			for k, v := range p.Options.Set {
@@ -88,11 +88,11 @@ func FromRuns(reg *scenario.Registry, runs ...api.Run) (*Report, error) {
 			all = append(all, o)
 		}
 	}
-	if suite != "" {
-		r.Suite = suite
-		r.Rows = scenario.Rows(all)
+	if name != "" {
+		r.Suite = name
+		r.Rows = suite.Rows(all)
 		if reg != nil {
-			if s, err := reg.Get(suite); err == nil {
+			if s, err := reg.Get(name); err == nil {
 				r.Rows = s.Rows(all)
 			}
 		}
@@ -119,14 +119,14 @@ func joinNew(list, v string) string {
 
 // plainOutcomes turns the finished tasks of a run made of plain tasks into
 // outcomes named by their endpoints.
-func plainOutcomes(run api.Run) []scenario.Outcome {
-	var out []scenario.Outcome
+func plainOutcomes(run api.Run) []suite.Outcome {
+	var out []suite.Outcome
 	for _, t := range run.Tasks {
 		if !api.TerminalState(t.State) {
 			continue
 		}
-		o := scenario.Outcome{Step: scenario.Step{Measure: t.Type, Src: scenario.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
-			Dst: scenario.Endpoint{Name: t.DstPodUID, IP: t.DstPodIP}}}
+		o := suite.Outcome{Step: suite.Step{Measure: t.Type, Src: suite.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
+			Dst: suite.Endpoint{Name: t.DstPodUID, IP: t.DstPodIP}}}
 		var res probe.Result
 		switch {
 		case t.State != api.StateSucceeded:

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // The iperf3 document, as iperf3 --json writes it: only the fields cnperf
@@ -125,7 +125,7 @@ func (r *Report) WriteIperf3(w io.Writer) error {
 }
 
 // Iperf3 converts one tcp or udp outcome into an iperf3 --json document.
-func Iperf3(o scenario.Outcome) iperf3Doc {
+func Iperf3(o suite.Outcome) iperf3Doc {
 	d := iperf3Doc{Start: iperf3Start{Version: "cnperf"}, Intervals: []iperf3Interval{}}
 	res := o.Result
 	if res == nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Report is one run as the renderings see it. Rows carry the suite's
@@ -23,10 +23,10 @@ type Report struct {
 	CreatedAt time.Time         `json:"created_at,omitzero"`
 	Params    map[string]string `json:"params,omitempty"` // suite options, shown as given
 
-	Rows     []scenario.Row     `json:"rows"`
-	Outcomes []scenario.Outcome `json:"outcomes,omitempty"`
-	Matrices []Matrix           `json:"matrices,omitempty"`
-	Shaping  []Shaping          `json:"shaping,omitempty"`
+	Rows     []suite.Row     `json:"rows"`
+	Outcomes []suite.Outcome `json:"outcomes,omitempty"`
+	Matrices []Matrix        `json:"matrices,omitempty"`
+	Shaping  []Shaping       `json:"shaping,omitempty"`
 	// Notes are remarks shown above the tables (e.g. what a suite could not
 	// measure on this kernel).
 	Notes []string `json:"notes,omitempty"`
@@ -155,8 +155,8 @@ func (s Shaping) Conformance() (firstOvershootPct, steadyPct float64, ok bool) {
 // FromOutcomes builds a report of a run from its measured outcomes: the
 // rows are aggregated here, and a node-to-node matrix is added when the
 // outcomes cover more than two node pairs.
-func FromOutcomes(runID, suite string, outcomes []scenario.Outcome) *Report {
-	r := &Report{RunID: runID, Suite: suite, Status: "finished", Outcomes: outcomes, Rows: scenario.Rows(outcomes)}
+func FromOutcomes(runID, suiteName string, outcomes []suite.Outcome) *Report {
+	r := &Report{RunID: runID, Suite: suiteName, Status: "finished", Outcomes: outcomes, Rows: suite.Rows(outcomes)}
 	r.Progress = Progress{Done: len(outcomes), Total: len(outcomes)}
 	if m, ok := NodeMatrix(outcomes); ok {
 		r.Matrices = append(r.Matrices, m)
@@ -168,7 +168,7 @@ func FromOutcomes(runID, suite string, outcomes []scenario.Outcome) *Report {
 // else ping average) between the nodes of the outcomes, source nodes as
 // rows. ok is false when fewer than three node pairs were measured: a
 // matrix of one or two cells says nothing a table does not.
-func NodeMatrix(outcomes []scenario.Outcome) (Matrix, bool) {
+func NodeMatrix(outcomes []suite.Outcome) (Matrix, bool) {
 	type pair struct{ src, dst string }
 	vals := map[pair][]float64{}
 	nodes := map[string]bool{}
@@ -178,9 +178,9 @@ func NodeMatrix(outcomes []scenario.Outcome) (Matrix, bool) {
 		}
 		var v float64
 		switch {
-		case o.Step.Measure == scenario.MeasureRR && o.Result.RTTms != nil:
+		case o.Step.Measure == suite.MeasureRR && o.Result.RTTms != nil:
 			v = o.Result.RTTms.P50
-		case o.Step.Measure == scenario.MeasurePing && o.Result.RTTms != nil:
+		case o.Step.Measure == suite.MeasurePing && o.Result.RTTms != nil:
 			v = o.Result.RTTms.Avg
 		default:
 			continue
@@ -203,7 +203,7 @@ func NodeMatrix(outcomes []scenario.Outcome) (Matrix, bool) {
 		row := make([]float64, len(names))
 		for j, d := range names {
 			if vs, ok := vals[pair{s, d}]; ok {
-				row[j] = scenario.Median(vs)
+				row[j] = suite.Median(vs)
 			} else {
 				row[j] = math.NaN()
 			}

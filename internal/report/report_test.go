@@ -16,7 +16,9 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/report/reporttest"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/qospriority"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -481,7 +483,7 @@ func TestCompareBackends(t *testing.T) {
 			t.Errorf("%s %s missing: rows not matched by connection", l.Connection, l.Metric)
 		}
 		if l.Others[0].Verdict == report.Regression {
-			if l.Connection != scenario.PodPodCrossNode {
+			if l.Connection != suite.PodPodCrossNode {
 				t.Errorf("regression on %s %s; only cross-node differs", l.Connection, l.Metric)
 			}
 			crossWorse = append(crossWorse, l.Metric)
@@ -514,11 +516,11 @@ func TestShapingConformance(t *testing.T) {
 // Rows labelled by the qos-priority and shaping suites become a matrix and
 // conformance charts.
 func TestAddSuiteCharts(t *testing.T) {
-	rows := []scenario.Row{
-		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "fifo", scenario.LabelMarking: "none"}, Median: map[string]float64{"latency_ms.p99": 11.3}},
-		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "fifo", scenario.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 11.4}},
-		{Connection: "c", Labels: map[string]string{scenario.LabelVariant: "htb-priority", scenario.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 0.026}},
-		{Connection: "s", Labels: map[string]string{scenario.LabelDirection: "egress", scenario.LabelBurst: "32KiB"},
+	rows := []suite.Row{
+		{Connection: "c", Labels: map[string]string{qospriority.LabelVariant: "fifo", qospriority.LabelMarking: "none"}, Median: map[string]float64{"latency_ms.p99": 11.3}},
+		{Connection: "c", Labels: map[string]string{qospriority.LabelVariant: "fifo", qospriority.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 11.4}},
+		{Connection: "c", Labels: map[string]string{qospriority.LabelVariant: "htb-priority", qospriority.LabelMarking: "EF"}, Median: map[string]float64{"latency_ms.p99": 0.026}},
+		{Connection: "s", Labels: map[string]string{shaping.LabelDirection: "egress", shaping.LabelBurst: "32KiB"},
 			Median: map[string]float64{"limit_bps": 10e6}, Series: map[string][]float64{"intervals_bps": {10.7e6, 10e6, 9.9e6}}},
 	}
 	r := &report.Report{RunID: "q", Suite: "qos-priority", Status: "succeeded", Rows: rows}

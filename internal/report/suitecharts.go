@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/qospriority"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 // AddSuiteCharts derives the charts suites describe through their rows'
@@ -25,7 +27,7 @@ func (r *Report) AddSuiteCharts() {
 	}
 	seen := map[string]bool{}
 	for _, row := range r.Rows {
-		v, verdict := row.Labels[scenario.LabelVariant], row.Labels[scenario.LabelVerdict]
+		v, verdict := row.Labels[qospriority.LabelVariant], row.Labels[qospriority.LabelVerdict]
 		if verdict != "" && !seen[v+verdict] {
 			seen[v+verdict] = true
 			r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", v, verdict))
@@ -38,7 +40,7 @@ func (r *Report) AddSuiteCharts() {
 			continue
 		}
 		var parts []string
-		for _, k := range []string{scenario.LabelDirection, scenario.LabelProto, scenario.LabelLoad, scenario.LabelBurst} {
+		for _, k := range []string{shaping.LabelDirection, shaping.LabelProto, shaping.LabelLoad, shaping.LabelBurst} {
 			if v := row.Labels[k]; v != "" {
 				parts = append(parts, k+" "+v)
 			}
@@ -47,7 +49,7 @@ func (r *Report) AddSuiteCharts() {
 		if s.Name == "" {
 			s.Name = row.Connection
 		}
-		shapingIntervalS := scenario.ShapingInterval.Seconds()
+		shapingIntervalS := shaping.Interval.Seconds()
 		for i, v := range ser {
 			if math.IsNaN(v) {
 				continue
@@ -60,12 +62,12 @@ func (r *Report) AddSuiteCharts() {
 }
 
 // qosMatrix lays rows labelled with a variant and a marking out as a grid.
-func qosMatrix(rows []scenario.Row, metric, label string) (Matrix, bool) {
+func qosMatrix(rows []suite.Row, metric, label string) (Matrix, bool) {
 	var variants, markings []string
 	seenV, seenM := map[string]bool{}, map[string]bool{}
 	vals := map[[2]string]float64{}
 	for _, row := range rows {
-		v, m := row.Labels[scenario.LabelVariant], row.Labels[scenario.LabelMarking]
+		v, m := row.Labels[qospriority.LabelVariant], row.Labels[qospriority.LabelMarking]
 		x, ok := row.Median[metric]
 		if v == "" || m == "" || !ok {
 			continue

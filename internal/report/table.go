@@ -8,7 +8,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/qospriority"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 // Table is a rendered grid of strings: the suite's rows pivoted like the
@@ -30,12 +32,12 @@ type TableOptions struct {
 
 // BuildTable pivots rows: for each connection, each metric on its own line
 // with the median and min–max spread of every backend side by side.
-func BuildTable(rows []scenario.Row, opt TableOptions) Table {
+func BuildTable(rows []suite.Row, opt TableOptions) Table {
 	var backends []string
 	seenB := map[string]bool{}
 	var conns []string
 	seenC := map[string]bool{}
-	byKey := map[[2]string]scenario.Row{}
+	byKey := map[[2]string]suite.Row{}
 	for _, r := range rows {
 		if !seenB[r.Backend] {
 			seenB[r.Backend] = true
@@ -132,10 +134,10 @@ func backendPrefix(b string) string {
 // labels (qos-priority's variant and marking, shaping's direction and
 // load) when it has them, so rows that share a connection stay apart.
 // The verdict label is a conclusion, not a key, and is left out.
-func RowName(r scenario.Row) string {
+func RowName(r suite.Row) string {
 	keys := make([]string, 0, len(r.Labels))
 	for k, v := range r.Labels {
-		if k != scenario.LabelVerdict && v != "" {
+		if k != qospriority.LabelVerdict && v != "" {
 			keys = append(keys, k)
 		}
 	}
@@ -164,7 +166,7 @@ func RowName(r scenario.Row) string {
 }
 
 // labelOrder is the order suites' labels are named in.
-var labelOrder = []string{scenario.LabelVariant, scenario.LabelMarking, scenario.LabelDirection, scenario.LabelProto, scenario.LabelLoad, scenario.LabelBurst}
+var labelOrder = []string{qospriority.LabelVariant, qospriority.LabelMarking, shaping.LabelDirection, shaping.LabelProto, shaping.LabelLoad, shaping.LabelBurst}
 
 func valueOr(m map[string]float64, k string) float64 {
 	if v, ok := m[k]; ok {

@@ -8,7 +8,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/mesh"
 	"github.com/cnperf/cnperf/internal/metrics"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
 	"github.com/cnperf/cnperf/internal/web"
 )
 
@@ -36,7 +36,7 @@ func (t inprocess) RoundTrip(r *http.Request) (*http.Response, error) {
 // server's handler directly.
 func (s *Server) inProcessClient() (*client.Client, error) {
 	return client.New("http://cnperf.internal", s.opts.UserToken,
-		client.WithHTTPClient(&http.Client{Transport: inprocess{s.mux}, Timeout: client.DefaultTimeout}))
+		client.WithHTTPClient(&http.Client{Transport: inprocess{s.handler}, Timeout: client.DefaultTimeout}))
 }
 
 // Mesh returns a scheduler of the continuous RTT mesh that creates its
@@ -60,9 +60,10 @@ func (s *Server) mountExtras() error {
 	if err != nil {
 		return fmt.Errorf("dashboard's API client: %w", err)
 	}
-	// Suites that need no lab network can be started from the dashboard.
-	suites := scenario.NewRegistry(scenario.BaselineSuite{}, scenario.CNICompareSuite{})
-	dash, err := web.New(web.Options{API: c, UserToken: s.opts.UserToken, Suites: suites, Logger: s.log, Now: s.now})
+	// The one registry of suites: stored runs are shown with their suite's
+	// own rows; suites that need a lab's network are refused by the start
+	// form with the reason.
+	dash, err := web.New(web.Options{API: c, UserToken: s.opts.UserToken, Suites: builtin.Registry(), Logger: s.log, Now: s.now})
 	if err != nil {
 		return err
 	}

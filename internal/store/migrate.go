@@ -8,43 +8,36 @@ import (
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 )
 
 // migrations holds one directory of goose SQL migrations per dialect.
 //
-//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql migrations/mysql/*.sql
 var migrations embed.FS
 
-// migrate applies the embedded migrations of the dialect ("sqlite" or
-// "postgres") that db has not seen yet. On PostgreSQL a session advisory
-// lock keeps two servers starting at once from migrating together.
-func migrate(ctx context.Context, db *sql.DB, dialectName string) error {
-	fsys, err := fs.Sub(migrations, "migrations/"+dialectName)
+// migrate applies the embedded migrations of dialect d (the directory
+// migrations/d.name()) that db has not seen yet, under the dialect's
+// session lock when it has one (PostgreSQL: an advisory lock, so two
+// servers starting at once do not migrate together).
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	fsys, err := fs.Sub(migrations, "migrations/"+d.name())
 	if err != nil {
-		return fmt.Errorf("migrations for %s: %w", dialectName, err)
+		return fmt.Errorf("migrations for %s: %w", d.name(), err)
 	}
-	var gd goose.Dialect
+	gd, locker, err := d.migrations()
+	if err != nil {
+		return fmt.Errorf("migration lock for %s: %w", d.name(), err)
+	}
 	var opts []goose.ProviderOption
-	switch dialectName {
-	case "sqlite":
-		gd = goose.DialectSQLite3
-	case "postgres":
-		gd = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
-		if err != nil {
-			return fmt.Errorf("migration lock: %w", err)
-		}
+	if locker != nil {
 		opts = append(opts, goose.WithSessionLocker(locker))
-	default:
-		return fmt.Errorf("migrations: unknown dialect %q", dialectName)
 	}
 	p, err := goose.NewProvider(gd, db, fsys, opts...)
 	if err != nil {
-		return fmt.Errorf("migrations for %s: %w", dialectName, err)
+		return fmt.Errorf("migrations for %s: %w", d.name(), err)
 	}
 	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate %s schema: %w", dialectName, err)
+		return fmt.Errorf("migrate %s schema: %w", d.name(), err)
 	}
 	return nil
 }

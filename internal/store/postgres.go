@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 // claimLockKey is the transaction-level advisory lock that serialises
@@ -21,21 +23,31 @@ const claimLockKey = 0x636e70657266 // "cnperf"
 // Pool size: enough for a busy server on a small machine.
 const postgresMaxConns = 16
 
-func postgresDialect() dialect {
-	return dialect{
-		name:      "postgres",
-		ts:        func(t time.Time) any { return micro(t) },
-		js:        func(raw json.RawMessage) any { return []byte(raw) },
-		forUpdate: " FOR UPDATE",
-		lockClaims: func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(claimLockKey))
-			return err
-		},
-		isUnique: func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "23505"
-		},
-	}
+// postgresDialect: "$N" placeholders, RETURNING and ON CONFLICT; times as
+// TIMESTAMPTZ, JSON as json; SELECT … FOR UPDATE; claims serialised by a
+// transaction-level advisory lock.
+type postgresDialect struct{}
+
+func (postgresDialect) name() string               { return "postgres" }
+func (postgresDialect) rebind(query string) string { return rebindDollar(query) }
+func (postgresDialect) returning() bool            { return true }
+func (postgresDialect) upsert(table, key string, cols, update []string) string {
+	return onConflictUpsert(table, key, cols, update)
+}
+func (postgresDialect) timeArg(t time.Time) any         { return micro(t) }
+func (postgresDialect) jsonArg(raw json.RawMessage) any { return []byte(raw) }
+func (postgresDialect) forUpdate() string               { return " FOR UPDATE" }
+func (postgresDialect) lockClaims(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(claimLockKey))
+	return err
+}
+func (postgresDialect) isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+func (postgresDialect) migrations() (goose.Dialect, lock.SessionLocker, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	return goose.DialectPostgres, locker, err
 }
 
 // openPostgres connects to PostgreSQL with pgx and migrates the database.
@@ -50,8 +62,8 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), db.Close())
 	}
-	if err := migrate(ctx, db, "postgres"); err != nil {
+	if err := migrate(ctx, db, postgresDialect{}); err != nil {
 		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), db.Close())
 	}
-	return &sqlStore{d: postgresDialect(), w: db, r: db}, nil
+	return newSQLStore(postgresDialect{}, db, db), nil
 }

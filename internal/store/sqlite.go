@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -26,17 +28,27 @@ const (
 	sqliteReader = sqliteCommon + "&_pragma=query_only(1)"
 )
 
-func sqliteDialect() dialect {
-	return dialect{
-		name:      "sqlite",
-		ts:        func(t time.Time) any { return t.UnixMicro() },
-		js:        func(raw json.RawMessage) any { return string(raw) },
-		forUpdate: "",
-		isUnique: func(err error) bool {
-			var se *sqlite.Error
-			return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
-		},
-	}
+// sqliteDialect: "?" placeholders, RETURNING and ON CONFLICT as they are;
+// times as INTEGER microseconds, JSON as TEXT; no row locks or claim lock,
+// since every write goes through the one writer connection.
+type sqliteDialect struct{}
+
+func (sqliteDialect) name() string               { return "sqlite" }
+func (sqliteDialect) rebind(query string) string { return query }
+func (sqliteDialect) returning() bool            { return true }
+func (sqliteDialect) upsert(table, key string, cols, update []string) string {
+	return onConflictUpsert(table, key, cols, update)
+}
+func (sqliteDialect) timeArg(t time.Time) any                   { return t.UnixMicro() }
+func (sqliteDialect) jsonArg(raw json.RawMessage) any           { return string(raw) }
+func (sqliteDialect) forUpdate() string                         { return "" }
+func (sqliteDialect) lockClaims(context.Context, *sql.Tx) error { return nil }
+func (sqliteDialect) isUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+func (sqliteDialect) migrations() (goose.Dialect, lock.SessionLocker, error) {
+	return goose.DialectSQLite3, nil, nil
 }
 
 // openSQLite opens (creating if needed) the SQLite database at path and
@@ -57,8 +69,8 @@ func openSQLite(ctx context.Context, path string) (Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &sqlStore{d: sqliteDialect(), w: w, r: w}
-	if err := migrate(ctx, w, "sqlite"); err != nil {
+	s := newSQLStore(sqliteDialect{}, w, w)
+	if err := migrate(ctx, w, s.d); err != nil {
 		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), w.Close())
 	}
 	if path != ":memory:" {

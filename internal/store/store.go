@@ -1,11 +1,16 @@
 // Package store keeps cnperf's control-plane state: agents (registered by
 // heartbeat), tasks and their life cycle, and runs that group tasks. One
-// interface, Store, has two implementations that pass the same conformance
-// suite (package storetest): SQLite (modernc.org/sqlite, pure Go, WAL) and
-// PostgreSQL (pgx/v5). Open picks one by the DSN's prefix and applies the
-// schema migrations embedded in the binary.
+// interface, Store, is implemented once over database/sql (sqlstore.go, with
+// the queries by concern in agents.go, runs.go, tasks.go, dispatch.go and
+// paging.go) for each SQL dialect (dialect.go): SQLite (modernc.org/sqlite,
+// pure Go, WAL), PostgreSQL (pgx/v5) and MySQL 8 / MariaDB
+// (go-sql-driver/mysql), all passing the same conformance suite (package
+// storetest). What differs between databases (placeholders, RETURNING,
+// upserts, time and JSON encodings, locks) comes from the dialect. Open
+// picks one by the DSN's prefix and applies the schema migrations embedded
+// in the binary.
 //
-// Guarantees shared by both implementations:
+// Guarantees shared by every implementation:
 //   - Every operation that changes more than one row runs in one
 //     transaction: it happens completely or not at all.
 //   - Task state only moves forward along the life cycle
@@ -19,8 +24,8 @@
 //     time takes it as an argument, so tests inject a clock.
 //   - Times are stored with microsecond precision and returned in UTC.
 //
-// What it needs: a writable file for SQLite, or a reachable PostgreSQL
-// database whose user may create tables (for the migrations).
+// What it needs: a writable file for SQLite, or a reachable PostgreSQL or
+// MySQL database whose user may create tables (for the migrations).
 package store
 
 import (
@@ -358,6 +363,11 @@ type Store interface {
 
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
+	// CheckWrite makes one small real write (a row of its own, rewritten
+	// in a transaction of its own), so that readiness fails when the
+	// database answers reads but cannot write: disk full, read-only file
+	// system, a replica instead of the primary.
+	CheckWrite(ctx context.Context) error
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

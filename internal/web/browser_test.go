@@ -15,7 +15,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // chromium finds Debian's chromium (or another Chrome) or skips the test.
@@ -186,13 +186,13 @@ func TestBrowser(t *testing.T) {
 	if run.State != api.RunSucceeded {
 		t.Fatalf("API says run %s is %s", id1, run.State)
 	}
-	_, outs, err := scenario.OutcomesFromRun(run)
+	_, outs, err := suite.OutcomesFromRun(run)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := eval[string](t, ctx, `document.body.innerText`)
 	checked := 0
-	for _, row := range scenario.Rows(outs) {
+	for _, row := range suite.Rows(outs) {
 		for _, m := range report.KeyMetrics() {
 			v, ok := row.Median[m]
 			if !ok {

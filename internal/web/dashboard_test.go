@@ -14,7 +14,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 func get(t *testing.T, hc *http.Client, u string) (int, string) {
@@ -123,11 +123,11 @@ func TestBaselineFromDashboard(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("run page: %d", code)
 	}
-	_, outs, err := scenario.OutcomesFromRun(run)
+	_, outs, err := suite.OutcomesFromRun(run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := scenario.Rows(outs)
+	rows := suite.Rows(outs)
 	if len(rows) != 3 {
 		t.Fatalf("%d rows from the API, want 3 connections", len(rows))
 	}
@@ -178,8 +178,8 @@ func TestBadInputNeverA500(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := probe.Spec{Kind: probe.KindTCP, Duration: probe.Duration(time.Second)}
-	params, _ := json.Marshal(scenario.RunParams{APIVersion: scenario.ParamsAPIVersion, Suite: "baseline", Phases: 1,
-		Options: scenario.DefaultOptions(), Steps: []scenario.Step{{Connection: scenario.PodPodSameNode, Measure: scenario.MeasureTCP, Spec: spec}}})
+	params, _ := json.Marshal(suite.RunParams{APIVersion: suite.ParamsAPIVersion, Suite: "baseline", Phases: 1,
+		Options: suite.DefaultOptions(), Steps: []suite.Step{{Connection: suite.PodPodSameNode, Measure: suite.MeasureTCP, Spec: spec}}})
 	live, err := cl.API.CreateRun(ctx, api.RunCreate{Suite: "baseline", Params: params, Tasks: []api.RunTask{{Src: "uid-idle", Dst: "uid-n1-p0", Spec: &spec}}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // maxListedRuns bounds how many runs the overview reads (the API lists
@@ -31,13 +31,13 @@ func allRuns(ctx context.Context, a API) ([]api.Run, error) {
 }
 
 // runParams reads the suite params a run carries, if any.
-func runParams(run api.Run) (scenario.RunParams, bool) { return report.RunParams(run) }
+func runParams(run api.Run) (suite.RunParams, bool) { return report.RunParams(run) }
 
 // progressOf counts a run's finished tasks.
 func progressOf(run api.Run) report.Progress { return report.RunProgress(run) }
 
 // reportOf builds the report of one stored run.
-func reportOf(run api.Run, reg *scenario.Registry) *report.Report {
+func reportOf(run api.Run, reg *suite.Registry) *report.Report {
 	r, err := report.FromRuns(reg, run)
 	if err != nil { // one run is always of one suite
 		return &report.Report{RunID: run.ID, Suite: run.Suite, Status: run.State, Notes: []string{err.Error()}}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // startWait bounds how long the start form waits for the suite's first run
@@ -23,12 +23,12 @@ func (d *Dashboard) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PostFormValue("suite")
-	suite, err := d.opts.Suites.Get(name)
+	s, err := d.opts.Suites.Get(name)
 	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, fmt.Sprintf("suite %q: %v", name, err))
 		return
 	}
-	o := scenario.DefaultOptions()
+	o := suite.DefaultOptions()
 	if v := strings.TrimSpace(r.PostFormValue("time")); v != "" {
 		t, err := time.ParseDuration(v)
 		if err != nil {
@@ -63,23 +63,23 @@ func (d *Dashboard) handleStart(w http.ResponseWriter, r *http.Request) {
 		d.failAPI(w, r, "list agents", err)
 		return
 	}
-	if _, err := suite.Plan(scenario.Endpoints(agents), o, nil); err != nil {
+	if _, err := s.Plan(suite.Endpoints(agents), o, nil); err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, scenario.ErrNeedsNetwork) {
+		if errors.Is(err, suite.ErrNeedsNetwork) {
 			status = http.StatusConflict
 		}
 		d.fail(w, r, status, fmt.Sprintf("suite %s cannot start: %v", name, err))
 		return
 	}
 	inv := randomHex(8)
-	runner := &scenario.Runner{API: d.opts.API, Log: d.log, Invocation: inv}
+	runner := &suite.Runner{API: d.opts.API, Log: d.log, Invocation: inv}
 	errc := make(chan error, 1)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		rctx, cancel := context.WithTimeout(d.ctx, d.opts.RunTimeout)
 		defer cancel()
-		_, err := runner.Run(rctx, suite, o)
+		_, err := runner.Run(rctx, s, o)
 		if err != nil {
 			d.log.Warn("suite started from the dashboard failed", "suite", name, "err", err)
 		}

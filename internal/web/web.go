@@ -27,7 +27,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // API is the part of the server's v2 API the dashboard uses;
@@ -46,7 +46,7 @@ type Options struct {
 	UserToken string
 	// Suites are the suites the start form offers (nil: none). Suites
 	// that need a lab's network fail to plan here and say so.
-	Suites *scenario.Registry
+	Suites *suite.Registry
 	Logger *slog.Logger
 	Now    func() time.Time
 	// SessionTTL is how long a login lasts (default 12 h).

@@ -118,7 +118,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	end := drain(ctx, rx, tx.Sent)
 	stopTicks()
 	<-ticks
-	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), "responder")
+	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), s.UDPReadMode())
 	b, err := json.Marshal(rep)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
@@ -176,7 +176,7 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 	if spec.TOS != nil {
 		tos = *spec.TOS
 	}
-	snd, err := udpio.NewSender(s.UDPConn(), to, tos, h.Opts)
+	snd, err := udpio.NewSender(s.UDPConn(), to, tos, offloadOptions(h.Opts, spec))
 	if err != nil {
 		return fmt.Errorf("udp sender to %s: %w", to, err)
 	}

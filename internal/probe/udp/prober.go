@@ -147,7 +147,7 @@ func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, on
 
 // send is the forward test: this side sends, the responder counts.
 func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
-	snd, err := udpio.NewSender(conn, netip.AddrPort{}, -1, p.Opts)
+	snd, err := udpio.NewSender(conn, netip.AddrPort{}, -1, offloadOptions(p.Opts, spec))
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
@@ -233,7 +233,7 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 	if got, err := udpio.SetRecvBuffer(conn, recvBuffer); err != nil {
 		notes = append(notes, fmt.Sprintf("receiver: %v (buffer %d bytes)", err, got))
 	}
-	rcv, err := udpio.NewReceiver(conn, 32, 1<<16, p.Opts)
+	rcv, err := udpio.NewReceiver(conn, 32, 1<<16, offloadOptions(p.Opts, spec))
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
@@ -336,7 +336,7 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 		}
 	}
 	_ = cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop})
-	rep := rx.report(lastArrival, probe.CPUPercent(cpu0, probe.SampleCPU()), rcv.Mode().String())
+	rep := rx.report(lastArrival, probe.CPUPercent(cpu0, probe.SampleCPU()), rcv.Mode().RecvString())
 	if env.OnInterval != nil {
 		for _, iv := range rep.Intervals[min(live, len(rep.Intervals)):] {
 			env.OnInterval(iv)
@@ -365,6 +365,10 @@ func fill(res *probe.Result, spec probe.Spec, tx txReport, rx rxReport) {
 		res.PPS = probe.Float(float64(rx.Received) / secs)
 	}
 	res.CPUPct = &probe.SenderReceiver{Sender: tx.CPUPct, Receiver: rx.CPUPct}
+	res.SendMode, res.RecvMode = tx.Mode, rx.Mode
+	if tx.Burst > 0 {
+		res.BurstDatagrams = probe.Int(tx.Burst)
+	}
 	res.LatencyMs = rx.Latency
 	res.Histogram = rx.Histogram
 	res.Intervals = rx.Intervals
@@ -385,7 +389,7 @@ func fill(res *probe.Result, spec probe.Spec, tx txReport, rx rxReport) {
 	res.Notes = append(res.Notes, rx.Notes...)
 	if rx.Drops != nil && *rx.Drops > 0 {
 		what := "datagrams"
-		if rx.Mode == "gso" || rx.Mode == "responder" {
+		if rx.Mode == "gro" {
 			what = fmt.Sprintf("packets (a GRO-merged packet of up to %d datagrams counts once)", udpio.SegmentsPerSend(spec.Size))
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("receiver socket dropped %d %s because its receive buffer was full: that loss is the receiving host's, not the network's", *rx.Drops, what))
@@ -402,7 +406,7 @@ func describeMode(m string, sending bool) string {
 	switch {
 	case m == "gso" && sending:
 		return "sendmmsg with UDP GSO"
-	case m == "gso":
+	case m == "gro":
 		return "recvmmsg with UDP GRO"
 	case m == "mmsg" && sending:
 		return "sendmmsg, one datagram per entry"
@@ -410,8 +414,8 @@ func describeMode(m string, sending bool) string {
 		return "recvmmsg, one datagram per entry"
 	case m == "plain":
 		return "one datagram per system call"
-	case m == "responder":
-		return "the responder's shared batched reader"
+	case m == "unknown":
+		return "the responder's shared reader (mode not known)"
 	}
 	return m
 }

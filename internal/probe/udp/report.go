@@ -20,12 +20,14 @@ type startData struct {
 
 // txReport is the sender's account of a test.
 type txReport struct {
-	Sent       int64    `json:"sent"`
-	Bytes      int64    `json:"bytes"`
-	DurationNs int64    `json:"duration_ns"`
-	CPUPct     float64  `json:"cpu_pct"`
-	Mode       string   `json:"mode"`
-	Notes      []string `json:"notes,omitempty"`
+	Sent       int64   `json:"sent"`
+	Bytes      int64   `json:"bytes"`
+	DurationNs int64   `json:"duration_ns"`
+	CPUPct     float64 `json:"cpu_pct"`
+	Mode       string  `json:"mode"`
+	// Burst is the most datagrams handed to the kernel in one call.
+	Burst int      `json:"burst"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // rxReport is the receiver's account of a test.

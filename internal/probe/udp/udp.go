@@ -56,6 +56,11 @@ func Validate(spec probe.Spec) error {
 	if spec.Size != 0 && (spec.Size < HeaderLen || spec.Size > udpio.MaxDatagram) {
 		errs = append(errs, fmt.Errorf("size %d: a udp datagram carries %d to %d bytes of payload", spec.Size, HeaderLen, udpio.MaxDatagram))
 	}
+	switch spec.Offload {
+	case "", probe.OffloadAuto, probe.OffloadOff:
+	default:
+		errs = append(errs, fmt.Errorf("offload %q: want %q or %q", spec.Offload, probe.OffloadAuto, probe.OffloadOff))
+	}
 	if spec.Streams > 1 {
 		errs = append(errs, fmt.Errorf("streams %d: the udp probe runs one stream", spec.Streams))
 	}
@@ -104,6 +109,15 @@ func histogram(spec probe.Spec) (time.Duration, int) {
 		n = DefaultHistBins
 	}
 	return w, n
+}
+
+// offloadOptions returns opts with segmentation and receive offload
+// turned off when the spec asks for real datagrams (--offload off).
+func offloadOptions(opts udpio.Options, spec probe.Spec) udpio.Options {
+	if spec.Offload == probe.OffloadOff {
+		opts.NoOffload = true
+	}
+	return opts
 }
 
 // plan returns the sending plan of spec (defaults applied).

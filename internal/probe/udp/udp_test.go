@@ -81,6 +81,8 @@ func TestValidate(t *testing.T) {
 		{"no port", probe.Spec{Kind: "udp", Target: "127.0.0.1"}, "target"},
 		{"too many bins", probe.Spec{Kind: "udp", Target: "127.0.0.1:1", HistBins: 1e6}, "bins"},
 		{"bad tos", probe.Spec{Kind: "udp", Target: "127.0.0.1:1", TOS: tos(300)}, "tos"},
+		{"offload off", probe.Spec{Kind: "udp", Target: "127.0.0.1:1", Offload: "off"}, ""},
+		{"bad offload", probe.Spec{Kind: "udp", Target: "127.0.0.1:1", Offload: "on"}, "offload"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,23 +166,27 @@ func TestLoopback(t *testing.T) {
 	v4 := probetest.Start(t, NewHandler())
 	v6 := probetest.StartAt(t, "[::1]:0", &Handler{Opts: udpio.Options{NoOffload: true}})
 	cases := []struct {
-		name     string
-		target   string
-		prober   *Prober
-		spec     probe.Spec
-		wantDSCP int
-		paced    bool
-		mode     string // in the notes
+		name       string
+		target     string
+		prober     *Prober
+		spec       probe.Spec
+		wantDSCP   int
+		paced      bool
+		mode       string // in the notes
+		send, recv string // send_mode, recv_mode
 	}{
-		{"low rate", v4, New(), probe.Spec{RateBps: rate(1_000_000), Duration: probe.Duration(2 * time.Second)}, 0, true, "sendmmsg with UDP GSO"},
-		{"EF v4", v4, New(), probe.Spec{RateBps: rate(5_000_000), Duration: probe.Duration(time.Second), TOS: tos(46 << 2)}, 46, true, ""},
-		{"TOS 0x10 v6", v6, New(), probe.Spec{RateBps: rate(5_000_000), Duration: probe.Duration(time.Second), TOS: tos(0x10)}, 4, true, ""},
-		{"reverse EF v4", v4, New(), probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second), TOS: tos(46 << 2), Size: 1000}, 46, true, "recvmmsg with UDP GRO"},
-		{"reverse TOS 0x10 v6", v6, New(), probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second), TOS: tos(0x10)}, 4, true, "sendmmsg, one datagram per entry"},
-		{"no offload", v4, &Prober{Opts: udpio.Options{NoOffload: true}}, probe.Spec{RateBps: rate(50_000_000), Duration: probe.Duration(time.Second), Size: 200}, 0, true, "sendmmsg, one datagram per entry"},
-		{"no batching", v4, &Prober{Opts: udpio.Options{NoBatch: true}}, probe.Spec{RateBps: rate(20_000_000), Duration: probe.Duration(time.Second), HistBinWidth: probe.Duration(5 * time.Microsecond), HistBins: 50}, 0, true, "one datagram per system call"},
-		{"reverse no batching", v4, &Prober{Opts: udpio.Options{NoBatch: true}}, probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second)}, 0, true, "receiver (client): one datagram per system call"},
-		{"unpaced", v4, New(), probe.Spec{RateBps: rate(0), Duration: probe.Duration(500 * time.Millisecond), Interval: probe.Duration(100 * time.Millisecond)}, 0, false, ""},
+		{"low rate", v4, New(), probe.Spec{RateBps: rate(1_000_000), Duration: probe.Duration(2 * time.Second)}, 0, true, "sendmmsg with UDP GSO", "gso", "gro"},
+		{"EF v4", v4, New(), probe.Spec{RateBps: rate(5_000_000), Duration: probe.Duration(time.Second), TOS: tos(46 << 2)}, 46, true, "", "gso", "gro"},
+		{"TOS 0x10 v6", v6, New(), probe.Spec{RateBps: rate(5_000_000), Duration: probe.Duration(time.Second), TOS: tos(0x10)}, 4, true, "", "gso", "gro"},
+		{"reverse EF v4", v4, New(), probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second), TOS: tos(46 << 2), Size: 1000}, 46, true, "recvmmsg with UDP GRO", "gso", "gro"},
+		{"reverse TOS 0x10 v6", v6, New(), probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second), TOS: tos(0x10)}, 4, true, "sendmmsg, one datagram per entry", "mmsg", "gro"},
+		{"no offload", v4, &Prober{Opts: udpio.Options{NoOffload: true}}, probe.Spec{RateBps: rate(20_000_000), Duration: probe.Duration(time.Second), Size: 200}, 0, true, "sendmmsg, one datagram per entry", "mmsg", "gro"},
+		{"offload off", v4, New(), probe.Spec{Offload: probe.OffloadOff, RateBps: rate(100_000_000), Duration: probe.Duration(time.Second)}, 0, true, "sendmmsg, one datagram per entry", "mmsg", "gro"},
+		{"reverse offload off", v4, New(), probe.Spec{Offload: probe.OffloadOff, Reverse: true, RateBps: rate(100_000_000), Duration: probe.Duration(time.Second)}, 0, true, "recvmmsg, one datagram per entry", "mmsg", "mmsg"},
+		{"offload auto", v4, New(), probe.Spec{Offload: probe.OffloadAuto, RateBps: rate(100_000_000), Duration: probe.Duration(time.Second)}, 0, true, "", "gso", "gro"},
+		{"no batching", v4, &Prober{Opts: udpio.Options{NoBatch: true}}, probe.Spec{RateBps: rate(20_000_000), Duration: probe.Duration(time.Second), HistBinWidth: probe.Duration(5 * time.Microsecond), HistBins: 50}, 0, true, "one datagram per system call", "plain", "gro"},
+		{"reverse no batching", v4, &Prober{Opts: udpio.Options{NoBatch: true}}, probe.Spec{RateBps: rate(20_000_000), Reverse: true, Duration: probe.Duration(time.Second)}, 0, true, "receiver (client): one datagram per system call", "gso", "plain"},
+		{"unpaced", v4, New(), probe.Spec{RateBps: rate(0), Duration: probe.Duration(500 * time.Millisecond), Interval: probe.Duration(100 * time.Millisecond)}, 0, false, "", "gso", "gro"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,6 +199,12 @@ func TestLoopback(t *testing.T) {
 			}
 			if tc.mode != "" && !strings.Contains(strings.Join(res.Notes, "\n"), tc.mode) {
 				t.Errorf("notes %q do not mention %q", res.Notes, tc.mode)
+			}
+			if res.SendMode != tc.send || res.RecvMode != tc.recv {
+				t.Errorf("send_mode %q, recv_mode %q; want %q, %q", res.SendMode, res.RecvMode, tc.send, tc.recv)
+			}
+			if res.BurstDatagrams == nil || *res.BurstDatagrams < 1 {
+				t.Fatalf("burst_datagrams %v, want at least 1", res.BurstDatagrams)
 			}
 			if tc.paced {
 				// Loopback at these rates loses nothing; the schedule sets
@@ -208,6 +220,12 @@ func TestLoopback(t *testing.T) {
 				}
 				if res.Packets.Lost != 0 || res.Packets.Duplicate != 0 {
 					t.Errorf("packets %+v: loopback at a low rate lost or duplicated", *res.Packets)
+				}
+				// At most the datagrams due within one pacing quantum go
+				// to the kernel at once.
+				gap := float64(withDefaults(spec).Size*8) * 1e9 / float64(*spec.RateBps)
+				if limit := max(1, int(float64(paceQuantum)/gap)); *res.BurstDatagrams > limit {
+					t.Errorf("burst_datagrams %d, want at most %d (%v of the schedule)", *res.BurstDatagrams, limit, paceQuantum)
 				}
 			}
 		})

@@ -43,6 +43,7 @@ type Sender struct {
 	oob      []byte
 	notes    []string
 	plainOOB []byte
+	maxBurst int // most datagrams handed to the kernel by one call
 }
 
 // NewSender returns a sender on conn. to is the destination for an
@@ -87,6 +88,10 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 
 // Mode returns how the sender currently writes (it may degrade on the way).
 func (s *Sender) Mode() Mode { return s.mode }
+
+// MaxBurst returns the most datagrams one system call has handed to the
+// kernel so far.
+func (s *Sender) MaxBurst() int { return s.maxBurst }
 
 // Notes say which fallbacks were taken and why.
 func (s *Sender) Notes() []string { return append([]string(nil), s.notes...) }
@@ -181,6 +186,7 @@ func (s *Sender) sendMmsg(buf []byte, size, count, segs int) (int, error) {
 	for i := 0; i < nmsg; i++ {
 		n += int(s.iovs[i].Len) / size
 	}
+	s.maxBurst = max(s.maxBurst, n)
 	if err != nil {
 		return n, fmt.Errorf("sendmmsg: %w", err)
 	}
@@ -217,6 +223,7 @@ func (s *Sender) sendPlain(d []byte) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("send: %w", err)
 	}
+	s.maxBurst = max(s.maxBurst, 1)
 	return 1, nil
 }
 

@@ -44,6 +44,15 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", int(m))
 }
 
+// RecvString names a receiver's mode: "gro" (recvmmsg with UDP GRO),
+// "mmsg" or "plain".
+func (m Mode) RecvString() string {
+	if m == ModeGSO {
+		return "gro"
+	}
+	return m.String()
+}
+
 // Options select the features to try.
 type Options struct {
 	// NoOffload never uses UDP_SEGMENT or UDP_GRO.

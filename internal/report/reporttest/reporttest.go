@@ -11,8 +11,8 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/scenario"
 	"github.com/cnperf/cnperf/internal/stats"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Start is the fixed start time of every generated result.
@@ -26,16 +26,16 @@ type path struct {
 	tcpGbps       float64
 	rttUs         float64
 	lossPct       float64
-	src, dst      scenario.Endpoint
+	src, dst      suite.Endpoint
 	owdUs, jitter float64
 }
 
-func endpoints(node1, node2 string) (podA1, podB1, podA2, host1, host2 scenario.Endpoint) {
-	podA1 = scenario.Endpoint{ID: "uid-a1", Name: "pod-a", Node: node1, IP: "10.244.1.2", ResponderAddr: "10.244.1.2:5201"}
-	podB1 = scenario.Endpoint{ID: "uid-b1", Name: "pod-b", Node: node1, IP: "10.244.1.3", ResponderAddr: "10.244.1.3:5201"}
-	podA2 = scenario.Endpoint{ID: "uid-a2", Name: "pod-a", Node: node2, IP: "10.244.2.2", ResponderAddr: "10.244.2.2:5201"}
-	host1 = scenario.Endpoint{ID: "uid-h1", Name: "host", Node: node1, IP: "10.170.0.11", ResponderAddr: "10.170.0.11:5201", HostNetwork: true}
-	host2 = scenario.Endpoint{ID: "uid-h2", Name: "host", Node: node2, IP: "10.170.0.12", ResponderAddr: "10.170.0.12:5201", HostNetwork: true}
+func endpoints(node1, node2 string) (podA1, podB1, podA2, host1, host2 suite.Endpoint) {
+	podA1 = suite.Endpoint{ID: "uid-a1", Name: "pod-a", Node: node1, IP: "10.244.1.2", ResponderAddr: "10.244.1.2:5201"}
+	podB1 = suite.Endpoint{ID: "uid-b1", Name: "pod-b", Node: node1, IP: "10.244.1.3", ResponderAddr: "10.244.1.3:5201"}
+	podA2 = suite.Endpoint{ID: "uid-a2", Name: "pod-a", Node: node2, IP: "10.244.2.2", ResponderAddr: "10.244.2.2:5201"}
+	host1 = suite.Endpoint{ID: "uid-h1", Name: "host", Node: node1, IP: "10.170.0.11", ResponderAddr: "10.170.0.11:5201", HostNetwork: true}
+	host2 = suite.Endpoint{ID: "uid-h2", Name: "host", Node: node2, IP: "10.170.0.12", ResponderAddr: "10.170.0.12:5201", HostNetwork: true}
 	return
 }
 
@@ -43,8 +43,8 @@ func endpoints(node1, node2 string) (podA1, podB1, podA2, host1, host2 scenario.
 // ("host-gw", "vxlan"), three connections each, with reps repetitions.
 // scale multiplies every throughput (1 for the reference figures; below 1
 // to make a worse run for comparisons).
-func Baseline(backends []string, reps int, scale float64) []scenario.Outcome {
-	var out []scenario.Outcome
+func Baseline(backends []string, reps int, scale float64) []suite.Outcome {
+	var out []suite.Outcome
 	a1, b1, a2, h1, h2 := endpoints("node1", "node2")
 	for _, be := range backends {
 		cross := 45.5
@@ -53,22 +53,22 @@ func Baseline(backends []string, reps int, scale float64) []scenario.Outcome {
 			cross, crossRTT = 38.3, 51.0
 		}
 		paths := []path{
-			{scenario.PodPodSameNode, 43.7, 31, 0.02, b1, a1, 11, 0.004},
-			{scenario.PodPodCrossNode, cross, crossRTT, 0.05, a2, a1, 15, 0.006},
-			{scenario.NodeNode, 44.5, 28, 0.01, h2, h1, 9, 0.003},
+			{suite.PodPodSameNode, 43.7, 31, 0.02, b1, a1, 11, 0.004},
+			{suite.PodPodCrossNode, cross, crossRTT, 0.05, a2, a1, 15, 0.006},
+			{suite.NodeNode, 44.5, 28, 0.01, h2, h1, 9, 0.003},
 		}
 		for rep := 0; rep < reps; rep++ {
 			for _, p := range paths {
 				wobble := 1 + 0.03*math.Sin(float64(rep*7+len(p.conn)))
-				step := func(m string) scenario.Step {
-					return scenario.Step{Connection: p.conn, Backend: be, Measure: m, Repeat: rep, Src: p.src, Dst: p.dst,
+				step := func(m string) suite.Step {
+					return suite.Step{Connection: p.conn, Backend: be, Measure: m, Repeat: rep, Src: p.src, Dst: p.dst,
 						Spec: probe.Spec{Kind: kindOf(m), Target: p.dst.ResponderAddr, Duration: probe.Duration(5 * time.Second)}}
 				}
 				out = append(out,
-					scenario.Outcome{Step: step(scenario.MeasureTCP), Result: tcp(p, scale*wobble, rep)},
-					scenario.Outcome{Step: step(scenario.MeasureUDP), Result: udp(p, wobble)},
-					scenario.Outcome{Step: step(scenario.MeasureRR), Result: rr(p, wobble)},
-					scenario.Outcome{Step: step(scenario.MeasurePing), Result: ping(p, wobble)},
+					suite.Outcome{Step: step(suite.MeasureTCP), Result: tcp(p, scale*wobble, rep)},
+					suite.Outcome{Step: step(suite.MeasureUDP), Result: udp(p, wobble)},
+					suite.Outcome{Step: step(suite.MeasureRR), Result: rr(p, wobble)},
+					suite.Outcome{Step: step(suite.MeasurePing), Result: ping(p, wobble)},
 				)
 			}
 		}
@@ -78,11 +78,11 @@ func Baseline(backends []string, reps int, scale float64) []scenario.Outcome {
 
 func kindOf(m string) string {
 	switch m {
-	case scenario.MeasureTCP:
+	case suite.MeasureTCP:
 		return probe.KindTCP
-	case scenario.MeasureUDP:
+	case suite.MeasureUDP:
 		return probe.KindUDP
-	case scenario.MeasureRR:
+	case suite.MeasureRR:
 		return probe.KindRR
 	}
 	return probe.KindPing
@@ -213,17 +213,17 @@ func Shaped(limitBps, first float64, secs int) []probe.Interval {
 
 // Mesh returns ping outcomes between every ordered pair of n nodes, the
 // round trip growing with the distance of their indices.
-func Mesh(n int) []scenario.Outcome {
-	var out []scenario.Outcome
+func Mesh(n int) []suite.Outcome {
+	var out []suite.Outcome
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i == j {
 				continue
 			}
-			src := scenario.Endpoint{Name: "host", Node: fmt.Sprintf("node%d", i+1), HostNetwork: true}
-			dst := scenario.Endpoint{Name: "host", Node: fmt.Sprintf("node%d", j+1), HostNetwork: true}
+			src := suite.Endpoint{Name: "host", Node: fmt.Sprintf("node%d", i+1), HostNetwork: true}
+			dst := suite.Endpoint{Name: "host", Node: fmt.Sprintf("node%d", j+1), HostNetwork: true}
 			rtt := 0.03 + 0.01*math.Abs(float64(i-j)) + 0.002*float64(i)
-			out = append(out, scenario.Outcome{Step: scenario.Step{Connection: scenario.NodeNode, Measure: scenario.MeasurePing, Src: src, Dst: dst},
+			out = append(out, suite.Outcome{Step: suite.Step{Connection: suite.NodeNode, Measure: suite.MeasurePing, Src: src, Dst: dst},
 				Result: &probe.Result{Kind: probe.KindPing, RTTms: &stats.Summary{Avg: rtt, P50: rtt}}})
 		}
 	}

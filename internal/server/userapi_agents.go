@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// The user API's agent endpoints, and the index that resolves the agents a
+// created task names.
+
+func wantAll(r *http.Request) bool {
+	switch strings.ToLower(r.URL.Query().Get("all")) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+func (s *Server) handleClientsV1(w http.ResponseWriter, r *http.Request) {
+	as, err := s.st.ListAgents(r.Context(), store.AgentFilter{IncludeOffline: wantAll(r)})
+	if err != nil {
+		s.fail(w, r, true, err)
+		return
+	}
+	out := make([]api.Client, 0, len(as))
+	for _, a := range as {
+		out = append(out, clientV1(s.fresh(a)))
+	}
+	s.okV1(w, out)
+}
+
+func (s *Server) handleAgentsV2(w http.ResponseWriter, r *http.Request) {
+	as, err := s.st.ListAgents(r.Context(), store.AgentFilter{IncludeOffline: wantAll(r), Node: r.URL.Query().Get("node")})
+	if err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	out := make([]api.Agent, 0, len(as))
+	for _, a := range as {
+		out = append(out, agentV2(s.fresh(a)))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// fresh returns a with its latest heartbeat time from memory, which the
+// store may lag by a few seconds.
+func (s *Server) fresh(a store.Agent) store.Agent {
+	if t := s.beats.lastBeat(a.PodUID); t.After(a.LastHeartbeat) {
+		a.LastHeartbeat = t
+	}
+	return a
+}
+
+// agentIndex resolves agents by pod uid or pod name for task creation.
+type agentIndex struct {
+	byUID  map[string]store.Agent
+	byName map[string][]store.Agent
+}
+
+func (s *Server) agentIndex(ctx context.Context) (*agentIndex, error) {
+	as, err := s.st.ListAgents(ctx, store.AgentFilter{IncludeOffline: true})
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	ix := &agentIndex{byUID: map[string]store.Agent{}, byName: map[string][]store.Agent{}}
+	for _, a := range as {
+		ix.byUID[a.PodUID] = a
+		ix.byName[a.PodName] = append(ix.byName[a.PodName], a)
+	}
+	return ix, nil
+}
+
+func (ix *agentIndex) resolve(field, ref string, byName bool) (store.Agent, error) {
+	if a, ok := ix.byUID[ref]; ok {
+		return a, nil
+	}
+	if byName {
+		switch as := ix.byName[ref]; len(as) {
+		case 1:
+			return as[0], nil
+		case 0:
+		default:
+			return store.Agent{}, api.BadRequest(field, "pod name %q matches %d agents: use the pod uid", ref, len(as))
+		}
+		return store.Agent{}, api.BadRequest(field, "no agent with pod uid or pod name %q (see GET /api/v2/agents)", ref)
+	}
+	return store.Agent{}, api.BadRequest(field, "no agent with pod uid %q (see GET /api/v1/external/clients)", ref)
+}

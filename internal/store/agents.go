@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The heartbeat upsert: every column is written on insert; a known pod_uid
+// keeps its id and register_time.
+var (
+	agentWriteCols  = []string{"pod_uid", "pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "register_time", "last_heartbeat"}
+	agentUpdateCols = []string{"pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "last_heartbeat"}
+)
+
+// heartbeatArgs checks a and returns the arguments of the upsert, in
+// agentWriteCols order.
+func (s *sqlStore) heartbeatArgs(a Agent, now time.Time) ([]any, error) {
+	if a.PodUID == "" {
+		return nil, fmt.Errorf("heartbeat: %w: pod_uid is empty", ErrInvalid)
+	}
+	switch a.Status {
+	case 0:
+		a.Status = AgentFree
+	case AgentFree, AgentBusy:
+	default:
+		return nil, fmt.Errorf("heartbeat from %s: %w: status %d is not free (1) or busy (2)", a.PodUID, ErrInvalid, a.Status)
+	}
+	ts := s.d.timeArg(now)
+	return []any{a.PodUID, a.PodName, a.PodNamespace, a.PodIP, a.NodeName, a.NodeIP, a.HostNetwork,
+		a.ResponderAddr, a.Version, int64(a.Status), ts, ts}, nil
+}
+
+func (s *sqlStore) UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) (Agent, error) {
+	if !s.d.returning() {
+		// Upsert and read back: two statements, so one transaction.
+		got, err := s.RegisterAgents(ctx, []Agent{a}, now)
+		if err != nil {
+			return Agent{}, err
+		}
+		return got[0], nil
+	}
+	args, err := s.heartbeatArgs(a, now)
+	if err != nil {
+		return Agent{}, err
+	}
+	got, err := scanAgent(s.w.QueryRowContext(ctx, s.upsertAgentSQL, args...))
+	if err != nil {
+		return Agent{}, fmt.Errorf("heartbeat from %s: %w", a.PodUID, err)
+	}
+	return got, nil
+}
+
+func (s *sqlStore) UpsertHeartbeats(ctx context.Context, agents []Agent, now time.Time) error {
+	_, err := s.RegisterAgents(ctx, agents, now)
+	return err
+}
+
+func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.Time) ([]Agent, error) {
+	if len(agents) == 0 {
+		return nil, nil
+	}
+	all := make([][]any, len(agents))
+	for i, a := range agents {
+		args, err := s.heartbeatArgs(a, now)
+		if err != nil {
+			return nil, fmt.Errorf("heartbeat %d: %w", i, err)
+		}
+		all[i] = args
+	}
+	out := make([]Agent, len(agents))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		upsert, err := tx.PrepareContext(ctx, s.upsertAgentSQL)
+		if err != nil {
+			return fmt.Errorf("prepare heartbeat: %w", err)
+		}
+		defer upsert.Close()
+		var read *sql.Stmt // reads the row back where the upsert returns nothing
+		if !s.d.returning() {
+			if read, err = tx.PrepareContext(ctx, s.readAgentSQL); err != nil {
+				return fmt.Errorf("prepare heartbeat: %w", err)
+			}
+			defer read.Close()
+		}
+		for i, args := range all {
+			if read == nil {
+				out[i], err = scanAgent(upsert.QueryRowContext(ctx, args...))
+			} else if _, err = upsert.ExecContext(ctx, args...); err == nil {
+				out[i], err = scanAgent(read.QueryRowContext(ctx, agents[i].PodUID))
+			}
+			if err != nil {
+				return fmt.Errorf("heartbeat from %s: %w", agents[i].PodUID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// touchChunk bounds the pod UIDs of one TouchAgents statement.
+const touchChunk = 500
+
+func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch) (int, error) {
+	if len(touches) == 0 {
+		return 0, nil
+	}
+	type key struct {
+		status AgentStatus
+		at     int64
+	}
+	groups := map[key][]string{}
+	var keys []key
+	for i, t := range touches {
+		if t.PodUID == "" {
+			return 0, fmt.Errorf("touch %d: %w: pod_uid is empty", i, ErrInvalid)
+		}
+		if t.At.IsZero() {
+			return 0, fmt.Errorf("touch %s: %w: no time", t.PodUID, ErrInvalid)
+		}
+		st := t.Status
+		if st == 0 {
+			st = AgentFree
+		}
+		if st != AgentFree && st != AgentBusy {
+			return 0, fmt.Errorf("touch %s: %w: status %d is not free (1) or busy (2)", t.PodUID, ErrInvalid, t.Status)
+		}
+		k := key{st, t.At.UnixMicro()}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], t.PodUID)
+	}
+	total := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		total = 0
+		for _, k := range keys {
+			uids := groups[k]
+			for len(uids) > 0 {
+				n := min(len(uids), touchChunk)
+				in, uidArgs := inList(uids[:n])
+				args := append([]any{s.d.timeArg(time.UnixMicro(k.at)), int64(k.status)}, uidArgs...)
+				// "+status": keep SQLite from scanning the status index
+				// instead of looking the uids up.
+				res, err := tx.ExecContext(ctx, s.d.rebind("UPDATE agents SET last_heartbeat = ?, status = ? WHERE pod_uid IN "+in+" AND +status IN (1, 2)"), args...)
+				if err != nil {
+					return fmt.Errorf("touch agents: %w", err)
+				}
+				if k, err := res.RowsAffected(); err == nil {
+					total += int(k)
+				}
+				uids = uids[n:]
+			}
+		}
+		return nil
+	})
+	return total, err
+}
+
+func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
+	a, err := scanAgent(s.r.QueryRowContext(ctx, s.readAgentSQL, podUID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Agent{}, fmt.Errorf("agent %s: %w", podUID, ErrNotFound)
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("get agent %s: %w", podUID, err)
+	}
+	return a, nil
+}
+
+func (s *sqlStore) ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error) {
+	var w where
+	if !f.IncludeOffline {
+		w.add("status IN (1, 2)")
+	}
+	if f.Node != "" {
+		w.add("node_name = ?", f.Node)
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.rebind("SELECT "+agentCols+" FROM agents"+w.sql()+" ORDER BY id"), w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	out, err := collect(rows, scanAgent)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) MarkSilentOffline(ctx context.Context, silentSince, now time.Time) ([]Agent, error) {
+	out, err := updateReturning(ctx, s, nil, update{table: "agents", key: "id", cols: agentCols,
+		set:   "status = 3",
+		where: "status IN (1, 2) AND last_heartbeat < ?", whereArgs: []any{s.d.timeArg(silentSince)},
+	}, scanAgent)
+	if err != nil {
+		return nil, fmt.Errorf("mark silent agents offline: %w", err)
+	}
+	return out, nil
+}

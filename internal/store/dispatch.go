@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// claimCandidate is a pending task with what the exclusive rule needs.
+type claimCandidate struct {
+	id        int64
+	timeout   time.Duration
+	exclusive bool     // exclusive and its run does not allow concurrency
+	nodes     []string // node keys of its endpoints
+}
+
+// nodeKey names the node an endpoint is on; an endpoint with no known node
+// is its own node.
+func nodeKey(node sql.NullString, podUID string) string {
+	if node.Valid && node.String != "" {
+		return "node:" + node.String
+	}
+	return "pod:" + podUID
+}
+
+// maxClaimScan bounds how many pending tasks one claim examines.
+const maxClaimScan = 1000
+
+func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Time, limit int, grace time.Duration) ([]Task, error) {
+	if agentUID == "" {
+		return nil, fmt.Errorf("claim tasks: %w: agent pod_uid is empty", ErrInvalid)
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("claim tasks for %s: %w: limit %d is not positive", agentUID, ErrInvalid, limit)
+	}
+	if grace < 0 {
+		return nil, fmt.Errorf("claim tasks for %s: %w: grace %s is negative", agentUID, ErrInvalid, grace)
+	}
+	// Cheap read first: most polls find nothing and need no write lock.
+	var pending int
+	err := s.r.QueryRowContext(ctx, s.d.rebind("SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE src_pod_uid = ? AND state = 'pending' LIMIT 1) p"), agentUID).Scan(&pending)
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
+	}
+	if pending == 0 {
+		return []Task{}, nil
+	}
+	now = micro(now)
+	out := []Task{}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.d.lockClaims(ctx, tx); err != nil {
+			return fmt.Errorf("lock claims: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
+	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
+FROM tasks t
+JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
+LEFT JOIN runs r ON r.id = t.run_id
+WHERE t.src_pod_uid = ? AND t.state = 'pending'
+ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
+		if err != nil {
+			return fmt.Errorf("find pending tasks: %w", err)
+		}
+		var cands []claimCandidate
+		anyExclusive := false
+		for rows.Next() {
+			var c claimCandidate
+			var timeout int64
+			var srcNode, dstNode sql.NullString
+			var src, dst string
+			if err := rows.Scan(&c.id, &timeout, &c.exclusive, &srcNode, &src, &dstNode, &dst); err != nil {
+				rows.Close()
+				return fmt.Errorf("find pending tasks: %w", err)
+			}
+			c.timeout = time.Duration(timeout)
+			c.nodes = []string{nodeKey(srcNode, src), nodeKey(dstNode, dst)}
+			anyExclusive = anyExclusive || c.exclusive
+			cands = append(cands, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find pending tasks: %w", err)
+		}
+		busy := map[string]bool{}
+		if anyExclusive {
+			if busy, err = s.busyNodes(ctx, tx); err != nil {
+				return err
+			}
+		}
+		for _, c := range cands {
+			if len(out) >= limit {
+				break
+			}
+			if c.exclusive && (busy[c.nodes[0]] || busy[c.nodes[1]]) {
+				continue
+			}
+			deadline := now.Add(c.timeout + grace)
+			ts := s.d.timeArg(now)
+			t, err := updateOne(ctx, s, tx, update{table: "tasks", key: "id", cols: taskCols,
+				set: "state = 'dispatched', dispatched_at = ?, updated_at = ?, deadline = ?", setArgs: []any{ts, ts, s.d.timeArg(deadline)},
+				where: "id = ? AND state = 'pending'", whereArgs: []any{c.id},
+			}, scanTask)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // cancelled meanwhile
+			}
+			if err != nil {
+				return fmt.Errorf("dispatch task %d: %w", c.id, err)
+			}
+			if c.exclusive {
+				busy[c.nodes[0]], busy[c.nodes[1]] = true, true
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
+	}
+	return out, nil
+}
+
+// busyNodes returns the node keys of every endpoint of an exclusive
+// (non-concurrent) task that is dispatched or running.
+func (s *sqlStore) busyNodes(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
+FROM tasks t
+LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
+LEFT JOIN agents da ON da.pod_uid = t.dst_pod_uid
+LEFT JOIN runs r ON r.id = t.run_id
+WHERE t.state IN `+activeStates+` AND t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE)`)
+	if err != nil {
+		return nil, fmt.Errorf("find busy nodes: %w", err)
+	}
+	defer rows.Close()
+	busy := map[string]bool{}
+	for rows.Next() {
+		var srcNode, dstNode sql.NullString
+		var src, dst string
+		if err := rows.Scan(&srcNode, &src, &dstNode, &dst); err != nil {
+			return nil, fmt.Errorf("find busy nodes: %w", err)
+		}
+		busy[nodeKey(srcNode, src)], busy[nodeKey(dstNode, dst)] = true, true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find busy nodes: %w", err)
+	}
+	return busy, nil
+}
+
+func (s *sqlStore) MarkRunning(ctx context.Context, taskID, agentUID string, now time.Time) (Task, error) {
+	var out Task
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		t, err := s.lockTask(ctx, tx, taskID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case t.SrcPodUID != agentUID:
+			return fmt.Errorf("task %s of agent %s: %w", taskID, agentUID, ErrNotFound)
+		case t.State == TaskRunning:
+			out = t
+			return nil
+		case t.State != TaskDispatched:
+			return fmt.Errorf("mark task %s running: %w: task is %s", taskID, ErrConflict, t.State)
+		}
+		ts := s.d.timeArg(now)
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = 'running', started_at = ?, updated_at = ?", ts, ts), scanTask)
+		if err != nil {
+			return fmt.Errorf("mark task %s running: %w", taskID, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task, bool, error) {
+	switch {
+	case r.ReportID == "":
+		return Task{}, false, fmt.Errorf("report for task %s: %w: report_id is empty", r.TaskID, ErrInvalid)
+	case !r.State.Terminal():
+		return Task{}, false, fmt.Errorf("report for task %s: %w: state %q is not terminal", r.TaskID, ErrInvalid, r.State)
+	case len(r.Result) > 0 && !json.Valid(r.Result):
+		return Task{}, false, fmt.Errorf("report for task %s: %w: result is not valid JSON", r.TaskID, ErrInvalid)
+	}
+	var out Task
+	dup := false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		t, err := s.lockTask(ctx, tx, r.TaskID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case t.SrcPodUID != r.AgentUID:
+			return fmt.Errorf("task %s of agent %s: %w", r.TaskID, r.AgentUID, ErrNotFound)
+		case t.ReportID == r.ReportID:
+			out, dup = t, true
+			return nil
+		case t.State.Terminal():
+			return fmt.Errorf("report %s for task %s: %w: task already %s", r.ReportID, r.TaskID, ErrConflict, t.State)
+		case t.State == TaskPending:
+			return fmt.Errorf("report %s for task %s: %w: task was never dispatched", r.ReportID, r.TaskID, ErrConflict)
+		}
+		ts := s.d.timeArg(now)
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_result = ?, result = ?, report_id = ?, finished_at = ?, updated_at = ?",
+			string(r.State), r.Reason, r.RawResult, s.jsOrNil(r.Result), r.ReportID, ts, ts), scanTask)
+		if err != nil {
+			return fmt.Errorf("complete task %s: %w", r.TaskID, err)
+		}
+		return s.finishRuns(ctx, tx, []Task{out}, now)
+	})
+	if err != nil {
+		return Task{}, false, err
+	}
+	return out, dup, nil
+}

@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.Time) (Run, []Task, error) {
+	if r.ID == "" {
+		r.ID = uuid.NewString()
+	}
+	if r.Suite == "" {
+		return Run{}, nil, fmt.Errorf("create run: %w: suite is empty", ErrInvalid)
+	}
+	if len(r.Params) > 0 && !json.Valid(r.Params) {
+		return Run{}, nil, fmt.Errorf("create run: %w: params is not valid JSON", ErrInvalid)
+	}
+	now = micro(now)
+	r.State, r.CreatedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
+	var out []Task
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`, "seq")
+		ts := s.d.timeArg(now)
+		var err error
+		r.Seq, err = s.newKey(ctx, bound{tx, insert}, r.ID, r.Suite, s.jsOrNil(r.Params), string(r.State), r.AllowConcurrency, ts, ts)
+		if err != nil {
+			if s.d.isUnique(err) {
+				return fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
+			}
+			return fmt.Errorf("create run %s: %w", r.ID, err)
+		}
+		out, err = s.insertTasks(ctx, tx, r.ID, tasks, now)
+		return err
+	})
+	if err != nil {
+		return Run{}, nil, err
+	}
+	r.Counts = map[TaskState]int{}
+	if len(out) > 0 {
+		r.Counts[TaskPending] = len(out)
+	}
+	return r, out, nil
+}
+
+func (s *sqlStore) GetRun(ctx context.Context, id string) (Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, s.d.rebind("SELECT "+runCols+" FROM runs WHERE id = ?"), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return s.withCounts(ctx, r)
+}
+
+// withCounts returns r with its task counts.
+func (s *sqlStore) withCounts(ctx context.Context, r Run) (Run, error) {
+	runs := []Run{r}
+	if err := s.fillCounts(ctx, runs); err != nil {
+		return Run{}, err
+	}
+	return runs[0], nil
+}
+
+// fillCounts sets Counts on each run with one grouped query.
+func (s *sqlStore) fillCounts(ctx context.Context, runs []Run) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	idx := make(map[string]int, len(runs))
+	ids := make([]string, len(runs))
+	for i := range runs {
+		runs[i].Counts = map[TaskState]int{}
+		idx[runs[i].ID] = i
+		ids[i] = runs[i].ID
+	}
+	in, args := inList(ids)
+	rows, err := s.r.QueryContext(ctx, s.d.rebind("SELECT run_id, state, COUNT(*) FROM tasks WHERE run_id IN "+in+" GROUP BY run_id, state"), args...)
+	if err != nil {
+		return fmt.Errorf("count run tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, state string
+		var n int
+		if err := rows.Scan(&id, &state, &n); err != nil {
+			return fmt.Errorf("count run tasks: %w", err)
+		}
+		runs[idx[id]].Counts[TaskState(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count run tasks: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, int, error) {
+	limit, err := normPage(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list runs: %w", err)
+	}
+	var w where
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, 0, fmt.Errorf("list runs: %w: unknown run state %q", ErrInvalid, f.State)
+		}
+		w.add("state = ?", string(f.State))
+	}
+	if f.Suite != "" {
+		w.add("suite = ?", f.Suite)
+	}
+	runs, total, err := listPage(ctx, s, "runs", runCols, "seq", w, p.AfterID, limit, scanRun)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.fillCounts(ctx, runs); err != nil {
+		return nil, 0, err
+	}
+	return runs, total, nil
+}
+
+// lockRun reads a run for change inside tx; what names the operation in
+// errors.
+func (s *sqlStore) lockRun(ctx context.Context, tx *sql.Tx, id, what string) (Run, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, s.d.rebind("SELECT "+runCols+" FROM runs WHERE id = ?"+s.d.forUpdate()), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("%s run %s: %w", what, id, err)
+	}
+	return r, nil
+}
+
+// runUpdate sets a run's columns (set, with setArgs) by its id.
+func runUpdate(id, set string, setArgs ...any) update {
+	return update{table: "runs", key: "seq", cols: runCols, set: set, setArgs: setArgs, where: "id = ?", whereArgs: []any{id}}
+}
+
+func (s *sqlStore) UpdateRunState(ctx context.Context, id string, state RunState, now time.Time) (Run, error) {
+	if !state.Terminal() {
+		return Run{}, fmt.Errorf("update run %s: %w: state %q is not a terminal run state", id, ErrInvalid, state)
+	}
+	var out Run
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.lockRun(ctx, tx, id, "update")
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.State == state:
+			out = r
+			return nil
+		case r.State.Terminal():
+			return fmt.Errorf("update run %s to %s: %w: run is already %s", id, state, ErrConflict, r.State)
+		}
+		ts := s.d.timeArg(now)
+		out, err = updateOne(ctx, s, tx, runUpdate(id, "state = ?, finished_at = ?, updated_at = ?", string(state), ts, ts), scanRun)
+		if err != nil {
+			return fmt.Errorf("update run %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.withCounts(ctx, out)
+}
+
+func (s *sqlStore) CancelRun(ctx context.Context, id, reason string, now time.Time) (Run, error) {
+	if reason == "" {
+		reason = ReasonCancelled
+	}
+	var out Run
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := s.lockRun(ctx, tx, id, "cancel")
+		if err != nil {
+			return err
+		}
+		switch r.State {
+		case RunCancelled:
+			out = r
+			return nil
+		case RunSucceeded, RunFailed:
+			return fmt.Errorf("cancel run %s: %w: run is already %s", id, ErrConflict, r.State)
+		}
+		ts := s.d.timeArg(now)
+		if _, err := tx.ExecContext(ctx, s.d.rebind("UPDATE tasks SET state = 'cancelled', reason = ?, finished_at = ?, updated_at = ? WHERE run_id = ? AND state IN "+openStates),
+			reason, ts, ts, id); err != nil {
+			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
+		}
+		out, err = updateOne(ctx, s, tx, runUpdate(id, "state = 'cancelled', finished_at = ?, updated_at = ?", ts, ts), scanRun)
+		if err != nil {
+			return fmt.Errorf("cancel run %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.withCounts(ctx, out)
+}
+
+// finishRuns ends every running run of the tasks whose tasks are all
+// terminal: succeeded if all succeeded, else failed.
+func (s *sqlStore) finishRuns(ctx context.Context, tx *sql.Tx, tasks []Task, now time.Time) error {
+	seen := map[string]bool{}
+	var ids []string
+	for _, t := range tasks {
+		if t.RunID == "" || seen[t.RunID] {
+			continue
+		}
+		seen[t.RunID] = true
+		ids = append(ids, t.RunID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	in, idArgs := inList(ids)
+	ts := s.d.timeArg(now)
+	q := `UPDATE runs SET finished_at = ?, updated_at = ?,
+	state = CASE WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id AND t.state <> 'succeeded') THEN 'failed' ELSE 'succeeded' END
+WHERE state = 'running' AND id IN ` + in + `
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id AND t.state IN ` + openStates + `)`
+	if _, err := tx.ExecContext(ctx, s.d.rebind(q), append([]any{ts, ts}, idArgs...)...); err != nil {
+		return fmt.Errorf("finish runs: %w", err)
+	}
+	return nil
+}

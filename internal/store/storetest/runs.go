@@ -1,0 +1,61 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+func testRuns(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	beat(t, st, "ru-src", "ru-n1", at(0))
+	beat(t, st, "ru-dst", "ru-n2", at(0))
+	run, ts, err := st.CreateRun(ctx, store.Run{Suite: "baseline", Params: json.RawMessage(`{"repeat":1}`)},
+		[]store.Task{mkTask("ru-src", "ru-dst", "probe"), mkTask("ru-src", "ru-dst", "probe")}, at(0))
+	if err != nil || run.State != store.RunRunning || len(ts) != 2 || ts[0].RunID != run.ID || run.Counts[store.TaskPending] != 2 {
+		t.Fatalf("create run: %+v %v %v", run, ts, err)
+	}
+	if _, _, err := st.CreateRun(ctx, store.Run{Suite: "x"}, []store.Task{mkTask("ru-src", "", "probe")}, at(0)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("run with a bad task: %v", err)
+	}
+	if runs, _, _ := st.ListRuns(ctx, store.RunFilter{Suite: "x"}, store.Page{}); len(runs) != 0 {
+		t.Errorf("half-made run stored: %v", runs)
+	}
+	claimed, _ := st.ClaimTasks(ctx, "ru-src", at(1), 10, time.Second)
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %d", len(claimed))
+	}
+	_, _, _ = st.Complete(ctx, store.Report{TaskID: ts[0].TaskID, AgentUID: "ru-src", ReportID: "1", State: store.TaskSucceeded}, at(2))
+	mid, _ := st.GetRun(ctx, run.ID)
+	if mid.State != store.RunRunning || mid.Counts[store.TaskSucceeded] != 1 || mid.Counts[store.TaskDispatched] != 1 {
+		t.Errorf("run midway: %+v", mid)
+	}
+	_, _, _ = st.Complete(ctx, store.Report{TaskID: ts[1].TaskID, AgentUID: "ru-src", ReportID: "2", State: store.TaskFailed, Reason: "x"}, at(3))
+	end, _ := st.GetRun(ctx, run.ID)
+	if end.State != store.RunFailed || end.FinishedAt == nil || !end.FinishedAt.Equal(at(3)) {
+		t.Errorf("run at the end: %+v", end)
+	}
+	if _, err := st.CancelRun(ctx, run.ID, "", at(4)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("cancel a finished run: %v", err)
+	}
+	run2, ts2, _ := st.CreateRun(ctx, store.Run{Suite: "baseline"}, []store.Task{mkTask("ru-src", "ru-dst", "probe"), mkTask("ru-src", "ru-dst", "probe")}, at(5))
+	_, _ = st.ClaimTasks(ctx, "ru-src", at(6), 1, time.Second)
+	c, err := st.CancelRun(ctx, run2.ID, "enough", at(7))
+	if err != nil || c.State != store.RunCancelled || c.Counts[store.TaskCancelled] != 2 {
+		t.Errorf("cancel run: %+v %v", c, err)
+	}
+	for _, tk := range ts2 {
+		got, _ := st.GetTask(ctx, tk.TaskID)
+		if got.State != store.TaskCancelled || got.Reason != "enough" {
+			t.Errorf("task of cancelled run: %s %q", got.State, got.Reason)
+		}
+	}
+	runs, total, err := st.ListRuns(ctx, store.RunFilter{Suite: "baseline"}, store.Page{Limit: 1})
+	if err != nil || total != 2 || len(runs) != 1 || runs[0].ID != run.ID {
+		t.Errorf("list runs: %v %d %v", runs, total, err)
+	}
+}

@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func validateTask(i int, t Task) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("task %d: %w: %s", i, ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case t.SrcPodUID == "":
+		return bad("src_pod_uid is empty")
+	case t.DstPodUID == "":
+		return bad("dst_pod_uid is empty")
+	case t.Type == "":
+		return bad("type is empty")
+	case t.Timeout < 0:
+		return bad("timeout %s is negative", t.Timeout)
+	case len(t.Spec) > 0 && !json.Valid(t.Spec):
+		return bad("spec is not valid JSON")
+	case len(t.Result) > 0 && !json.Valid(t.Result):
+		return bad("result is not valid JSON")
+	}
+	return nil
+}
+
+func (s *sqlStore) CreateTasks(ctx context.Context, runID string, tasks []Task, now time.Time) ([]Task, error) {
+	var out []Task
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if runID != "" {
+			var state string
+			err := tx.QueryRowContext(ctx, s.d.rebind("SELECT state FROM runs WHERE id = ?"), runID).Scan(&state)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("create tasks: run %s: %w", runID, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("create tasks: run %s: %w", runID, err)
+			}
+			if RunState(state).Terminal() {
+				return fmt.Errorf("create tasks: %w: run %s is already %s", ErrConflict, runID, state)
+			}
+		}
+		var err error
+		out, err = s.insertTasks(ctx, tx, runID, tasks, micro(now))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, tasks []Task, now time.Time) ([]Task, error) {
+	out := make([]Task, len(tasks))
+	seen := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		if err := validateTask(i, t); err != nil {
+			return nil, err
+		}
+		if t.TaskID == "" {
+			t.TaskID = uuid.NewString()
+		}
+		if j, dup := seen[t.TaskID]; dup {
+			return nil, fmt.Errorf("task %d: %w: task_id %s repeats task %d", i, ErrConflict, t.TaskID, j)
+		}
+		seen[t.TaskID] = i
+		t.RunID = runID
+		t.State, t.Reason, t.RawResult, t.Result, t.ReportID = TaskPending, "", "", nil, ""
+		t.Deadline, t.DispatchedAt, t.StartedAt, t.FinishedAt = nil, nil, nil, nil
+		t.CreatedAt, t.UpdatedAt = now, now
+		out[i] = t
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	stmt, err := tx.PrepareContext(ctx, s.insertKeySQL(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
+	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, "id"))
+	if err != nil {
+		return nil, fmt.Errorf("prepare task insert: %w", err)
+	}
+	defer stmt.Close()
+	var run any
+	if runID != "" {
+		run = runID
+	}
+	ts := s.d.timeArg(now)
+	for i := range out {
+		t := &out[i]
+		t.ID, err = s.newKey(ctx, stmt, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
+			t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+		if err != nil {
+			if s.d.isUnique(err) {
+				return nil, fmt.Errorf("task %d: %w: task_id %s exists", i, ErrConflict, t.TaskID)
+			}
+			return nil, fmt.Errorf("task %d: insert: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+func (s *sqlStore) GetTask(ctx context.Context, taskID string) (Task, error) {
+	t, err := scanTask(s.r.QueryRowContext(ctx, s.d.rebind("SELECT "+taskCols+" FROM tasks WHERE task_id = ?"), taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", taskID, err)
+	}
+	return t, nil
+}
+
+func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task, int, error) {
+	limit, err := normPage(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	var w where
+	if f.RunID != "" {
+		w.add("run_id = ?", f.RunID)
+	}
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, 0, fmt.Errorf("list tasks: %w: unknown task state %q", ErrInvalid, f.State)
+		}
+		w.add("state = ?", string(f.State))
+	}
+	if f.AgentUID != "" {
+		w.add("(src_pod_uid = ? OR dst_pod_uid = ?)", f.AgentUID, f.AgentUID)
+	}
+	if f.Type != "" {
+		w.add("type = ?", f.Type)
+	}
+	return listPage(ctx, s, "tasks", taskCols, "id", w, p.AfterID, limit, scanTask)
+}
+
+// lockTask reads a task for change inside tx.
+func (s *sqlStore) lockTask(ctx context.Context, tx *sql.Tx, taskID string) (Task, error) {
+	t, err := scanTask(tx.QueryRowContext(ctx, s.d.rebind("SELECT "+taskCols+" FROM tasks WHERE task_id = ?"+s.d.forUpdate()), taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("read task %s: %w", taskID, err)
+	}
+	return t, nil
+}
+
+// taskUpdate sets a task's columns (set, with setArgs) by its serial id.
+func taskUpdate(id int64, set string, setArgs ...any) update {
+	return update{table: "tasks", key: "id", cols: taskCols, set: set, setArgs: setArgs, where: "id = ?", whereArgs: []any{id}}
+}
+
+func (s *sqlStore) Cancel(ctx context.Context, taskID, reason string, now time.Time) (Task, error) {
+	if reason == "" {
+		reason = ReasonCancelled
+	}
+	var out Task
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		t, err := s.lockTask(ctx, tx, taskID)
+		if err != nil {
+			return err
+		}
+		switch t.State {
+		case TaskCancelled:
+			out = t
+			return nil
+		case TaskSucceeded, TaskFailed, TaskTimedOut:
+			return fmt.Errorf("cancel task %s: %w: task already %s", taskID, ErrConflict, t.State)
+		}
+		ts := s.d.timeArg(now)
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = 'cancelled', reason = ?, finished_at = ?, updated_at = ?", reason, ts, ts), scanTask)
+		if err != nil {
+			return fmt.Errorf("cancel task %s: %w", taskID, err)
+		}
+		return s.finishRuns(ctx, tx, []Task{out}, now)
+	})
+	return out, err
+}
+
+// endActive moves the active tasks matching cond (with its args) to state
+// with reason, and finishes their runs, in one transaction.
+func (s *sqlStore) endActive(ctx context.Context, state TaskState, reason, cond string, now time.Time, args ...any) ([]Task, error) {
+	var out []Task
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ts := s.d.timeArg(now)
+		var err error
+		out, err = updateReturning(ctx, s, tx, update{table: "tasks", key: "id", cols: taskCols,
+			set: "state = ?, reason = ?, finished_at = ?, updated_at = ?", setArgs: []any{string(state), reason, ts, ts},
+			where: "state IN " + activeStates + " AND " + cond, whereArgs: args,
+		}, scanTask)
+		if err != nil {
+			return err
+		}
+		return s.finishRuns(ctx, tx, out, now)
+	})
+	if out == nil && err == nil {
+		out = []Task{}
+	}
+	return out, err
+}
+
+func (s *sqlStore) FailAgentTasks(ctx context.Context, agentUID, reason string, now time.Time) ([]Task, error) {
+	if reason == "" {
+		reason = ReasonAgentOffline
+	}
+	out, err := s.endActive(ctx, TaskFailed, reason, "src_pod_uid = ?", now, agentUID)
+	if err != nil {
+		return nil, fmt.Errorf("fail tasks of agent %s: %w", agentUID, err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) ExpireDeadlines(ctx context.Context, now time.Time) ([]Task, error) {
+	out, err := s.endActive(ctx, TaskTimedOut, ReasonDeadlinePassed, "deadline < ?", now, s.d.timeArg(now))
+	if err != nil {
+		return nil, fmt.Errorf("expire deadlines: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,169 @@
+// Package baseline is the suite of the source study's Table 2: pod-pod on
+// one node, pod-pod across nodes and node-node, each measured with TCP
+// throughput, UDP below capacity, UDP request/response and ping, the
+// repetitions interleaved. Its rows are the framework's connection rows
+// (suite.Rows) with each pod path's overhead against node-node.
+package baseline
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// Options tune the baseline.
+type Options struct {
+	Time       time.Duration // per throughput and rr measurement
+	Repeat     int           // repetitions of each measurement
+	UDPRateBps uint64        // UDP probe rate: below the path's capacity
+	UDPSize    int           // UDP payload bytes
+	PingCount  int
+	Backend    string // label carried into the rows
+}
+
+// Defaults returns the baseline's defaults.
+func Defaults() Options {
+	return Options{Time: 5 * time.Second, Repeat: 3, UDPRateBps: 500e6, UDPSize: 1200, PingCount: 20}
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Time <= 0 {
+		errs = append(errs, fmt.Errorf("time %v: must be positive", o.Time))
+	}
+	if o.Repeat < 1 || o.Repeat > 100 {
+		errs = append(errs, fmt.Errorf("repeat %d: must be 1-100", o.Repeat))
+	}
+	if o.UDPRateBps == 0 {
+		errs = append(errs, errors.New("udp rate: must be positive (the baseline measures loss below capacity)"))
+	}
+	if o.UDPSize < 64 || o.UDPSize > 65000 {
+		errs = append(errs, fmt.Errorf("udp size %d: must be 64-65000", o.UDPSize))
+	}
+	if o.PingCount < 1 {
+		errs = append(errs, fmt.Errorf("ping count %d: must be positive", o.PingCount))
+	}
+	return errors.Join(errs...)
+}
+
+// Steps plans the baseline: for each connection and repetition, TCP
+// throughput, UDP at a rate below capacity, UDP request/response and ping.
+// Repetitions are interleaved (all connections once, then again) so slow
+// drift of a shared machine spreads over every row alike. Every step is
+// exclusive, so no measurement shares a node with another one: an RTT taken
+// beside a throughput test on the same node would measure that test's
+// queue, not the path.
+func Steps(eps []suite.Endpoint, o Options) ([]suite.Step, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("baseline options: %w", err)
+	}
+	pairs, err := suite.PickPairs(eps)
+	if err != nil {
+		return nil, err
+	}
+	var steps []suite.Step
+	for rep := 0; rep < o.Repeat; rep++ {
+		for _, conn := range suite.ConnectionOrder {
+			p, ok := pairs[conn]
+			if !ok {
+				continue
+			}
+			for _, m := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+				steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: m, Repeat: rep,
+					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: true})
+			}
+		}
+	}
+	return steps, nil
+}
+
+func baselineSpec(measure string, dst suite.Endpoint, o Options) probe.Spec {
+	d := probe.Duration(o.Time)
+	switch measure {
+	case suite.MeasureTCP:
+		return probe.Spec{Kind: probe.KindTCP, Target: dst.ResponderAddr, Duration: d}
+	case suite.MeasureUDP:
+		rate := o.UDPRateBps
+		return probe.Spec{Kind: probe.KindUDP, Target: dst.ResponderAddr, Duration: d, RateBps: &rate, Size: o.UDPSize}
+	case suite.MeasureRR:
+		return probe.Spec{Kind: probe.KindRR, Target: dst.ResponderAddr, Proto: "udp", Duration: d}
+	default:
+		return probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: o.PingCount, Interval: probe.Duration(10 * time.Millisecond)}
+	}
+}
+
+// Suite is the baseline as a suite.Suite: one phase measuring pod-pod on
+// one node, pod-pod across nodes and node-node (TCP, UDP below capacity,
+// request/response and ping). Settings (--set): udp-rate (bit/s, e.g.
+// 500M), udp-size (bytes), ping-count.
+type Suite struct{}
+
+// Name implements Suite.
+func (Suite) Name() string { return "baseline" }
+
+// Describe implements Suite.
+func (Suite) Describe() string {
+	return "pod-pod same node, pod-pod cross node, node-node: TCP and UDP throughput, loss, RTT"
+}
+
+// Plan implements Suite.
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+	bo, err := OptionsFrom(s.Name(), o)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := Steps(agents, bo)
+	if err != nil {
+		return nil, err
+	}
+	name := s.Name()
+	if o.Backend != "" {
+		name += " on " + o.Backend
+	}
+	return []suite.Phase{{Name: name, Steps: steps}}, nil
+}
+
+// suite.Rows implements Suite.
+func (Suite) Rows(outcomes []suite.Outcome) []suite.Row { return suite.Rows(outcomes) }
+
+// OptionsFrom turns the common options and the baseline's settings
+// into Options.
+func OptionsFrom(name string, o suite.Options) (Options, error) {
+	if err := o.Validate(); err != nil {
+		return Options{}, fmt.Errorf("suite %s: %w", name, err)
+	}
+	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count"); err != nil {
+		return Options{}, err
+	}
+	bo := Defaults()
+	bo.Time, bo.Repeat, bo.Backend = o.Time, o.Repeat, o.Backend
+	for k, v := range o.Set {
+		switch k {
+		case "udp-rate":
+			r, err := probe.ParseRate(v)
+			if err != nil {
+				return bo, fmt.Errorf("suite %s: udp-rate %q: %w", name, v, err)
+			}
+			bo.UDPRateBps = r
+		case "udp-size", "ping-count":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return bo, fmt.Errorf("suite %s: %s %q: want a whole number", name, k, v)
+			}
+			if k == "udp-size" {
+				bo.UDPSize = n
+			} else {
+				bo.PingCount = n
+			}
+		}
+	}
+	if err := bo.Validate(); err != nil {
+		return bo, fmt.Errorf("suite %s: %w", name, err)
+	}
+	return bo, nil
+}

@@ -1,0 +1,30 @@
+// Package builtin is the one list of cnperf's suites. The CLI, the
+// server's dashboard and the report all take their suites from Registry,
+// so a new suite is its own package below internal/suite plus one line
+// here.
+package builtin
+
+import (
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/baseline"
+	"github.com/cnperf/cnperf/internal/suite/capacity"
+	"github.com/cnperf/cnperf/internal/suite/cnicompare"
+	"github.com/cnperf/cnperf/internal/suite/policing"
+	"github.com/cnperf/cnperf/internal/suite/qospriority"
+	"github.com/cnperf/cnperf/internal/suite/shaping"
+)
+
+// Suites returns every built-in suite, one line each.
+func Suites() []suite.Suite {
+	return []suite.Suite{
+		baseline.Suite{},
+		cnicompare.Suite{},
+		qospriority.Suite{},
+		shaping.Suite{},
+		policing.Suite{},
+		capacity.Suite{},
+	}
+}
+
+// Registry returns a registry of every built-in suite.
+func Registry() *suite.Registry { return suite.NewRegistry(Suites()...) }

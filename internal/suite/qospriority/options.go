@@ -1,0 +1,277 @@
+// Package qospriority is the suite that asks whether a DSCP/TOS mark
+// protects a small flow from a flood sharing its path: per variant (where
+// the queue is and what it does: none, a FIFO bottleneck, pfifo_fast, an
+// HTB priority tree, the tree behind VXLAN with and without tos inherit)
+// and marking, a background flood beside a marked foreground flow and a
+// marked ping, with a verdict per variant.
+package qospriority
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qos"
+)
+
+// SuiteName is the suite's name.
+const SuiteName = "qos-priority"
+
+// Variants of qos-priority: where the queue is and what it does.
+const (
+	// VariantNone: no bottleneck, no qdisc added.
+	VariantNone = "none"
+	// VariantFIFO: a FIFO bottleneck (tbf) on the sending node's uplink.
+	VariantFIFO = "fifo"
+	// VariantPfifoFast: pfifo_fast on the sending pod's veth at line rate,
+	// as the seed study did; no bottleneck anywhere.
+	VariantPfifoFast = "pfifo_fast"
+	// VariantHTBPriority: an HTB tree at the bottleneck with a
+	// high-priority class for the marked DSCPs.
+	VariantHTBPriority = "htb-priority"
+	// VariantVXLAN: the HTB tree at the bottleneck, traffic over VXLAN
+	// with the default outer TOS 0.
+	VariantVXLAN = "vxlan"
+	// VariantVXLANInherit: the same with the VTEPs copying the inner TOS
+	// to the outer header (tos inherit).
+	VariantVXLANInherit = "vxlan-inherit"
+)
+
+// Variants lists the variants in the order they run and are shown.
+var Variants = []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantHTBPriority, VariantVXLAN, VariantVXLANInherit}
+
+// Marking is the TOS byte the foreground flow carries.
+type Marking struct {
+	Name string `json:"name"` // "none", "TOS 0x10", "EF"
+	TOS  int    `json:"tos"`  // the byte: DSCP << 2
+}
+
+// DSCP returns the marking's code point.
+func (m Marking) DSCP() int { return m.TOS >> 2 }
+
+// ParseMarking reads a marking: "none", a TOS byte ("0x10", "tos:0x10",
+// "tos=16") or a DSCP name or number ("EF", "AF41", "dscp:46").
+func ParseMarking(s string) (Marking, error) {
+	t := strings.TrimSpace(s)
+	low := strings.ToLower(t)
+	switch {
+	case low == "none" || low == "":
+		if low == "" {
+			return Marking{}, errors.New("marking: empty (want none, a TOS byte such as 0x10, or a DSCP such as EF)")
+		}
+		return Marking{Name: "none"}, nil
+	case strings.HasPrefix(low, "tos:") || strings.HasPrefix(low, "tos="):
+		return tosMarking(t[4:])
+	case strings.HasPrefix(low, "0x"):
+		return tosMarking(t)
+	case strings.HasPrefix(low, "dscp:") || strings.HasPrefix(low, "dscp="):
+		t = t[5:]
+	}
+	d, err := probe.ParseDSCP(t)
+	if err != nil {
+		return Marking{}, fmt.Errorf("marking %q: %w", s, err)
+	}
+	if d == 0 {
+		return Marking{Name: "none"}, nil
+	}
+	return Marking{Name: probe.DSCPName(d), TOS: d << 2}, nil
+}
+
+func tosMarking(s string) (Marking, error) {
+	v, err := probe.ParseTOS(s)
+	if err != nil {
+		return Marking{}, fmt.Errorf("marking: %w", err)
+	}
+	if v == 0 {
+		return Marking{Name: "none"}, nil
+	}
+	return Marking{Name: fmt.Sprintf("TOS 0x%02x", v), TOS: v}, nil
+}
+
+// DefaultMarkings are the seed study's marks plus EF: none, TOS 0x08
+// (maximise throughput), TOS 0x10 (minimise delay), EF.
+func DefaultMarkings() []Marking {
+	return []Marking{{Name: "none"}, {Name: "TOS 0x08", TOS: 0x08}, {Name: "TOS 0x10", TOS: 0x10}, {Name: "EF", TOS: 46 << 2}}
+}
+
+// DefaultHighDSCP are the code points the HTB tree's high class takes:
+// EF and DSCP 4 (TOS 0x10, "minimise delay", which pfifo_fast also puts
+// in its first band). TOS 0x08 asks for throughput, not delay, and stays
+// in the default class.
+var DefaultHighDSCP = []int{46, 4}
+
+// Options tune qos-priority.
+type Options struct {
+	Variants []string  // default Variants
+	Markings []Marking // default DefaultMarkings
+	// HighDSCP are the code points of the HTB tree's high class (default
+	// DefaultHighDSCP).
+	HighDSCP []int
+	// BottleneckRateBps is the rate of the bottleneck on the sending
+	// node's uplink (default 1 Gbit/s).
+	BottleneckRateBps uint64
+	// LinkRateBps is the rate of the link the bottleneck sits on when
+	// known; a bottleneck above it is an error.
+	LinkRateBps uint64
+	// QueueBytes is the bottleneck's queue (default 12 ms at its rate).
+	QueueBytes uint32
+	// BackgroundRateBps is the background flood's rate (default twice the
+	// bottleneck, so its queue stays full); BackgroundSize its datagram
+	// payload (default 1400).
+	BackgroundRateBps uint64
+	BackgroundSize    int
+	// BackgroundProto is "udp" (default: a flood at BackgroundRateBps) or
+	// "tcp" (one unpaced TCP stream, which fills the queue by itself).
+	BackgroundProto string
+	// ForegroundPPS and ForegroundSize shape the foreground flow (default
+	// 100 datagrams/s of 100 bytes, as in the seed study).
+	ForegroundPPS  int
+	ForegroundSize int
+	// PingInterval is the marked ping's interval (default 10 ms).
+	PingInterval time.Duration
+	// Time is each cell's length (default 5 s). The background runs a
+	// second longer, so it covers the whole foreground flow; its excess
+	// fills the bottleneck's queue within milliseconds.
+	Time time.Duration
+}
+
+// withDefaults fills unset options.
+func (o Options) withDefaults() Options {
+	if len(o.Variants) == 0 {
+		o.Variants = Variants
+	}
+	if len(o.Markings) == 0 {
+		o.Markings = DefaultMarkings()
+	}
+	if o.HighDSCP == nil {
+		o.HighDSCP = DefaultHighDSCP
+	}
+	if o.BottleneckRateBps == 0 {
+		o.BottleneckRateBps = 1e9
+	}
+	if o.BackgroundRateBps == 0 {
+		o.BackgroundRateBps = 2 * o.BottleneckRateBps
+	}
+	if o.BackgroundSize == 0 {
+		o.BackgroundSize = 1400
+	}
+	if o.BackgroundProto == "" {
+		o.BackgroundProto = "udp"
+	}
+	if o.ForegroundPPS == 0 {
+		o.ForegroundPPS = 100
+	}
+	if o.ForegroundSize == 0 {
+		o.ForegroundSize = 100
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 10 * time.Millisecond
+	}
+	if o.Time == 0 {
+		o.Time = 5 * time.Second
+	}
+	return o
+}
+
+// Validate checks the options (after defaults).
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	seen := map[string]bool{}
+	for _, v := range o.Variants {
+		if !slices.Contains(Variants, v) {
+			errs = append(errs, fmt.Errorf("variant %q: want one of %s", v, strings.Join(Variants, ", ")))
+		}
+		if seen[v] {
+			errs = append(errs, fmt.Errorf("variant %q given twice", v))
+		}
+		seen[v] = true
+	}
+	tos := map[int]bool{}
+	for _, m := range o.Markings {
+		if m.TOS < 0 || m.TOS > 255 {
+			errs = append(errs, fmt.Errorf("marking %s: TOS %d is outside 0-255", m.Name, m.TOS))
+		}
+		if tos[m.TOS] {
+			errs = append(errs, fmt.Errorf("marking %s given twice", m.Name))
+		}
+		tos[m.TOS] = true
+	}
+	for _, d := range o.HighDSCP {
+		if d < 0 || d > 63 {
+			errs = append(errs, fmt.Errorf("high-priority DSCP %d is outside 0-63", d))
+		}
+	}
+	if o.LinkRateBps != 0 && o.BottleneckRateBps > o.LinkRateBps {
+		errs = append(errs, fmt.Errorf("bottleneck rate %s is above the link's rate %s: the bottleneck would never hold a queue",
+			qos.FormatBps(o.BottleneckRateBps), qos.FormatBps(o.LinkRateBps)))
+	}
+	if o.BottleneckRateBps < 1e6 {
+		errs = append(errs, fmt.Errorf("bottleneck rate %d bit/s: want at least 1 Mbit/s", o.BottleneckRateBps))
+	}
+	if o.ForegroundPPS < 1 || o.ForegroundPPS > 100_000 {
+		errs = append(errs, fmt.Errorf("foreground rate %d pps: want 1-100000", o.ForegroundPPS))
+	}
+	if o.ForegroundSize < 64 || o.ForegroundSize > 1400 {
+		errs = append(errs, fmt.Errorf("foreground size %d: want 64-1400 bytes", o.ForegroundSize))
+	}
+	if o.BackgroundProto != "udp" && o.BackgroundProto != "tcp" {
+		errs = append(errs, fmt.Errorf("background %q: want udp or tcp", o.BackgroundProto))
+	}
+	if o.BackgroundSize < 64 || o.BackgroundSize > 65000 {
+		errs = append(errs, fmt.Errorf("background size %d: want 64-65000 bytes", o.BackgroundSize))
+	}
+	if o.Time < 500*time.Millisecond || o.Time > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("time %v: want 500ms to 10m", o.Time))
+	}
+	if o.PingInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("ping interval %v: want at least 1ms", o.PingInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// VariantSetup is what one variant needs from the cluster: the backend,
+// and the qdiscs to apply on the sending node's uplink (where the
+// bottleneck is) and on the sending pod's eth0.
+type VariantSetup struct {
+	Variant         string
+	Backend         string // "host-gw" or "vxlan"
+	VXLANInheritTOS bool
+	Uplink          qos.Setup // nil: none
+	PodEth0         qos.Setup // nil: none
+}
+
+// SetupFor returns what variant v needs.
+func (o Options) SetupFor(v string) (VariantSetup, error) {
+	o = o.withDefaults()
+	fifo := qos.Bottleneck{Rate: o.BottleneckRateBps, QueueBytes: o.QueueBytes}
+	leaf := qos.QueueLimit{Bytes: fifo.QueueBytes}
+	if leaf.Bytes == 0 {
+		leaf.Bytes = bottleneckQueue(o.BottleneckRateBps)
+	}
+	htb := qos.HTBPriority{Rate: o.BottleneckRateBps, HighDSCP: o.HighDSCP, Leaf: leaf}
+	s := VariantSetup{Variant: v, Backend: "host-gw"}
+	switch v {
+	case VariantNone:
+	case VariantFIFO:
+		s.Uplink = fifo
+	case VariantPfifoFast:
+		s.PodEth0 = qos.PfifoFast{}
+	case VariantHTBPriority:
+		s.Uplink = htb
+	case VariantVXLAN, VariantVXLANInherit:
+		s.Backend, s.VXLANInheritTOS, s.Uplink = "vxlan", v == VariantVXLANInherit, htb
+	default:
+		return s, fmt.Errorf("variant %q: want one of %s", v, strings.Join(Variants, ", "))
+	}
+	return s, nil
+}
+
+// bottleneckQueue is the default queue: 12 ms at the rate, at least 64 KiB
+// (1.5 MB at 1 Gbit/s, as the measured FIFO).
+func bottleneckQueue(rate uint64) uint32 {
+	return uint32(max(rate/8*12/1000, 64*1024))
+}

@@ -1,0 +1,319 @@
+package qospriority
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
+)
+
+// showRoot returns a Show that reports root as the link's root qdisc.
+func showRoot(root *qos.QdiscInfo) func(qos.Target) (qos.State, error) {
+	return func(t qos.Target) (qos.State, error) {
+		st := qos.State{Link: t.Link}
+		if root != nil {
+			st.Qdiscs = []qos.QdiscInfo{*root}
+		}
+		return st, nil
+	}
+}
+
+func TestParseMarking(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Marking
+		err  string
+	}{
+		{"none", Marking{Name: "none"}, ""},
+		{"0x10", Marking{Name: "TOS 0x10", TOS: 0x10}, ""},
+		{"tos:0x08", Marking{Name: "TOS 0x08", TOS: 0x08}, ""},
+		{"tos=16", Marking{Name: "TOS 0x10", TOS: 0x10}, ""},
+		{"EF", Marking{Name: "EF", TOS: 0xb8}, ""},
+		{"af41", Marking{Name: "AF41", TOS: 34 << 2}, ""},
+		{"dscp:46", Marking{Name: "EF", TOS: 0xb8}, ""},
+		{"0x00", Marking{Name: "none"}, ""},
+		{"dscp:64", Marking{}, "0-63"},
+		{"tos:0x1ff", Marking{}, "0-255"},
+		{"urgent", Marking{}, "not a known name"},
+		{"", Marking{}, "empty"},
+	} {
+		got, err := ParseMarking(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: err %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q: got %+v %v, want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestQoSPriorityBadInput(t *testing.T) {
+	base := suite.Options{Time: 2 * time.Second, Repeat: 1}
+	with := func(backend string, kv ...string) suite.Options {
+		o := base
+		o.Backend = backend
+		o.Set = map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			o.Set[kv[i]] = kv[i+1]
+		}
+		return o
+	}
+	for _, c := range []struct {
+		name string
+		o    suite.Options
+		want string
+	}{
+		{"dscp above 63", with("host-gw", "high-dscp", "64"), "DSCP 64 is outside 0-63"},
+		{"marking dscp above 63", with("host-gw", "markings", "none,dscp:70"), "0-63"},
+		{"bottleneck rate 0", with("host-gw", "bottleneck-rate", "0"), "rate 0"},
+		{"unknown variant", with("host-gw", "variants", "fifo,red"), `variant "red"`},
+		{"vxlan on host-gw", with("host-gw", "variants", "vxlan"), "needs the vxlan backend"},
+		{"htb on vxlan", with("vxlan", "variants", "htb-priority"), "is the variant vxlan"},
+		{"unknown setting", with("host-gw", "rate", "1G"), "unknown setting rate"},
+		{"tiny queue", with("host-gw", "queue", "100"), "full-size packet"},
+		{"background sctp", with("host-gw", "background", "sctp"), `background "sctp"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), c.o, suitetest.FakeNet{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to mention %q", err, c.want)
+			}
+		})
+	}
+	t.Run("bottleneck above the lab's underlay rate", func(t *testing.T) {
+		s := Suite{Show: showRoot(&qos.QdiscInfo{Kind: "tbf", Handle: "1:0", Parent: "root", RateBps: 500e6})}
+		_, err := s.Plan(suitetest.LabAgents(), with("host-gw", "bottleneck-rate", "1G"), suitetest.FakeNet{})
+		if err == nil || !strings.Contains(err.Error(), "1 Gbit/s is above the link's rate 500 Mbit/s") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("no lab", func(t *testing.T) {
+		_, err := Suite{}.Plan(suitetest.LabAgents(), with("host-gw"), nil)
+		if !errors.Is(err, suite.ErrNeedsNetwork) {
+			t.Errorf("err = %v, want suite.ErrNeedsNetwork", err)
+		}
+	})
+}
+
+func TestQoSPriorityPlan(t *testing.T) {
+	o := suite.Options{Time: 2 * time.Second, Repeat: 2, Backend: "host-gw"}
+	phases, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := DefaultVariants("host-gw")
+	if want := 2 * len(variants) * 3; len(phases) != want {
+		t.Fatalf("%d phases, want %d (one per marked marking, beside the unmarked one)", len(phases), want)
+	}
+	for _, ph := range phases {
+		if !ph.Concurrent || len(ph.Steps) != 5 {
+			t.Fatalf("phase %q: concurrent %v with %d steps, want 5 concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
+		}
+		v := ph.Steps[0].Labels[LabelVariant]
+		if (v == VariantNone) != (ph.Setup == nil) {
+			t.Errorf("phase %q: setup %v", ph.Name, ph.Setup != nil)
+		}
+		perAgent := map[string]int{}
+		for _, st := range ph.Steps {
+			perAgent[st.Src.ID]++
+		}
+		for id, n := range perAgent {
+			if n > 4 {
+				t.Errorf("phase %q: %d tasks from agent %s, which runs at most 4 at once", ph.Name, n, id)
+			}
+		}
+		bg := ph.Steps[0]
+		if bg.Measure != MeasureBackground || bg.Spec.TOS != nil || *bg.Spec.RateBps != 2e9 {
+			t.Errorf("background %+v", bg)
+		}
+		if bg.Src.Node == bg.Dst.Node {
+			t.Errorf("the flows must cross the bottleneck between nodes: %s → %s", bg.Src.Node, bg.Dst.Node)
+		}
+		if ph.Steps[1].Labels["tos"] != "0" {
+			t.Errorf("phase %q: the unmarked reference is not first", ph.Name)
+		}
+		for i := 1; i < len(ph.Steps); i += 2 {
+			fg, ping := ph.Steps[i], ph.Steps[i+1]
+			if fg.Measure != MeasureForeground || ping.Measure != suite.MeasurePing {
+				t.Fatalf("measures %s %s", fg.Measure, ping.Measure)
+			}
+			tos := fg.Labels["tos"]
+			if (tos == "0") != (fg.Spec.TOS == nil) || (fg.Spec.TOS != nil && fmt.Sprint(*fg.Spec.TOS) != tos) {
+				t.Errorf("foreground tos %v for marking %s", fg.Spec.TOS, fg.Labels[LabelMarking])
+			}
+			if *fg.Spec.RateBps != 100*100*8 || fg.Spec.Size != 100 || fg.Src.ID != bg.Src.ID {
+				t.Errorf("foreground %d bit/s of %d-byte datagrams, want 100 pps of 100 bytes from the flood's sender", *fg.Spec.RateBps, fg.Spec.Size)
+			}
+			if bg.Spec.Duration.D() <= fg.Spec.Duration.D() {
+				t.Errorf("background %v does not cover the foreground's %v", bg.Spec.Duration.D(), fg.Spec.Duration.D())
+			}
+			if ping.Spec.Count != 200 || (ping.Spec.TOS != nil) != (fg.Spec.TOS != nil) || ping.Src.ID != bg.Dst.ID || ping.Spec.Target != bg.Src.IP {
+				t.Errorf("ping %+v from %s", ping.Spec, ping.Src.ID)
+			}
+		}
+	}
+	tcp, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw",
+		Set: map[string]string{"background": "tcp"}}, suitetest.FakeNet{})
+	if err != nil || tcp[0].Steps[0].Spec.Kind != probe.KindTCP || tcp[0].Steps[0].Spec.RateBps != nil {
+		t.Errorf("tcp background: %v %+v", err, tcp[0].Steps[0].Spec)
+	}
+	vx, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, suitetest.FakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, ph := range vx {
+		got[ph.Steps[0].Labels[LabelVariant]] = true
+	}
+	if !got[VariantVXLAN] || !got[VariantVXLANInherit] || got[VariantHTBPriority] {
+		t.Errorf("vxlan variants: %v", got)
+	}
+}
+
+func TestVariantSetup(t *testing.T) {
+	o := Options{BottleneckRateBps: 1e9}
+	for _, c := range []struct {
+		v               string
+		uplink, pod     string
+		backend         string
+		inherit         bool
+		wantQueueBytes  uint32
+		wantHighDSCPLen int
+	}{
+		{VariantNone, "", "", "host-gw", false, 0, 0},
+		{VariantFIFO, "fifo-bottleneck", "", "host-gw", false, 0, 0},
+		{VariantPfifoFast, "", "pfifo_fast", "host-gw", false, 0, 0},
+		{VariantHTBPriority, "htb-priority", "", "host-gw", false, 1500000, 2},
+		{VariantVXLAN, "htb-priority", "", "vxlan", false, 1500000, 2},
+		{VariantVXLANInherit, "htb-priority", "", "vxlan", true, 1500000, 2},
+	} {
+		s, err := o.SetupFor(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := func(x qos.Setup) string {
+			if x == nil {
+				return ""
+			}
+			return x.Kind()
+		}
+		if kind(s.Uplink) != c.uplink || kind(s.PodEth0) != c.pod || s.Backend != c.backend || s.VXLANInheritTOS != c.inherit {
+			t.Errorf("%s: %+v", c.v, s)
+		}
+		if h, ok := s.Uplink.(qos.HTBPriority); ok && (h.Leaf.Bytes != c.wantQueueBytes || len(h.HighDSCP) != c.wantHighDSCPLen) {
+			t.Errorf("%s: htb %+v", c.v, h)
+		}
+	}
+}
+
+// qosOutcomes makes one repetition's outcomes of a variant, phase by
+// phase as Plan groups the markings: foreground p99 latencies (ms).
+func qosOutcomes(variant string, p99s map[Marking]float64) []suite.Outcome {
+	var ms []Marking
+	for _, m := range DefaultMarkings() {
+		if _, ok := p99s[m]; ok {
+			ms = append(ms, m)
+		}
+	}
+	q := Options{Markings: ms}.withDefaults()
+	var out []suite.Outcome
+	for k, g := range markingGroups(ms) {
+		steps := qosSteps(q, variant, k, g, suite.Pair{Src: suitetest.LabAgents()[2], Dst: suitetest.LabAgents()[0]}, "host-gw")
+		out = append(out, suite.Outcome{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}})
+		for i, m := range g {
+			v := p99s[m]
+			out = append(out,
+				suite.Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{Min: v / 10, Avg: v / 2, P50: v / 2, P99: v, Max: v * 1.1, Count: 200},
+					JitterMs: probe.Float(v / 20), LossPct: probe.Float(1), PPS: probe.Float(100), Histogram: &probe.Histogram{BinWidthUs: 100, Counts: []int64{150, 48, 2}}}},
+				suite.Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: v, P99: v * 1.2, Count: 200}, LossPct: probe.Float(0)}})
+		}
+	}
+	return out
+}
+
+func TestQoSRowsAndVerdicts(t *testing.T) {
+	none, cs1, low, ef := DefaultMarkings()[0], DefaultMarkings()[1], DefaultMarkings()[2], DefaultMarkings()[3]
+	var outs []suite.Outcome
+	outs = append(outs, qosOutcomes(VariantFIFO, map[Marking]float64{none: 11.3, cs1: 11.5, low: 11.2, ef: 11.4})...)
+	outs = append(outs, qosOutcomes(VariantPfifoFast, map[Marking]float64{none: 0.025, low: 0.015, ef: 0.02})...)
+	outs = append(outs, qosOutcomes(VariantHTBPriority, map[Marking]float64{none: 11.4, cs1: 11.2, low: 0.031, ef: 0.03})...)
+	outs = append(outs, qosOutcomes("partial", map[Marking]float64{none: 9, ef: 3})...)
+	outs = append(outs, qosOutcomes("unmarked only", map[Marking]float64{none: 9})...)
+	rows := Suite{}.Rows(outs)
+	if len(rows) != 4+3+4+2+1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	want := map[string]string{
+		VariantFIFO:        "no effect: the queue where packets wait ignores the mark (p99 unmarked 11.3 ms, TOS 0x10 11.2 ms)",
+		VariantPfifoFast:   "no effect: no queue builds where the qdisc sits (p99 unmarked 0.025 ms, TOS 0x10 0.015 ms)",
+		VariantHTBPriority: "priority protected the marked flow (EF): p99 11.4 ms → 0.030 ms",
+		"partial":          "partial: EF cut p99 3.0× (9.00 ms → 3.00 ms), less than the 10× of a priority queue",
+		"unmarked only":    "unknown: no marked foreground measured (unmarked p99 9.00 ms)",
+	}
+	for _, r := range rows {
+		v := r.Labels[LabelVariant]
+		if r.Labels[LabelVerdict] != want[v] {
+			t.Errorf("%s: verdict %q, want %q", v, r.Labels[LabelVerdict], want[v])
+		}
+	}
+	ef0 := rows[3] // fifo, EF
+	b, err := json.Marshal(ef0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"variant", "marking", "latency_ms", "rtt_ms", "loss_pct", "jitter_ms", "pps", "background_throughput_bps", "verdict", "tos", "dscp", "latency_histogram", "reference_latency_ms"} {
+		if _, ok := obj[k]; !ok {
+			t.Errorf("row JSON lacks %q: %s", k, b)
+		}
+	}
+	if obj["variant"] != VariantFIFO || obj["marking"] != "EF" || obj["dscp"] != 46.0 {
+		t.Errorf("row JSON: %s", b)
+	}
+	if p99 := obj["latency_ms"].(map[string]any)["p99"]; p99 != 11.4 {
+		t.Errorf("latency_ms.p99 = %v", p99)
+	}
+	var sb strings.Builder
+	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "htb-priority:   priority protected the marked flow (EF)") {
+		t.Errorf("table:\n%s", sb.String())
+	}
+}
+
+func TestQoSRowsMedianAndErrors(t *testing.T) {
+	none := DefaultMarkings()[0]
+	a := qosOutcomes(VariantFIFO, map[Marking]float64{none: 10})
+	b := qosOutcomes(VariantFIFO, map[Marking]float64{none: 14})
+	c := qosOutcomes(VariantFIFO, map[Marking]float64{none: 12})
+	for i := range b {
+		b[i].Step.Repeat, c[i].Step.Repeat = 1, 2
+	}
+	c[1] = suite.Outcome{Step: c[1].Step, Err: "responder unreachable"}
+	c[0] = suite.Outcome{Step: c[0].Step, Err: "flood failed"}
+	rows := Suite{}.Rows(append(append(a, b...), c...))
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[0]
+	if r.Median["latency_ms.p99"] != 12 || r.Min["latency_ms.p99"] != 10 || r.Max["latency_ms.p99"] != 14 {
+		t.Errorf("p99 median %v min %v max %v, want 12 10 14 (from the two complete and ... repetitions)", r.Median["latency_ms.p99"], r.Min["latency_ms.p99"], r.Max["latency_ms.p99"])
+	}
+	if len(r.Errors) != 2 || !strings.Contains(r.Errors[0], "foreground #3: responder unreachable") || !strings.Contains(r.Errors[1], "background #3: flood failed") {
+		t.Errorf("errors %v", r.Errors)
+	}
+}

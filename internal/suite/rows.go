@@ -1,0 +1,236 @@
+package suite
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// Outcome is one step with what it measured, or why it could not.
+type Outcome struct {
+	Step   Step          `json:"step"`
+	Result *probe.Result `json:"result,omitempty"`
+	Err    string        `json:"error,omitempty"`
+}
+
+// rowMetrics says which figures of each measurement go into a row, and
+// under which name: the probes' own names, prefixed where two measurements
+// share one (UDP's throughput beside TCP's, ping's RTT beside rr's).
+var rowMetrics = map[string][][2]string{
+	MeasureTCP: {
+		{"throughput_bps.sender", "throughput_bps.sender"}, {"throughput_bps.receiver", "throughput_bps.receiver"},
+		{"bytes.sender", "bytes.sender"}, {"bytes.receiver", "bytes.receiver"},
+		{"cpu_pct.sender", "cpu_pct.sender"}, {"cpu_pct.receiver", "cpu_pct.receiver"},
+		{"retransmits", "retransmits"}, {"srtt_ms", "srtt_ms"},
+	},
+	MeasureUDP: {
+		{"throughput_bps.sender", "udp.throughput_bps.sender"}, {"throughput_bps.receiver", "udp.throughput_bps.receiver"},
+		{"loss_pct", "loss_pct"}, {"jitter_ms", "jitter_ms"}, {"pps", "pps"},
+		{"latency_ms.p50", "latency_ms.p50"}, {"latency_ms.p99", "latency_ms.p99"},
+	},
+	MeasureRR: {
+		{"rtt_ms.min", "rtt_ms.min"}, {"rtt_ms.avg", "rtt_ms.avg"}, {"rtt_ms.p50", "rtt_ms.p50"},
+		{"rtt_ms.p90", "rtt_ms.p90"}, {"rtt_ms.p99", "rtt_ms.p99"}, {"rtt_ms.max", "rtt_ms.max"},
+		{"app_rtt_ms.avg", "app_rtt_ms.avg"}, {"app_rtt_ms.p99", "app_rtt_ms.p99"},
+		{"transactions_per_s", "transactions_per_s"},
+	},
+	MeasurePing: {
+		{"rtt_ms.avg", "ping.rtt_ms.avg"}, {"rtt_ms.p99", "ping.rtt_ms.p99"}, {"loss_pct", "ping.loss_pct"},
+	},
+}
+
+// Row is one connection's figures: each the median of its repetitions,
+// with the spread in Min and Max.
+type Row struct {
+	Connection  string
+	Backend     string
+	Src, Dst    string
+	Repetitions int
+	Median      map[string]float64
+	Min, Max    map[string]float64
+	Errors      []string
+	// OverheadPct is how much lower the TCP receiver throughput is than
+	// node-node's of the same backend (see Overhead; set by SetOverhead).
+	OverheadPct *float64
+	// Labels are a suite's own keys of the row (qos-priority's variant,
+	// marking and verdict), written as top-level JSON strings.
+	Labels map[string]string
+	// Series are a suite's per-interval figures (shaping's receiver rate
+	// per 100 ms), written as top-level JSON arrays.
+	Series map[string][]float64
+}
+
+// Rows groups outcomes by backend and connection and aggregates them.
+// Rows come in backend order of first appearance, then ConnectionOrder,
+// then other connections (a suite's own labels) in order of appearance.
+func Rows(outcomes []Outcome) []Row {
+	type key struct{ backend, conn string }
+	values := map[key]map[string][]float64{}
+	rows := map[key]*Row{}
+	reps := map[key]map[int]bool{}
+	var backends []string
+	seenBackend := map[string]bool{}
+	order := append([]string(nil), ConnectionOrder...)
+	for _, o := range outcomes {
+		k := key{o.Step.Backend, o.Step.Connection}
+		r, ok := rows[k]
+		if !ok {
+			r = &Row{Connection: k.conn, Backend: k.backend, Src: EndpointLabel(o.Step.Src), Dst: EndpointLabel(o.Step.Dst)}
+			rows[k], values[k], reps[k] = r, map[string][]float64{}, map[int]bool{}
+			if !slices.Contains(order, k.conn) {
+				order = append(order, k.conn)
+			}
+			if !seenBackend[k.backend] {
+				seenBackend[k.backend] = true
+				backends = append(backends, k.backend)
+			}
+		}
+		if o.Err != "" || o.Result == nil {
+			msg := o.Err
+			if msg == "" {
+				msg = "no result"
+			}
+			r.Errors = append(r.Errors, fmt.Sprintf("%s #%d: %s", o.Step.Measure, o.Step.Repeat+1, msg))
+			continue
+		}
+		reps[k][o.Step.Repeat] = true
+		m := probe.Metrics(o.Result)
+		for _, pair := range rowMetrics[o.Step.Measure] {
+			if v, ok := m[pair[0]]; ok && !math.IsNaN(v) {
+				values[k][pair[1]] = append(values[k][pair[1]], v)
+			}
+		}
+	}
+	var out []Row
+	for _, b := range backends {
+		for _, c := range order {
+			k := key{b, c}
+			r, ok := rows[k]
+			if !ok {
+				continue
+			}
+			r.Repetitions = len(reps[k])
+			r.Median, r.Min, r.Max = map[string]float64{}, map[string]float64{}, map[string]float64{}
+			for name, vs := range values[k] {
+				r.Median[name], r.Min[name], r.Max[name] = Median(vs), MinOf(vs), MaxOf(vs)
+			}
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// Overhead returns how much lower the row's TCP receiver throughput is than
+// the node-node row's of the same backend, in percent (the source study's
+// "16 %"), and false when either figure is missing.
+func Overhead(rows []Row, r Row) (float64, bool) {
+	if r.Connection == NodeNode {
+		return 0, false
+	}
+	for _, n := range rows {
+		if n.Connection == NodeNode && n.Backend == r.Backend {
+			base, ok1 := n.Median["throughput_bps.receiver"]
+			v, ok2 := r.Median["throughput_bps.receiver"]
+			if !ok1 || !ok2 || base <= 0 {
+				return 0, false
+			}
+			return 100 * (base - v) / base, true
+		}
+	}
+	return 0, false
+}
+
+// EndpointLabel names an endpoint in rows: "pod@node", or the node of a
+// host-network agent.
+func EndpointLabel(e Endpoint) string {
+	if e.Node == "" {
+		return e.Name
+	}
+	if e.HostNetwork {
+		return e.Node
+	}
+	return e.Name + "@" + e.Node
+}
+
+// Median returns the median of vs (the mean of the middle two for an even
+// count).
+func Median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// MinOf returns the smallest of vs (not empty).
+func MinOf(vs []float64) float64 {
+	m := vs[0]
+	for _, v := range vs[1:] {
+		m = math.Min(m, v)
+	}
+	return m
+}
+
+// MaxOf returns the largest of vs (not empty).
+func MaxOf(vs []float64) float64 {
+	m := vs[0]
+	for _, v := range vs[1:] {
+		m = math.Max(m, v)
+	}
+	return m
+}
+
+// MarshalJSON writes the row with its figures nested by their dotted names
+// ("throughput_bps": {"sender": ...}), as probe results are, and the spread
+// under "min" and "max".
+func (r Row) MarshalJSON() ([]byte, error) {
+	obj := nest(r.Median)
+	obj["connection"] = r.Connection
+	obj["backend"] = r.Backend
+	obj["src"] = r.Src
+	obj["dst"] = r.Dst
+	obj["repetitions"] = r.Repetitions
+	obj["min"] = nest(r.Min)
+	obj["max"] = nest(r.Max)
+	if len(r.Errors) > 0 {
+		obj["errors"] = r.Errors
+	}
+	if r.OverheadPct != nil {
+		obj["overhead_pct"] = *r.OverheadPct
+	}
+	for k, v := range r.Labels {
+		obj[k] = v
+	}
+	for k, v := range r.Series {
+		obj[k] = v
+	}
+	return json.Marshal(obj)
+}
+
+// nest turns dotted names into nested objects.
+func nest(flat map[string]float64) map[string]any {
+	out := map[string]any{}
+	for name, v := range flat {
+		parts := strings.Split(name, ".")
+		cur := out
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := cur[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				cur[p] = next
+			}
+			cur = next
+		}
+		cur[parts[len(parts)-1]] = v
+	}
+	return out
+}

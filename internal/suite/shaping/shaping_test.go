@@ -1,0 +1,183 @@
+package shaping
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
+)
+
+func TestGoodput(t *testing.T) {
+	// UDP: 1400 bytes of payload in 1442-byte frames; TCP: 1448-byte
+	// segments (timestamps) in 1514-byte frames.
+	if got := GoodputBps(10e6, "udp", 1400, 1500); math.Abs(got-10e6*1400/1442) > 1 {
+		t.Errorf("udp goodput %v", got)
+	}
+	if got := GoodputBps(10e6, "tcp", 0, 1500); math.Abs(got-10e6*1448/1514) > 1 {
+		t.Errorf("tcp goodput %v", got)
+	}
+}
+
+func TestAnalyzeSeries(t *testing.T) {
+	step := 100 * time.Millisecond
+	for _, c := range []struct {
+		name       string
+		ser        []float64
+		expected   float64
+		conform    float64 // -1: never
+		steady     float64
+		firstRatio float64
+	}{
+		{"conforms at once", []float64{9.7, 9.7, 9.6, 9.8, 9.7, 9.7}, 9.7, 0, 9.7, 1},
+		{"a receiver stall does not move the median", []float64{9.7, 9.7, 9.7, 9.7, 0, 19.4, 9.7, 9.6}, 9.7, 0, 9.65, 1},
+		{"big burst first", []float64{75, 40, 9.7, 9.7, 9.7, 9.7, 9.7, 9.7}, 9.7, 0.2, 9.7, 75 / 9.7},
+		{"never conforms", []float64{20, 20, 20, 20}, 9.7, -1, 20, 20 / 9.7},
+		{"receiver jitter of one interval still conforms", []float64{8.61, 12.43, 8.74, 7.62, 10.53, 8.85, 9.74, 9.63, 4.93, 11.65, 9.7, 9.7}, 9.71, 0,
+			(9.7 + 9.7) / 2, 8.61 / 9.71},
+		{"late burst moves the steady window", []float64{9.7, 9.7, 9.7, 9.7, 9.7, 30, 9.7, 9.7, 9.7, 9.7}, 9.7, 0.6, 9.7, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := AnalyzeSeries(c.ser, step, c.expected)
+			if c.conform < 0 {
+				if a.ConformS != nil {
+					t.Errorf("conform %v, want never", *a.ConformS)
+				}
+			} else if a.ConformS == nil || math.Abs(*a.ConformS-c.conform) > 1e-9 {
+				t.Errorf("conform %v, want %v", a.ConformS, c.conform)
+			}
+			if math.Abs(a.SteadyBps-c.steady) > 1e-9 {
+				t.Errorf("steady %v, want %v", a.SteadyBps, c.steady)
+			}
+			if math.Abs(a.FirstBps/c.expected-c.firstRatio) > 1e-9 {
+				t.Errorf("first %v", a.FirstBps)
+			}
+		})
+	}
+}
+
+func TestSeriesBpsDropsShortTail(t *testing.T) {
+	ivs := []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, Bytes: 25000}, {StartS: 0.2, EndS: 0.21, ThroughputBps: 9e9}}
+	got := SeriesBps(ivs, 100*time.Millisecond, 0)
+	if len(got) != 2 || got[0] != 1e6 || math.Abs(got[1]-2e6) > 1e-6 {
+		t.Errorf("series %v", got)
+	}
+	// The drain after a 200 ms flow is not the flow's.
+	ivs = []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 1e6}, {StartS: 0.1, EndS: 0.2, ThroughputBps: 1e6}, {StartS: 0.2, EndS: 0.3, ThroughputBps: 4e5}}
+	if got := SeriesBps(ivs, 100*time.Millisecond, 200*time.Millisecond); len(got) != 2 {
+		t.Errorf("series with the drain %v", got)
+	}
+}
+
+func TestShapingPlanAndRows(t *testing.T) {
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "host-gw",
+		Set: map[string]string{"egress-bandwidth": "10M", "ingress-bandwidth": "20M", "burst": "32Ki,4Mi"}}
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(phases) != 2 {
+		t.Fatalf("%d phases, want one per burst", len(phases))
+	}
+	if len(phases[0].Steps) != 2*2*3 || phases[0].Setup == nil || phases[0].Teardown == nil || phases[0].Concurrent {
+		t.Fatalf("phase %q: %d steps", phases[0].Name, len(phases[0].Steps))
+	}
+	shaped := phases[0].Steps[0].Src.Name
+	var outs []suite.Outcome
+	for _, st := range phases[0].Steps {
+		dir := st.Labels[LabelDirection]
+		if (dir == DirEgress) != (st.Src.Name == shaped) || (dir == DirIngress) != (st.Dst.Name == shaped) {
+			t.Errorf("%s step from %s to %s", dir, st.Src.Name, st.Dst.Name)
+		}
+		if !st.Exclusive || st.Spec.Interval.D() != 100*time.Millisecond {
+			t.Errorf("step %+v", st)
+		}
+		// The receiver sees twice the limit for 200 ms, then the goodput.
+		limit := 10e6
+		if dir == DirIngress {
+			limit = 20e6
+		}
+		good := GoodputBps(uint64(limit), st.Labels[LabelProto], st.Spec.Size, 1500)
+		want := math.Min(good, float64(*st.Spec.RateBps))
+		var ivs []probe.Interval
+		for i := 0; i < 20; i++ {
+			v := want
+			if i < 2 {
+				v = 2 * want
+			}
+			ivs = append(ivs, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: v})
+		}
+		outs = append(outs, suite.Outcome{Step: st, Result: &probe.Result{Intervals: ivs, LossPct: probe.Float(0)}})
+	}
+	rows := Suite{}.Rows(outs)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if e := r.Median["steady_state_error_pct"]; math.Abs(e) > 1e-9 {
+			t.Errorf("%v: steady error %v", r.Labels, e)
+		}
+		if r.Median["time_to_conform_s"] != 0.2 || math.Abs(r.Median["overshoot_pct"]-100) > 1e-9 {
+			t.Errorf("%v: conform %v overshoot %v", r.Labels, r.Median["time_to_conform_s"], r.Median["overshoot_pct"])
+		}
+		if len(r.Series["intervals_bps"]) != 20 {
+			t.Errorf("series of %d", len(r.Series["intervals_bps"]))
+		}
+	}
+	b, _ := json.Marshal(rows[0])
+	for _, k := range []string{`"limit_bps":10000000`, `"steady_state_bps"`, `"first_interval_bps"`, `"time_to_conform_s"`, `"overshoot_pct"`, `"intervals_bps":[`, `"direction":"egress"`, `"burst":"32Ki"`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("row JSON lacks %s: %s", k, b)
+		}
+	}
+	var sb strings.Builder
+	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "egress/udp/at/32Ki, Mbit/s per 100 ms") {
+		t.Errorf("table:\n%s", sb.String())
+	}
+}
+
+func TestShapingBadInput(t *testing.T) {
+	for _, c := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"egress-bandwidth": "0"}, "rate 0"},
+		{map[string]string{"egress-bandwidth": "10K"}, `kilo as "k"`},
+		{map[string]string{"egress-bandwidth": "1M", "burst": "100Mi"}, "over 4 s of tokens"},
+		{map[string]string{"protos": "sctp"}, `protocol "sctp"`},
+		{map[string]string{"loads": "way-above"}, `load "way-above"`},
+		{map[string]string{"burst": "1k"}, "full-size packet"},
+	} {
+		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.FakeNet{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want %q", c.set, err, c.want)
+		}
+	}
+	if _, err := (Suite{}).Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1}, nil); err == nil || !strings.Contains(err.Error(), "needs a lab") {
+		t.Errorf("no lab: %v", err)
+	}
+}
+
+// TestSLOOnShapingRows: an SLO file may name the shaping figures, and is
+// evaluated on the suite's rows.
+func TestSLOOnShapingRows(t *testing.T) {
+	objs, err := suite.ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_error_pct < 5"}, {"expr": "time_to_conform_s <= 0.5"}]}`), suite.NewRegistry(Suite{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := suite.Row{Connection: "pod n2-p1 egress", Median: map[string]float64{"steady_state_error_pct": 1.2, "time_to_conform_s": 0.7}}
+	checks := suite.Evaluate(objs, []suite.Row{row})
+	if len(checks) != 2 || !checks[0].Pass || checks[1].Pass {
+		t.Errorf("checks %+v", checks)
+	}
+	if _, err := suite.ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_bogus < 5"}]}`), suite.NewRegistry(Suite{})); err == nil || !strings.Contains(err.Error(), `unknown metric "steady_state_bogus"`) {
+		t.Errorf("unknown metric: %v", err)
+	}
+}

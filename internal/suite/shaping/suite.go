@@ -1,0 +1,320 @@
+package shaping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// SuiteName is the suite's name.
+const SuiteName = "shaping"
+
+// Row label keys of shaping and policing.
+const (
+	LabelDirection = "direction"
+	LabelProto     = "proto"
+	LabelLoad      = "load"
+	LabelBurst     = "burst"
+	// labelLimit, labelBurstBytes and labelMTU carry the numbers the row's
+	// figures are computed against; Rows turns them into figures.
+	labelLimit      = "limit_bps"
+	labelBurstBytes = "burst_bytes"
+	labelMTU        = "mtu"
+)
+
+// Suite limits one pod the way the CNI bandwidth plugin does for
+// the kubernetes.io/egress-bandwidth and ingress-bandwidth annotations
+// and measures, at the receiver every 100 ms, what TCP and UDP below, at
+// and above the limit get: the steady state against the goodput the limit
+// allows, the first interval's overshoot and the time to conform, per
+// burst size. It needs a lab.
+//
+// Settings (--set): egress-bandwidth, ingress-bandwidth (Kubernetes
+// quantities in bits/s: 10M, 1G), burst (bytes, a list: 32Ki,4Mi), protos
+// (tcp,udp), loads (below,at,above), udp-size.
+type Suite struct{}
+
+// Name implements Suite.
+func (Suite) Name() string { return SuiteName }
+
+// Describe implements Suite.
+func (Suite) Describe() string {
+	return "pod bandwidth limits as the CNI bandwidth plugin sets them: receiver rate per 100 ms, steady state, overshoot, time to conform"
+}
+
+var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size"}
+
+// OptionsFrom turns the common options and settings into
+// Options (default: egress 10M).
+func OptionsFrom(o suite.Options) (Options, error) {
+	var so Options
+	if err := o.Validate(); err != nil {
+		return so, fmt.Errorf("suite %s: %w", SuiteName, err)
+	}
+	if err := o.CheckSet(SuiteName, shapingSettings...); err != nil {
+		return so, err
+	}
+	so.Time = o.Time
+	if o.Backend == "vxlan" {
+		so.MTU = 1500 - 50
+	}
+	bad := func(k, v string, err error) error {
+		return fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
+	}
+	for k, v := range o.Set {
+		var err error
+		switch k {
+		case "egress-bandwidth":
+			so.EgressBps, err = qosspec.ParseBandwidth(v)
+		case "ingress-bandwidth":
+			so.IngressBps, err = qosspec.ParseBandwidth(v)
+		case "burst":
+			so.Bursts, err = ParseBursts(v)
+		case "protos":
+			so.Protos = suite.SplitList(v)
+		case "loads":
+			so.Loads = suite.SplitList(v)
+		case "udp-size":
+			so.UDPSize, err = strconv.Atoi(v)
+		}
+		if err != nil {
+			return so, bad(k, v, err)
+		}
+	}
+	if so.EgressBps == 0 && so.IngressBps == 0 {
+		so.EgressBps = 10e6
+	}
+	if err := so.Validate(); err != nil {
+		return so, fmt.Errorf("suite %s: %w", SuiteName, err)
+	}
+	return so.WithDefaults(), nil
+}
+
+// Plan implements Suite: per repetition and burst one phase with the
+// limit on the shaped pod's host-side veth (the pod sending on a node to
+// a pod on another), its flows one after another.
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network) ([]suite.Phase, error) {
+	so, err := OptionsFrom(o)
+	if err != nil {
+		return nil, err
+	}
+	if net == nil {
+		return nil, fmt.Errorf("suite %s: %w", s.Name(), suite.ErrNeedsNetwork)
+	}
+	pair, err := ShapedPair(agents)
+	if err != nil {
+		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
+	}
+	var phases []suite.Phase
+	for rep := 0; rep < o.Repeat; rep++ {
+		for _, burst := range so.Bursts {
+			setup := qos.BandwidthPlugin{EgressRate: so.EgressBps, IngressRate: so.IngressBps}
+			if so.EgressBps != 0 {
+				setup.EgressBurst = burst
+			}
+			if so.IngressBps != 0 {
+				setup.IngressBurst = burst
+			}
+			ph := suite.Phase{Name: fmt.Sprintf("%s %s, burst %s, #%d", s.Name(), pair.Src.Name, FormatBytes(burst), rep+1),
+				Steps: LimitSteps(so, burst, rep, pair, o.Backend)}
+			ph.Setup, ph.Teardown = PodHostSetup(pair.Src.Name, setup)
+			phases = append(phases, ph)
+		}
+	}
+	return phases, nil
+}
+
+// ShapedPair picks the shaped pod (Src) and its peer on another node (or
+// the same node when there is one node only).
+func ShapedPair(agents []suite.Endpoint) (suite.Pair, error) {
+	pairs, err := suite.PickPairs(agents)
+	if err != nil {
+		return suite.Pair{}, err
+	}
+	if p, ok := pairs[suite.PodPodCrossNode]; ok {
+		return p, nil
+	}
+	if p, ok := pairs[suite.PodPodSameNode]; ok {
+		return p, nil
+	}
+	return suite.Pair{}, errors.New("needs two pods")
+}
+
+// LimitSteps are the flows of one shaping or policing phase: per limited
+// direction, protocol and load, from the pod (egress) or to it (ingress).
+func LimitSteps(so Options, burst uint32, rep int, p suite.Pair, backend string) []suite.Step {
+	var steps []suite.Step
+	for _, dir := range []string{DirEgress, DirIngress} {
+		limit := so.EgressBps
+		src, dst := p.Src, p.Dst
+		if dir == DirIngress {
+			limit, src, dst = so.IngressBps, p.Dst, p.Src
+		}
+		if limit == 0 {
+			continue
+		}
+		for _, proto := range so.Protos {
+			for _, load := range so.Loads {
+				rate := uint64(LoadFactor[load] * float64(limit))
+				spec := probe.Spec{Kind: proto, Target: dst.ResponderAddr, Duration: probe.Duration(so.Time),
+					Interval: probe.Duration(Interval), RateBps: &rate, Timeout: probe.Duration(5 * time.Second)}
+				if proto == "udp" {
+					spec.Size = so.UDPSize
+				}
+				steps = append(steps, suite.Step{Connection: fmt.Sprintf("pod %s %s", p.Src.Name, dir), Backend: backend,
+					Measure: proto, Repeat: rep, Src: src, Dst: dst, Spec: spec, Exclusive: true,
+					Labels: map[string]string{LabelDirection: dir, LabelProto: proto, LabelLoad: load, LabelBurst: FormatBytes(burst),
+						labelLimit: strconv.FormatUint(limit, 10), labelBurstBytes: strconv.FormatUint(uint64(burst), 10),
+						labelMTU: strconv.Itoa(so.MTU)}})
+			}
+		}
+	}
+	return steps
+}
+
+// PodHostSetup applies s on the pod's host-side veth and removes it again.
+func PodHostSetup(pod string, s qos.Setup) (setup, teardown func(context.Context, suite.Network) error) {
+	var target *qos.Target
+	setup = func(ctx context.Context, net suite.Network) error {
+		ns, dev, err := net.Link(suite.LinkPodHost, pod)
+		if err != nil {
+			return err
+		}
+		target = &qos.Target{NetNS: ns, Link: dev}
+		return qos.Apply(ctx, *target, s)
+	}
+	teardown = func(_ context.Context, _ suite.Network) error {
+		if target == nil {
+			return nil
+		}
+		err := qos.Remove(*target, s)
+		target = nil
+		return err
+	}
+	return setup, teardown
+}
+
+// Rows implements Suite: one row per direction, protocol, load and burst.
+func (Suite) Rows(outcomes []suite.Outcome) []suite.Row { return LimitRows(outcomes) }
+
+func LimitRows(outcomes []suite.Outcome) []suite.Row {
+	rows := suite.LabelRows(outcomes, []string{LabelDirection, LabelProto, LabelLoad, LabelBurst, labelLimit, labelBurstBytes, labelMTU}, shapingFigures)
+	for i := range rows {
+		for _, k := range []string{labelLimit, labelBurstBytes} {
+			if v, err := strconv.ParseFloat(rows[i].Labels[k], 64); err == nil {
+				rows[i].Median[k], rows[i].Min[k], rows[i].Max[k] = v, v, v
+			}
+			delete(rows[i].Labels, k)
+		}
+		delete(rows[i].Labels, labelMTU)
+	}
+	return rows
+}
+
+// shapingFigures analyses one flow's receiver series against the rate
+// the limit allows.
+func shapingFigures(o suite.Outcome) (map[string]float64, map[string][]float64) {
+	lb := o.Step.Labels
+	limit, _ := strconv.ParseUint(lb[labelLimit], 10, 64)
+	mtu, _ := strconv.Atoi(lb[labelMTU])
+	if mtu == 0 {
+		mtu = 1500
+	}
+	payload := o.Step.Spec.Size
+	if payload == 0 {
+		payload = 1400
+	}
+	offered := 0.0
+	if o.Step.Spec.RateBps != nil {
+		offered = float64(*o.Step.Spec.RateBps)
+	}
+	good := GoodputBps(limit, lb[LabelProto], payload, mtu)
+	expected := good
+	if offered > 0 && offered < good {
+		expected = offered
+	}
+	out := map[string]float64{"offered_bps": offered, "goodput_bps": good, "expected_bps": expected}
+	if v := o.Result.LossPct; v != nil {
+		out["loss_pct"] = *v
+	}
+	ser := SeriesBps(o.Result.Intervals, Interval, o.Step.Spec.Duration.D())
+	if len(ser) == 0 {
+		return out, nil
+	}
+	a := AnalyzeSeries(ser, Interval, expected)
+	out["first_interval_bps"] = a.FirstBps
+	out["steady_state_bps"] = a.SteadyBps
+	out["steady_state_mean_bps"] = a.SteadyMeanBps
+	out["overshoot_pct"] = 100 * (a.FirstBps - expected) / expected
+	out["steady_state_error_pct"] = 100 * (a.SteadyBps - expected) / expected
+	if a.ConformS != nil {
+		out["time_to_conform_s"] = *a.ConformS
+	}
+	return out, map[string][]float64{"intervals_bps": ser}
+}
+
+// WriteTable writes one line per flow and the first second of each
+// receiver series.
+func (Suite) WriteTable(w io.Writer, rows []suite.Row) error { return WriteLimitTable(w, rows) }
+
+func WriteLimitTable(w io.Writer, rows []suite.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "direction\tproto\tload\tburst\tlimit Mbit/s\toffered\tgoodput\tsteady\terr %\tfirst 100ms\tovershoot %\tconform s\tloss %\t")
+	mb := func(r suite.Row, k string) string { return suite.FormatOpt(suite.Scaled(suite.Fig(r, k), 1e6), "%.2f") }
+	for _, r := range rows {
+		conform := "never"
+		if p := suite.Fig(r, "time_to_conform_s"); p != nil {
+			conform = fmt.Sprintf("%.1f", *p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad],
+			r.Labels[LabelBurst], mb(r, labelLimit), mb(r, "offered_bps"), mb(r, "goodput_bps"), mb(r, "steady_state_bps"),
+			suite.FormatOpt(suite.Fig(r, "steady_state_error_pct"), "%+.1f"), mb(r, "first_interval_bps"), suite.FormatOpt(suite.Fig(r, "overshoot_pct"), "%+.0f"),
+			conform, suite.FormatOpt(suite.Fig(r, "loss_pct"), "%.2f"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "error %s/%s/%s: %s\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad], e)
+		}
+		ser := r.Series["intervals_bps"]
+		n := min(len(ser), 10)
+		if n == 0 {
+			continue
+		}
+		parts := make([]string, n)
+		for i, v := range ser[:n] {
+			parts[i] = fmt.Sprintf("%.1f", v/1e6)
+		}
+		if _, err := fmt.Fprintf(w, "%s/%s/%s/%s, Mbit/s per 100 ms (first 1 s): %s\n", r.Labels[LabelDirection], r.Labels[LabelProto],
+			r.Labels[LabelLoad], r.Labels[LabelBurst], strings.Join(parts, " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckOptions implements suite.OptionsChecker.
+func (Suite) CheckOptions(o suite.Options) error {
+	_, err := OptionsFrom(o)
+	return err
+}
+
+// LimitMetrics are the figures the rows of a limited flow add to the
+// probes' (shaping's and policing's).
+var LimitMetrics = []string{"limit_bps", "burst_bytes", "offered_bps", "goodput_bps", "expected_bps", "steady_state_bps", "steady_state_mean_bps",
+	"steady_state_error_pct", "first_interval_bps", "overshoot_pct", "time_to_conform_s"}
+
+// RowMetrics implements suite.MetricLister.
+func (Suite) RowMetrics() []string { return LimitMetrics }

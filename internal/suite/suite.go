@@ -1,0 +1,224 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A Suite is one experiment cnperf runs between agents: baseline,
+// cni-compare, qos-priority, shaping, policing, capacity. The Runner drives
+// it through the server's API; the suite itself only plans and aggregates,
+// so it can be tested without a network.
+//
+// The Runner calls Plan once, with the agents online at that moment. Plan
+// returns the suite's phases in order; each phase becomes one run on the
+// server (api.RunCreate with Suite = Name() and Params holding the phase's
+// steps), and phases run one after another, never overlapping. Every step of
+// a phase becomes one task (see Step.Task): from Src.ID to Dst.ID, with the
+// step's Spec; the Spec's Target is only informative, the server fills it
+// from the destination agent.
+//
+// After the last phase the Runner calls Rows with the outcomes of every step
+// of every phase, in plan order. Rows must depend only on the outcomes (each
+// carries its Step), never on state kept in the Suite between Plan and Rows:
+// the same Rows call rebuilds the table later from the stored runs
+// (RowsFromRuns), for `cnperf report RUN_ID`, in a different process.
+//
+// A suite that has to change the network (a qdisc on a node's underlay link,
+// a shaper on a pod's veth) does so in a Phase's Setup and Teardown, through
+// the Network it is given. Against a real cluster there is no Network (nil);
+// such a suite's Plan should then fail with ErrNeedsNetwork, before anything
+// is created.
+//
+// A suite is stateless and safe to reuse; register it explicitly in a
+// Registry (no init-time registration).
+type Suite interface {
+	// Name is the suite's name as users type it ("baseline"). It is stored
+	// as the runs' suite and selects the suite again when rows are rebuilt.
+	Name() string
+	// Describe says in one line what the suite measures, for help texts.
+	Describe() string
+	// Plan expands the suite for the given agents (only those online) into
+	// phases. net is nil when no lab is under the run. Plan must not touch
+	// the network or the server; bad options or too few agents are errors
+	// naming the problem.
+	Plan(agents []Endpoint, o Options, net Network) ([]Phase, error)
+	// Rows aggregates the outcomes of all phases into the suite's rows.
+	Rows(outcomes []Outcome) []Row
+}
+
+// Options are the settings every suite takes from the command line. A
+// suite ignores what it has no use for and rejects values it cannot honour.
+type Options struct {
+	// Time is the length of each timed measurement (default 5 s).
+	Time time.Duration `json:"time"`
+	// Repeat is how often each measurement runs (default 3); rows show the
+	// median with the minimum and maximum.
+	Repeat int `json:"repeat"`
+	// Backend labels the rows with the network backend under test
+	// ("host-gw", "vxlan"; "" when unknown).
+	Backend string `json:"backend,omitempty"`
+	// Set holds suite-specific settings given as --set KEY=VALUE; a suite
+	// rejects keys it does not know (see CheckSet).
+	Set map[string]string `json:"set,omitempty"`
+}
+
+// DefaultOptions returns the defaults: 5 s per measurement, 3 repetitions.
+func DefaultOptions() Options { return Options{Time: 5 * time.Second, Repeat: 3} }
+
+// Validate checks the common options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Time <= 0 || o.Time > time.Hour {
+		errs = append(errs, fmt.Errorf("time %v: want more than 0 and at most 1h", o.Time))
+	}
+	if o.Repeat < 1 || o.Repeat > 100 {
+		errs = append(errs, fmt.Errorf("repeat %d: want 1-100", o.Repeat))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckSet rejects keys of o.Set that are not in known, naming them and the
+// keys the suite accepts.
+func (o Options) CheckSet(suite string, known ...string) error {
+	var bad []string
+	for k := range o.Set {
+		if !slices.Contains(known, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	want := "none"
+	if len(known) > 0 {
+		want = strings.Join(known, ", ")
+	}
+	return fmt.Errorf("suite %s: unknown setting %s (it takes: %s)", suite, strings.Join(bad, ", "), want)
+}
+
+// Phase is one run of a suite: a set of steps the server schedules as one
+// run, with optional network changes around it.
+type Phase struct {
+	// Name says what the phase measures ("tbf 1 Gbit/s, foreground EF"); it
+	// is shown in the progress line and stored in the run's params.
+	Name string `json:"name"`
+	// Steps become the run's tasks, in this order.
+	Steps []Step `json:"steps"`
+	// Concurrent lets the phase's exclusive (throughput) steps share nodes
+	// and run at once (api.RunCreate.AllowConcurrency): a background flood
+	// and the foreground flow it should disturb. Without it the server runs
+	// at most one exclusive task per node at a time.
+	Concurrent bool `json:"concurrent,omitempty"`
+	// Setup, when set, runs before the phase's run is created (e.g. puts a
+	// qdisc on a node's underlay link). Teardown, when set, runs after the
+	// run ends, also when it failed or was interrupted, with a context
+	// that is not yet cancelled; it must undo what Setup did and tolerate a
+	// Setup that failed half-way. Both get the suite's Network (nil against
+	// a real cluster).
+	Setup    func(ctx context.Context, net Network) error `json:"-"`
+	Teardown func(ctx context.Context, net Network) error `json:"-"`
+}
+
+// ErrNeedsNetwork says a suite changes the network and so needs a lab (or
+// another Network) under the run.
+var ErrNeedsNetwork = errors.New("this suite changes the network (qdiscs on links) and needs a lab: run it with cnperf lab run")
+
+// Link roles a Network resolves, named from the member's point of view.
+const (
+	// LinkNodeUplink is a node's link to the underlay, on the node's side
+	// (its egress carries the node's traffic to other nodes: where a NIC's
+	// queue is).
+	LinkNodeUplink = "node-uplink"
+	// LinkUnderlayPort is the same link on the underlay's side (its egress
+	// carries traffic from other nodes to this node).
+	LinkUnderlayPort = "underlay-port"
+	// LinkPodHost is a pod's veth on its node's side (its egress is the
+	// pod's ingress; the CNI bandwidth plugin shapes here).
+	LinkPodHost = "pod-host"
+	// LinkPod is a pod's own eth0 (its egress is the pod's egress).
+	LinkPod = "pod"
+)
+
+// Network is the emulated network under a suite; the lab implements it. It
+// lets a suite find the links to put traffic control on. Members are named
+// as the agents' Endpoint.Node (a node, "n1") and Endpoint.Name (a pod,
+// "n1-p1").
+type Network interface {
+	// Link returns the network namespace (a name under /var/run/netns, as
+	// qos.Target.NetNS takes it) and the device name of the link with the
+	// given role (Link* constants) of member, or an error naming what is
+	// unknown.
+	Link(role, member string) (netns, dev string, err error)
+}
+
+// Registry holds the suites by name. Build it explicitly (see Builtin) and
+// add other areas' suites with Add.
+type Registry struct {
+	suites map[string]Suite
+}
+
+// NewRegistry returns a registry holding suites; a repeated name panics, as
+// it is a programming error.
+func NewRegistry(suites ...Suite) *Registry {
+	r := &Registry{suites: map[string]Suite{}}
+	for _, s := range suites {
+		r.Add(s)
+	}
+	return r
+}
+
+// Add registers s; a repeated name panics.
+func (r *Registry) Add(s Suite) {
+	if _, dup := r.suites[s.Name()]; dup {
+		panic("suite: " + s.Name() + " registered twice")
+	}
+	r.suites[s.Name()] = s
+}
+
+// Get returns the suite named name, or an error listing the known ones.
+func (r *Registry) Get(name string) (Suite, error) {
+	if s, ok := r.suites[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(r.Names(), ", "))
+}
+
+// Names returns the registered suites' names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.suites))
+	for n := range r.suites {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// An OptionsChecker is a suite that can check its options and settings
+// before anything is built (a lab, a run); the backend may be unknown
+// then, so what depends on it is checked again in Plan.
+type OptionsChecker interface {
+	CheckOptions(o Options) error
+}
+
+// A TableWriter is a suite that prints its own rows as a terminal table
+// (the QoS suites' matrices and verdicts) instead of the baseline's.
+type TableWriter interface {
+	WriteTable(w io.Writer, rows []Row) error
+}
+
+// A Follower is a suite whose later phases depend on the outcomes of the
+// earlier ones (a search). After the phases Plan returned, the Runner calls
+// Follow with every outcome so far, in plan order, and runs the phases it
+// returns, until it returns none. Like Rows, Follow must depend only on
+// its arguments.
+type Follower interface {
+	Follow(agents []Endpoint, o Options, net Network, done []Outcome) ([]Phase, error)
+}
