@@ -69,6 +69,8 @@ type Options struct {
 	FlushEvery   time.Duration // heartbeat flush period (1 s)
 	MaxWait      time.Duration // longest long-poll wait (30 s)
 	Grace        time.Duration // added to a task's timeout for its deadline (15 s)
+	// Limits bound what a request may ask (zero fields: DefaultLimits).
+	Limits Limits
 }
 
 // Server serves the API. Create it with New, serve Handler, and call Run
@@ -112,6 +114,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.FlushEvery, DefaultFlushEvery)
 	setDefault(&opts.MaxWait, DefaultMaxWait)
 	setDefault(&opts.Grace, DefaultGrace)
+	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
 		st:    opts.Store,
 		log:   opts.Logger,

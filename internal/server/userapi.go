@@ -61,6 +61,9 @@ func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, e
 			return "", err
 		}
 	}
+	if err := checkLen("reason", cr.Reason, MaxTextLen); err != nil {
+		return "", err
+	}
 	if cr.Reason == "" {
 		cr.Reason = "cancelled by user"
 	}

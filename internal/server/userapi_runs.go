@@ -22,8 +22,12 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, api.BadRequest("tasks", "empty: a run needs at least one task"))
 		return
 	}
-	if len(rc.Tasks) > api.MaxTasksPerRequest {
-		s.fail(w, r, false, api.BadRequest("tasks", "%d tasks: at most %d", len(rc.Tasks), api.MaxTasksPerRequest))
+	if err := s.opts.Limits.checkRunCreate(rc); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if err := s.checkRunsInFlight(r.Context()); err != nil {
+		s.fail(w, r, false, err)
 		return
 	}
 	if rc.Suite == "" {
