@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/labrun"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
@@ -217,7 +218,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 				if err != nil {
 					return err
 				}
-				r.API, r.Network = c, l
+				r.API, r.Env = c, labrun.NewEnv(l)
 				if f.opts.Backend == "" {
 					f.opts.Backend = l.Config.Backend
 				}

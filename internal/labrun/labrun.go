@@ -136,7 +136,7 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	}
 	o := cfg.Options
 	o.Backend = backend
-	r := &suite.Runner{API: api, Network: l, Progress: cfg.Progress, Log: log, Invocation: inv}
+	r := &suite.Runner{API: api, Env: NewEnv(l), Progress: cfg.Progress, Log: log, Invocation: inv}
 	rep, err = r.Run(ctx, cfg.Suite, o)
 	if err != nil {
 		keepLogs = true
