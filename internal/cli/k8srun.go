@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/k8s"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -35,7 +36,7 @@ func (k *k8sRunFlags) register(cmd *cobra.Command) {
 // suite shaped a pod, the qdiscs the CNI installed and the flow that
 // drained its token bucket first.
 type k8sOutput struct {
-	suite.Output
+	report.Output
 	Cluster k8s.Facts        `json:"cluster"`
 	Shaping *k8s.Shaped      `json:"shaping_qdiscs,omitempty"`
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
@@ -85,7 +86,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if err != nil {
 		return err
 	}
-	out := k8sOutput{Output: suite.NewOutput(rep), Cluster: facts}
+	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts}
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}

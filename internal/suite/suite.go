@@ -3,7 +3,6 @@ package suite
 import (
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -169,12 +168,6 @@ func (r *Registry) Names() []string {
 // then, so what depends on it is checked again in Plan.
 type OptionsChecker interface {
 	CheckOptions(o Options) error
-}
-
-// A TableWriter is a suite that prints its own rows as a terminal table
-// (the QoS suites' matrices and verdicts) instead of the baseline's.
-type TableWriter interface {
-	WriteTable(w io.Writer, rows []Row) error
 }
 
 // A Follower is a suite whose later phases depend on the outcomes of the

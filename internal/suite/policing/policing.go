@@ -143,3 +143,6 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return append([]string{"supported"}, shaping.LimitMetrics...) }
+
+// Presentation implements suite.Presenter: as shaping's rows.
+func (Suite) Presentation() suite.Presentation { return shaping.LimitPresentation() }

@@ -534,3 +534,15 @@ func (Suite) CheckOptions(o suite.Options) error {
 func (Suite) RowMetrics() []string {
 	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct"}
 }
+
+// Presentation implements suite.Presenter: rows named by variant and
+// marking, the verdict a note per variant, and the variant × marking
+// matrices of the foreground's delay and the ping's round trip.
+func (Suite) Presentation() suite.Presentation {
+	matrix := func(metric, label string) suite.MatrixHint {
+		return suite.MatrixHint{Title: fmt.Sprintf("qos-priority: %s by variant and marking", label), Metric: metric, Label: label,
+			RowKey: LabelVariant, RowTitle: "variant (where the queue is)", ColKey: LabelMarking, ColTitle: "foreground marking"}
+	}
+	return suite.Presentation{LabelOrder: []string{LabelVariant, LabelMarking}, Conclusion: LabelVerdict, ConclusionOf: LabelVariant,
+		Matrices: []suite.MatrixHint{matrix("latency_ms.p99", "foreground one-way delay p99"), matrix("rtt_ms.avg", "ping round trip avg")}}
+}

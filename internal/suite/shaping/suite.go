@@ -324,3 +324,15 @@ var LimitMetrics = []string{"limit_bps", "burst_bytes", "offered_bps", "goodput_
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return LimitMetrics }
+
+// LimitPresentation is how the rows of limited flows are shown: named by
+// direction, protocol, load and burst, each with its receiver rate per
+// 100 ms against its limit.
+func LimitPresentation() suite.Presentation {
+	keys := []string{LabelDirection, LabelProto, LabelLoad, LabelBurst}
+	return suite.Presentation{LabelOrder: keys,
+		Series: &suite.SeriesHint{Series: "intervals_bps", Limit: "limit_bps", Interval: Interval, NameLabels: keys}}
+}
+
+// Presentation implements suite.Presenter.
+func (Suite) Presentation() suite.Presentation { return LimitPresentation() }
