@@ -4,7 +4,7 @@
 # traceroute)
 # PostgreSQL (for the store tests), Chromium (for the dashboard's browser
 # tests), and etcd, containerd, runc and iptables (for the Kubernetes
-# harness). Needs root for apt-get; without root
+# harness), and builds stamp-suite with cargo (cached). Needs root for apt-get; without root
 # it says what is missing and exits 0, so tests that need a tool skip with
 # their own reason.
 set -euo pipefail
@@ -30,6 +30,38 @@ command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # Headless Chromium and a font for the dashboard's browser tests.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+
+# stamp-suite 1.0.0 (Rust, crates.io), the independent STAMP implementation
+# the stamp interop tests (internal/probe/stamp/interop) run against. Built
+# once with cargo (a few minutes on a busy 2-core machine) into a cache
+# outside the tree and reused by every later run; without cargo, or when
+# the build fails, the interop tests skip and say why.
+STAMP_SUITE_VERSION=1.0.0
+STAMP_SUITE_ROOT=${CNPERF_STAMP_SUITE_ROOT:-/var/cache/cnperf-stamp/stamp-suite-$STAMP_SUITE_VERSION}
+install_stamp_suite() {
+  local bin="$STAMP_SUITE_ROOT/bin/stamp-suite" cargo
+  [ -x "$bin" ] && return 0
+  cargo=$(command -v cargo || true)
+  [ -z "$cargo" ] && [ -x /root/.cargo/bin/cargo ] && cargo=/root/.cargo/bin/cargo
+  if [ -z "$cargo" ]; then
+    echo "install-test-deps: no cargo: stamp-suite not installed (the STAMP interop tests will skip)" >&2
+    return 0
+  fi
+  mkdir -p "$(dirname "$STAMP_SUITE_ROOT")" || return 0
+  (
+    flock 9
+    [ -x "$bin" ] && exit 0
+    tmp=$(mktemp -d "$STAMP_SUITE_ROOT.build.XXXXXX")
+    echo "install-test-deps: building stamp-suite $STAMP_SUITE_VERSION with cargo (once; cached in $STAMP_SUITE_ROOT)" >&2
+    if CARGO_TARGET_DIR="$tmp/target" "$cargo" install --locked --quiet stamp-suite --version "$STAMP_SUITE_VERSION" --root "$tmp/root" >&2; then
+      rm -rf "$STAMP_SUITE_ROOT" && mv "$tmp/root" "$STAMP_SUITE_ROOT"
+    else
+      echo "install-test-deps: building stamp-suite failed (the STAMP interop tests will skip)" >&2
+    fi
+    rm -rf "$tmp"
+  ) 9>"$STAMP_SUITE_ROOT.lock"
+}
+install_stamp_suite || echo "install-test-deps: stamp-suite set-up failed (the STAMP interop tests will skip)" >&2
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -15,6 +15,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
 // Defaults of Options.
@@ -39,6 +40,11 @@ type Options struct {
 	// ResponderPort is the responder's TCP and UDP port on the pod IP
 	// (DefaultResponderPort when 0; -1 picks a free port, for tests).
 	ResponderPort int
+	// StampPort is the STAMP reflector's own UDP port on the pod IP
+	// (stamp.DefaultPort, 862, when 0; -1: none). The responder's port
+	// reflects STAMP whatever this says; a port that cannot be bound (862
+	// needs CAP_NET_BIND_SERVICE) is logged, not fatal.
+	StampPort int
 	// MaxParallel bounds the tasks run at once (DefaultMaxParallel when 0).
 	MaxParallel    int
 	HeartbeatEvery time.Duration // DefaultHeartbeatEvery when 0
@@ -89,6 +95,12 @@ func New(opts Options) (*Agent, error) {
 	}
 	if opts.ResponderPort < -1 || opts.ResponderPort > 65535 {
 		return nil, fmt.Errorf("agent: responder port %d out of range 1-65535", opts.ResponderPort)
+	}
+	if opts.StampPort == 0 {
+		opts.StampPort = stamp.DefaultPort
+	}
+	if opts.StampPort < -1 || opts.StampPort > 65535 {
+		return nil, fmt.Errorf("agent: stamp port %d out of range 1-65535", opts.StampPort)
 	}
 	if opts.MaxParallel == 0 {
 		opts.MaxParallel = DefaultMaxParallel
@@ -146,9 +158,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		port = 0
 	}
 	resp := probe.NewResponder(a.log, a.opts.Handlers...)
+	// The STAMP reflector answers on the responder's UDP port (so a stamp
+	// task targets the responder address like every other kind) and on
+	// its own port for other tools. Open (unauthenticated): the per-task
+	// key of the trust work does not exist yet.
+	refl, err := stamp.NewReflector(stamp.ReflectorOptions{Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("agent: stamp reflector: %w", err)
+	}
+	resp.HandleUnclaimed(refl.Unclaimed())
 	listen := net.JoinHostPort(a.id.PodIP, strconv.Itoa(port))
 	if err := resp.Listen(ctx, listen); err != nil {
 		return fmt.Errorf("agent: start responder: %w", err)
+	}
+	stampOn := false
+	if a.opts.StampPort > 0 {
+		saddr := net.JoinHostPort(a.id.PodIP, strconv.Itoa(a.opts.StampPort))
+		if err := refl.Listen(ctx, saddr); err != nil {
+			a.log.Warn("no STAMP reflector on its own port; the responder port still reflects STAMP", "err", err)
+		} else {
+			stampOn = true
+		}
 	}
 	a.mu.Lock()
 	a.respAddr = resp.Addr().String()
@@ -164,6 +194,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("responder stopped", "err", err)
 		}
 	})
+	if stampOn {
+		bg.Go(func() {
+			if err := refl.Serve(ctx); err != nil {
+				a.log.Error("stamp reflector stopped", "err", err)
+			}
+		})
+	}
 	bg.Go(func() { a.out.run(outCtx) })
 	bg.Go(func() { a.heartbeatLoop(ctx) })
 	bg.Go(func() { a.fetchLoop(ctx) })
@@ -176,6 +213,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.out.drain(a.opts.ShutdownGrace)
 	outCancel()
 	_ = resp.Close()
+	_ = refl.Close()
 	bg.Wait()
 	a.log.Info("agent stopped", "undelivered", a.out.len())
 	return nil

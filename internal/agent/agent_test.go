@@ -450,3 +450,17 @@ func TestAgentToolTasks(t *testing.T) {
 		}
 	}
 }
+
+func TestStorableText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"PING 10.0.0.1", "PING 10.0.0.1"},
+		{"a\x00b", "a\uFFFDb"},
+		{"bad \xff\xfe end", "bad \uFFFD end"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := storableText(tt.in); got != tt.want {
+			t.Errorf("storableText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -4,7 +4,9 @@
 //
 // An Agent, once Run:
 //   - keeps a probe responder on its pod IP, so other agents can measure
-//     toward it (tcp, udp, rr);
+//     toward it (tcp, udp, rr, and stamp: its UDP port also reflects STAMP
+//     test packets), and a STAMP reflector on its own port (862 by
+//     default) for other STAMP tools;
 //   - sends a heartbeat with its identity (from the Downward API
 //     environment, see IdentityFromEnv) every second; the reply may name
 //     tasks to stop;

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -191,8 +192,14 @@ func (a *Agent) markStarted(ctx context.Context, taskID string) error {
 
 // finish classifies the outcome and queues the report.
 func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Report, res *probe.Result, raw string, err error) {
-	rep.TaskResult = raw
+	// The server refuses NUL and invalid UTF-8 (no store keeps them): a
+	// tool's output is made storable, not dropped.
+	rep.TaskResult = storableText(raw)
 	if res != nil {
+		res.Raw = storableText(res.Raw)
+		for i, n := range res.Notes {
+			res.Notes[i] = storableText(n)
+		}
 		if b, merr := json.Marshal(res); merr == nil {
 			rep.Result = b
 		}
@@ -215,6 +222,7 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	if len(rep.Reason) > maxReason {
 		rep.Reason = rep.Reason[:maxReason] + "..."
 	}
+	rep.Reason = storableText(rep.Reason)
 	log.Info("task finished", "state", rep.State, "reason", rep.Reason)
 	a.out.add(rep)
 }
@@ -287,4 +295,14 @@ func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, st
 		return out.Result, raw, err
 	}
 	return nil, "", fmt.Errorf("unknown task type %q", t.Type)
+}
+
+// storableText replaces invalid UTF-8 and NUL characters in s with U+FFFD,
+// which the server accepts.
+func storableText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return s
 }

@@ -40,10 +40,15 @@ func tooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("body larger than %d bytes", limit)}
 }
 
-// DecodeBytes decodes data into v strictly (see Decode).
+// DecodeBytes decodes data into v strictly (see Decode). A body that is
+// not valid UTF-8 or holds a NUL character in any string is refused too
+// (400 naming the JSON path): no store can keep such text.
 func DecodeBytes(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &Error{Status: http.StatusBadRequest, Message: "empty body: want a JSON value"}
+	}
+	if err := checkBodyText(data); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/agent"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
@@ -18,13 +18,15 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		serverURL, token string
 		id               agent.Identity
 		port, parallel   int
+		stampPort        int
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
 		Short: "Run a test agent: heartbeat, responder, task pool, result delivery",
 		Long: `Run a cnperf agent. Its identity comes from the Downward API environment
 (POD_NAME, POD_NAMESPACE, POD_UID, POD_IP, NODE_NAME, NODE_IP); the flags
-override it. It keeps a probe responder on POD_IP:--responder-port, beats
+override it. It keeps a probe responder on POD_IP:--responder-port (which
+also reflects STAMP) and a STAMP reflector on POD_IP:--stamp-port, beats
 once a second, runs the server's tasks (at most --max-parallel at once) and
 delivers every result until the server acknowledges it. The token is
 CNPERF_TOKEN (the server's agent token) or --token.`,
@@ -59,8 +61,12 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 			if port == 0 {
 				port = -1 // any free port
 			}
+			if stampPort == 0 {
+				stampPort = -1 // none
+			}
 			a, err := agent.New(agent.Options{
-				Client: cl, Identity: ident, Probers: probers(), Handlers: handlers(),
+				StampPort: stampPort,
+				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: g.logger(st),
 			})
 			if err != nil {
@@ -80,14 +86,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.StringVar(&id.NodeIP, "node-ip", "", "node IP (default $NODE_IP)")
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
+	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
-}
-
-// buildVersion returns the module version the binary was built from.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

@@ -15,12 +15,14 @@ import (
 type meshFlags struct {
 	interval time.Duration
 	peers    int
+	probe    string
 }
 
 func (m *meshFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.DurationVar(&m.interval, "mesh-interval", 0, "run a ping mesh among the agents this often (e.g. 1m; 0: off); feeds /metrics and the node heat map")
 	fl.IntVar(&m.peers, "mesh-peers", 3, "peers each agent pings in the mesh (chosen by rendezvous hashing)")
+	fl.StringVar(&m.probe, "mesh-probe", "ping", "the mesh's probe: ping, or stamp (also one-way delay, loss and DSCP per direction)")
 }
 
 // validate checks the mesh flags before anything starts.
@@ -28,7 +30,7 @@ func (m meshFlags) validate() error {
 	if m.interval == 0 {
 		return nil
 	}
-	return mesh.Options{Interval: m.interval, Peers: m.peers}.Validate()
+	return mesh.Options{Interval: m.interval, Peers: m.peers, Probe: m.probe}.Validate()
 }
 
 // start runs the mesh until ctx ends; the channel closes when it has
@@ -39,7 +41,7 @@ func (m meshFlags) start(ctx context.Context, srv *server.Server, log *slog.Logg
 		close(done)
 		return done, nil
 	}
-	s, err := srv.Mesh(mesh.Options{Interval: m.interval, Peers: m.peers, Log: log})
+	s, err := srv.Mesh(mesh.Options{Interval: m.interval, Peers: m.peers, Probe: m.probe, Log: log})
 	if err != nil {
 		close(done)
 		return done, err

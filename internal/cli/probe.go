@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
 // probeFlags are the flags of `cnperf probe KIND`.
@@ -21,28 +23,50 @@ type probeFlags struct {
 	reverse, asJSON       bool
 	rate, proto           string
 	dscp, tos             string
+	peer                  string
 	offload               string
+	authKeyFile           string
 }
 
 func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 	f := &probeFlags{}
 	cmd := &cobra.Command{
 		Use:   "probe KIND --to HOST:PORT",
-		Short: "Run one probe (tcp, udp, rr, ping, trace) and print its result",
-		Long: `Run one measurement against a cnperf responder (tcp, udp, rr) or a host
-(ping, trace) and print a summary like iperf3's or ping's, or the JSON result.`,
+		Short: "Run one probe (tcp, udp, rr, ping, trace, stamp) and print its result",
+		Long: `Run one measurement against a cnperf responder (tcp, udp, rr), a host
+(ping, trace) or a STAMP Session-Reflector (stamp: RFC 8762, default port 862;
+any cnperf responder port reflects STAMP too) and print a summary like
+iperf3's or ping's, or the JSON result.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, err := f.spec(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			reg := probers()
-			env := probe.Env{Logger: g.logger(st)}
-			if !f.asJSON {
-				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			var res *probe.Result
+			switch f.peer {
+			case "iperf3":
+				if f.authKeyFile != "" {
+					return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
+				}
+				res, err = iperf3wire.Run(cmd.Context(), spec)
+			case "", "cnperf":
+				env := probe.Env{Logger: g.logger(st)}
+				if f.authKeyFile != "" {
+					if spec.Kind != probe.KindStamp {
+						return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
+					}
+					if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
+						return err
+					}
+				}
+				if !f.asJSON {
+					env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+				}
+				res, err = probers().Run(cmd.Context(), spec, env)
+			default:
+				err = fmt.Errorf("--peer %q: want cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s)", f.peer)
 			}
-			res, err := reg.Run(cmd.Context(), spec, env)
 			if err != nil {
 				return err
 			}
@@ -56,17 +80,18 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr) or HOST (ping, trace)")
+	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr), HOST (ping, trace) or HOST[:PORT] (stamp, default port 862)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
-	fl.DurationVarP(&f.duration, "time", "t", 0, "test duration (default 10s; ping/rr: until --count)")
-	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms), packet interval (ping) or gap between transactions (rr)")
+	secondsOrDurationVarP(fl, &f.duration, "time", "t", 0, "test duration: 10s, 500ms, or seconds as in iperf3's -t (default 10s; ping/rr: until --count)")
+	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms), packet interval (ping, stamp: default 10ms) or gap between transactions (rr)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
 	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")
 	fl.BoolVarP(&f.reverse, "reverse", "R", false, "the responder sends, this side receives")
 	fl.StringVarP(&f.rate, "rate", "b", "", "target rate in bits/s with k, M, G suffixes; 0 = as fast as possible")
-	fl.IntVarP(&f.size, "size", "l", 0, "bytes per datagram, write, request or echo")
+	fl.IntVarP(&f.size, "size", "l", 0, "bytes per datagram, write, request, echo or STAMP test packet")
 	fl.StringVar(&f.proto, "proto", "", "rr transport: tcp, udp or crr")
-	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping) or transactions (rr)")
+	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping, stamp) or transactions (rr)")
+	fl.StringVar(&f.authKeyFile, "auth-key-file", "", "stamp: authenticated mode with the HMAC key in this file (hex, or raw bytes; at least 16 bytes)")
 	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
 	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
 	fl.StringVar(&f.offload, "offload", "", "udp: auto (segmentation/receive offload where the kernel has it) or off (real datagrams on the path)")
@@ -76,6 +101,7 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 	return cmd
 }
 

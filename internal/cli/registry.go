@@ -3,7 +3,9 @@ package cli
 import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/icmp"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 	"github.com/cnperf/cnperf/internal/probe/rr"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
 )
@@ -11,10 +13,11 @@ import (
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{})
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{})
 }
 
-// handlers returns the responder side of every engine that needs one.
+// handlers returns the responder side of every engine that needs one, and
+// iperf3's protocol on the same port.
 func handlers() []probe.Handler {
-	return []probe.Handler{tcp.Handler{}, udp.NewHandler(), rr.Handler{}}
+	return []probe.Handler{tcp.Handler{}, udp.NewHandler(), rr.Handler{}, iperf3wire.NewServer()}
 }

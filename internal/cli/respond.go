@@ -1,29 +1,98 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
 func newRespondCommand(g *globalOptions, st Streams) *cobra.Command {
-	var listen string
+	var (
+		listen, stampKeyFile string
+		withStamp, stateless bool
+		stampPort            int
+	)
 	cmd := &cobra.Command{
 		Use:   "respond",
-		Short: "Serve every probe kind (tcp, udp, rr) on one TCP+UDP port",
-		Args:  cobra.NoArgs,
+		Short: "Serve every probe kind (tcp, udp, rr) on one TCP+UDP port, and STAMP with --stamp",
+		Long: `Serve every probe kind (tcp, udp, rr) on one TCP+UDP port.
+
+With --stamp it is also a STAMP Session-Reflector (RFC 8762, with the RFC 8972
+TLVs Class of Service, Timestamp Information, Extra Padding and HMAC): on UDP
+--stamp-port (862 by default) and on the responder's own UDP port. It is open
+(unauthenticated) like a router's reflector unless given --stamp-auth-key-file,
+and then answers only test packets whose HMAC verifies.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := g.logger(st)
 			r := probe.NewResponder(log, handlers()...)
+			if !withStamp && (cmd.Flags().Changed("stamp-port") || stampKeyFile != "" || stateless) {
+				return fmt.Errorf("--stamp-port, --stamp-auth-key-file and --stamp-stateless need --stamp")
+			}
+			var refl *stamp.Reflector
+			if withStamp {
+				if stampPort < 1 || stampPort > 65535 {
+					return fmt.Errorf("--stamp-port %d: want 1-65535", stampPort)
+				}
+				var key []byte
+				if stampKeyFile != "" {
+					var err error
+					if key, err = stamp.ReadKeyFile(stampKeyFile); err != nil {
+						return err
+					}
+				}
+				var err error
+				refl, err = stamp.NewReflector(stamp.ReflectorOptions{Key: key, Stateless: stateless, Logger: log})
+				if err != nil {
+					return err
+				}
+				r.HandleUnclaimed(refl.Unclaimed())
+			}
 			if err := r.Listen(cmd.Context(), listen); err != nil {
 				return err
 			}
 			fmt.Fprintf(st.Out, "cnperf responder listening on %s (tcp and udp)\n", r.Addr())
-			return r.Serve(cmd.Context())
+			if refl == nil {
+				return r.Serve(cmd.Context())
+			}
+			host, _, _ := net.SplitHostPort(listen)
+			if err := refl.Listen(cmd.Context(), net.JoinHostPort(host, strconv.Itoa(stampPort))); err != nil {
+				r.Close()
+				return err
+			}
+			mode := "open"
+			if stampKeyFile != "" {
+				mode = "authenticated"
+			}
+			fmt.Fprintf(st.Out, "STAMP reflector (%s, %s) on udp %s and on the responder's udp port\n", mode, statefulness(stateless), refl.Addr())
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- refl.Serve(ctx) }()
+			err := r.Serve(ctx)
+			cancel()
+			return errors.Join(err, <-errc)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", envOr("CNPERF_LISTEN", ":5201"), "ADDR:PORT to serve on (TCP and UDP)")
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "listen", envOr("CNPERF_LISTEN", ":5201"), "ADDR:PORT to serve on (TCP and UDP)")
+	fl.BoolVar(&withStamp, "stamp", false, "also reflect STAMP test packets (RFC 8762/8972)")
+	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "UDP port of the STAMP reflector, on --listen's address")
+	fl.StringVar(&stampKeyFile, "stamp-auth-key-file", "", "STAMP authenticated mode: HMAC key file (hex, or raw bytes; at least 16 bytes)")
+	fl.BoolVar(&stateless, "stamp-stateless", false, "reflect the sender's sequence numbers instead of counting each session's own")
 	return cmd
+}
+
+func statefulness(stateless bool) string {
+	if stateless {
+		return "stateless"
+	}
+	return "stateful"
 }

@@ -19,6 +19,7 @@ import (
 func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var listen, dsn, userTokenFile, agentTokenFile string
 	var mo meshFlags
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -41,7 +42,11 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 			if err := mo.validate(); err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo)
+			lim, err := lf.limits()
+			if err != nil {
+				return err
+			}
+			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo, lim)
 		},
 	}
 	fl := cmd.Flags()
@@ -50,6 +55,7 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
 	mo.register(cmd)
+	lf.register(cmd)
 	return cmd
 }
 
@@ -73,7 +79,7 @@ func readToken(kind, env, file string) (string, error) {
 	return tok, nil
 }
 
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags) error {
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags, lim server.Limits) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
@@ -81,7 +87,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers()})
+	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers(), Limits: lim})
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}

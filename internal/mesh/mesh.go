@@ -37,8 +37,12 @@ type API interface {
 type Options struct {
 	Interval time.Duration // between rounds (default 60 s, at least 5 s)
 	Peers    int           // peers each agent probes (default 3)
-	Count    int           // echoes per ping (default 5)
-	Log      *slog.Logger
+	Count    int           // echoes per ping or test packets per stamp (default 5)
+	// Probe is the round-trip probe: "ping" (default, ICMP echo) or
+	// "stamp" (STAMP to each peer's responder port: the round trip plus
+	// one-way delay, loss and the DSCP that arrived, per direction).
+	Probe string
+	Log   *slog.Logger
 }
 
 func (o *Options) defaults() error {
@@ -50,6 +54,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Count == 0 {
 		o.Count = 5
+	}
+	if o.Probe == "" {
+		o.Probe = probe.KindPing
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -63,6 +70,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Count < 1 || o.Count > 100 {
 		errs = append(errs, fmt.Errorf("mesh count %d: want 1-100", o.Count))
+	}
+	if o.Probe != probe.KindPing && o.Probe != probe.KindStamp {
+		errs = append(errs, fmt.Errorf("mesh probe %q: want ping or stamp", o.Probe))
 	}
 	return errors.Join(errs...)
 }
@@ -128,9 +138,9 @@ func Peers(agents []api.Agent, k int) map[string][]api.Agent {
 	return out
 }
 
-// Plan returns one round's steps: a ping from each online agent to each
-// of its peers, none exclusive (pings do not disturb each other), named by
-// path kind like the suites' connections.
+// Plan returns one round's steps: a ping (or a STAMP test) from each online
+// agent to each of its peers, none exclusive (they do not disturb each
+// other), named by path kind like the suites' connections.
 func Plan(agents []api.Agent, o Options) ([]suite.Step, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -152,7 +162,14 @@ func Plan(agents []api.Agent, o Options) ([]suite.Step, error) {
 			dst := endpoint(p)
 			spec := probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: o.Count, Interval: probe.Duration(20 * time.Millisecond),
 				Timeout: probe.Duration(time.Second)}
-			steps = append(steps, suite.Step{Connection: pathOf(src, dst), Measure: suite.MeasurePing, Src: src, Dst: dst, Spec: spec})
+			measure := suite.MeasurePing
+			if o.Probe == probe.KindStamp {
+				if dst.ResponderAddr == "" {
+					continue // no responder to reflect
+				}
+				spec.Kind, spec.Target, measure = probe.KindStamp, dst.ResponderAddr, probe.KindStamp
+			}
+			steps = append(steps, suite.Step{Connection: pathOf(src, dst), Measure: measure, Src: src, Dst: dst, Spec: spec})
 		}
 	}
 	return steps, nil
@@ -245,7 +262,7 @@ func (s *Scheduler) Round(ctx context.Context) (string, error) {
 	}
 	// The params make a round readable as a suite run: its report pairs
 	// results with nodes (the heat map) like any suite's.
-	params, err := json.Marshal(suite.RunParams{APIVersion: suite.ParamsAPIVersion, Suite: Suite, Phase: "ping mesh", Phases: 1,
+	params, err := json.Marshal(suite.RunParams{APIVersion: suite.ParamsAPIVersion, Suite: Suite, Phase: s.opts.Probe + " mesh", Phases: 1,
 		Options: suite.Options{Time: s.opts.Interval, Repeat: 1}, Steps: steps})
 	if err != nil {
 		return "", fmt.Errorf("mesh params: %w", err)

@@ -95,7 +95,7 @@ func TestPeersBoundedStableAndSpread(t *testing.T) {
 }
 
 func TestPlanValidates(t *testing.T) {
-	for _, o := range []mesh.Options{{Interval: time.Second}, {Peers: 1000}, {Count: -1}} {
+	for _, o := range []mesh.Options{{Interval: time.Second}, {Peers: 1000}, {Count: -1}, {Probe: "tcp"}} {
 		if _, err := mesh.Plan(agents(2, 1), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
@@ -110,6 +110,29 @@ func TestPlanValidates(t *testing.T) {
 	for _, st := range steps {
 		if st.Spec.Kind != "ping" || st.Exclusive || st.Src.Node == st.Dst.Node || st.Connection != "pod-pod cross node" {
 			t.Fatalf("step %+v: want a non-exclusive cross-node ping", st)
+		}
+	}
+}
+
+// TestPlanStamp: the stamp option targets each peer's responder port and
+// leaves out peers without one.
+func TestPlanStamp(t *testing.T) {
+	as := agents(2, 2)
+	for i := range as {
+		if i != 3 {
+			as[i].ResponderAddr = fmt.Sprintf("10.0.0.%d:5201", i+1)
+		}
+	}
+	steps, err := mesh.Plan(as, mesh.Options{Peers: 2, Probe: "stamp", Count: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 6 {
+		t.Fatalf("%d steps, want 8 less the 2 toward the agent without a responder", len(steps))
+	}
+	for _, st := range steps {
+		if st.Spec.Kind != "stamp" || st.Spec.Target != st.Dst.ResponderAddr || st.Spec.Count != 7 || st.Dst.ID == as[3].PodUID {
+			t.Fatalf("step %+v: want a stamp test of 7 packets to the peer's responder", st)
 		}
 	}
 }

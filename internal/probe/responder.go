@@ -33,6 +33,23 @@ type RxInfo struct {
 	DropsOK bool
 }
 
+// Foreign is implemented by a Handler that serves another tool's protocol
+// on the responder's port (iperf3's: internal/probe/iperf3wire). The
+// responder gives it the TCP connections whose first 4 bytes it Claims and
+// the datagrams that carry no cnperf header.
+type Foreign interface {
+	// Claims reports whether a connection opening with pre is its.
+	Claims(pre [4]byte) bool
+	// Attach hands over the responder's UDP socket (for replies; do not
+	// close it or read from it) and logger, before anything is served.
+	Attach(udp *net.UDPConn, log *slog.Logger)
+	// ServeConn owns c, whose first bytes pre were read, until it returns.
+	ServeConn(ctx context.Context, c net.Conn, pre [4]byte)
+	// Packet handles a datagram without cnperf's header. It runs on the
+	// responder's UDP reader: it must be quick and must not keep pkt.
+	Packet(pkt []byte, from netip.AddrPort, rx RxInfo)
+}
+
 // PacketFunc handles one datagram of a session. It runs on the responder's
 // UDP reader: it must be quick and must not keep pkt.
 type PacketFunc func(pkt []byte, from netip.AddrPort, rx RxInfo)
@@ -84,6 +101,20 @@ func (s *Session) WriteTo(b []byte, to netip.AddrPort) error {
 // in batches from the same port). Do not close it or read from it.
 func (s *Session) UDPConn() *net.UDPConn { return s.r.udp }
 
+// UnclaimedFunc handles a datagram that opens with no cnperf header and
+// that the Foreign handler does not claim: another protocol sharing the
+// responder's UDP port (STAMP, which has no session set-up to announce
+// itself). It runs on the responder's UDP reader, must be quick and must
+// not keep pkt; reply sends a datagram from the responder's port with a
+// TOS byte.
+type UnclaimedFunc func(pkt []byte, from netip.AddrPort, rx RxInfo, reply func(b []byte, tos int) error)
+
+// PacketClaimer is implemented by a Foreign handler that can tell its own
+// datagrams from others, so that the rest can go to the UnclaimedFunc.
+type PacketClaimer interface {
+	ClaimsPacket(pkt []byte, from netip.AddrPort) bool
+}
+
 // UDPReadMode says how the responder's shared UDP reader takes datagrams
 // from the kernel: "gro" (recvmmsg with UDP GRO), "mmsg" or "plain".
 func (s *Session) UDPReadMode() string {
@@ -97,6 +128,7 @@ func (s *Session) UDPReadMode() string {
 type Responder struct {
 	log      *slog.Logger
 	handlers map[string]Handler
+	foreign  Foreign // nil unless a handler serves another protocol
 
 	tcp *net.TCPListener
 	udp *net.UDPConn
@@ -105,7 +137,8 @@ type Responder struct {
 	sessions map[SessionID]*Session
 	conns    map[net.Conn]struct{}
 
-	packetFns sync.Map // SessionID → PacketFunc
+	packetFns sync.Map      // SessionID → PacketFunc
+	unclaimed UnclaimedFunc // STAMP's reflector, when set
 	// udpReadMode is how the shared UDP reader reads ("gro", "mmsg",
 	// "plain"), once it has started.
 	udpReadMode atomic.Value
@@ -121,6 +154,9 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 	r := &Responder{log: log, handlers: map[string]Handler{}, sessions: map[SessionID]*Session{}, conns: map[net.Conn]struct{}{}}
 	for _, h := range hs {
 		r.handlers[h.Kind()] = h
+		if f, ok := h.(Foreign); ok {
+			r.foreign = f
+		}
 	}
 	return r
 }
@@ -165,6 +201,9 @@ func (r *Responder) Serve(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if r.foreign != nil {
+		r.foreign.Attach(r.udp, r.log)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -265,6 +304,12 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 			r.drop(c)
 		}
 	default:
+		if r.foreign != nil && r.foreign.Claims(pre) {
+			_ = c.SetReadDeadline(time.Time{})
+			r.foreign.ServeConn(ctx, c, pre)
+			r.drop(c)
+			return
+		}
 		r.log.Debug("connection with unknown preface", "remote", c.RemoteAddr())
 		r.drop(c)
 	}

@@ -2,9 +2,15 @@ package probe
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
@@ -17,13 +23,20 @@ const (
 	// udpRecvBuffer is the receive buffer asked for (SO_RCVBUFFORCE as
 	// root, else SO_RCVBUF up to net.core.rmem_max).
 	udpRecvBuffer = 32 << 20
+	// udpPollWait bounds one wait for datagrams, so that the reader sees
+	// its context end.
+	udpPollWait = 50 * time.Millisecond
 )
 
 // readUDP is the responder's UDP reader: it reads in batches (recvmmsg, and
 // UDP GRO where the kernel has it), splits merged datagrams back into the
 // ones that were sent, and demultiplexes each to its session's PacketFunc by
-// the session id in the packet header.
+// the session id in the packet header. It has its OS thread to itself and
+// waits for datagrams in poll(2) there (udpio's RecvInThread): an rr
+// request is then answered without a wake-up through Go's poller.
 func (r *Responder) readUDP(ctx context.Context) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if _, err := udpio.SetRecvBuffer(r.udp, udpRecvBuffer); err != nil {
 		r.log.Info("udp receive buffer", "err", err)
 	}
@@ -48,6 +61,14 @@ func (r *Responder) readUDP(ctx context.Context) {
 	deliver := func(pkt []byte, from netip.AddrPort, m *udpio.Meta) {
 		h, ok := ParsePacketHeader(pkt)
 		if !ok {
+			rx := RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs}
+			if r.unclaimed != nil && !r.foreignClaims(pkt, from) {
+				r.unclaimed(pkt, from, rx, func(b []byte, tos int) error { return r.sendUnclaimed(b, tos, from) })
+				return
+			}
+			if r.foreign != nil {
+				r.foreign.Packet(pkt, from, rx)
+			}
 			return
 		}
 		if lastFn == nil || h.Session != lastID {
@@ -61,11 +82,65 @@ func (r *Responder) readUDP(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		lastFn = nil // a session may have ended since the last batch
-		if _, err := rcv.Recv(deliver); err != nil {
+		if _, err := rcv.RecvInThread(deliver, udpPollWait); err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}
 			r.log.Debug("udp read", "err", err)
 		}
 	}
+}
+
+// HandleUnclaimed routes to fn the datagrams that carry no cnperf header
+// and that the Foreign handler (iperf3's) does not claim. Call it before
+// Serve.
+func (r *Responder) HandleUnclaimed(fn UnclaimedFunc) { r.unclaimed = fn }
+
+// foreignClaims asks the Foreign handler whether a datagram is its own; a
+// handler that cannot say claims nothing.
+func (r *Responder) foreignClaims(pkt []byte, from netip.AddrPort) bool {
+	c, ok := r.foreign.(PacketClaimer)
+	return ok && c.ClaimsPacket(pkt, from)
+}
+
+// sendUnclaimed sends b to to from the shared UDP socket with the TOS byte
+// tos, without blocking (MSG_DONTWAIT): a full send buffer drops the
+// datagram instead of stalling the reader, and no deadline is set on the
+// shared socket that other sessions write on.
+func (r *Responder) sendUnclaimed(b []byte, tos int, to netip.AddrPort) error {
+	rc, err := r.udp.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		domain, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if err != nil {
+			serr = err
+			return
+		}
+		var sa unix.Sockaddr
+		level, typ := unix.IPPROTO_IP, unix.IP_TOS // IPv4, or v4-mapped on a v6 socket
+		switch {
+		case domain == unix.AF_INET && to.Addr().Unmap().Is4():
+			sa = &unix.SockaddrInet4{Addr: to.Addr().Unmap().As4(), Port: int(to.Port())}
+		case domain == unix.AF_INET6:
+			sa = &unix.SockaddrInet6{Addr: to.Addr().As16(), Port: int(to.Port())}
+			if !to.Addr().Unmap().Is4() {
+				level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+			}
+		default:
+			serr = errors.New("reply address family differs from the socket's")
+			return
+		}
+		oob := make([]byte, unix.CmsgSpace(4))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		h.Level, h.Type = int32(level), int32(typ)
+		h.SetLen(unix.CmsgLen(4))
+		binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], uint32(tos))
+		serr = unix.Sendmsg(int(fd), b, oob, sa, unix.MSG_DONTWAIT)
+	}); err != nil {
+		return err
+	}
+	return serr
 }

@@ -61,6 +61,11 @@ type Result struct {
 	AppRTTms         *Summary `json:"app_rtt_ms,omitempty"`
 	TransactionsPerS *float64 `json:"transactions_per_s,omitempty"`
 
+	// Per direction of a two-way test (stamp): Forward is sender to
+	// reflector, Reverse the reply's way back.
+	Forward *Direction `json:"forward,omitempty"`
+	Reverse *Direction `json:"reverse,omitempty"`
+
 	// Path (trace).
 	Hops []Hop `json:"hops,omitempty"`
 
@@ -130,6 +135,25 @@ type ClockInfo struct {
 	// offset lies within OffsetMs ± ErrorBoundMs.
 	OffsetMs     float64 `json:"offset_ms"`
 	ErrorBoundMs float64 `json:"error_bound_ms"`
+}
+
+// Direction is what one direction of a two-way test saw. A field is nil
+// when it could not be measured (the notes say why).
+type Direction struct {
+	// DelayMs is the one-way delay (T2 − T1 forward, T4 − T3 reverse):
+	// it reads two clocks, so it is uncertain by ± ErrorBoundMs, the sum of
+	// both ends' Error Estimates.
+	DelayMs      *Summary `json:"delay_ms,omitempty"`
+	ErrorBoundMs *float64 `json:"error_bound_ms,omitempty"`
+	// JitterMs is the RFC 3550 jitter of the one-way delay (clock offsets
+	// cancel out).
+	JitterMs *float64 `json:"jitter_ms,omitempty"`
+	Lost     *int64   `json:"lost,omitempty"`
+	LossPct  *float64 `json:"loss_pct,omitempty"`
+	// DSCPReceived is the DSCP packets arrived with at this direction's
+	// far end; DSCPSurvived says whether it is the one asked for.
+	DSCPReceived *int  `json:"dscp_received,omitempty"`
+	DSCPSurvived *bool `json:"dscp_survived,omitempty"`
 }
 
 // Hop is one traceroute hop.

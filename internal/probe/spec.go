@@ -18,6 +18,7 @@ const (
 	KindRR    = "rr"
 	KindPing  = "ping"
 	KindTrace = "trace"
+	KindStamp = "stamp"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -211,6 +212,10 @@ type Env struct {
 	// OnInterval, when set, receives each interval report as it completes
 	// (for live output); it must not block.
 	OnInterval func(Interval)
+	// AuthKey, when set, is the shared key of an authenticated probe
+	// (stamp's HMAC). It travels beside the spec, never in it, so it is
+	// neither stored nor reported with the task.
+	AuthKey []byte
 }
 
 // Log returns the env's logger, or one that discards.
@@ -233,10 +238,10 @@ func (e Env) Clock() func() time.Time {
 func ParseKind(s string) (string, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	switch k {
-	case KindTCP, KindUDP, KindRR, KindPing, KindTrace:
+	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp:
 		return k, nil
 	case "traceroute":
 		return KindTrace, nil
 	}
-	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping or trace)", s)
+	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace or stamp)", s)
 }

@@ -79,6 +79,28 @@ func FormatSummary(r *Result) string {
 		}
 		fmt.Fprintf(&b, "  rtt ms: %s\n", formatSummaryLine(r.RTTms))
 	}
+	for _, d := range []struct {
+		name string
+		dir  *Direction
+	}{{"forward", r.Forward}, {"reverse", r.Reverse}} {
+		if d.dir == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s:", d.name)
+		if d.dir.DelayMs != nil {
+			fmt.Fprintf(&b, " one-way ms p50 %.3f (min %.3f, max %.3f)", d.dir.DelayMs.P50, d.dir.DelayMs.Min, d.dir.DelayMs.Max)
+			if d.dir.ErrorBoundMs != nil {
+				fmt.Fprintf(&b, " ± %.3f", *d.dir.ErrorBoundMs)
+			}
+		}
+		if d.dir.LossPct != nil && d.dir.Lost != nil {
+			fmt.Fprintf(&b, ", %d lost (%.4g%%)", *d.dir.Lost, *d.dir.LossPct)
+		}
+		if d.dir.DSCPReceived != nil {
+			fmt.Fprintf(&b, ", arrived with DSCP %s", DSCPName(*d.dir.DSCPReceived))
+		}
+		b.WriteString("\n")
+	}
 	if r.AppRTTms != nil {
 		fmt.Fprintf(&b, "  app rtt ms: %s\n", formatSummaryLine(r.AppRTTms))
 	}

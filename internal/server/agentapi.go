@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,8 +22,17 @@ func validateHeartbeat(hb api.Heartbeat) error {
 	if strings.TrimSpace(hb.PodUID) == "" {
 		return api.BadRequest("pod_uid", "missing")
 	}
-	if len(hb.PodUID) > 128 {
-		return api.BadRequest("pod_uid", "longer than 128 characters")
+	if err := checkLens(MaxUIDLen, "pod_uid", hb.PodUID, "boot_id", hb.BootID); err != nil {
+		return err
+	}
+	if err := checkLens(MaxNameLen, "pod_name", hb.PodName, "pod_namespace", hb.PodNamespace, "node_name", hb.NodeName,
+		"pod_ip", hb.PodIP, "node_ip", hb.NodeIP, "responder_addr", hb.ResponderAddr, "version", hb.Version); err != nil {
+		return err
+	}
+	for i, id := range hb.Running {
+		if err := checkLen(fmt.Sprintf("running[%d]", i), id, MaxUIDLen); err != nil {
+			return err
+		}
 	}
 	if hb.PodName == "" {
 		return api.BadRequest("pod_name", "missing")
@@ -59,6 +69,9 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 		a.Status = store.AgentBusy
 	}
 	id, ok := s.beats.touch(a, now)
+	if !ok && s.beats.full(a.PodUID, s.opts.Limits.MaxAgents) {
+		return api.HeartbeatReply{}, overLimit("pod_uid", "the server holds %d agents, its limit (--max-agents): agent %s is not registered", s.opts.Limits.MaxAgents, hb.PodUID)
+	}
 	if !ok {
 		stored, err := s.reg.register(ctx, a, now)
 		if err != nil {
@@ -170,7 +183,25 @@ func agentUID(r *http.Request) (string, error) {
 	if uid == "" {
 		return "", api.BadRequest("pod_uid", "missing query parameter")
 	}
+	if err := checkLen("pod_uid", uid, MaxUIDLen); err != nil {
+		return "", err
+	}
 	return uid, nil
+}
+
+// knownAgent refuses a fetch by a uid that never sent a heartbeat, so
+// made-up uids leave no state (wake-up channels, claims) on the server.
+func (s *Server) knownAgent(ctx context.Context, uid string) error {
+	if s.beats.online(uid) {
+		return nil
+	}
+	if _, err := s.st.GetAgent(ctx, uid); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return &api.Error{Status: http.StatusNotFound, Field: "pod_uid", Message: fmt.Sprintf("unknown agent %q: send a heartbeat first", uid)}
+		}
+		return fmt.Errorf("look up agent %s: %w", uid, err)
+	}
+	return nil
 }
 
 // claim claims the agent's ready tasks. iperf and iperf3 tasks are held
@@ -261,6 +292,9 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
 // requests or cancellations are waiting for the agent, or after wait.
 func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 	uid, err := agentUID(r)
+	if err == nil {
+		err = s.knownAgent(r.Context(), uid)
+	}
 	if err != nil {
 		s.fail(w, r, false, err)
 		return
@@ -309,6 +343,9 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 // client starts its own servers.)
 func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 	uid, err := agentUID(r)
+	if err == nil {
+		err = s.knownAgent(r.Context(), uid)
+	}
 	if err != nil {
 		s.fail(w, r, true, err)
 		return
@@ -326,21 +363,22 @@ func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	var req api.StartRequest
-	if err := decode(w, r, api.MaxBody, &req); err != nil {
-		s.fail(w, r, false, err)
-		return
+	start := func(ctx context.Context, req api.StartRequest) (api.TaskV2, error) {
+		t, err := s.st.MarkRunning(ctx, r.PathValue("id"), req.PodUID, s.now())
+		if err != nil {
+			return api.TaskV2{}, err
+		}
+		return taskV2(t), nil
 	}
+	jsonCall(s, false, api.MaxBody, startNamesAgent, start)(w, r)
+}
+
+// startNamesAgent refuses a start request without the agent's pod uid.
+func startNamesAgent(_ *http.Request, req *api.StartRequest) error {
 	if req.PodUID == "" {
-		s.fail(w, r, false, api.BadRequest("pod_uid", "missing"))
-		return
+		return api.BadRequest("pod_uid", "missing")
 	}
-	t, err := s.st.MarkRunning(r.Context(), r.PathValue("id"), req.PodUID, s.now())
-	if err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, taskV2(t))
+	return checkLen("pod_uid", req.PodUID, MaxUIDLen)
 }
 
 func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
@@ -351,6 +389,14 @@ func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.PodUID == "" {
 		s.fail(w, r, false, api.BadRequest("pod_uid", "missing"))
+		return
+	}
+	if err := checkLens(MaxUIDLen, "pod_uid", req.PodUID); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if err := checkLens(MaxTextLen, "error", req.Error); err != nil {
+		s.fail(w, r, false, err)
 		return
 	}
 	if req.Error == "" && (req.Port < 1 || req.Port > 65535) {
@@ -373,6 +419,12 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	}
 	if rep.PodUID == "" {
 		return api.ReportReply{}, api.BadRequest("pod_uid", "missing")
+	}
+	if err := checkLens(MaxUIDLen, "task_id", rep.TaskID, "pod_uid", rep.PodUID, "report_id", rep.ReportID); err != nil {
+		return api.ReportReply{}, err
+	}
+	if err := checkLens(MaxTextLen, "reason", rep.Reason, "state", rep.State); err != nil {
+		return api.ReportReply{}, err
 	}
 	state := rep.State
 	if state == "" && rep.TaskStatus != 0 {

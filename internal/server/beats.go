@@ -149,14 +149,30 @@ func (c *beatCache) lastBeat(uid string) time.Time {
 	return time.Time{}
 }
 
-// offline forgets that the agent is online, so its next heartbeat is written
-// to the store at once.
+// offline forgets the agent (the reaper marked it offline and failed its
+// tasks), so its next heartbeat is written to the store at once, and the
+// memory of agents gone for good is freed.
 func (c *beatCache) offline(uid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b := c.m[uid]; b != nil {
-		b.online = false
-	}
+	delete(c.m, uid)
+}
+
+// online reports whether the agent is held as online.
+func (c *beatCache) online(uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[uid]
+	return b != nil && b.online
+}
+
+// full reports whether uid is not held and the cache already holds max
+// agents.
+func (c *beatCache) full(uid string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, held := c.m[uid]
+	return !held && len(c.m) >= max
 }
 
 // persistEvery is how far an agent's stored heartbeat time may lag before

@@ -36,7 +36,7 @@ func (t inprocess) RoundTrip(r *http.Request) (*http.Response, error) {
 // server's handler directly.
 func (s *Server) inProcessClient() (*client.Client, error) {
 	return client.New("http://cnperf.internal", s.opts.UserToken,
-		client.WithHTTPClient(&http.Client{Transport: inprocess{s.mux}, Timeout: client.DefaultTimeout}))
+		client.WithHTTPClient(&http.Client{Transport: inprocess{s.handler}, Timeout: client.DefaultTimeout}))
 }
 
 // Mesh returns a scheduler of the continuous RTT mesh that creates its

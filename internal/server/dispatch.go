@@ -204,6 +204,19 @@ func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeR
 	return tasks, serve, cancel
 }
 
+// forget drops everything held for an agent that went offline (its tasks
+// were failed): its wake-up channel, pending hint and mail. A long poll
+// still waiting on the old channel ends at its wait.
+func (d *dispatcher) forget(uid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.wake, uid)
+	delete(d.pending, uid)
+	delete(d.tasks, uid)
+	delete(d.serve, uid)
+	delete(d.cancel, uid)
+}
+
 // takeCancel takes the agent's cancellations only.
 func (d *dispatcher) takeCancel(uid string) []string {
 	d.mu.Lock()

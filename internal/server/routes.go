@@ -74,7 +74,7 @@ func (s *Server) table() []route {
 
 		{method: "GET", path: "/api/v2/openapi.json", handler: s.handleOpenAPI, summary: "This document"},
 		{method: "GET", path: "/healthz", handler: s.handleHealthz, summary: "Liveness"},
-		{method: "GET", path: "/readyz", handler: s.handleReadyz, summary: "Readiness: the store answers"},
+		{method: "GET", path: "/readyz", handler: s.handleReadyz, summary: "Readiness: the store answers and can write"},
 	}
 }
 

@@ -69,6 +69,8 @@ type Options struct {
 	FlushEvery   time.Duration // heartbeat flush period (1 s)
 	MaxWait      time.Duration // longest long-poll wait (30 s)
 	Grace        time.Duration // added to a task's timeout for its deadline (15 s)
+	// Limits bound what a request may ask (zero fields: DefaultLimits).
+	Limits Limits
 }
 
 // Server serves the API. Create it with New, serve Handler, and call Run
@@ -79,6 +81,7 @@ type Server struct {
 	now     func() time.Time
 	opts    Options
 	mux     *http.ServeMux
+	handler http.Handler // mux behind the edge checks (textGuard)
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
@@ -111,6 +114,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.FlushEvery, DefaultFlushEvery)
 	setDefault(&opts.MaxWait, DefaultMaxWait)
 	setDefault(&opts.Grace, DefaultGrace)
+	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
 		st:    opts.Store,
 		log:   opts.Logger,
@@ -126,6 +130,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.openapi = doc
 	s.routes()
+	s.handler = s.textGuard(s.mux)
 	if err := s.mountExtras(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -139,7 +144,7 @@ func setDefault(d *time.Duration, def time.Duration) {
 }
 
 // Handler returns the HTTP handler of every endpoint.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run runs the background jobs (heartbeat flusher, reaper) until ctx ends,
 // then flushes the heartbeat cache once more.

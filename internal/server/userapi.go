@@ -44,12 +44,25 @@ func pageOf(r *http.Request) (store.Page, error) {
 	return p, nil
 }
 
+// pageFull reports whether a page of n items asked for with p is full, so
+// that the answer names where the next page starts.
+func pageFull(p store.Page, n int) bool {
+	limit := p.Limit
+	if limit == 0 {
+		limit = store.DefaultPageLimit
+	}
+	return n == limit
+}
+
 func (s *Server) cancelReason(w http.ResponseWriter, r *http.Request) (string, error) {
 	var cr api.CancelRequest
 	if r.ContentLength != 0 {
 		if err := decode(w, r, api.MaxBody, &cr); err != nil {
 			return "", err
 		}
+	}
+	if err := checkLen("reason", cr.Reason, MaxTextLen); err != nil {
+		return "", err
 	}
 	if cr.Reason == "" {
 		cr.Reason = "cancelled by user"
@@ -66,6 +79,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store unreachable: " + err.Error()})
+		return
+	}
+	if err := s.st.CheckWrite(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store cannot write: " + err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -22,8 +22,12 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, api.BadRequest("tasks", "empty: a run needs at least one task"))
 		return
 	}
-	if len(rc.Tasks) > api.MaxTasksPerRequest {
-		s.fail(w, r, false, api.BadRequest("tasks", "%d tasks: at most %d", len(rc.Tasks), api.MaxTasksPerRequest))
+	if err := s.opts.Limits.checkRunCreate(rc); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if err := s.checkRunsInFlight(r.Context()); err != nil {
+		s.fail(w, r, false, err)
 		return
 	}
 	if rc.Suite == "" {
@@ -78,11 +82,7 @@ func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) {
 	for _, run := range runs {
 		out.Runs = append(out.Runs, runV2(run, nil))
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = store.DefaultPageLimit
-	}
-	if len(runs) == limit {
+	if pageFull(p, len(runs)) {
 		out.NextAfter = strconv.FormatInt(runs[len(runs)-1].Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -38,11 +38,15 @@ func (s *Server) v1Task(prefix string, tc api.TaskCreate, ix *agentIndex) (store
 	if err != nil {
 		return store.Task{}, api.BadRequest(prefix+"task_param", "%v", err)
 	}
-	return store.Task{
+	t := store.Task{
 		SrcPodUID: src.PodUID, SrcPodIP: src.PodIP, DstPodUID: dst.PodUID, DstPodIP: dst.PodIP,
 		Type: tc.TaskType, Param: tc.TaskParam, Exclusive: tc.TaskType == api.TypeIperf || tc.TaskType == api.TypeIperf3,
 		Timeout: timeout,
-	}, nil
+	}
+	if err := s.opts.Limits.checkTask(prefix, "task_param", "task_param", t); err != nil {
+		return store.Task{}, err
+	}
+	return t, nil
 }
 
 // toolTimeout checks a tool task's param against the tool's allow-list
@@ -62,6 +66,10 @@ const toolSlack = 10 * time.Second
 func (s *Server) handleTaskCreateV1(w http.ResponseWriter, r *http.Request) {
 	var tcs []api.TaskCreate
 	if err := decode(w, r, api.MaxBody, &tcs); err != nil {
+		s.fail(w, r, true, err)
+		return
+	}
+	if err := s.opts.Limits.checkTaskCreates(tcs); err != nil {
 		s.fail(w, r, true, err)
 		return
 	}
@@ -219,6 +227,15 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 	if rt.Exclusive != nil {
 		t.Exclusive = *rt.Exclusive
 	}
+	timeoutField := "timeout" // given, or implied by the spec or the param
+	if rt.Timeout == 0 && typ == api.TypeProbe {
+		timeoutField = "spec.duration"
+	} else if rt.Timeout == 0 {
+		timeoutField = "param"
+	}
+	if err := s.opts.Limits.checkTask(prefix, "param", timeoutField, t); err != nil {
+		return store.Task{}, err
+	}
 	return t, nil
 }
 
@@ -269,11 +286,7 @@ func (s *Server) handleTaskList(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		out.Tasks = append(out.Tasks, taskV2(t))
 	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = store.DefaultPageLimit
-	}
-	if len(ts) == limit {
+	if pageFull(p, len(ts)) {
 		out.NextAfter = ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -363,6 +363,11 @@ type Store interface {
 
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
+	// CheckWrite makes one small real write (a row of its own, rewritten
+	// in a transaction of its own), so that readiness fails when the
+	// database answers reads but cannot write: disk full, read-only file
+	// system, a replica instead of the primary.
+	CheckWrite(ctx context.Context) error
 	// Close releases the database. The Store must not be used afterwards.
 	Close() error
 }

@@ -1,0 +1,146 @@
+package iperf3wire_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
+	"github.com/cnperf/cnperf/internal/probe/probetest"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
+)
+
+// iperf3Path returns the iperf3 binary or skips: scripts/install-test-deps.sh
+// installs Debian's iperf3.
+func iperf3Path(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("iperf3")
+	if err != nil {
+		t.Skip("iperf3 is not installed (scripts/install-test-deps.sh installs it)")
+	}
+	return p
+}
+
+// iperf3Report is the part of iperf3's -J output the tests read.
+type iperf3Report struct {
+	Error string `json:"error"`
+	End   struct {
+		SumSent     map[string]any `json:"sum_sent"`
+		SumReceived map[string]any `json:"sum_received"`
+	} `json:"end"`
+}
+
+// TestStockClientAgainstResponder runs Debian's iperf3 client against a
+// cnperf responder that also serves cnperf's own tcp probe on the port.
+func TestStockClientAgainstResponder(t *testing.T) {
+	bin := iperf3Path(t)
+	addr := probetest.Start(t, tcp.Handler{}, iperf3wire.NewServer())
+	host, port, _ := net.SplitHostPort(addr)
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"tcp", []string{"-t", "2"}},
+		{"udp 1G", []string{"-t", "2", "-u", "-b", "1G"}},
+		{"tcp reverse", []string{"-t", "2", "-R"}},
+		{"udp reverse two streams", []string{"-t", "1", "-u", "-b", "20M", "-R", "-P", "2", "-l", "1200"}},
+		{"tcp four streams 64K writes", []string{"-t", "1", "-P", "4", "-l", "64K"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"-c", host, "-p", port, "-J"}, c.args...)
+			out, err := exec.CommandContext(ctx, bin, args...).Output()
+			if err != nil {
+				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
+			}
+			var rep iperf3Report
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatalf("iperf3 -J output is not JSON: %v\n%s", err, out)
+			}
+			if rep.Error != "" {
+				t.Fatalf("iperf3 reports an error: %s", rep.Error)
+			}
+			rx, _ := rep.End.SumReceived["bits_per_second"].(float64)
+			tx, _ := rep.End.SumSent["bits_per_second"].(float64)
+			secs, _ := rep.End.SumReceived["seconds"].(float64)
+			if rx <= 0 || tx <= 0 {
+				t.Fatalf("end.sum_received.bits_per_second = %v, end.sum_sent = %v; want both > 0", rx, tx)
+			}
+			if rx > tx*1.05 {
+				t.Errorf("received %.0f bit/s, more than the %.0f sent", rx, tx)
+			}
+			if secs < 0.9 || secs > 3.5 {
+				t.Errorf("end.sum_received.seconds = %v, want about the test's length", secs)
+			}
+			t.Logf("iperf3 %s: sent %.3g bit/s, received %.3g bit/s over %.2f s", strings.Join(c.args, " "), tx, rx, secs)
+		})
+	}
+}
+
+// TestStockClientRefused checks that options cnperf does not serve are
+// refused with iperf3's error state, which the client prints, not a reset.
+func TestStockClientRefused(t *testing.T) {
+	bin := iperf3Path(t)
+	addr := probetest.Start(t, iperf3wire.NewServer())
+	host, port, _ := net.SplitHostPort(addr)
+	for _, extra := range [][]string{{"-t", "1", "--bidir"}, {"-n", "1M"}, {"-t", "1", "-C", "reno"}, {"-t", "1", "-O", "1"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		args := append([]string{"-c", host, "-p", port}, extra...)
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("iperf3 %v: want a non-zero exit, got %v\n%s", extra, err, out)
+		}
+		if !strings.Contains(string(out), "not implemented yet") {
+			t.Errorf("iperf3 %v: want iperf3's refusal text, got:\n%s", extra, out)
+		}
+	}
+}
+
+// TestClientAgainstStockServer runs cnperf's iperf3 client against
+// Debian's `iperf3 -s`.
+func TestClientAgainstStockServer(t *testing.T) {
+	srv := probetest.StartIperf3Server(t)
+	target := srv.Addr
+	rate := uint64(50_000_000)
+	cases := []struct {
+		name string
+		spec probe.Spec
+	}{
+		{"tcp", probe.Spec{Kind: "tcp", Duration: probe.Duration(2 * time.Second)}},
+		{"tcp reverse two streams", probe.Spec{Kind: "tcp", Duration: probe.Duration(time.Second), Reverse: true, Streams: 2}},
+		{"udp 50M", probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second), RateBps: &rate}},
+		{"udp reverse", probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second), RateBps: &rate, Reverse: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c.spec.Target = target
+			res, err := iperf3wire.Run(ctx, c.spec)
+			srv.WaitReady(t) // iperf3 -s listens anew after each test
+			if err != nil {
+				t.Fatalf("run against iperf3 -s: %v", err)
+			}
+			if res.ThroughputBps == nil || res.ThroughputBps.Receiver <= 0 || res.ThroughputBps.Sender <= 0 {
+				t.Fatalf("throughput_bps = %+v, want both sides > 0", res.ThroughputBps)
+			}
+			if c.spec.Kind == "udp" && (res.Packets == nil || res.Packets.Received <= 0 || res.JitterMs == nil) {
+				t.Errorf("udp result without packets or jitter: %+v", res)
+			}
+			if len(res.Streams) != max(c.spec.Streams, 1) {
+				t.Errorf("%d streams in the result, want %d", len(res.Streams), max(c.spec.Streams, 1))
+			}
+			t.Logf("%s: sender %.3g bit/s, receiver %.3g bit/s", c.name, res.ThroughputBps.Sender, res.ThroughputBps.Receiver)
+		})
+	}
+}

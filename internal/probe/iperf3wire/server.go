@@ -1,0 +1,435 @@
+package iperf3wire
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// Server serves iperf3 clients on a cnperf responder's port. It is a
+// probe.Handler that implements probe.Foreign: the responder hands it the
+// TCP connections that open with a cookie and the datagrams without a
+// cnperf header. Unlike iperf3's own server it serves several tests at
+// once; their data connections are told apart by the cookie, UDP streams by
+// the client's address (see docs/probes.md).
+type Server struct {
+	mu       sync.Mutex
+	log      *slog.Logger
+	udp      *net.UDPConn
+	pending  map[string]*session // cookie → test waiting for its TCP streams
+	udpWait  []*session          // tests waiting for UDP streams, oldest first
+	udpPeers map[netip.AddrPort]*udpPeer
+}
+
+// NewServer returns an iperf3 server to add to a responder's handlers.
+func NewServer() *Server {
+	return &Server{log: slog.New(slog.DiscardHandler), pending: map[string]*session{}, udpPeers: map[netip.AddrPort]*udpPeer{}}
+}
+
+// Kind names the handler; cnperf's own clients never ask for it.
+func (s *Server) Kind() string { return "iperf3" }
+
+// Serve refuses a cnperf hello for "iperf3": iperf3 speaks its own protocol.
+func (s *Server) Serve(context.Context, *probe.Session) error {
+	return errors.New("iperf3 clients speak iperf3's protocol on this port, not cnperf's")
+}
+
+// Claims reports whether pre can open an iperf3 cookie.
+func (s *Server) Claims(pre [4]byte) bool { return IsCookieStart(pre[:]) }
+
+// Attach takes the responder's UDP socket and logger.
+func (s *Server) Attach(udp *net.UDPConn, log *slog.Logger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.udp = udp
+	if log != nil {
+		s.log = log
+	}
+}
+
+// udpPeer is one UDP stream of a test, by the client's address.
+type udpPeer struct {
+	sess *session
+	recv *udpRecv // nil when the server sends
+}
+
+// session is one iperf3 test.
+type session struct {
+	cookie  string
+	peerIP  netip.Addr
+	p       Params
+	data    chan net.Conn
+	udpIn   chan netip.AddrPort
+	done    chan struct{}
+	running atomic.Bool
+}
+
+// ServeConn serves a connection that opened with pre: a new test's control
+// connection, or a data connection of a test waiting for its streams.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
+	cookie := make([]byte, CookieSize)
+	copy(cookie, pre[:])
+	_ = c.SetReadDeadline(time.Now().Add(stepTimeout))
+	if _, err := io.ReadFull(c, cookie[len(pre):]); err != nil || !validCookie(cookie) {
+		s.log.Debug("iperf3: no cookie", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	key := string(cookie[:CookieSize-1])
+	s.mu.Lock()
+	sess := s.pending[key]
+	s.mu.Unlock()
+	if sess != nil {
+		select {
+		case sess.data <- c:
+			<-sess.done // the session owns c until it ends
+		case <-sess.done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	s.serveTest(ctx, c, key)
+}
+
+// ClaimsPacket reports whether a datagram without a cnperf header is
+// iperf3's: a UDP stream's 4-byte connect message, or data from a UDP peer
+// of a running test (probe.PacketClaimer; the rest goes to the responder's
+// STAMP reflector).
+func (s *Server) ClaimsPacket(pkt []byte, from netip.AddrPort) bool {
+	if len(pkt) == 4 {
+		if m := binary.NativeEndian.Uint32(pkt); m == udpConnectMsg || m == 123456789 {
+			return true
+		}
+	}
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udpPeers[from] != nil
+}
+
+// Packet takes a datagram without a cnperf header: a UDP stream's connect
+// message or data.
+func (s *Server) Packet(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	s.mu.Lock()
+	peer := s.udpPeers[from]
+	if peer == nil && len(pkt) == 4 {
+		if m := binary.NativeEndian.Uint32(pkt); m == udpConnectMsg || m == 123456789 {
+			for _, sess := range s.udpWait {
+				if sess.peerIP == from.Addr() {
+					select {
+					case sess.udpIn <- from:
+					default:
+					}
+					break // the oldest test from that host takes it
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if peer == nil || peer.recv == nil || !peer.sess.running.Load() {
+		return
+	}
+	arrival := time.Now()
+	if rx.KernelNs > 0 {
+		arrival = time.Unix(0, rx.KernelNs)
+	}
+	peer.recv.add(pkt, arrival)
+}
+
+// refuse sends iperf3's error state for err and logs it.
+func (s *Server) refuse(cc ctrl, log *slog.Logger, err error) {
+	code := errUnsupported
+	var rf *refusal
+	if errors.As(err, &rf) {
+		code = rf.code
+	}
+	log.Info("iperf3 test refused", "err", err)
+	_ = cc.writeError(code, 0)
+}
+
+// stream is one data stream on the server's side.
+type stream struct {
+	id    int
+	conn  net.Conn       // tcp
+	peer  netip.AddrPort // udp
+	recv  *udpRecv       // udp, server receives
+	bytes atomic.Uint64  // tcp both ways, udp sent
+	pkts  atomic.Int64   // udp sent
+}
+
+func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
+	cc := ctrl{c}
+	defer closeOnDone(ctx, c)()
+	log := s.log.With("iperf3_client", c.RemoteAddr().String())
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if err := cc.writeState(stateParamExchange); err != nil {
+		log.Debug("iperf3", "err", err)
+		return
+	}
+	var body map[string]json.RawMessage
+	if err := cc.readJSON(&body); err != nil {
+		s.refuse(cc, log, &refusal{errRecvParams, err.Error()})
+		return
+	}
+	p, err := ParseParams(body)
+	if err != nil {
+		s.refuse(cc, log, err)
+		return
+	}
+	peerIP := netip.Addr{}
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		peerIP = ta.AddrPort().Addr().Unmap()
+	}
+	sess := &session{cookie: cookie, peerIP: peerIP, p: p, data: make(chan net.Conn),
+		udpIn: make(chan netip.AddrPort, p.Parallel), done: make(chan struct{})}
+	if p.UDP && s.udp == nil {
+		s.refuse(cc, log, &refusal{errProtocol, "this responder has no UDP socket"})
+		return
+	}
+	s.register(sess)
+	defer s.unregister(sess)
+	log = log.With("proto", map[bool]string{true: "udp", false: "tcp"}[p.UDP], "streams", p.Parallel,
+		"reverse", p.Reverse, "time_s", p.Time, "client_version", p.ClientVer)
+	if err := cc.writeState(stateCreateStreams); err != nil {
+		log.Debug("iperf3", "err", err)
+		return
+	}
+	streams, err := s.collectStreams(ctx, sess)
+	defer func() {
+		for _, st := range streams {
+			if st.conn != nil {
+				_ = st.conn.Close()
+			}
+		}
+	}()
+	if err != nil {
+		log.Info("iperf3 test failed", "err", err)
+		_ = cc.writeError(errStreamID, 0)
+		return
+	}
+	if err := cc.writeState(stateTestStart); err != nil {
+		return
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cpu0 := probe.SampleCPU()
+	start := time.Now()
+	sess.running.Store(true)
+	var wg sync.WaitGroup
+	for _, st := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runStream(runCtx, sess, st)
+		}()
+	}
+	if err := cc.writeState(stateTestRunning); err != nil {
+		stop()
+		wg.Wait()
+		return
+	}
+	state, err := cc.readState(time.Duration(p.Time)*time.Second + grace)
+	end := time.Now()
+	sess.running.Store(false)
+	elapsed := end.Sub(start).Seconds()
+	res := results{SenderHasRetransmits: -1}
+	if p.Reverse && p.TCP {
+		res.SenderHasRetransmits = 1
+	} else if p.Reverse {
+		res.SenderHasRetransmits = 0
+	}
+	snap := make([]streamResult, len(streams))
+	for i, st := range streams {
+		snap[i] = streamResult{ID: float64(st.id), Bytes: float64(st.bytes.Load()), Retransmits: -1, StartTime: 0, EndTime: elapsed}
+		if st.recv != nil {
+			u := st.recv.snapshot()
+			snap[i].Bytes, snap[i].Jitter = float64(u.bytes), u.jitter
+			snap[i].Errors, snap[i].Packets = float64(u.lost), float64(u.highest)
+		} else if p.UDP {
+			snap[i].Packets = float64(st.pkts.Load())
+		}
+		if p.Reverse && p.TCP {
+			if n, ok := retransmits(st.conn); ok {
+				snap[i].Retransmits = float64(n)
+			}
+		}
+	}
+	stop()
+	for _, st := range streams {
+		if st.conn != nil {
+			_ = st.conn.SetDeadline(time.Now())
+		}
+	}
+	wg.Wait()
+	cpu1 := probe.SampleCPU()
+	if err != nil || state != stateTestEnd {
+		log.Info("iperf3 test ended without TEST_END", "state", state, "err", err)
+		return
+	}
+	wall := cpu1.Wall.Sub(cpu0.Wall).Seconds()
+	if wall > 0 {
+		res.CPUUtilUser = 100 * (cpu1.User - cpu0.User).Seconds() / wall
+		res.CPUUtilSystem = 100 * (cpu1.Sys - cpu0.Sys).Seconds() / wall
+		res.CPUUtilTotal = res.CPUUtilUser + res.CPUUtilSystem
+	}
+	res.Streams = snap
+	if err := cc.writeState(stateExchangeResults); err != nil {
+		return
+	}
+	var theirs results
+	if err := cc.readJSON(&theirs); err != nil {
+		log.Info("iperf3 results", "err", err) // still send ours: the client waits for them
+	}
+	if err := cc.writeJSON(res); err != nil {
+		return
+	}
+	if err := cc.writeState(stateDisplayResults); err != nil {
+		return
+	}
+	_, _ = cc.readState(stepTimeout) // IPERF_DONE, then the client closes
+	var total float64
+	for _, r := range snap {
+		total += r.Bytes
+	}
+	log.Info("iperf3 test served", "seconds", elapsed, "bytes", total, "bits_per_second", total*8/elapsed)
+}
+
+func (s *Server) register(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.p.UDP {
+		s.udpWait = append(s.udpWait, sess)
+	} else {
+		s.pending[sess.cookie] = sess
+	}
+}
+
+// unregister forgets the session everywhere and ends its data connections'
+// waits.
+func (s *Server) unregister(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopWaiting(sess)
+	for a, p := range s.udpPeers {
+		if p.sess == sess {
+			delete(s.udpPeers, a)
+		}
+	}
+	close(sess.done)
+}
+
+// stopWaiting takes the session off the lists of tests waiting for
+// streams; s.mu is held.
+func (s *Server) stopWaiting(sess *session) {
+	if s.pending[sess.cookie] == sess {
+		delete(s.pending, sess.cookie)
+	}
+	for i, w := range s.udpWait {
+		if w == sess {
+			s.udpWait = append(s.udpWait[:i:i], s.udpWait[i+1:]...)
+			break
+		}
+	}
+}
+
+// collectStreams waits for the test's data connections (TCP) or connect
+// datagrams (UDP), in the order iperf3's server accepts them.
+func (s *Server) collectStreams(ctx context.Context, sess *session) ([]*stream, error) {
+	timer := time.NewTimer(stepTimeout)
+	defer timer.Stop()
+	var streams []*stream
+	defer func() {
+		s.mu.Lock()
+		s.stopWaiting(sess)
+		s.mu.Unlock()
+	}()
+	for len(streams) < sess.p.Parallel {
+		st := &stream{id: streamID(len(streams))}
+		select {
+		case c := <-sess.data:
+			st.conn = c
+		case from := <-sess.udpIn:
+			st.peer = from
+			peer := &udpPeer{sess: sess}
+			if !sess.p.Reverse {
+				st.recv = &udpRecv{counters64: sess.p.Counters64}
+				peer.recv = st.recv
+			}
+			s.mu.Lock()
+			s.udpPeers[from] = peer
+			s.mu.Unlock()
+			var reply [4]byte
+			binary.NativeEndian.PutUint32(reply[:], udpConnectReply)
+			if _, err := s.udp.WriteToUDPAddrPort(reply[:], from); err != nil {
+				return streams, fmt.Errorf("iperf3: UDP stream reply to %s: %w", from, err)
+			}
+		case <-timer.C:
+			return streams, fmt.Errorf("iperf3: %d of %d streams came within %v", len(streams), sess.p.Parallel, stepTimeout)
+		case <-ctx.Done():
+			return streams, ctx.Err()
+		}
+		streams = append(streams, st)
+	}
+	return streams, nil
+}
+
+// runStream moves the stream's data until ctx ends.
+func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
+	p := sess.p
+	switch {
+	case p.TCP && !p.Reverse:
+		buf := make([]byte, max(p.Len, 64<<10))
+		for {
+			n, err := st.conn.Read(buf)
+			if sess.running.Load() {
+				st.bytes.Add(uint64(n))
+			}
+			if err != nil {
+				return
+			}
+		}
+	case p.TCP:
+		buf := make([]byte, p.Len)
+		pc := newPacer(p.Bandwidth)
+		for pc.wait(ctx, len(buf)) == nil {
+			n, err := st.conn.Write(buf)
+			st.bytes.Add(uint64(n))
+			if err != nil {
+				return
+			}
+		}
+	case p.Reverse: // udp, the server sends
+		buf := make([]byte, p.Len)
+		pc := newPacer(p.Bandwidth)
+		var seq uint64
+		for pc.wait(ctx, len(buf)) == nil {
+			seq++
+			putUDPHeader(buf, time.Now(), seq, p.Counters64)
+			n, err := s.udp.WriteToUDPAddrPort(buf, st.peer)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue // a full socket buffer drops the datagram, as iperf3's would
+			}
+			st.bytes.Add(uint64(n))
+			st.pkts.Add(1)
+		}
+	default: // udp, the server receives: Packet counts
+		<-ctx.Done()
+	}
+}
