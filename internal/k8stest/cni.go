@@ -30,6 +30,8 @@ type CNIFacts struct {
 	Backend string
 	// Version is the CNI's release ("" for the harness's own).
 	Version string
+	// PodMTU is the MTU the CNI gives pods (0 when it does not say).
+	PodMTU int
 	// Plugins are the CNI plugins its configuration chains.
 	Plugins []string
 }

@@ -15,13 +15,13 @@ type Bridge struct{}
 
 // Facts name the bridge conflist.
 func (Bridge) Facts() CNIFacts {
-	return CNIFacts{Name: "bridge", Plugins: []string{"bridge", "portmap", "bandwidth"}}
+	return CNIFacts{Name: "bridge", PodMTU: 1500, Plugins: []string{"bridge", "portmap", "bandwidth"}}
 }
 
 // Install writes every node's conflist and the routes between nodes.
 func (Bridge) Install(ctx context.Context, c *Cluster) error {
 	for _, n := range c.Nodes {
-		if err := writeBridgeConflist(n, n.PodCIDR, 1500, filepath.Join(c.RunDir, n.Name, "ipam")); err != nil {
+		if err := writeBridgeConflist(n, n.PodCIDR, (Bridge{}).Facts().PodMTU, filepath.Join(c.RunDir, n.Name, "ipam")); err != nil {
 			return err
 		}
 		for _, m := range c.Nodes {

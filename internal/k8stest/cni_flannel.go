@@ -41,11 +41,12 @@ type Flannel struct {
 
 	kubeconfig string
 	procs      []*proc
+	mtu        int // FLANNEL_MTU of the running backend
 }
 
 // Facts name flannel, its backend and the plugins its conflist chains.
 func (f *Flannel) Facts() CNIFacts {
-	return CNIFacts{Name: "flannel", Backend: f.Backend, Version: FlannelVersion, Plugins: []string{"bridge", "portmap", "bandwidth"}}
+	return CNIFacts{Name: "flannel", Backend: f.Backend, Version: FlannelVersion, PodMTU: f.mtu, Plugins: []string{"bridge", "portmap", "bandwidth"}}
 }
 
 // Install makes flannel's RBAC and token, starts flanneld on every node and
@@ -199,6 +200,7 @@ func (f *Flannel) start(ctx context.Context, c *Cluster) error {
 		if err := writeFlannelConflist(n, env, filepath.Join(c.RunDir, n.Name, "ipam")); err != nil {
 			return err
 		}
+		f.mtu = env.MTU
 		for _, m := range c.Nodes {
 			if m == n {
 				continue

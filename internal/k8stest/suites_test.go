@@ -159,6 +159,11 @@ func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc,
 	if want.Backend != "" && res.Cluster.Backend != want.Backend {
 		t.Errorf("facts: backend %q, want %q", res.Cluster.Backend, want.Backend)
 	}
+	// The pods' veths have the CNI's MTU (after a backend switch: the new
+	// one, so the pods really were given the new network).
+	if want.PodMTU != 0 && res.Cluster.PodMTU != want.PodMTU {
+		t.Errorf("facts: pod MTU %d, want the CNI's %d", res.Cluster.PodMTU, want.PodMTU)
+	}
 	t.Logf("cnperf report %s (the stored run, read back from the in-cluster server):\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
 	if res.Cluster.KubernetesVersion == "" || len(res.Cluster.Nodes) != 2 {
 		t.Errorf("cluster facts missing: %+v", res.Cluster)
