@@ -33,7 +33,7 @@ fmt-check:
 # for FUZZTIME (scripts/fuzz.sh).
 FUZZTIME ?= 10s
 test: test-deps fmt-check vet build
-	./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
+	CNPERF_HELM="$$(./test/helm/build.sh || echo)" ./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
 	./scripts/fuzz.sh $(FUZZTIME)
 	$(MAKE) --no-print-directory test-k8s
 
