@@ -32,7 +32,7 @@ const (
 	// rawSleepMax is the longest sleep made as a raw system call, holding
 	// the thread's P (see sleepUntil): short enough that the runtime's
 	// other work is not held up.
-	rawSleepMax = 2 * time.Millisecond
+	rawSleepMax = 5 * time.Millisecond
 )
 
 // sendPlan is what one sending side needs.
