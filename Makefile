@@ -33,7 +33,7 @@ fmt-check:
 # for FUZZTIME (scripts/fuzz.sh).
 FUZZTIME ?= 10s
 test: test-deps fmt-check vet build
-	./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
+	CNPERF_HELM="$$(./test/helm/build.sh || echo)" ./scripts/run-tests.sh $(TEST_TIMEOUT) $(PKGS)
 	./scripts/fuzz.sh $(FUZZTIME)
 	$(MAKE) --no-print-directory test-k8s
 
@@ -41,8 +41,11 @@ test: test-deps fmt-check vet build
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
+# cnperf beside iperf3 and sockperf over a veth between two namespaces,
+# unpinned and pinned (needs root); serialised with other benchmarks.
+# BENCH_PROBES_FLAGS passes flags through, e.g. "-runs 3 -only rr".
 bench-probes: build test-deps
-	$(GO) run ./internal/probe/probebench -cnperf $(BIN)
+	flock /tmp/cnperf-bench.lock $(GO) run ./internal/probe/probebench -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
 
 # Simulated agents (10,000 by default) against one server on SQLite; holds
 # the machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,

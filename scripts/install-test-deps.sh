@@ -2,7 +2,7 @@
 # Installs what cnperf's tests and benchmarks need from Debian's packages,
 # only when missing: the reference tools (iperf3, iperf2, sockperf, ping,
 # traceroute)
-# PostgreSQL (for the store tests), Chromium (for the dashboard's browser
+# PostgreSQL and MariaDB (for the store tests), Chromium (for the dashboard's browser
 # tests), and etcd, containerd, runc and iptables (for the Kubernetes
 # harness), and builds stamp-suite with cargo (cached). Needs root for apt-get; without root
 # it says what is missing and exits 0, so tests that need a tool skip with
@@ -18,6 +18,7 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v traceroute >/dev/null 2>&1 || need+=(traceroute)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+[ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
 # The Kubernetes harness (internal/k8stest): etcd, containerd and runc run
 # a real two-node cluster; kube-proxy and the CNI portmap plugin need
 # iptables; nsenter starts components in the nodes' namespaces.

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Runs `go test -race` over the given packages with a throwaway PostgreSQL
-# for the store tests (when scripts/pg-test.sh can start one), and always
-# stops it again. Usage: run-tests.sh TIMEOUT PKG...
+# and a throwaway MariaDB for the store tests (when scripts/pg-test.sh and
+# scripts/mysql-test.sh can start them), and always stops them again.
+# Usage: run-tests.sh TIMEOUT PKG...
 set -euo pipefail
 timeout=$1; shift
 cd "$(dirname "$0")/.."
 
-if [ -x scripts/pg-test.sh ]; then
-  trap 'scripts/pg-test.sh stop >/dev/null 2>&1 || true' EXIT
-  if dsn=$(scripts/pg-test.sh start); then
-    export CNPERF_TEST_POSTGRES_DSN="$dsn"
-  else
-    echo "run-tests: could not start PostgreSQL; its store tests will skip" >&2
-  fi
+stop_databases() {
+  scripts/pg-test.sh stop >/dev/null 2>&1 || true
+  scripts/mysql-test.sh stop >/dev/null 2>&1 || true
+}
+trap stop_databases EXIT
+if dsn=$(scripts/pg-test.sh start); then
+  export CNPERF_TEST_POSTGRES_DSN="$dsn"
+else
+  echo "run-tests: could not start PostgreSQL; its store tests will skip" >&2
+fi
+if dsn=$(scripts/mysql-test.sh start); then
+  export CNPERF_TEST_MYSQL_DSN="$dsn"
+else
+  echo "run-tests: could not start MariaDB; its store tests will skip" >&2
 fi
 # Make /var/run/netns a shared mount point before any test makes named
 # namespaces, as `ip netns add` does on first use: otherwise a test that

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,12 +92,4 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
-}
-
-// buildVersion returns the module version the binary was built from.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

@@ -82,7 +82,7 @@ iperf3's or ping's, or the JSON result.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr), HOST (ping, trace) or HOST[:PORT] (stamp, default port 862)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
-	fl.DurationVarP(&f.duration, "time", "t", 0, "test duration (default 10s; ping/rr: until --count)")
+	secondsOrDurationVarP(fl, &f.duration, "time", "t", 0, "test duration: 10s, 500ms, or seconds as in iperf3's -t (default 10s; ping/rr: until --count)")
 	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms), packet interval (ping, stamp: default 10ms) or gap between transactions (rr)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
 	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")

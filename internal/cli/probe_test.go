@@ -206,6 +206,8 @@ func TestProbeBadInput(t *testing.T) {
 		{"negative time udp", []string{"udp", "--to", addr, "--time", "-5s"}, "must not be negative", 2 * time.Second},
 		{"negative interval", []string{"tcp", "--to", addr, "--interval", "-1s"}, "must not be negative", 2 * time.Second},
 		{"negative time rr", []string{"rr", "--to", addr, "--time", "-1ms"}, "must not be negative", 2 * time.Second},
+		{"negative bare seconds", []string{"tcp", "--to", addr, "--time", "-1"}, "must not be negative", 2 * time.Second},
+		{"time neither duration nor seconds", []string{"tcp", "--to", addr, "--time", "2x"}, `"2x": want a duration like 10s or 500ms, or a number of seconds`, 2 * time.Second},
 		{"negative ping interval", []string{"ping", "--to", "127.0.0.1", "--interval", "-1s"}, "negative", 2 * time.Second},
 		{"rate 0 for rr", []string{"rr", "--to", addr, "--rate", "0"}, "rate 0", 2 * time.Second},
 		{"bad rate", []string{"udp", "--to", addr, "--rate", "10X"}, `rate "10X"`, 2 * time.Second},

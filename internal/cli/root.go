@@ -76,7 +76,9 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		Short:         "Network performance and QoS testing for container networks",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildInfo().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CNPERF_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	root.PersistentFlags().BoolVar(&g.logJSON, "log-json", false, "write logs as JSON")
 	root.SetIn(st.In)
@@ -96,6 +98,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newQoSCommand(st),
 		newK8sCommand(g, st),
 		newImageCommand(st),
+		newVersionCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

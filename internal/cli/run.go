@@ -41,7 +41,7 @@ type suiteFlags struct {
 
 func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp string) {
 	fl := cmd.Flags()
-	fl.DurationVar(&f.time, "time", 5*time.Second, "length of each timed measurement")
+	secondsOrDurationVarP(fl, &f.time, "time", "", 5*time.Second, "length of each timed measurement: 5s, 500ms, or seconds")
 	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.backends, "backends", backendsDefault, backendsHelp)
 	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE (baseline: udp-rate, udp-size, ping-count); repeatable")

@@ -30,10 +30,12 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 list clients and create tasks (the seed's /api/v1 endpoints, or /api/v2).
 
 Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
---agent-token-file); they must differ. Store: --db sqlite:PATH (default) or
---db postgres://USER@HOST/DB. TLS: --tls-cert and --tls-key serve HTTPS
-(agents and the CLI then verify it with --ca-file or the system pool).
-Limits on what a request may ask: the --max-* and --min-* flags.`,
+--agent-token-file); they must differ. Store: --db sqlite:PATH (default),
+--db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
+(MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).
+TLS: --tls-cert and --tls-key serve HTTPS (agents and the CLI then verify
+it with --ca-file or the system pool). Limits on what a request may ask:
+the --max-* and --min-* flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
@@ -62,7 +64,7 @@ Limits on what a request may ask: the --max-* and --min-* flags.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", envOr("CNPERF_SERVER_LISTEN", ":8080"), "HOST:PORT to serve HTTP on")
-	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH or postgres://...")
+	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH, postgres://... or mysql://...")
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
 	mo.register(cmd)
@@ -163,7 +165,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	return errors.Join(errs...)
 }
 
-// redactDSN hides a password in a postgres:// DSN for logging.
+// redactDSN hides a password in a postgres:// or mysql:// DSN for logging.
 func redactDSN(dsn string) string {
 	if i := strings.Index(dsn, "://"); i >= 0 {
 		if at := strings.LastIndex(dsn, "@"); at > i {

@@ -41,7 +41,8 @@ func TestTaskVerbsRefuseBadInput(t *testing.T) {
 		{"server unreachable", []string{"task", "get", "x", "--server", srv, "--token", "t"}, nil, "connection refused"},
 		{"agent without identity", []string{"agent", "--server", srv, "--token", "t"}, map[string]string{"POD_UID": "", "POD_NAME": "", "POD_IP": "", "NODE_NAME": ""}, "set POD_UID or --pod-uid"},
 		{"server without tokens", []string{"server", "--db", "sqlite:" + filepath.Join(dir, "x.db")}, map[string]string{"CNPERF_USER_TOKEN": "", "CNPERF_AGENT_TOKEN": ""}, "no user token"},
-		{"server bad db", []string{"server", "--db", "mysql://x"}, map[string]string{"CNPERF_USER_TOKEN": "u", "CNPERF_AGENT_TOKEN": "a"}, "unknown DSN scheme"},
+		{"server bad db", []string{"server", "--db", "oracle://x"}, map[string]string{"CNPERF_USER_TOKEN": "u", "CNPERF_AGENT_TOKEN": "a"}, "unknown DSN scheme"},
+		{"server bad mysql db", []string{"server", "--db", "mysql://u@h/"}, map[string]string{"CNPERF_USER_TOKEN": "u", "CNPERF_AGENT_TOKEN": "a"}, "names no database"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

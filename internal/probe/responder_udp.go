@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,13 +23,20 @@ const (
 	// udpRecvBuffer is the receive buffer asked for (SO_RCVBUFFORCE as
 	// root, else SO_RCVBUF up to net.core.rmem_max).
 	udpRecvBuffer = 32 << 20
+	// udpPollWait bounds one wait for datagrams, so that the reader sees
+	// its context end.
+	udpPollWait = 50 * time.Millisecond
 )
 
 // readUDP is the responder's UDP reader: it reads in batches (recvmmsg, and
 // UDP GRO where the kernel has it), splits merged datagrams back into the
 // ones that were sent, and demultiplexes each to its session's PacketFunc by
-// the session id in the packet header.
+// the session id in the packet header. It has its OS thread to itself and
+// waits for datagrams in poll(2) there (udpio's RecvInThread): an rr
+// request is then answered without a wake-up through Go's poller.
 func (r *Responder) readUDP(ctx context.Context) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if _, err := udpio.SetRecvBuffer(r.udp, udpRecvBuffer); err != nil {
 		r.log.Info("udp receive buffer", "err", err)
 	}
@@ -73,7 +82,7 @@ func (r *Responder) readUDP(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		lastFn = nil // a session may have ended since the last batch
-		if _, err := rcv.Recv(deliver); err != nil {
+		if _, err := rcv.RecvInThread(deliver, udpPollWait); err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}

@@ -12,7 +12,7 @@ import (
 
 // migrations holds one directory of goose SQL migrations per dialect.
 //
-//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql migrations/mysql/*.sql
 var migrations embed.FS
 
 // migrate applies the embedded migrations of dialect d (the directory

@@ -11,6 +11,7 @@ import (
 //
 //	sqlite:PATH                 SQLite file at PATH (created if missing)
 //	postgres://... postgresql:// PostgreSQL (pgx DSN syntax)
+//	mysql://USER@HOST/DB        MySQL 8 or MariaDB (see MySQLDriverDSN)
 //
 // Any other scheme is an error naming the accepted ones.
 func Open(ctx context.Context, dsn string) (Store, error) {
@@ -19,10 +20,12 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return openPostgres(ctx, dsn)
+	case strings.HasPrefix(dsn, "mysql://"):
+		return openMySQL(ctx, dsn)
 	}
 	scheme := dsn
 	if i := strings.Index(dsn, ":"); i >= 0 {
 		scheme = dsn[:i]
 	}
-	return nil, fmt.Errorf("open store: unknown DSN scheme %q: want sqlite:PATH, postgres://... or postgresql://...", scheme)
+	return nil, fmt.Errorf("open store: unknown DSN scheme %q: want sqlite:PATH, postgres://..., postgresql://... or mysql://...", scheme)
 }

@@ -3,14 +3,14 @@
 // interface, Store, is implemented once over database/sql (sqlstore.go, with
 // the queries by concern in agents.go, runs.go, tasks.go, dispatch.go and
 // paging.go) for each SQL dialect (dialect.go): SQLite (modernc.org/sqlite,
-// pure Go, WAL) and PostgreSQL (pgx/v5), both passing the same conformance
-// suite (package storetest). What differs between databases (placeholders,
-// RETURNING, upserts, time and JSON encodings, locks) comes from the
-// dialect, written so that MySQL 8 / MariaDB is one more dialect. Open picks
-// one by the DSN's prefix and applies the schema migrations embedded in the
-// binary.
+// pure Go, WAL), PostgreSQL (pgx/v5) and MySQL 8 / MariaDB
+// (go-sql-driver/mysql), all passing the same conformance suite (package
+// storetest). What differs between databases (placeholders, RETURNING,
+// upserts, time and JSON encodings, locks) comes from the dialect. Open
+// picks one by the DSN's prefix and applies the schema migrations embedded
+// in the binary.
 //
-// Guarantees shared by both implementations:
+// Guarantees shared by every implementation:
 //   - Every operation that changes more than one row runs in one
 //     transaction: it happens completely or not at all.
 //   - Task state only moves forward along the life cycle
@@ -24,8 +24,8 @@
 //     time takes it as an argument, so tests inject a clock.
 //   - Times are stored with microsecond precision and returned in UTC.
 //
-// What it needs: a writable file for SQLite, or a reachable PostgreSQL
-// database whose user may create tables (for the migrations).
+// What it needs: a writable file for SQLite, or a reachable PostgreSQL or
+// MySQL database whose user may create tables (for the migrations).
 package store
 
 import (

@@ -26,9 +26,15 @@ func TestConformanceWithoutReturning(t *testing.T) {
 	})
 }
 
-func TestOpenRefusesUnknownDSN(t *testing.T) {
+func TestOpenRefusesBadDSN(t *testing.T) {
 	cases := []struct{ dsn, want string }{
-		{"mysql://x", `unknown DSN scheme "mysql"`},
+		{"oracle://x", `unknown DSN scheme "oracle"`},
+		{"mysql://x", "no user"},
+		{"mysql://u@/db", "no host"},
+		{"mysql://u@h/db?socket=/s", "both a host and a socket"},
+		{"mysql://u@h/db?charset=latin1", `unknown parameter "charset"`},
+		{"mysql://u@h/db?tls=maybe", `tls="maybe"`},
+		{"mysql://u@h/", "names no database"},
 		{"sqlite:", "empty path"},
 		{"sqlite:/tmp/x?mode=ro", "must not contain"},
 	}
@@ -39,5 +45,24 @@ func TestOpenRefusesUnknownDSN(t *testing.T) {
 				t.Errorf("Open(%q): %v, want an error containing %q", c.dsn, err, c.want)
 			}
 		})
+	}
+}
+
+func TestMySQLDriverDSN(t *testing.T) {
+	cases := []struct{ dsn, want string }{
+		{"mysql://cnperf:s3cret@db.example:3307/cnperf", "cnperf:s3cret@tcp(db.example:3307)/cnperf?"},
+		{"mysql://cnperf@db.example/cnperf?tls=true", "cnperf@tcp(db.example:3306)/cnperf?"},
+		{"mysql://root@/cnperf?socket=/run/mysqld/mysqld.sock", "root@unix(/run/mysqld/mysqld.sock)/cnperf?"},
+	}
+	for _, c := range cases {
+		got, err := store.MySQLDriverDSN(c.dsn)
+		if err != nil || !strings.HasPrefix(got, c.want) {
+			t.Errorf("MySQLDriverDSN(%q) = %q, %v; want prefix %q", c.dsn, got, err, c.want)
+		}
+		for _, p := range []string{"parseTime=true", "clientFoundRows=true", "sql_mode=", "timeout=10s"} {
+			if !strings.Contains(got, p) {
+				t.Errorf("MySQLDriverDSN(%q) = %q: no %s", c.dsn, got, p)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +49,7 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	// stamp packets before the client gets the go-ahead.
 	defer probe.HoldRxTimestamps(rxStampWait)()
 	var served atomic.Int64
+	cpu0 := probe.SampleCPU()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -72,7 +74,7 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	if m.Type != probe.MsgStop {
 		return fmt.Errorf("control protocol: want %q, got %q", probe.MsgStop, m.Type)
 	}
-	b, err := json.Marshal(endResult{Served: served.Load()})
+	b, err := json.Marshal(endResult{Served: served.Load(), CPUPct: probe.Float(probe.CPUPercent(cpu0, probe.SampleCPU()))})
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
@@ -134,7 +136,13 @@ func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomi
 			defer dc.Close()
 			stop := context.AfterFunc(ctx, func() { _ = dc.SetDeadline(time.Unix(1, 0)) })
 			defer stop()
-			if err := serveConn(dc.Conn, cfg, served, delay); err != nil {
+			var err error
+			if cfg.proto == ProtoTCP {
+				err = serveInThread(ctx, dc.Conn, cfg, served, delay)
+			} else {
+				err = serveConn(dc.Conn, cfg, served, delay)
+			}
+			if err != nil {
 				s.Log.Debug("rr connection", "stream", dc.Stream, "err", err)
 			}
 		}()
@@ -228,6 +236,118 @@ func readMsg(rc syscall.RawConn, rx *receiver, buf []byte) (int, int64, error) {
 		return 0, 0, errno
 	}
 	return n, ts, nil
+}
+
+// pollWait bounds one blocking read or write of serveInThread, so that it
+// sees ctx end.
+const pollWait = 50 * time.Millisecond
+
+// serveInThread is serveConn for a long tcp connection, served the way the
+// client runs its loop: on a thread of its own with blocking system calls
+// on a duplicate descriptor, the connection taken out of Go's poller. A
+// request then wakes this thread directly: no wake-up of the poller's
+// thread for every segment, no hand-off of the goroutine to another
+// thread (together several microseconds of each round trip, and CPU).
+func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.Int64, delay time.Duration) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("data connection is %T, not TCP", c)
+	}
+	_ = tcp.EnableArrivedTOS(c)
+	if cfg.tos != 0 {
+		if rc, err := tc.SyscallConn(); err == nil {
+			setTOS(rc, c, cfg.tos)
+		}
+	}
+	f, err := tc.File() // a duplicate descriptor; closing c leaves the poller
+	if err != nil {
+		return fmt.Errorf("data connection descriptor: %w", err)
+	}
+	defer f.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		return fmt.Errorf("SO_TIMESTAMPNS: %w", err)
+	}
+	if err := setTimeouts(fd, pollWait); err != nil {
+		return fmt.Errorf("data connection timeouts: %w", err)
+	}
+	// c stays open (and in the poller) until the first request's TOS is
+	// read through it.
+	tosKnown := false
+	var tos int
+	var tosOK bool
+	defer func() {
+		if !tosKnown {
+			c.Close()
+		}
+	}()
+	// ctx's end, checked between transactions without a lock.
+	var ended atomic.Bool
+	defer context.AfterFunc(ctx, func() { ended.Store(true) })()
+	buf := make([]byte, cfg.size)
+	var rx receiver
+	for {
+		if ended.Load() {
+			return ctx.Err()
+		}
+		var krx int64
+		for got := 0; got < len(buf); {
+			n, ts, errno := rx.recv(fd, buf[got:], 0)
+			switch {
+			case errno == unix.EAGAIN || errno == unix.EINTR:
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				continue
+			case errno != 0:
+				return errno
+			case n == 0:
+				if got == 0 {
+					return nil // the client closed between transactions
+				}
+				return errors.New("client closed mid-request")
+			}
+			got += n
+			if ts != 0 {
+				krx = ts
+			}
+		}
+		if !tosKnown {
+			tos, tosOK, _ = tcp.ArrivedTOS(c)
+			tosKnown = true
+			c.Close()
+		}
+		b := body(buf)
+		var flags byte
+		if krx != 0 {
+			flags |= flagKernelRx
+		} else {
+			krx = time.Now().UnixNano()
+		}
+		if tosOK {
+			b[offTOS] = byte(tos)
+			flags |= flagTOSValid
+		}
+		b[offFlags] = flags
+		b.setRx(krx)
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		b.setTx(time.Now().UnixNano())
+		for off := 0; off < len(buf); {
+			n, err := unix.Write(fd, buf[off:])
+			if err != nil {
+				if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) && ctx.Err() == nil {
+					continue
+				}
+				return fmt.Errorf("reply: %w", err)
+			}
+			off += n
+		}
+		served.Add(1)
+	}
 }
 
 // setTOS marks the responder's replies with the client's TOS.

@@ -192,6 +192,9 @@ func (t *tally) record(tw, t0, krx, t1 int64, b body) {
 // endResult is the responder's closing figures.
 type endResult struct {
 	Served int64 `json:"served"`
+	// CPUPct is the responder process's CPU over the session, in percent
+	// of one CPU.
+	CPUPct *float64 `json:"cpu_pct,omitempty"`
 }
 
 // Run measures request/response round trips against spec.Target.
@@ -220,6 +223,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, fmt.Errorf("rr %s to %s: waiting for the responder: %w", cfg.proto, spec.Target, err)
 	}
 	var t *tally
+	cpu0 := probe.SampleCPU()
 	switch cfg.proto {
 	case ProtoUDP:
 		t, err = runUDP(ctx, cfg, spec, cl)
@@ -229,6 +233,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	if err != nil {
 		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)
 	}
+	clientCPU := probe.CPUPercent(cpu0, probe.SampleCPU())
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	var end endResult
@@ -253,6 +258,14 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		r := t.rtt.Summary(1e-6)
 		a := t.app.Summary(1e-6)
 		res.RTTms, res.AppRTTms = &r, &a
+	}
+	// cpu_pct: sender is the client (it sends the requests), receiver the
+	// responder's whole process over the session.
+	res.CPUPct = &probe.SenderReceiver{Sender: clientCPU}
+	if end.CPUPct != nil {
+		res.CPUPct.Receiver = *end.CPUPct
+	} else {
+		res.Notes = append(res.Notes, "the responder reported no cpu_pct (an older responder); cpu_pct.receiver is 0")
 	}
 	loss := 0.0
 	if t.sent > 0 {

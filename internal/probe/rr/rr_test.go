@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,11 @@ func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
 	// percentiles carry 0.1 % error).
 	if res.RTTms.P50 > res.AppRTTms.P50*1.002 || res.RTTms.Min > res.AppRTTms.Min*1.002 {
 		t.Errorf("rtt_ms %+v exceeds app_rtt_ms %+v", *res.RTTms, *res.AppRTTms)
+	}
+	// Both ends did work, so both spent CPU; neither can exceed the
+	// machine's CPUs.
+	if c := res.CPUPct; c == nil || c.Sender <= 0 || c.Receiver <= 0 || c.Sender > 100*float64(runtime.NumCPU()) || c.Receiver > 100*float64(runtime.NumCPU()) {
+		t.Errorf("cpu_pct %+v: want both ends in (0, %d]", c, 100*runtime.NumCPU())
 	}
 	if *res.LossPct != 0 {
 		t.Errorf("loss %v%% on a clean local path", *res.LossPct)

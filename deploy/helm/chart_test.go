@@ -1,0 +1,294 @@
+// Package helm holds the tests of the Helm chart in deploy/helm/cnperf:
+// helm lint, and helm template compared object by object with the
+// kustomize base and its overlays (as internal/k8s renders them), so the
+// two cannot drift apart.
+package helm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/cnperf/cnperf/internal/k8s"
+)
+
+const chart = "cnperf"
+
+// helmBin finds helm: $CNPERF_HELM, PATH, or the cache test/helm/build.sh
+// fills (make test runs it); else the test skips.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CNPERF_HELM"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/var/cache/cnperf-tools", filepath.Join(os.Getenv("HOME"), ".cache", "cnperf-tools")} {
+		if m, _ := filepath.Glob(filepath.Join(dir, "helm-v3.*", "helm")); len(m) > 0 {
+			return m[len(m)-1]
+		}
+	}
+	t.Skip("helm not found: run test/helm/build.sh (make test does) or set CNPERF_HELM")
+	return ""
+}
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, helmBin(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), errors.New(strings.TrimSpace(errb.String()) + ": " + err.Error())
+	}
+	return out.String(), nil
+}
+
+// render runs helm template with the given --set values into namespace
+// cnperf and returns the objects by "Kind/name".
+func render(t *testing.T, sets ...string) map[string]runtime.Object {
+	t.Helper()
+	args := []string{"template", "cnperf", chart, "--namespace", "cnperf"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v", strings.Join(args, " "), err)
+	}
+	objs := map[string]runtime.Object{}
+	rd := utilyaml.NewYAMLReader(bufioReader(out))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		obj, err := k8s.DecodeStrict(k8s.Document{File: "helm template", YAML: doc})
+		if err != nil {
+			t.Fatalf("rendered document does not decode strictly: %v\n%s", err, doc)
+		}
+		objs[key(t, obj)] = obj
+	}
+	return objs
+}
+
+func key(t *testing.T, obj runtime.Object) string {
+	u, err := k8s.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.GetKind() + "/" + u.GetName()
+}
+
+// comparable is obj without what Helm adds to top-level metadata.
+func comparable(t *testing.T, obj runtime.Object) map[string]any {
+	u, err := k8s.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := u.GetLabels()
+	for _, k := range []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart"} {
+		delete(labels, k)
+	}
+	u.SetLabels(labels)
+	unstructured.RemoveNestedField(u.Object, "metadata", "annotations")
+	return u.Object
+}
+
+func TestChartLint(t *testing.T) {
+	for _, sets := range [][]string{
+		nil,
+		{"server.postgres.enabled=true", "server.service.type=NodePort"},
+		{"runner.serviceAccount.create=true", "agents.perNode=1", "agents.hostNetwork.enabled=false", "namespace.create=true"},
+	} {
+		args := []string{"lint", "--strict", chart, "--namespace", "cnperf"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if out, err := helm(t, args...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", sets, err, out)
+		}
+	}
+}
+
+// TestChartMatchesKustomize renders the chart with values equal to the base
+// and to each overlay, and requires the same objects (kinds, names and
+// contents, Helm's labels aside) as internal/k8s renders from the base with
+// the overlays' options; the chart adds only the token Secret.
+func TestChartMatchesKustomize(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+		opts k8s.DeployOptions
+	}{
+		{"base", nil, k8s.DeployOptions{}},
+		{"nodeport overlay", []string{"server.service.type=NodePort", "server.service.nodePort=30001"}, k8s.DeployOptions{NodePort: 30001}},
+		{"postgres overlay", []string{"server.postgres.enabled=true"}, k8s.DeployOptions{PostgresSecret: "cnperf-postgres"}},
+		{"image", []string{"image.repository=localhost/cnperf", "image.tag=dev", "image.pullPolicy=Never"},
+			k8s.DeployOptions{Image: "localhost/cnperf:dev", ImagePullPolicy: corev1.PullNever}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := render(t, append([]string{"namespace.create=true"}, c.sets...)...)
+			if _, ok := got["Secret/cnperf-tokens"]; !ok {
+				t.Errorf("the chart made no Secret cnperf-tokens")
+			}
+			delete(got, "Secret/cnperf-tokens")
+			objs, err := k8s.Render(c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]runtime.Object{}
+			for _, o := range objs {
+				want[key(t, o)] = o
+			}
+			if g, w := keys(got), keys(want); !reflect.DeepEqual(g, w) {
+				t.Fatalf("chart renders %v\nkustomize has %v", g, w)
+			}
+			for k, w := range want {
+				gj, _ := json.MarshalIndent(comparable(t, got[k]), "", " ")
+				wj, _ := json.MarshalIndent(comparable(t, w), "", " ")
+				if !bytes.Equal(gj, wj) {
+					t.Errorf("%s differs from the kustomize base:\nchart:\n%s\nkustomize:\n%s", k, gj, wj)
+				}
+			}
+		})
+	}
+}
+
+func keys(m map[string]runtime.Object) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// TestChartValues checks the values the overlays do not cover.
+func TestChartValues(t *testing.T) {
+	objs := render(t, "agents.perNode=1", "agents.hostNetwork.enabled=false", "runner.serviceAccount.create=true",
+		"auth.userToken=u-secret", "auth.agentToken=a-secret")
+	var ds []string
+	for k := range objs {
+		if strings.HasPrefix(k, "DaemonSet/") {
+			ds = append(ds, k)
+		}
+	}
+	if len(ds) != 1 || ds[0] != "DaemonSet/cnperf-agent" {
+		t.Errorf("one agent per node, no host agents: got DaemonSets %v", ds)
+	}
+	if _, ok := objs["Namespace/cnperf"]; ok {
+		t.Errorf("namespace.create defaults to false, but a Namespace was rendered")
+	}
+	rb, ok := objs["RoleBinding/cnperf-runner"].(*rbacv1.RoleBinding)
+	if !ok || len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != "cnperf-runner" {
+		t.Errorf("runner ServiceAccount not bound to cnperf-runner: %+v", objs["RoleBinding/cnperf-runner"])
+	}
+	if _, ok := objs["ClusterRoleBinding/cnperf-cluster-reader-cnperf"]; !ok {
+		t.Errorf("runner ServiceAccount not bound to cnperf-cluster-reader")
+	}
+	sec, ok := objs["Secret/cnperf-tokens"].(*corev1.Secret)
+	if !ok || string(sec.Data["user-token"]) != "u-secret" || string(sec.Data["agent-token"]) != "a-secret" {
+		t.Errorf("tokens from values not in the Secret: %+v", objs["Secret/cnperf-tokens"])
+	}
+	random := render(t)["Secret/cnperf-tokens"].(*corev1.Secret)
+	if n := len(random.Data["user-token"]); n != 48 || bytes.Equal(random.Data["user-token"], random.Data["agent-token"]) {
+		t.Errorf("random tokens: %d characters, user and agent alike: %v", n, bytes.Equal(random.Data["user-token"], random.Data["agent-token"]))
+	}
+	existing := render(t, "auth.existingSecret=my-tokens")
+	if _, ok := existing["Secret/cnperf-tokens"]; ok {
+		t.Errorf("with auth.existingSecret the chart still makes cnperf-tokens")
+	}
+	if b, _ := json.Marshal(existing["Deployment/cnperf-server"]); !bytes.Contains(b, []byte(`"name":"my-tokens"`)) {
+		t.Errorf("the server does not read auth.existingSecret")
+	}
+	if _, err := helm(t, "template", "cnperf", chart, "--set", "agents.perNode=9"); err == nil || !strings.Contains(err.Error(), "agents.perNode 9") {
+		t.Errorf("agents.perNode=9: want a refusal naming it, got %v", err)
+	}
+	notes, err := helm(t, "install", "cnperf", chart, "--namespace", "cnperf", "--dry-run=client", "--disable-openapi-validation", "--kubeconfig", fakeAPIServer(t))
+	if err != nil || !strings.Contains(notes, "kubectl cnperf run baseline") {
+		t.Errorf("NOTES.txt should tell the next command: %v\n%s", err, notes)
+	}
+}
+
+// fakeAPIServer answers the discovery requests `helm install --dry-run`
+// makes (version, API groups) and returns a kubeconfig pointing at it: no
+// cluster needed to render NOTES.txt.
+func fakeAPIServer(t *testing.T) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"major":"1","minor":"34","gitVersion":"v1.34.4"}`)
+	})
+	resources := func(gv string, rs ...string) string {
+		var list []string
+		for _, r := range rs {
+			kind, namespaced, _ := strings.Cut(r, ":")
+			plural := strings.ToLower(kind) + "s"
+			if strings.HasSuffix(kind, "ss") {
+				plural = strings.ToLower(kind) + "es"
+			}
+			if strings.HasSuffix(kind, "y") {
+				plural = strings.ToLower(strings.TrimSuffix(kind, "y")) + "ies"
+			}
+			list = append(list, `{"name":"`+plural+`","singularName":"","namespaced":`+namespaced+`,"kind":"`+kind+`","verbs":["get","list","create"]}`)
+		}
+		return `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"` + gv + `","resources":[` + strings.Join(list, ",") + `]}`
+	}
+	answers := map[string]string{
+		"/api":    `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}`,
+		"/api/v1": resources("v1", "Namespace:false", "ServiceAccount:true", "Secret:true", "Service:true", "PersistentVolumeClaim:true"),
+		"/apis": `{"kind":"APIGroupList","apiVersion":"v1","groups":[` +
+			`{"name":"apps","versions":[{"groupVersion":"apps/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apps/v1","version":"v1"}},` +
+			`{"name":"rbac.authorization.k8s.io","versions":[{"groupVersion":"rbac.authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"rbac.authorization.k8s.io/v1","version":"v1"}}]}`,
+		"/apis/apps/v1":                      resources("apps/v1", "Deployment:true", "DaemonSet:true"),
+		"/apis/rbac.authorization.k8s.io/v1": resources("rbac.authorization.k8s.io/v1", "Role:true", "RoleBinding:true", "ClusterRole:false", "ClusterRoleBinding:false"),
+	}
+	for path, body := range answers {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"kind":"Status","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	cfg := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: fake, cluster: {server: " + srv.URL + "}}]\n" +
+		"users: [{name: fake, user: {token: fake}}]\ncontexts: [{name: fake, context: {cluster: fake, user: fake}}]\ncurrent-context: fake\n"
+	if err := os.WriteFile(cfg, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

@@ -1,0 +1,52 @@
+{{/* The image of server and agents. */}}
+{{- define "cnperf.image" -}}
+image: {{ printf "%s:%s" .Values.image.repository (toString .Values.image.tag) | quote }}
+{{- with .Values.image.pullPolicy }}
+imagePullPolicy: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels Helm adds to every object's own metadata (not to pod templates or selectors). */}}
+{{- define "cnperf.releaseLabels" -}}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The token Secret's name. */}}
+{{- define "cnperf.tokenSecret" -}}
+{{ default "cnperf-tokens" .Values.auth.existingSecret }}
+{{- end -}}
+
+{{/* The Downward API identity every agent reads. */}}
+{{- define "cnperf.agentEnv" -}}
+- name: CNPERF_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "cnperf.tokenSecret" . }}
+      key: agent-token
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: NODE_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.hostIP
+{{- end -}}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// buildInfo is what `cnperf version` and `cnperf --version` print.
+type buildInfo struct {
+	Version   string `json:"version"`  // the module version ("(devel)" for a build from a checkout)
+	Commit    string `json:"commit"`   // vcs.revision, "unknown" when the build did not record it
+	Modified  bool   `json:"modified"` // the checkout had uncommitted changes
+	GoVersion string `json:"go_version"`
+}
+
+// readBuildInfo reads the version, commit and Go version the running
+// binary was built with.
+func readBuildInfo() buildInfo {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return fromBuildInfo(bi)
+}
+
+// fromBuildInfo reads what the go command stamped into a binary (nil: no
+// build information). The commit is there only when the binary was built
+// from a git checkout with VCS stamping on (go build's -buildvcs, on by
+// default; go run and tests do not stamp it).
+func fromBuildInfo(bi *debug.BuildInfo) buildInfo {
+	b := buildInfo{Version: "dev", Commit: "unknown", GoVersion: runtime.Version()}
+	if bi == nil {
+		return b
+	}
+	if bi.Main.Version != "" {
+		b.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		b.GoVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// String is the one line `cnperf version` prints.
+func (b buildInfo) String() string {
+	commit := b.Commit
+	if b.Modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("cnperf %s, commit %s, %s", b.Version, commit, b.GoVersion)
+}
+
+// buildVersion returns the module version the binary was built from.
+func buildVersion() string { return readBuildInfo().Version }
+
+func newVersionCommand(st Streams) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print cnperf's version, commit and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b := readBuildInfo()
+			if asJSON {
+				return writeJSON(st, b)
+			}
+			_, err := fmt.Fprintln(st.Out, b)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON")
+	return cmd
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/nettest"
+)
+
+// Server ports in namespace B.
+const (
+	cnperfPort      = 5201 // cnperf respond: TCP and UDP
+	iperf3Port      = 5202
+	sockperfUDPPort = 5203
+	sockperfTCPPort = 5204
+)
+
+// bench runs one mode (pinned or not) of the comparison.
+type bench struct {
+	ctx     context.Context // cancelled by SIGINT/SIGTERM
+	o       options
+	pair    *nettest.Pair
+	pinned  bool
+	servers []*exec.Cmd
+}
+
+func (b *bench) modeName() string {
+	if b.pinned {
+		return "pinned (client CPU 0, server CPU 1)"
+	}
+	return "unpinned"
+}
+
+func (b *bench) modeShort() string {
+	if b.pinned {
+		return "pinned"
+	}
+	return "unpinned"
+}
+
+// command returns name args, pinned to cpu with taskset in pinned mode.
+func (b *bench) command(ctx context.Context, cpu int, name string, args ...string) *exec.Cmd {
+	if !b.pinned {
+		return exec.CommandContext(ctx, name, args...)
+	}
+	return exec.CommandContext(ctx, "taskset", append([]string{"-c", strconv.Itoa(cpu), name}, args...)...)
+}
+
+func (b *bench) startServers() error {
+	dst := b.pair.AddrB.String()
+	bg := context.Background()
+	cmds := []*exec.Cmd{
+		b.command(bg, 1, b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"),
+		b.command(bg, 1, "iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)),
+		b.command(bg, 1, "sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)),
+		b.command(bg, 1, "sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)),
+	}
+	for _, c := range cmds {
+		c.Stdout, c.Stderr = io.Discard, os.Stderr
+		if err := b.pair.B.Start(c); err != nil {
+			return fmt.Errorf("start %v: %w", c.Args, err)
+		}
+		b.servers = append(b.servers, c)
+	}
+	for _, port := range []int{cnperfPort, iperf3Port, sockperfTCPPort} {
+		if err := b.waitPort(port); err != nil {
+			return err
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // sockperf's UDP server cannot be dialled to check
+	return nil
+}
+
+func (b *bench) waitPort(port int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		err := b.pair.A.Do(func() error {
+			c, err := net.DialTimeout("tcp", nettest.HostPort(b.pair.AddrB, port), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("server on port %d not ready within 10s", port)
+}
+
+func (b *bench) stopServers() {
+	for _, c := range b.servers {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	b.servers = nil
+}
+
+// client runs a client command in namespace A (on CPU 0 when pinned) and
+// returns its stdout.
+func (b *bench) client(timeout time.Duration, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	cmd := b.command(ctx, 0, name, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := b.pair.A.Start(cmd); err != nil {
+		return nil, err
+	}
+	if err := cmd.Wait(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(errb.String()))
+	}
+	return out.Bytes(), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// cnperfResult is the part of cnperf's JSON result the benchmark reads.
+type cnperfResult struct {
+	ThroughputBps  struct{ Sender, Receiver float64 } `json:"throughput_bps"`
+	CPUPct         struct{ Sender, Receiver float64 } `json:"cpu_pct"`
+	LossPct        *float64                           `json:"loss_pct"`
+	AppRTTms       struct{ P50 float64 }              `json:"app_rtt_ms"`
+	TPS            float64                            `json:"transactions_per_s"`
+	SendMode       string                             `json:"send_mode"`
+	BurstDatagrams int                                `json:"burst_datagrams"`
+	RecvMethod     string                             `json:"recv_method"`
+}
+
+func (b *bench) cnperf(timeout time.Duration, args ...string) (cnperfResult, error) {
+	out, err := b.client(timeout, b.o.cnperf, append([]string{"probe"}, append(args, "--json", "--log-level", "warn")...)...)
+	if err != nil {
+		return cnperfResult{}, err
+	}
+	var r cnperfResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("cnperf %v: decode result: %w", args, err)
+	}
+	return r, nil
+}
+
+func (b *bench) cnperfTarget() string { return nettest.HostPort(b.pair.AddrB, cnperfPort) }
+
+// iperf3Result is the part of iperf3 --json the benchmark reads.
+type iperf3Result struct {
+	End struct {
+		SumReceived struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		Sum struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			LostPercent   float64 `json:"lost_percent"`
+		} `json:"sum"`
+		CPU struct {
+			HostTotal float64 `json:"host_total"`
+		} `json:"cpu_utilization_percent"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+func (b *bench) iperf3(timeout time.Duration, args ...string) (iperf3Result, error) {
+	// The iperf3 server serves one test at a time and may still be closing
+	// the previous one when the next client comes: retry a few times.
+	for attempt := 0; ; attempt++ {
+		out, err := b.client(timeout, "iperf3", append([]string{"-c", b.pair.AddrB.String(), "-p", strconv.Itoa(iperf3Port), "--json"}, args...)...)
+		var r iperf3Result
+		if jerr := json.Unmarshal(out, &r); jerr != nil && err == nil {
+			err = fmt.Errorf("iperf3: decode: %w", jerr)
+		}
+		if r.Error != "" {
+			err = fmt.Errorf("iperf3: %s", r.Error)
+		}
+		if err != nil && strings.Contains(r.Error, "server is busy") && attempt < 10 && b.ctx.Err() == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		return r, err
+	}
+}
+
+// sockperfResult is what one sockperf ping-pong run printed.
+type sockperfResult struct {
+	p50us float64 // full round trip
+	tps   float64
+}
+
+// sockperf runs ping-pong at the maximum rate for the rr time with 64-byte
+// messages and full round-trip figures.
+func (b *bench) sockperf(tcp bool) (sockperfResult, error) {
+	port := sockperfUDPPort
+	args := []string{"ping-pong", "-i", b.pair.AddrB.String(), "-m", "64", "--mps=max", "--full-rtt",
+		"-t", strconv.Itoa(max(1, int(b.o.rrTime.Seconds())))}
+	if tcp {
+		port = sockperfTCPPort
+		args = append(args, "--tcp")
+	}
+	args = append(args, "-p", strconv.Itoa(port))
+	out, err := b.client(b.o.rrTime+30*time.Second, "sockperf", args...)
+	if err != nil {
+		return sockperfResult{}, err
+	}
+	return parseSockperf(out)
+}
+
+// parseSockperf reads the 50th percentile and the valid period's received
+// messages and run time from sockperf ping-pong's output.
+func parseSockperf(out []byte) (sockperfResult, error) {
+	var r sockperfResult
+	var runS, recv float64
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.Index(line, "percentile 50.000 ="); i >= 0 {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[i+len("percentile 50.000 ="):]), 64)
+			if err != nil {
+				return r, fmt.Errorf("sockperf: bad percentile line %q", line)
+			}
+			r.p50us = v
+		}
+		if strings.Contains(line, "[Valid Duration]") {
+			for _, f := range strings.FieldsFunc(line, func(c rune) bool { return c == ';' || c == ' ' }) {
+				k, v, ok := strings.Cut(f, "=")
+				if !ok {
+					continue
+				}
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					continue
+				}
+				switch k {
+				case "RunTime":
+					runS = n
+				case "ReceivedMessages":
+					recv = n
+				}
+			}
+		}
+	}
+	if r.p50us == 0 || runS == 0 {
+		return r, fmt.Errorf("sockperf: no percentile or valid duration in its output")
+	}
+	r.tps = recv / runS
+	return r, nil
+}

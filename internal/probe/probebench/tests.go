@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// runMode starts the servers of this mode and runs every comparison.
+func (b *bench) runMode() ([]row, error) {
+	if err := b.startServers(); err != nil {
+		return nil, err
+	}
+	var rows []row
+	if b.o.only == "" || b.o.only == "tcp" {
+		for _, streams := range []int{1, b.o.streams} {
+			r, err := b.tcp(streams)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	if b.o.only == "" || b.o.only == "udp" {
+		for _, rate := range []float64{10e6, 100e6, 1e9} {
+			r, err := b.udp(rate)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	if b.o.only == "" || b.o.only == "rr" {
+		for _, tcp := range []bool{false, true} {
+			r, err := b.rr(tcp)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r...)
+		}
+	}
+	return rows, nil
+}
+
+// tcp compares receiver throughput with streams parallel streams.
+func (b *bench) tcp(streams int) (row, error) {
+	var cn, ip []float64
+	how := ""
+	secs := strconv.Itoa(max(1, int(b.o.tcpTime.Seconds())))
+	for i := 0; i < b.o.runs; i++ {
+		c, err := b.cnperf(b.o.tcpTime+30*time.Second, "tcp", "--to", b.cnperfTarget(), "-t", b.o.tcpTime.String(), "-P", strconv.Itoa(streams))
+		if err != nil {
+			return row{}, err
+		}
+		cn = append(cn, c.ThroughputBps.Receiver)
+		how = c.RecvMethod
+		r, err := b.iperf3(b.o.tcpTime+30*time.Second, "-t", secs, "-P", strconv.Itoa(streams))
+		if err != nil {
+			return row{}, err
+		}
+		ip = append(ip, r.End.SumReceived.BitsPerSecond)
+		fmt.Printf("  tcp -P %d run %d: cnperf %.2f Gbit/s, iperf3 %.2f Gbit/s\n", streams, i+1, cn[i]/1e9, ip[i]/1e9)
+	}
+	ratio := median(cn) / median(ip)
+	name := "TCP 1 stream, receiver"
+	if streams > 1 {
+		name = fmt.Sprintf("TCP -P %d, receiver", streams)
+	}
+	note := ""
+	if how != "" {
+		note = "cnperf receiver: " + how
+	}
+	return row{mode: b.modeShort(), test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
+		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, note: note}, nil
+}
+
+// udp compares the sender's CPU at a paced rate with 1400-byte payloads.
+func (b *bench) udp(rate float64) (row, error) {
+	var cnCPU, ipCPU, cnLoss, ipLoss []float64
+	burst := 0
+	mode := ""
+	rs := strconv.FormatFloat(rate, 'f', 0, 64)
+	for i := 0; i < b.o.runs; i++ {
+		c, err := b.cnperf(b.o.udpTime+30*time.Second, "udp", "--to", b.cnperfTarget(), "-t", b.o.udpTime.String(), "-l", "1400", "-b", rs)
+		if err != nil {
+			return row{}, err
+		}
+		if c.LossPct == nil {
+			return row{}, fmt.Errorf("cnperf udp result has no loss_pct")
+		}
+		cnCPU, cnLoss = append(cnCPU, c.CPUPct.Sender), append(cnLoss, *c.LossPct)
+		burst, mode = max(burst, c.BurstDatagrams), c.SendMode
+		r, err := b.iperf3(b.o.udpTime+30*time.Second, "-u", "-l", "1400", "-b", rs, "-t", strconv.Itoa(max(1, int(math.Ceil(b.o.udpTime.Seconds())))))
+		if err != nil {
+			return row{}, err
+		}
+		ipCPU, ipLoss = append(ipCPU, r.End.CPU.HostTotal), append(ipLoss, r.End.Sum.LostPercent)
+		fmt.Printf("  udp %s run %d: sender cpu cnperf %.1f %% (loss %.3g %%, burst %d, %s), iperf3 %.1f %% (loss %.3g %%)\n",
+			rateName(rate), i+1, cnCPU[i], cnLoss[i], c.BurstDatagrams, c.SendMode, ipCPU[i], ipLoss[i])
+	}
+	ratio := median(cnCPU) / median(ipCPU)
+	met := ratio <= 1.0 && median(cnLoss) < 0.1
+	target := "≤ 1.0, loss < 0.1 %"
+	if rate == 100e6 {
+		met = met && burst <= 9
+		target += ", burst ≤ 9"
+	}
+	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
+		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
+		ratio: ratio, target: target, met: met,
+		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%; cnperf send_mode %s, burst_datagrams ≤ %d", median(cnLoss), median(ipLoss), mode, burst)}, nil
+}
+
+func rateName(r float64) string {
+	switch {
+	case r >= 1e9:
+		return fmt.Sprintf("%gG", r/1e9)
+	case r >= 1e6:
+		return fmt.Sprintf("%gM", r/1e6)
+	}
+	return fmt.Sprintf("%g", r)
+}
+
+// rr compares 64-byte request/response, back to back: app p50 and
+// transactions per second.
+func (b *bench) rr(tcp bool) ([]row, error) {
+	proto := "udp"
+	if tcp {
+		proto = "tcp"
+	}
+	var cnP50, cnTPS, cnCPU, spP50, spTPS []float64
+	for i := 0; i < b.o.runs; i++ {
+		c, err := b.cnperf(b.o.rrTime+30*time.Second, "rr", "--proto", proto, "--to", b.cnperfTarget(), "-t", b.o.rrTime.String(), "-l", "64")
+		if err != nil {
+			return nil, err
+		}
+		cnP50, cnTPS, cnCPU = append(cnP50, c.AppRTTms.P50*1e3), append(cnTPS, c.TPS), append(cnCPU, c.CPUPct.Sender)
+		s, err := b.sockperf(tcp)
+		if err != nil {
+			return nil, err
+		}
+		spP50, spTPS = append(spP50, s.p50us), append(spTPS, s.tps)
+		fmt.Printf("  rr %s run %d: cnperf app p50 %.1f µs, %.0f/s (cpu %.0f %%); sockperf p50 %.1f µs, %.0f/s\n",
+			proto, i+1, cnP50[i], cnTPS[i], cnCPU[i], spP50[i], spTPS[i])
+	}
+	p50Ratio := median(cnP50) / median(spP50)
+	tpsRatio := median(cnTPS) / median(spTPS)
+	name := "rr " + map[bool]string{false: "UDP", true: "TCP"}[tcp] + " 64 B"
+	return []row{
+		{mode: b.modeShort(), test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(cnP50)),
+			ref: fmt.Sprintf("sockperf %.1f µs", median(spP50)), ratio: p50Ratio, target: "≤ 1.0", met: p50Ratio <= 1.0,
+			note: fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU))},
+		{mode: b.modeShort(), test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(cnTPS)/1e3),
+			ref: fmt.Sprintf("sockperf %.1fk", median(spTPS)/1e3), ratio: tpsRatio, target: "≥ 1.0", met: tpsRatio >= 1.0},
+	}, nil
+}
