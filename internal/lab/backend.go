@@ -1,13 +1,12 @@
 package lab
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // A backend connects the nodes' pod networks across the underlay.
@@ -59,44 +58,20 @@ func checkBackend(name string) error {
 // probeDevice tries to create link in a scratch namespace that disappears
 // afterwards; lacks is true when the kernel does not know the device kind.
 func probeDevice(link netlink.Link) (lacks bool, err error) {
-	type res struct {
-		ns  netns.NsHandle
-		nl  *netlink.Handle
-		err error
+	var nl *netlink.Handle
+	ns, err := nsthread.Create("", func() error { // unnamed: freed when its last fd closes
+		var err error
+		nl, err = netlink.NewHandle()
+		return err
+	})
+	if nl != nil {
+		defer nl.Close()
 	}
-	rc := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			rc <- res{err: err}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New() // unnamed: freed when its last fd closes
-		var nl *netlink.Handle
-		if err == nil {
-			nl, err = netlink.NewHandle()
-		}
-		if serr := netns.Set(orig); serr != nil {
-			rc <- res{err: errors.Join(err, serr)}
-			return
-		}
-		runtime.UnlockOSThread()
-		rc <- res{ns: ns, nl: nl, err: err}
-	}()
-	r := <-rc
-	if r.nl != nil {
-		defer r.nl.Close()
+	if err != nil {
+		return false, fmt.Errorf("scratch namespace: %w", err)
 	}
-	if r.ns.IsOpen() {
-		defer r.ns.Close()
-	}
-	if r.err != nil {
-		return false, fmt.Errorf("scratch namespace: %w", r.err)
-	}
-	if err := r.nl.LinkAdd(link); err != nil {
+	defer ns.Close()
+	if err := nl.LinkAdd(link); err != nil {
 		if kernelLacks(err) {
 			return true, nil
 		}

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // Exec runs argv inside the namespace of a pod, a node or "underlay", with
@@ -33,7 +35,7 @@ func (l *Lab) Exec(ctx context.Context, target string, argv []string, stdin io.R
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", nsName, err)
 	}
-	err = doIn(ns, nsName, cmd.Start)
+	err = nsthread.Do(ns, nsName, cmd.Start)
 	_ = ns.Close()
 	if err != nil {
 		return fmt.Errorf("start %s in %s: %w", argv[0], target, err)

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // netnsDir is where named namespaces are bind-mounted (as by ip netns).
@@ -51,58 +52,26 @@ func (h *nsHandles) close() {
 // a netlink socket in it, all on one locked thread that is switched back
 // before it is released.
 func createNS(name string, sysctls []sysctl) (*nsHandles, error) {
-	type result struct {
-		h   *nsHandles
-		err error
+	var nl *netlink.Handle
+	ns, err := nsthread.Create(name, func() error {
+		for _, s := range sysctls {
+			if err := os.WriteFile(s.path, []byte(s.value), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s in %s: %w", s.path, name, err)
+			}
+		}
+		var err error
+		if nl, err = netlink.NewHandle(); err != nil {
+			return fmt.Errorf("netlink socket in %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if nl != nil {
+			nl.Close()
+		}
+		return nil, err
 	}
-	rc := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			rc <- result{err: fmt.Errorf("get current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.NewNamed(name) // switches this thread into ns
-		var nl *netlink.Handle
-		if err == nil {
-			for _, s := range sysctls {
-				if werr := os.WriteFile(s.path, []byte(s.value), 0o644); werr != nil {
-					err = fmt.Errorf("sysctl %s in %s: %w", s.path, name, werr)
-					break
-				}
-			}
-		} else {
-			err = fmt.Errorf("create netns %s: %w", name, err)
-		}
-		if err == nil {
-			nl, err = netlink.NewHandle()
-			if err != nil {
-				err = fmt.Errorf("netlink socket in %s: %w", name, err)
-			}
-		}
-		if serr := netns.Set(orig); serr != nil {
-			// The thread stays locked and Go retires it with the goroutine.
-			rc <- result{err: errors.Join(err, fmt.Errorf("restore netns: %w", serr))}
-			return
-		}
-		runtime.UnlockOSThread()
-		if err != nil {
-			if nl != nil {
-				nl.Close()
-			}
-			if ns.IsOpen() {
-				_ = ns.Close()
-			}
-			rc <- result{err: err}
-			return
-		}
-		rc <- result{h: &nsHandles{name: name, ns: ns, nl: nl}}
-	}()
-	r := <-rc
-	return r.h, r.err
+	return &nsHandles{name: name, ns: ns, nl: nl}, nil
 }
 
 // openNS opens an existing named namespace with a netlink handle in it.
@@ -194,34 +163,7 @@ func Do(nsName string, fn func() error) error {
 		return fmt.Errorf("open netns %s: %w", nsName, err)
 	}
 	defer ns.Close()
-	return doIn(ns, nsName, fn)
-}
-
-func doIn(ns netns.NsHandle, nsName string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", nsName, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("restore netns: %w", err))
-			return // thread stays locked: Go retires it
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return nsthread.Do(ns, nsName, fn)
 }
 
 // CheckPrivileges returns one plain line when the process cannot build a

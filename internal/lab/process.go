@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // Bounds on stopping processes at Down.
@@ -88,7 +90,7 @@ func (l *Lab) StartProcess(nsName string, argv []string, env []string, logFile s
 	if err != nil {
 		return nil, fmt.Errorf("open netns %s: %w", nsName, err)
 	}
-	err = doIn(ns, nsName, cmd.Start)
+	err = nsthread.Do(ns, nsName, cmd.Start)
 	_ = ns.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", argv[0], nsName, err)

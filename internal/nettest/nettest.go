@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +22,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // Prefix starts the name of every namespace this package makes.
@@ -56,44 +57,13 @@ type NS struct {
 // Path returns the namespace's bind-mount path.
 func (n *NS) Path() string { return "/var/run/netns/" + n.Name }
 
-// Do runs fn with the calling goroutine's thread switched into n. fn must
+// Do runs fn on a locked thread switched into n (nsthread.Do). fn must
 // not start goroutines that expect to be in n. Sockets fn opens stay in n.
 // fn must not call t.Fatal (FailNow ends only fn's goroutine): if it does,
 // Do returns an error saying so instead of waiting forever, and the thread,
 // still in n, is retired by the runtime.
 func (n *NS) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if !returned {
-				errc <- fmt.Errorf("in netns %s: the function exited without returning (t.FailNow or runtime.Goexit inside NS.Do)", n.Name)
-			}
-		}()
-		runtime.LockOSThread()
-		// The thread is not unlocked if restoring fails: Go then retires it.
-		orig, err := netns.Get()
-		if err != nil {
-			returned = true
-			errc <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(n.handle); err != nil {
-			returned = true
-			errc <- fmt.Errorf("enter netns %s: %w", n.Name, err)
-			return
-		}
-		ferr := fn()
-		returned = true
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("restore netns: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return nsthread.Do(n.handle, n.Name, fn)
 }
 
 // WaitAddr waits up to 5 s until a can be bound in n: a new IPv6 address
@@ -248,31 +218,8 @@ func (p *Pair) link() error {
 
 // NewNS makes a named namespace without moving the caller into it.
 func NewNS(name string) (*NS, error) {
-	var h netns.NsHandle
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err = netns.NewNamed(name) // switches this thread into the new ns
-		if err != nil {
-			_ = netns.Set(orig)
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("create netns %s: %w", name, err)
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("restore netns: %w", err)
-			return // thread stays locked and is retired
-		}
-		runtime.UnlockOSThread()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+	h, err := nsthread.Create(name, nil)
+	if err != nil {
 		return nil, err
 	}
 	return &NS{Name: name, handle: h}, nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -14,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // Feature names: qdiscs, classifiers, actions and link kinds Detect tries.
@@ -220,46 +221,9 @@ func scratchConn(nsPath string) (*conn, string, error) {
 	return c, "scratch devices in " + where, nil
 }
 
-// newAnonNS makes an unnamed namespace on a locked thread and returns a
-// handle to it; the namespace disappears when the handle and every socket
-// in it are closed.
-func newAnonNS() (netns.NsHandle, error) {
-	type res struct {
-		h   netns.NsHandle
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{netns.None(), fmt.Errorf("get current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		h, err := netns.New() // switches this thread
-		if err != nil {
-			_ = netns.Set(orig)
-			runtime.UnlockOSThread()
-			ch <- res{netns.None(), fmt.Errorf("new netns: %w", err)}
-			return
-		}
-		if err := netns.Set(orig); err != nil {
-			// Thread stays locked and is retired by the runtime.
-			ch <- res{h, fmt.Errorf("restore netns: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- res{h, nil}
-	}()
-	r := <-ch
-	if r.err != nil && r.h.IsOpen() {
-		_ = r.h.Close()
-		return netns.None(), r.err
-	}
-	return r.h, r.err
-}
+// newAnonNS makes an unnamed namespace and returns a handle to it; the
+// namespace disappears when the handle and every socket in it are closed.
+func newAnonNS() (netns.NsHandle, error) { return nsthread.Create("", nil) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -1,7 +1,6 @@
 package qos
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -9,6 +8,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // Rater is a setup whose rates are bounded by the link's own rate: a
@@ -128,37 +129,20 @@ func socketIn(ns netns.NsHandle) (int, error) {
 	if !ns.IsOpen() {
 		return unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	}
-	type res struct {
-		fd  int
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
+	fd := -1
+	err := nsthread.Do(ns, "", func() error {
+		s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{-1, err}
-			return
+			return err
 		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{-1, err}
-			return
+		fd = s
+		return nil
+	})
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
 		}
-		fd, serr := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err := netns.Set(orig); err != nil {
-			// The thread stays locked and is retired with the goroutine.
-			if serr == nil {
-				unix.Close(fd)
-			}
-			ch <- res{-1, errors.Join(serr, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- res{fd, serr}
-	}()
-	r := <-ch
-	return r.fd, r.err
+		return -1, err
+	}
+	return fd, nil
 }
