@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// The agent API's heartbeat: checking and recording it, and failing the
+// tasks an agent lost by restarting.
+
+func validateHeartbeat(hb api.Heartbeat) error {
+	if strings.TrimSpace(hb.PodUID) == "" {
+		return api.BadRequest("pod_uid", "missing")
+	}
+	if err := checkLens(MaxUIDLen, "pod_uid", hb.PodUID, "boot_id", hb.BootID); err != nil {
+		return err
+	}
+	if err := checkLens(MaxNameLen, "pod_name", hb.PodName, "pod_namespace", hb.PodNamespace, "node_name", hb.NodeName,
+		"pod_ip", hb.PodIP, "node_ip", hb.NodeIP, "responder_addr", hb.ResponderAddr, "version", hb.Version); err != nil {
+		return err
+	}
+	for i, id := range hb.Running {
+		if err := checkLen(fmt.Sprintf("running[%d]", i), id, MaxUIDLen); err != nil {
+			return err
+		}
+	}
+	if hb.PodName == "" {
+		return api.BadRequest("pod_name", "missing")
+	}
+	if net.ParseIP(hb.PodIP) == nil {
+		return api.BadRequest("pod_ip", "%q is not an IP address", hb.PodIP)
+	}
+	if hb.NodeIP != "" && net.ParseIP(hb.NodeIP) == nil {
+		return api.BadRequest("node_ip", "%q is not an IP address", hb.NodeIP)
+	}
+	if hb.ResponderAddr != "" {
+		if _, _, err := net.SplitHostPort(hb.ResponderAddr); err != nil {
+			return api.BadRequest("responder_addr", "want HOST:PORT: %v", err)
+		}
+	}
+	if len(hb.Running) > 1000 {
+		return api.BadRequest("running", "more than 1000 task ids")
+	}
+	return nil
+}
+
+// heartbeat records one heartbeat and returns the reply.
+func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.HeartbeatReply, error) {
+	if err := validateHeartbeat(hb); err != nil {
+		return api.HeartbeatReply{}, err
+	}
+	now := s.now()
+	a := store.Agent{
+		PodUID: hb.PodUID, PodName: hb.PodName, PodNamespace: hb.PodNamespace, PodIP: hb.PodIP,
+		NodeName: hb.NodeName, NodeIP: hb.NodeIP, HostNetwork: hb.HostNetwork,
+		ResponderAddr: hb.ResponderAddr, Version: hb.Version, Status: store.AgentFree,
+	}
+	if len(hb.Running) > 0 {
+		a.Status = store.AgentBusy
+	}
+	id, ok := s.beats.touch(a, now)
+	if !ok && s.beats.full(a.PodUID, s.opts.Limits.MaxAgents) {
+		return api.HeartbeatReply{}, overLimit("pod_uid", "the server holds %d agents, its limit (--max-agents): agent %s is not registered", s.opts.Limits.MaxAgents, hb.PodUID)
+	}
+	if !ok {
+		stored, err := s.reg.register(ctx, a, now)
+		if err != nil {
+			return api.HeartbeatReply{}, fmt.Errorf("record heartbeat of %s: %w", hb.PodUID, err)
+		}
+		s.beats.stored(stored, now)
+		id = stored.ID
+		s.log.Info("agent online", "pod_uid", stored.PodUID, "pod", stored.PodName, "node", stored.NodeName, "ip", stored.PodIP)
+		// A destination came online: held-back tasks may be claimable.
+		s.disp.wakePending()
+	}
+	if restarted, since := s.beats.boot(hb.PodUID, hb.BootID); restarted {
+		s.failLost(ctx, hb, since, now)
+	}
+	reply := api.HeartbeatReply{AgentID: id, Cancel: s.disp.takeCancel(hb.PodUID)}
+	// Tasks the agent runs that ended on the server (cancelled, timed out,
+	// failed while the server restarted) are stopped too.
+	for _, tid := range hb.Running {
+		t, err := s.st.GetTask(ctx, tid)
+		if err == nil && t.State.Terminal() && !contains(reply.Cancel, tid) {
+			reply.Cancel = append(reply.Cancel, tid)
+		}
+	}
+	return reply, nil
+}
+
+// ReasonAgentRestarted is the reason of tasks an agent lost by restarting.
+const ReasonAgentRestarted = "agent restarted and lost the task"
+
+// failLost fails the tasks the agent's previous process held: active
+// tasks of this source dispatched up to the previous process's last
+// heartbeat and not in the new process's running list. (Tasks dispatched
+// later may be with the new process, its answer still on the way.)
+func (s *Server) failLost(ctx context.Context, hb api.Heartbeat, since, now time.Time) {
+	for _, state := range []store.TaskState{store.TaskDispatched, store.TaskRunning} {
+		ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{AgentUID: hb.PodUID, State: state}, store.Page{Limit: store.MaxPageLimit})
+		if err != nil {
+			s.log.Warn("list tasks of a restarted agent", "pod_uid", hb.PodUID, "err", err)
+			return
+		}
+		for _, t := range ts {
+			if t.SrcPodUID != hb.PodUID || contains(hb.Running, t.TaskID) || t.DispatchedAt == nil || t.DispatchedAt.After(since) {
+				continue
+			}
+			done, dup, err := s.st.Complete(ctx, store.Report{TaskID: t.TaskID, AgentUID: hb.PodUID, ReportID: "server:lost:" + hb.BootID,
+				State: store.TaskFailed, Reason: ReasonAgentRestarted}, now)
+			if err != nil || dup {
+				continue // it ended meanwhile
+			}
+			s.disp.dropStaged(done.TaskID)
+			s.log.Warn("task failed", "task_id", done.TaskID, "run_id", done.RunID, "reason", done.Reason)
+			if done.Exclusive {
+				s.disp.wakePending()
+			}
+		}
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, v := range ss {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) handleHeartbeatV1(w http.ResponseWriter, r *http.Request) {
+	jsonCall(s, true, api.MaxBody, nil, s.heartbeat)(w, r)
+}
+
+func (s *Server) handleHeartbeatV2(w http.ResponseWriter, r *http.Request) {
+	jsonCall(s, false, api.MaxBody, nil, s.heartbeat)(w, r)
+}
