@@ -28,12 +28,14 @@ const (
 	mysqlDupEntry = 1062
 )
 
-// mysqlDialect is MySQL 8 and MariaDB (tested on MariaDB 10.11): "?" placeholders;
-// no RETURNING (MySQL has none, MariaDB none on UPDATE), so new keys come
-// from LastInsertId and changed rows are locked, updated by key and read
-// back; ON DUPLICATE KEY UPDATE … VALUES(c) (which both accept); times as
-// DATETIME(6) in UTC; JSON as LONGTEXT, so the text is kept byte for byte
-// (MySQL's JSON type would rewrite it).
+// mysqlDialect is MySQL 8 and MariaDB: "?" placeholders; no RETURNING
+// (MySQL has none, MariaDB none on UPDATE), so new keys come from
+// LastInsertId and changed rows are locked, updated by key and read back;
+// ON DUPLICATE KEY UPDATE … VALUES(c) (which both accept; MySQL deprecates
+// VALUES() there from 8.0.20 but still runs it); times as DATETIME(6) in
+// UTC; JSON as LONGTEXT, so the text is kept byte for byte (MySQL's JSON
+// type would rewrite it). The tests run it on MariaDB 10.11 (Debian's);
+// it has not been run against a MySQL 8 server.
 type mysqlDialect struct{}
 
 func (mysqlDialect) name() string               { return "mysql" }
