@@ -361,3 +361,15 @@ func (r *Reflector) Unclaimed() probe.UnclaimedFunc {
 		r.reflected.Add(1)
 	}
 }
+
+// Sources returns the source addresses of the sessions a stateful
+// reflector keeps (what it saw: behind SNAT, the translated address).
+func (r *Reflector) Sources() []netip.AddrPort {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]netip.AddrPort, 0, len(r.sessions))
+	for k := range r.sessions {
+		out = append(out, k.from)
+	}
+	return out
+}

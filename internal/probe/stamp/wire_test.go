@@ -3,6 +3,9 @@ package stamp
 import (
 	"bytes"
 	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,3 +119,38 @@ func TestHMAC(t *testing.T) {
 }
 
 const knownHMAC = "57e1d70a8bb78052a61c01cfaf47d5e2"
+
+func TestReadKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	raw := []byte("a raw key of 24 bytes!!!")
+	cases := []struct {
+		name, content string
+		want          []byte
+		err           string
+	}{
+		{"hex with newline", "00112233445566778899aabbccddeeff\n", []byte{0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}, ""},
+		{"raw bytes", string(raw), raw, ""},
+		{"too short", "0011", nil, "at least 16"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+			if err := os.WriteFile(p, []byte(c.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadKeyFile(p)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("ReadKeyFile = %x, %v; want an error about %q", got, err, c.err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, c.want) {
+				t.Fatalf("ReadKeyFile = %x, %v; want %x", got, err, c.want)
+			}
+		})
+	}
+	if _, err := ReadKeyFile(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing file was accepted")
+	}
+}
