@@ -56,18 +56,18 @@ type pathKey struct{ src, dst, path string }
 
 // figures are the latest figures of one path; nil means never measured.
 type figures struct {
-	at          time.Time
-	tcpBps      *float64
-	udpBps      *float64
-	rrRTT       *stats.Summary // ms
-	pingRTT     *stats.Summary // ms
-	stampRTT    *stats.Summary // ms
+	at       time.Time
+	tcpBps   *float64
+	udpBps   *float64
+	rrRTT    *stats.Summary // ms
+	pingRTT  *stats.Summary // ms
+	stampRTT *stats.Summary // ms
 	// stampLossPct is a stamp test's loss: round trip, then forward and
 	// reverse when the reflector's sequence numbers told them apart.
 	stampLossPct [3]*float64
-	udpLossPct  *float64
-	pingLossPct *float64
-	udpJitterMs *float64
+	udpLossPct   *float64
+	pingLossPct  *float64
+	udpJitterMs  *float64
 }
 
 // Exporter is a prometheus.Collector over a store.
