@@ -27,7 +27,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # All tests with the race detector, against SQLite and a throwaway
-# PostgreSQL started for the run; then, on its own so that a cold
+# PostgreSQL and MariaDB started for the run; then, on its own so that a cold
 # Kubernetes build does not compete with the other tests for the CPUs,
 # the real two-node cluster (test-k8s). Between them every fuzz target runs
 # for FUZZTIME (scripts/fuzz.sh).

@@ -19,7 +19,7 @@ import (
 // set-up run one at a time: a second waits until the first removed its.
 func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask) (note string, undo func() error, err error) {
 	spec := *t.QoS
-	setup, err := spec.Build()
+	setup, err := qos.Build(spec)
 	if err != nil {
 		return "", nil, fmt.Errorf("qos set-up refused: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/qosspec"
 )
 
 // Task states (the life cycle: pending → dispatched → running → succeeded |
@@ -207,10 +207,10 @@ type AgentTask struct {
 	Spec   *probe.Spec `json:"spec,omitempty"`
 	// QoS is the set-up the agent applies on its own interface around a
 	// probe task.
-	QoS       *qos.Spec `json:"qos,omitempty"`
-	SrcPodIP  string    `json:"src_pod_ip"`
-	DstPodUID string    `json:"dst_pod_uid"`
-	DstPodIP  string    `json:"dst_pod_ip"`
+	QoS       *qosspec.Spec `json:"qos,omitempty"`
+	SrcPodIP  string        `json:"src_pod_ip"`
+	DstPodUID string        `json:"dst_pod_uid"`
+	DstPodIP  string        `json:"dst_pod_ip"`
 	// Deadline is when the server stops waiting for the result.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// TimeoutS is how long the task may run, in seconds.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/qosspec"
 )
 
 // Run states.
@@ -44,7 +44,7 @@ type RunTask struct {
 	// QoS, for a probe task, is a traffic-control set-up the source agent
 	// applies on its own interface (the one holding its pod IP) while the
 	// probe runs, and removes afterwards.
-	QoS *qos.Spec `json:"qos,omitempty"`
+	QoS *qosspec.Spec `json:"qos,omitempty"`
 }
 
 // Run is a run as v2 answers it.
@@ -68,7 +68,7 @@ type TaskV2 struct {
 	Type         string          `json:"type"`
 	Param        string          `json:"param,omitempty"`
 	Spec         json.RawMessage `json:"spec,omitempty"`
-	QoS          *qos.Spec       `json:"qos,omitempty"`
+	QoS          *qosspec.Spec   `json:"qos,omitempty"`
 	SrcPodUID    string          `json:"src_pod_uid"`
 	SrcPodIP     string          `json:"src_pod_ip"`
 	DstPodUID    string          `json:"dst_pod_uid"`

@@ -284,7 +284,37 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		}
 	}
 
-	// 5. SIGTERM: every process ends cleanly and promptly.
+	// 5. One renderer: a suite run's CSV as `cnperf run` prints it at the
+	// end is the CSV `cnperf report` prints for the stored run.
+	cnperf := func(args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "CNPERF_SERVER=", "CNPERF_TOKEN=")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	runCSV, errOut, err := cnperf("run", "baseline", "--server", base, "--token", "u-e2e", "--time", "300ms", "--repeat", "1",
+		"--set", "ping-count=3", "--set", "udp-rate=50M", "--csv")
+	if err != nil {
+		t.Fatalf("cnperf run baseline --csv: %v\n%s", err, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(runCSV), "\n")
+	if len(lines) < 5 || !strings.HasPrefix(lines[0], "run_id,suite,backend,connection") {
+		t.Fatalf("cnperf run --csv printed:\n%s", runCSV)
+	}
+	runID, _, _ := strings.Cut(lines[1], ",")
+	reportCSV, errOut, err := cnperf("report", runID, "--server", base, "--token", "u-e2e", "--format", "csv")
+	if err != nil {
+		t.Fatalf("cnperf report %s --format csv: %v\n%s", runID, err, errOut)
+	}
+	if reportCSV != runCSV {
+		t.Errorf("cnperf run --csv and cnperf report --format csv differ:\n%s\n---\n%s", runCSV, reportCSV)
+	}
+
+	// 6. SIGTERM: every process ends cleanly and promptly.
 	a.stop(t, 15*time.Second)
 	b.stop(t, 15*time.Second)
 	srv.stop(t, 15*time.Second)

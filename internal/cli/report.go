@@ -200,11 +200,6 @@ with its progress and the figures measured so far.
 
 // writeSuiteHTML writes the HTML report of a suite run that just ended
 // (cnperf run and cnperf lab run --html FILE).
-func writeSuiteHTML(path string, out suite.Output) error {
-	rep := report.FromOutcomes(out.RunID, out.Suite, out.Outcomes)
-	rep.Rows = out.Rows // the suite's own rows, overheads included
-	rep.AddSuiteCharts()
-	rep.Status = api.RunSucceeded
-	rep.Params = map[string]string{"time": out.Options.Time.String(), "repeat": fmt.Sprint(out.Options.Repeat), "runs": fmt.Sprint(len(out.RunIDs))}
-	return writeFileAtomic(path, rep.WriteHTML)
+func writeSuiteHTML(path string, out report.Output, p suite.Presentation) error {
+	return writeFileAtomic(path, out.Report(p).WriteHTML)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
@@ -184,9 +185,9 @@ func TestReportAndCompareVerbs(t *testing.T) {
 
 func TestWriteSuiteHTML(t *testing.T) {
 	outs := reporttest.Baseline([]string{"vxlan"}, 2, 1)
-	out := suite.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: suite.DefaultOptions(), Rows: suite.Rows(outs), Outcomes: outs}
+	out := report.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: suite.DefaultOptions(), Rows: suite.Rows(outs), Outcomes: outs}
 	p := filepath.Join(t.TempDir(), "suite.html")
-	if err := writeSuiteHTML(p, out); err != nil {
+	if err := writeSuiteHTML(p, out, suite.Presentation{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(p)
@@ -200,7 +201,7 @@ func TestWriteSuiteHTML(t *testing.T) {
 	}
 	// A directory that does not exist: an error naming the file, nothing left behind.
 	bad := filepath.Join(t.TempDir(), "missing", "x.html")
-	if err := writeSuiteHTML(bad, out); err == nil || !strings.Contains(err.Error(), bad) {
+	if err := writeSuiteHTML(bad, out, suite.Presentation{}); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("write into a missing directory: %v", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/labrun"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
@@ -115,7 +117,7 @@ func (f *suiteFlags) prepare(name string) error {
 }
 
 // print writes the output in the chosen format and evaluates the SLO.
-func (f *suiteFlags) print(st Streams, out suite.Output) error {
+func (f *suiteFlags) print(st Streams, out report.Output) error {
 	if len(f.objectives) > 0 {
 		out.Checks = suite.Evaluate(f.objectives, out.Rows)
 	}
@@ -129,7 +131,7 @@ func (f *suiteFlags) print(st Streams, out suite.Output) error {
 		err = out.WriteMarkdown(st.Out)
 	default:
 		if tw, ok := f.suite.(suite.TableWriter); ok {
-			err = suite.WriteSuiteTable(st.Out, out, tw)
+			err = report.WriteSuiteTable(st.Out, out, tw)
 			break
 		}
 		err = out.WriteTable(st.Out)
@@ -138,7 +140,7 @@ func (f *suiteFlags) print(st Streams, out suite.Output) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if f.html != "" {
-		if err := writeSuiteHTML(f.html, out); err != nil {
+		if err := writeSuiteHTML(f.html, out, suite.PresentationOf(f.suite)); err != nil {
 			return err
 		}
 	}
@@ -217,7 +219,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 				if err != nil {
 					return err
 				}
-				r.API, r.Network = c, l
+				r.API, r.Env = c, labrun.NewEnv(l)
 				if f.opts.Backend == "" {
 					f.opts.Backend = l.Config.Backend
 				}
@@ -234,7 +236,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			if err != nil {
 				return err
 			}
-			return f.print(st, suite.NewOutput(rep))
+			return f.print(st, report.NewOutput(rep))
 		},
 	}
 	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -41,7 +42,7 @@ type Config struct {
 
 // Run runs cfg's suite on one fresh lab per backend and returns the
 // joined rows. Every lab is removed before Run returns.
-func Run(ctx context.Context, cfg Config) (suite.Output, error) {
+func Run(ctx context.Context, cfg Config) (report.Output, error) {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -56,28 +57,28 @@ func Run(ctx context.Context, cfg Config) (suite.Output, error) {
 	}
 	// Check everything before building anything.
 	if err := cfg.Options.Validate(); err != nil {
-		return suite.Output{}, err
+		return report.Output{}, err
 	}
 	for _, b := range backends {
 		c := cfg.Lab
 		c.Backend = b
 		if err := c.Validate(); err != nil {
-			return suite.Output{}, err
+			return report.Output{}, err
 		}
 	}
 	if err := lab.CheckPrivileges(); err != nil {
-		return suite.Output{}, err
+		return report.Output{}, err
 	}
 	var reps []suite.Report
 	inv := fmt.Sprintf("lab-%d", time.Now().UnixNano())
 	for _, b := range backends {
 		rep, err := runOne(ctx, cfg, b, inv, log)
 		if err != nil {
-			return suite.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
+			return report.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
 		}
 		reps = append(reps, rep)
 	}
-	return suite.NewOutput(reps...), nil
+	return report.NewOutput(reps...), nil
 }
 
 // runOne builds the lab for one backend, runs the suite and removes the
@@ -136,7 +137,7 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	}
 	o := cfg.Options
 	o.Backend = backend
-	r := &suite.Runner{API: api, Network: l, Progress: cfg.Progress, Log: log, Invocation: inv}
+	r := &suite.Runner{API: api, Env: NewEnv(l), Progress: cfg.Progress, Log: log, Invocation: inv}
 	rep, err = r.Run(ctx, cfg.Suite, o)
 	if err != nil {
 		keepLogs = true

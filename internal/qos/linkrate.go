@@ -1,10 +1,10 @@
 package qos
 
 import (
-	"fmt"
 	"runtime"
 	"unsafe"
 
+	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -55,18 +55,7 @@ func checkLinkRate(c *conn, t Target, link netlink.Link, s Setup) error {
 
 // FormatBps writes a rate in bits/s with a decimal unit ("1 Gbit/s",
 // "12.5 Mbit/s").
-func FormatBps(v uint64) string {
-	units := []struct {
-		div  float64
-		name string
-	}{{1e12, "Tbit/s"}, {1e9, "Gbit/s"}, {1e6, "Mbit/s"}, {1e3, "kbit/s"}}
-	for _, u := range units {
-		if float64(v) >= u.div {
-			return fmt.Sprintf("%.4g %s", float64(v)/u.div, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bit/s", v)
-}
+func FormatBps(v uint64) string { return qosspec.FormatBps(v) }
 
 // placeholderSpeed lists drivers whose reported speed is nominal.
 var placeholderSpeed = map[string]bool{"veth": true, "tun": true, "dummy": true, "ifb": true, "bridge": true, "vxlan": true}

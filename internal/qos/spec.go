@@ -4,54 +4,47 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
+	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/vishvananda/netlink"
 )
 
+// Spec is a set-up as data (see qosspec.Spec); Build turns it into the
+// Setup it names.
+type Spec = qosspec.Spec
+
 // Set-up names a Spec accepts.
 const (
-	SpecPfifoFast   = "pfifo_fast"
-	SpecHTBPriority = "htb-priority"
-	SpecTBF         = "tbf"
+	SpecPfifoFast   = qosspec.SpecPfifoFast
+	SpecHTBPriority = qosspec.SpecHTBPriority
+	SpecTBF         = qosspec.SpecTBF
+	SpecBottleneck  = qosspec.SpecBottleneck
+	SpecBandwidth   = qosspec.SpecBandwidth
+	SpecPolice      = qosspec.SpecPolice
 )
 
 // SpecSetups lists the set-ups a Spec can name.
-var SpecSetups = []string{SpecPfifoFast, SpecHTBPriority, SpecTBF}
-
-// Spec is a set-up as a task names it in JSON, e.g.
-// {"setup":"tbf","rate_bps":20000000,"burst_bytes":32768}. Build turns it
-// into the Setup it names; fields the named set-up does not use are
-// refused, so a typo cannot silently do nothing.
-type Spec struct {
-	// Setup is pfifo_fast, htb-priority or tbf.
-	Setup string `json:"setup"`
-	// RateBps is the htb parent rate or the tbf rate, in bits/s.
-	RateBps uint64 `json:"rate_bps,omitempty"`
-	// HighRateBps is the htb high class's guaranteed rate (0: RateBps/2).
-	HighRateBps uint64 `json:"high_rate_bps,omitempty"`
-	// DSCP lists the values (0-63) the htb high class takes.
-	DSCP []int `json:"dscp,omitempty"`
-	// Leaf is the htb leaves' FIFO size.
-	Leaf *QueueLimit `json:"leaf,omitempty"`
-	// BurstBytes is the tbf bucket.
-	BurstBytes uint32 `json:"burst_bytes,omitempty"`
-	// LimitBytes is the tbf queue (0: rate × 25 ms + burst, as the CNI
-	// bandwidth plugin).
-	LimitBytes uint32 `json:"limit_bytes,omitempty"`
-}
+var SpecSetups = qosspec.SpecSetups
 
 // specFields maps a Setup's validation field names to Spec's JSON keys.
 var specFields = map[string]string{
 	"rate": "rate_bps", "high rate": "high_rate_bps", "dscp": "dscp",
-	"leaf queue": "leaf", "burst": "burst_bytes", "limit": "limit_bytes",
+	"leaf queue": "leaf", "burst": "burst_bytes", "limit": "limit_bytes", "queue": "queue_bytes",
+	"ingress rate": "ingress_rate_bps", "ingress burst": "ingress_burst_bytes",
+	"egress rate": "egress_rate_bps", "egress burst": "egress_burst_bytes",
 }
+
+// specKeys are Spec's parameter keys, in the order they are checked.
+var specKeys = []string{"rate_bps", "high_rate_bps", "dscp", "leaf", "burst_bytes", "limit_bytes", "queue_bytes",
+	"ingress_rate_bps", "ingress_burst_bytes", "egress_rate_bps", "egress_burst_bytes"}
 
 // Build validates s and returns the Setup it names. Its errors are
 // *ValidationError with Field set to the JSON key at fault ("setup",
 // "rate_bps", "dscp", ...).
-func (s Spec) Build() (Setup, error) {
-	used := map[string]bool{}
+func Build(s Spec) (Setup, error) {
+	var used []string
 	var setup Setup
 	switch s.Setup {
 	case SpecPfifoFast:
@@ -59,13 +52,22 @@ func (s Spec) Build() (Setup, error) {
 	case SpecHTBPriority:
 		p := HTBPriority{Rate: s.RateBps, HighRate: s.HighRateBps, HighDSCP: s.DSCP}
 		if s.Leaf != nil {
-			p.Leaf = *s.Leaf
+			p.Leaf = QueueLimit{Bytes: s.Leaf.Bytes, Packets: s.Leaf.Packets}
 		}
 		setup = p
-		used = map[string]bool{"rate_bps": true, "high_rate_bps": true, "dscp": true, "leaf": true}
+		used = []string{"rate_bps", "high_rate_bps", "dscp", "leaf"}
 	case SpecTBF:
 		setup = TBF{Rate: s.RateBps, BurstBytes: s.BurstBytes, LimitBytes: s.LimitBytes}
-		used = map[string]bool{"rate_bps": true, "burst_bytes": true, "limit_bytes": true}
+		used = []string{"rate_bps", "burst_bytes", "limit_bytes"}
+	case SpecBottleneck:
+		setup = Bottleneck{Rate: s.RateBps, QueueBytes: s.QueueBytes}
+		used = []string{"rate_bps", "queue_bytes"}
+	case SpecBandwidth:
+		setup = BandwidthPlugin{IngressRate: s.IngressRateBps, IngressBurst: s.IngressBurstBytes, EgressRate: s.EgressRateBps, EgressBurst: s.EgressBurstBytes}
+		used = []string{"ingress_rate_bps", "ingress_burst_bytes", "egress_rate_bps", "egress_burst_bytes"}
+	case SpecPolice:
+		setup = Police{Rate: s.RateBps, BurstBytes: s.BurstBytes}
+		used = []string{"rate_bps", "burst_bytes"}
 	case "":
 		return nil, invalid("setup", "missing (want one of %s)", strings.Join(SpecSetups, ", "))
 	default:
@@ -73,10 +75,12 @@ func (s Spec) Build() (Setup, error) {
 	}
 	given := map[string]bool{
 		"rate_bps": s.RateBps != 0, "high_rate_bps": s.HighRateBps != 0, "dscp": s.DSCP != nil,
-		"leaf": s.Leaf != nil, "burst_bytes": s.BurstBytes != 0, "limit_bytes": s.LimitBytes != 0,
+		"leaf": s.Leaf != nil, "burst_bytes": s.BurstBytes != 0, "limit_bytes": s.LimitBytes != 0, "queue_bytes": s.QueueBytes != 0,
+		"ingress_rate_bps": s.IngressRateBps != 0, "ingress_burst_bytes": s.IngressBurstBytes != 0,
+		"egress_rate_bps": s.EgressRateBps != 0, "egress_burst_bytes": s.EgressBurstBytes != 0,
 	}
-	for _, k := range []string{"rate_bps", "high_rate_bps", "dscp", "leaf", "burst_bytes", "limit_bytes"} {
-		if given[k] && !used[k] {
+	for _, k := range specKeys {
+		if given[k] && !slices.Contains(used, k) {
 			return nil, invalid(k, "not a parameter of the %s set-up", s.Setup)
 		}
 	}
@@ -92,17 +96,6 @@ func (s Spec) Build() (Setup, error) {
 		return nil, fmt.Errorf("%s: %w", s.Setup, err)
 	}
 	return setup, nil
-}
-
-// String describes the set-up in a line, for notes and logs.
-func (s Spec) String() string {
-	switch s.Setup {
-	case SpecHTBPriority:
-		return fmt.Sprintf("htb-priority rate %d bit/s, DSCP %v to the high class", s.RateBps, s.DSCP)
-	case SpecTBF:
-		return fmt.Sprintf("tbf rate %d bit/s burst %d B", s.RateBps, s.BurstBytes)
-	}
-	return s.Setup
 }
 
 // LinkWithAddr names the link in namespace nsPath ("" for the caller's)

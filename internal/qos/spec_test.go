@@ -3,6 +3,8 @@ package qos
 import (
 	"errors"
 	"testing"
+
+	"github.com/cnperf/cnperf/internal/qosspec"
 )
 
 func TestSpecBuild(t *testing.T) {
@@ -13,7 +15,7 @@ func TestSpecBuild(t *testing.T) {
 		wantField string
 	}{
 		{"pfifo_fast", Spec{Setup: "pfifo_fast"}, "pfifo_fast", ""},
-		{"htb", Spec{Setup: "htb-priority", RateBps: 10_000_000, DSCP: []int{46, 10}, Leaf: &QueueLimit{Packets: 100}}, "htb-priority", ""},
+		{"htb", Spec{Setup: "htb-priority", RateBps: 10_000_000, DSCP: []int{46, 10}, Leaf: &qosspec.QueueLimit{Packets: 100}}, "htb-priority", ""},
 		{"tbf", Spec{Setup: "tbf", RateBps: 10_000_000, BurstBytes: 16000}, "tbf", ""},
 		{"missing", Spec{}, "", "setup"},
 		{"unknown", Spec{Setup: "cake"}, "", "setup"},
@@ -27,7 +29,7 @@ func TestSpecBuild(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := c.spec.Build()
+			s, err := Build(c.spec)
 			if c.wantField != "" {
 				var ve *ValidationError
 				if !errors.As(err, &ve) || ve.Field != c.wantField {

@@ -49,7 +49,7 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 				found = true
 			}
 		}
-		name := RowName(row)
+		name := r.Present.RowName(row)
 		if !seenC[name] {
 			seenC[name] = true
 			conns = append(conns, name)
@@ -102,13 +102,13 @@ const (
 )
 
 // seriesName names an outcome's line in a legend.
-func seriesName(o suite.Outcome) string {
+func (r *Report) seriesName(o suite.Outcome) string {
 	name := o.Step.Connection
 	if name == "" {
 		name = o.Step.Src.Name + " → " + o.Step.Dst.Name
 	}
 	if len(o.Step.Labels) > 0 {
-		name = RowName(suite.Row{Connection: name, Labels: o.Step.Labels})
+		name = r.Present.RowName(suite.Row{Connection: name, Labels: o.Step.Labels})
 	}
 	if o.Step.Backend != "" {
 		name = o.Step.Backend + ", " + name
@@ -125,7 +125,7 @@ func (r *Report) throughputOverTime() *Chart {
 		if o.Result == nil || o.Result.Kind != probe.KindTCP || len(o.Result.Intervals) == 0 {
 			continue
 		}
-		name := seriesName(o)
+		name := r.seriesName(o)
 		if seen[name] {
 			continue
 		}
@@ -178,7 +178,7 @@ func (r *Report) distributions() []distribution {
 		default:
 			continue
 		}
-		name := seriesName(o)
+		name := r.seriesName(o)
 		key := what + "\x00" + name
 		i, ok := idx[key]
 		if !ok {

@@ -94,6 +94,7 @@ func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 		if reg != nil {
 			if s, err := reg.Get(name); err == nil {
 				r.Rows = s.Rows(all)
+				r.Present = suite.PresentationOf(s)
 			}
 		}
 	}

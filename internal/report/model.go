@@ -30,6 +30,8 @@ type Report struct {
 	// Notes are remarks shown above the tables (e.g. what a suite could not
 	// measure on this kernel).
 	Notes []string `json:"notes,omitempty"`
+	// Present is how the suite's rows are shown (row names, charts).
+	Present suite.Presentation `json:"-"`
 }
 
 // Progress counts a run's measurements.

@@ -91,11 +91,11 @@ func KeyMetrics() []string { return append([]string(nil), keyMetrics...) }
 
 // NewView builds the table and charts of r.
 func NewView(r *Report) View {
-	key := BuildTable(r.Rows, TableOptions{Metrics: keyMetrics})
+	key := BuildTable(r.Rows, TableOptions{Metrics: keyMetrics, Present: r.Present})
 	if len(key.Lines) == 0 {
-		key = BuildTable(r.Rows, TableOptions{})
+		key = BuildTable(r.Rows, TableOptions{Present: r.Present})
 	}
-	return View{R: r, Key: key, Table: BuildTable(r.Rows, TableOptions{}), Charts: r.Charts()}
+	return View{R: r, Key: key, Table: BuildTable(r.Rows, TableOptions{Present: r.Present}), Charts: r.Charts()}
 }
 
 // WriteHTML writes the report as one self-contained HTML page.

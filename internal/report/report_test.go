@@ -523,7 +523,10 @@ func TestAddSuiteCharts(t *testing.T) {
 		{Connection: "s", Labels: map[string]string{shaping.LabelDirection: "egress", shaping.LabelBurst: "32KiB"},
 			Median: map[string]float64{"limit_bps": 10e6}, Series: map[string][]float64{"intervals_bps": {10.7e6, 10e6, 9.9e6}}},
 	}
-	r := &report.Report{RunID: "q", Suite: "qos-priority", Status: "succeeded", Rows: rows}
+	// The charts come from the suites' presentations.
+	p := qospriority.Suite{}.Presentation()
+	p.Series = shaping.LimitPresentation().Series
+	r := &report.Report{RunID: "q", Suite: "qos-priority", Status: "succeeded", Rows: rows, Present: p}
 	r.AddSuiteCharts()
 	if len(r.Matrices) != 1 {
 		t.Fatalf("%d matrices, want 1 (no ping figures)", len(r.Matrices))
@@ -542,7 +545,7 @@ func TestAddSuiteCharts(t *testing.T) {
 		t.Errorf("shaping name %q", r.Shaping[0].Name)
 	}
 	// Rows sharing a connection stay apart in the table, named by their labels.
-	tb := report.BuildTable(rows, report.TableOptions{})
+	tb := report.BuildTable(rows, report.TableOptions{Present: p})
 	var groups []string
 	for i, l := range tb.Lines {
 		if tb.First[i] {

@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/cnperf/cnperf/internal/suite"
-	"github.com/cnperf/cnperf/internal/suite/qospriority"
-	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
 // Table is a rendered grid of strings: the suite's rows pivoted like the
@@ -28,6 +25,8 @@ type Table struct {
 type TableOptions struct {
 	// Metrics to show, in order; empty means every metric present.
 	Metrics []string
+	// Present is the suite's presentation (how its rows are named).
+	Present suite.Presentation
 }
 
 // BuildTable pivots rows: for each connection, each metric on its own line
@@ -43,7 +42,7 @@ func BuildTable(rows []suite.Row, opt TableOptions) Table {
 			seenB[r.Backend] = true
 			backends = append(backends, r.Backend)
 		}
-		name := RowName(r)
+		name := opt.Present.RowName(r)
 		if !seenC[name] {
 			seenC[name] = true
 			conns = append(conns, name)
@@ -129,44 +128,6 @@ func backendPrefix(b string) string {
 	}
 	return b + ": "
 }
-
-// RowName names a row's line group: its connection, and the suite's own
-// labels (qos-priority's variant and marking, shaping's direction and
-// load) when it has them, so rows that share a connection stay apart.
-// The verdict label is a conclusion, not a key, and is left out.
-func RowName(r suite.Row) string {
-	keys := make([]string, 0, len(r.Labels))
-	for k, v := range r.Labels {
-		if k != qospriority.LabelVerdict && v != "" {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return r.Connection
-	}
-	rank := func(k string) int {
-		for i, x := range labelOrder {
-			if x == k {
-				return i
-			}
-		}
-		return len(labelOrder)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if ri, rj := rank(keys[i]), rank(keys[j]); ri != rj {
-			return ri < rj
-		}
-		return keys[i] < keys[j]
-	})
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + " " + r.Labels[k]
-	}
-	return r.Connection + " · " + strings.Join(parts, ", ")
-}
-
-// labelOrder is the order suites' labels are named in.
-var labelOrder = []string{qospriority.LabelVariant, qospriority.LabelMarking, shaping.LabelDirection, shaping.LabelProto, shaping.LabelLoad, shaping.LabelBurst}
 
 func valueOr(m map[string]float64, k string) float64 {
 	if v, ok := m[k]; ok {
@@ -279,7 +240,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		_, err := io.WriteString(w, "no results yet\n")
 		return err
 	}
-	return BuildTable(r.Rows, TableOptions{}).WriteText(w)
+	return BuildTable(r.Rows, TableOptions{Present: r.Present}).WriteText(w)
 }
 
 // WriteMarkdown writes the report as markdown.
@@ -300,5 +261,5 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		_, err := io.WriteString(w, "No results yet.\n")
 		return err
 	}
-	return BuildTable(r.Rows, TableOptions{}).WriteMarkdown(w)
+	return BuildTable(r.Rows, TableOptions{Present: r.Present}).WriteMarkdown(w)
 }

@@ -242,7 +242,7 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 // withQoS validates a task's QoS set-up and adds it to the stored spec
 // JSON under "qos" (see storedQoS).
 func withQoS(prefix string, spec []byte, q qos.Spec) ([]byte, error) {
-	if _, err := q.Build(); err != nil {
+	if _, err := qos.Build(q); err != nil {
 		var ve *qos.ValidationError
 		if errors.As(err, &ve) {
 			return nil, api.BadRequest(prefix+"qos."+ve.Field, "%s", ve.Reason)

@@ -234,3 +234,12 @@ func nest(flat map[string]float64) map[string]any {
 	}
 	return out
 }
+
+// SetOverhead sets OverheadPct on every row that has one (see Overhead).
+func SetOverhead(rows []Row) {
+	for i := range rows {
+		if v, ok := Overhead(rows, rows[i]); ok {
+			rows[i].OverheadPct = &v
+		}
+	}
+}

@@ -9,35 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/probe"
-	"golang.org/x/sys/unix"
 )
-
-// ParamsAPIVersion is the apiVersion of the params a suite's run carries.
-const ParamsAPIVersion = "cnperf/v1"
-
-// RunParams is what the Runner stores in each run's params
-// (api.RunCreate.Params): enough to rebuild the suite's rows from the
-// stored run alone. Steps[i] is the step of the run's i-th task (tasks in
-// creation order, that is by id).
-type RunParams struct {
-	APIVersion string `json:"apiVersion"`
-	Suite      string `json:"suite"`
-	// Invocation is shared by the runs of one Runner.Run call (the phases
-	// of one suite run, and the backends of one cni-compare in the lab).
-	Invocation string  `json:"invocation"`
-	Phase      string  `json:"phase"`
-	PhaseIndex int     `json:"phase_index"` // 0-based
-	Phases     int     `json:"phases"`
-	Options    Options `json:"options"`
-	Steps      []Step  `json:"steps"`
-}
 
 // API is the part of the server's API the Runner uses;
 // *client.Client implements it.
@@ -51,8 +26,9 @@ type API interface {
 // Runner runs suites through the server's API.
 type Runner struct {
 	API API
-	// Network is the lab under the run, nil against a real cluster.
-	Network Network
+	// Env is the environment under the run (the lab, a cluster); nil means
+	// one that can change nothing, so suites that need changes are refused.
+	Env Env
 	// Progress, when set, gets a progress line (what runs now, how many
 	// steps are left, elapsed time) while a run takes longer than a few
 	// seconds; on a terminal the line is rewritten in place.
@@ -85,28 +61,78 @@ const progressAfter = 2 * time.Second
 // waitSlack is added to the sum of a run's task timeouts to bound the wait.
 const waitSlack = 60 * time.Second
 
+// caps returns what the environment can change.
+func (r *Runner) caps() Caps {
+	if r.Env == nil {
+		return Caps{}
+	}
+	return r.Env.Caps()
+}
+
+// Plan lists the agents online now and plans s for them, then checks,
+// before anything is created, that the environment can make every change
+// the phases need (naming what it lacks) and, when it can check them
+// (Checker), that each change will take.
+func (r *Runner) Plan(ctx context.Context, s Suite, o Options) ([]Endpoint, []Phase, error) {
+	agents, err := r.API.Agents(ctx, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list agents: %w", err)
+	}
+	eps := Endpoints(agents)
+	caps := r.caps()
+	phases, err := s.Plan(eps, o, caps)
+	if err != nil {
+		return eps, nil, err
+	}
+	if len(phases) == 0 {
+		return eps, nil, fmt.Errorf("suite %s planned nothing for %d agents", s.Name(), len(eps))
+	}
+	if err := r.check(ctx, s.Name(), caps, phases); err != nil {
+		return eps, nil, err
+	}
+	return eps, phases, nil
+}
+
+// check refuses phases whose changes the environment cannot make.
+func (r *Runner) check(ctx context.Context, suite string, caps Caps, phases []Phase) error {
+	if err := caps.Lacks(suite, needs(phases)...); err != nil {
+		return err
+	}
+	c, ok := r.Env.(Checker)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, ph := range phases {
+		for _, ch := range ph.Changes {
+			key := ch.String()
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if err := c.Check(ctx, ch); err != nil {
+				return fmt.Errorf("suite %s: %s: %w", suite, ch, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Run plans s for the agents online now and runs its phases one after
-// another, each as one run on the server, then aggregates the rows. When
-// ctx ends the current run is cancelled on the server and Teardown still
-// runs. A step that failed is in its row's Errors; Run fails only when the
-// suite could not be run at all.
+// another, each as one run on the server, then aggregates the rows. A
+// phase's changes are made before its run is created and undone after it
+// ends; when ctx ends the current run is cancelled on the server and the
+// changes are still undone. A step that failed is in its row's Errors; Run
+// fails only when the suite could not be run at all.
 func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 	log := r.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	rep := Report{Suite: s.Name(), Options: o}
-	agents, err := r.API.Agents(ctx, false)
-	if err != nil {
-		return rep, fmt.Errorf("list agents: %w", err)
-	}
-	eps := Endpoints(agents)
-	phases, err := s.Plan(eps, o, r.Network)
+	eps, phases, err := r.Plan(ctx, s, o)
 	if err != nil {
 		return rep, err
-	}
-	if len(phases) == 0 {
-		return rep, fmt.Errorf("suite %s planned nothing for %d agents", s.Name(), len(eps))
 	}
 	inv := r.Invocation
 	if inv == "" {
@@ -126,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 			continue
 		}
 		params := RunParams{APIVersion: ParamsAPIVersion, Suite: s.Name(), Invocation: inv, Phase: ph.Name,
-			PhaseIndex: i, Phases: len(phases), Options: o, Steps: ph.Steps}
+			PhaseIndex: i, Phases: len(phases), Options: o}
 		outs, id, err := r.runPhase(ctx, ph, params, pr, done)
 		if id != "" {
 			rep.RunIDs = append(rep.RunIDs, id)
@@ -139,12 +165,15 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 		done += len(ph.Steps)
 		if i == len(phases)-1 && follower != nil {
 			// A searching suite plans its next round from what it has.
-			more, err := follower.Follow(eps, o, r.Network, rep.Outcomes)
+			more, err := follower.Follow(eps, o, r.caps(), rep.Outcomes)
 			if err != nil {
 				return rep, fmt.Errorf("suite %s, after phase %q: %w", s.Name(), ph.Name, err)
 			}
 			if len(phases)+len(more) > maxPhases {
 				return rep, fmt.Errorf("suite %s planned more than %d phases", s.Name(), maxPhases)
+			}
+			if err := r.check(ctx, s.Name(), r.caps(), more); err != nil {
+				return rep, err
 			}
 			phases = append(phases, more...)
 			for _, m := range more {
@@ -156,21 +185,35 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 	return rep, nil
 }
 
-// runPhase sets the network up, creates the phase's run, waits for it and
-// tears the network down again.
+// runPhase makes the phase's changes, creates its run, waits for it and
+// undoes the changes again, in reverse order, whatever happened.
 func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *progress, done int) (outs []Outcome, id string, err error) {
-	if ph.Setup != nil {
-		if err := ph.Setup(ctx, r.Network); err != nil {
-			err = fmt.Errorf("set up: %w", err)
-			if ph.Teardown != nil {
-				err = errors.Join(err, r.teardown(ctx, ph))
-			}
-			return nil, "", err
+	var undos []func(context.Context) error
+	defer func() {
+		if len(undos) > 0 {
+			err = errors.Join(err, r.undo(ctx, undos))
+		}
+	}()
+	for _, c := range ph.Changes {
+		if r.Env == nil {
+			return nil, "", fmt.Errorf("change %s: no environment under the run", c)
+		}
+		undo, err := r.Env.Apply(ctx, c)
+		if err != nil {
+			return nil, "", fmt.Errorf("set up %s: %w", c, err)
+		}
+		if undo != nil {
+			undos = append(undos, undo)
 		}
 	}
-	if ph.Teardown != nil {
-		defer func() { err = errors.Join(err, r.teardown(ctx, ph)) }()
+	if rw, ok := r.Env.(Rewriter); ok && len(ph.Changes) > 0 {
+		steps := make([]Step, len(ph.Steps))
+		for i, st := range ph.Steps {
+			steps[i] = rw.Rewrite(st)
+		}
+		ph.Steps = steps
 	}
+	params.Steps = ph.Steps
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode params: %w", err)
@@ -191,12 +234,19 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	return outs, run.ID, err
 }
 
-// teardown runs the phase's Teardown with a fresh bounded context, so that
-// an interrupted run still undoes its network changes.
-func (r *Runner) teardown(ctx context.Context, ph Phase) error {
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+// undoTimeout bounds undoing a phase's changes.
+const undoTimeout = 30 * time.Second
+
+// undo undoes changes in reverse order with a fresh bounded context, so
+// that an interrupted run still undoes its network changes.
+func (r *Runner) undo(ctx context.Context, undos []func(context.Context) error) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	if err := ph.Teardown(tctx, r.Network); err != nil {
+	var errs []error
+	for i := len(undos) - 1; i >= 0; i-- {
+		errs = append(errs, undos[i](tctx))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tear down: %w", err)
 	}
 	return nil
@@ -251,184 +301,8 @@ func (r *Runner) cancel(ctx context.Context, id, reason string) error {
 	return nil
 }
 
-// outcomes pairs the run's tasks (by id order) with the steps.
-func outcomes(run api.Run, steps []Step) ([]Outcome, error) {
-	tasks := append([]api.TaskV2(nil), run.Tasks...)
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
-	if len(tasks) != len(steps) {
-		return nil, fmt.Errorf("run %s has %d tasks for %d steps", run.ID, len(tasks), len(steps))
-	}
-	out := make([]Outcome, len(steps))
-	for i, t := range tasks {
-		out[i] = Outcome{Step: steps[i]}
-		if t.State != api.StateSucceeded {
-			msg := t.State
-			if t.Reason != "" {
-				msg += ": " + t.Reason
-			}
-			out[i].Err = msg
-			continue
-		}
-		if len(t.Result) == 0 {
-			out[i].Err = "succeeded without a result"
-			continue
-		}
-		var res probe.Result
-		if err := json.Unmarshal(t.Result, &res); err != nil {
-			out[i].Err = fmt.Sprintf("result of task %s: %v", t.TaskID, err)
-			continue
-		}
-		out[i].Result = &res
-	}
-	return out, nil
-}
-
-// OutcomesFromRun rebuilds the outcomes of a stored run from its params
-// and tasks (the run as GET /api/v2/runs/ID returns it, tasks included).
-func OutcomesFromRun(run api.Run) (RunParams, []Outcome, error) {
-	var p RunParams
-	if len(run.Params) == 0 {
-		return p, nil, fmt.Errorf("run %s (suite %q) carries no suite params: it was not made by a suite", run.ID, run.Suite)
-	}
-	if err := json.Unmarshal(run.Params, &p); err != nil {
-		return p, nil, fmt.Errorf("run %s: params: %w", run.ID, err)
-	}
-	if p.APIVersion != ParamsAPIVersion {
-		return p, nil, fmt.Errorf("run %s: params apiVersion %q, want %q", run.ID, p.APIVersion, ParamsAPIVersion)
-	}
-	outs, err := outcomes(run, p.Steps)
-	return p, outs, err
-}
-
-// RowsFromRuns rebuilds a suite's rows from stored runs (all of one suite:
-// the phases of one run, or the backends of a cni-compare), with the
-// suite's own Rows, as `cnperf report RUN_ID` needs.
-func RowsFromRuns(reg *Registry, runs ...api.Run) ([]Row, error) {
-	if len(runs) == 0 {
-		return nil, errors.New("no run given")
-	}
-	var (
-		suite string
-		all   []Outcome
-	)
-	for _, run := range runs {
-		p, outs, err := OutcomesFromRun(run)
-		if err != nil {
-			return nil, err
-		}
-		if suite != "" && p.Suite != suite {
-			return nil, fmt.Errorf("runs of different suites (%s, %s) cannot share one table", suite, p.Suite)
-		}
-		suite = p.Suite
-		all = append(all, outs...)
-	}
-	s, err := reg.Get(suite)
-	if err != nil {
-		return nil, err
-	}
-	return s.Rows(all), nil
-}
-
 func newInvocation() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // crypto/rand.Read does not fail on Linux
 	return hex.EncodeToString(b)
-}
-
-// optionsJSON is Options on the wire: the time as a duration string.
-type optionsJSON struct {
-	Time    probe.Duration    `json:"time"`
-	Repeat  int               `json:"repeat"`
-	Backend string            `json:"backend,omitempty"`
-	Set     map[string]string `json:"set,omitempty"`
-}
-
-// MarshalJSON writes the time as a duration string ("5s").
-func (o Options) MarshalJSON() ([]byte, error) {
-	return json.Marshal(optionsJSON{Time: probe.Duration(o.Time), Repeat: o.Repeat, Backend: o.Backend, Set: o.Set})
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (o *Options) UnmarshalJSON(b []byte) error {
-	var j optionsJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*o = Options{Time: j.Time.D(), Repeat: j.Repeat, Backend: j.Backend, Set: j.Set}
-	return nil
-}
-
-// progress writes the progress line.
-type progress struct {
-	w       io.Writer
-	suite   string
-	total   int
-	start   time.Time
-	tty     bool
-	last    string
-	written bool
-}
-
-func newProgress(w io.Writer, suite string, total int) *progress {
-	return &progress{w: w, suite: suite, total: total, start: time.Now(), tty: isTerminal(w)}
-}
-
-// update shows what runs now in phase ph (whose steps start at done).
-func (p *progress) update(ph Phase, run api.Run, done int) {
-	if p.w == nil || time.Since(p.start) < progressAfter {
-		return
-	}
-	tasks := append([]api.TaskV2(nil), run.Tasks...)
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
-	finished := 0
-	var now []string
-	for i, t := range tasks {
-		if api.TerminalState(t.State) {
-			finished++
-			continue
-		}
-		if (t.State == api.StateRunning || t.State == api.StateDispatched) && i < len(ph.Steps) {
-			st := ph.Steps[i]
-			now = append(now, fmt.Sprintf("%s %s #%d (%s → %s)", st.Measure, st.Connection, st.Repeat+1, EndpointLabel(st.Src), EndpointLabel(st.Dst)))
-		}
-	}
-	if len(run.Tasks) == 0 {
-		finished = run.Counts[api.StateSucceeded] + run.Counts[api.StateFailed] + run.Counts[api.StateTimedOut] + run.Counts[api.StateCancelled]
-	}
-	left := p.total - done - finished
-	what := "waiting for agents"
-	switch {
-	case len(now) > 0:
-		what = strings.Join(now, ", ")
-	case left == 0:
-		what = "done"
-	}
-	key := fmt.Sprintf("%s: %s; %d of %d left", p.suite, what, left, p.total)
-	line := fmt.Sprintf("%s; %s elapsed", key, time.Since(p.start).Round(time.Second))
-	switch {
-	case p.tty:
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-	case key != p.last:
-		// Not a terminal (a log, CI): a line per change, not per poll.
-		fmt.Fprintln(p.w, line)
-	}
-	p.last = key
-	p.written = true
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// finish ends the progress line on a terminal.
-func (p *progress) finish() {
-	if p.tty && p.written {
-		fmt.Fprintln(p.w)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,53 +95,125 @@ func TestRunnerFailedStepIsInRow(t *testing.T) {
 	}
 }
 
-func TestRunnerInterruptCancelsAndTearsDown(t *testing.T) {
+// fakeEnv records the changes it makes and undoes; every capability but
+// police is there.
+type fakeEnv struct {
+	mu      sync.Mutex // guards calls
+	calls   []string
+	fail    string // a member whose change fails
+	checked []string
+	t       *testing.T
+}
+
+func (e *fakeEnv) Caps() suite.Caps {
+	return suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping},
+		Why: map[suite.Cap]string{suite.CapPolice: "this kernel has no act_police"}}
+}
+
+func (e *fakeEnv) Apply(_ context.Context, c suite.Change) (func(context.Context) error, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.Member == e.fail {
+		return nil, errors.New("no tbf")
+	}
+	e.calls = append(e.calls, "apply "+c.Member)
+	return func(ctx context.Context) error {
+		if ctx.Err() != nil {
+			e.t.Error("undo got a cancelled context")
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.calls = append(e.calls, "undo "+c.Member)
+		return nil
+	}, nil
+}
+
+func (e *fakeEnv) Check(_ context.Context, c suite.Change) error {
+	e.checked = append(e.checked, c.Member)
+	if c.Member == "unknown" {
+		return errors.New("no such link")
+	}
+	return nil
+}
+
+func TestRunnerInterruptCancelsAndUndoes(t *testing.T) {
 	f := suitetest.NewFakeAPI()
 	f.Never = true
-	var calls []string
-	s := phasedSuite{setup: func(context.Context, suite.Network) error { calls = append(calls, "setup"); return nil },
-		teardown: func(ctx context.Context, _ suite.Network) error {
-			if ctx.Err() != nil {
-				t.Error("teardown got a cancelled context")
-			}
-			calls = append(calls, "teardown")
-			return nil
-		}}
+	env := &fakeEnv{t: t}
+	s := phasedSuite{changes: []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"}, {What: suite.CapPodQdisc, Member: "n2-p1"}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := (&suite.Runner{API: f, Poll: time.Millisecond}).Run(ctx, s, suite.Options{Time: time.Second, Repeat: 1})
+	_, err := (&suite.Runner{API: f, Env: env, Poll: time.Millisecond}).Run(ctx, s, suite.Options{Time: time.Second, Repeat: 1})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
-	if len(f.Cancelled) != 1 || strings.Join(calls, ",") != "setup,teardown" {
-		t.Errorf("cancelled %v, calls %v", f.Cancelled, calls)
+	if got := strings.Join(env.calls, ","); len(f.Cancelled) != 1 || got != "apply node2,apply n2-p1,undo n2-p1,undo node2" {
+		t.Errorf("cancelled %v, calls %v (want applied in order, undone in reverse)", f.Cancelled, got)
 	}
 	if !f.Created[0].AllowConcurrency {
 		t.Error("concurrent phase created without AllowConcurrency")
 	}
 }
 
-func TestRunnerSetupFailure(t *testing.T) {
+func TestRunnerApplyFailureUndoesWhatWasMade(t *testing.T) {
 	f := suitetest.NewFakeAPI()
-	var torn bool
-	s := phasedSuite{setup: func(context.Context, suite.Network) error { return errors.New("no tbf") },
-		teardown: func(context.Context, suite.Network) error { torn = true; return nil }}
-	_, err := (&suite.Runner{API: f, Poll: time.Millisecond}).Run(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
-	if err == nil || !strings.Contains(err.Error(), "no tbf") || !torn || len(f.Created) != 0 {
-		t.Errorf("err %v, torn down %v, runs %d", err, torn, len(f.Created))
+	env := &fakeEnv{t: t, fail: "n2-p1"}
+	s := phasedSuite{changes: []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"}, {What: suite.CapPodQdisc, Member: "n2-p1"}}}
+	_, err := (&suite.Runner{API: f, Env: env, Poll: time.Millisecond}).Run(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
+	if err == nil || !strings.Contains(err.Error(), "no tbf") || strings.Join(env.calls, ",") != "apply node2,undo node2" || len(f.Created) != 0 {
+		t.Errorf("err %v, calls %v, runs %d", err, env.calls, len(f.Created))
+	}
+}
+
+// TestRunnerRefusesUpFront: a change the environment lacks the capability
+// for, or one it finds will not take, refuses the suite before any change
+// or run is made, naming what is missing.
+func TestRunnerRefusesUpFront(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		env     suite.Env
+		changes []suite.Change
+		want    []string
+	}{
+		{"no environment", nil, []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"}},
+			[]string{"node-qdisc (put a qdisc on a node's uplink)", "cnperf lab run"}},
+		{"lacks police", &fakeEnv{}, []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"}, {What: suite.CapPolice, Member: "n2-p1"}},
+			[]string{"police (police a pod's traffic with the kernel's police action): this kernel has no act_police"}},
+		{"check fails", &fakeEnv{}, []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"}, {What: suite.CapPodQdisc, Member: "unknown"}},
+			[]string{"pod-qdisc on unknown: no such link"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := suitetest.NewFakeAPI()
+			_, err := (&suite.Runner{API: f, Env: c.env, Poll: time.Millisecond}).Run(context.Background(), phasedSuite{changes: c.changes}, suite.Options{Time: time.Second, Repeat: 1})
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("err %v, want it to say %q", err, w)
+				}
+			}
+			if len(f.Created) != 0 {
+				t.Errorf("%d runs created", len(f.Created))
+			}
+			if fe, ok := c.env.(*fakeEnv); ok && len(fe.calls) != 0 {
+				t.Errorf("changes made: %v", fe.calls)
+			}
+		})
+	}
+	_, err := (&suite.Runner{API: suitetest.NewFakeAPI()}).Run(context.Background(), phasedSuite{changes: []suite.Change{{What: suite.CapVXLANTOS, Member: "node1"}}}, suite.Options{Time: time.Second, Repeat: 1})
+	if !errors.Is(err, suite.ErrEnvLacks) {
+		t.Errorf("err %v is not ErrEnvLacks", err)
 	}
 }
 
 // phasedSuite is a one-phase concurrent suite with network changes.
 type phasedSuite struct {
-	setup, teardown func(context.Context, suite.Network) error
+	changes []suite.Change
 }
 
 func (phasedSuite) Name() string     { return "phased" }
 func (phasedSuite) Describe() string { return "test" }
-func (s phasedSuite) Plan(eps []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+func (s phasedSuite) Plan(eps []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
 	steps, err := baseline.Steps(eps, baseline.Options{Time: o.Time, Repeat: 1, UDPRateBps: 1e6, UDPSize: 100, PingCount: 1})
-	return []suite.Phase{{Name: "p", Steps: steps[:2], Concurrent: true, Setup: s.setup, Teardown: s.teardown}}, err
+	return []suite.Phase{{Name: "p", Steps: steps[:2], Concurrent: true, Changes: s.changes}}, err
 }
 func (phasedSuite) Rows(o []suite.Outcome) []suite.Row { return suite.Rows(o) }
 

@@ -50,6 +50,9 @@ type Step struct {
 	// Labels carry what a suite groups its own rows by beyond the
 	// connection (qos-priority's variant and marking).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Applied says how the environment made the phase's changes where it
+	// differs from what the suite asked (see Rewriter).
+	Applied *Applied `json:"applied,omitempty"`
 }
 
 // Pair is the source and destination chosen for a connection.

@@ -1,10 +1,8 @@
 package suite
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -30,11 +28,11 @@ import (
 // the same Rows call rebuilds the table later from the stored runs
 // (RowsFromRuns), for `cnperf report RUN_ID`, in a different process.
 //
-// A suite that has to change the network (a qdisc on a node's underlay link,
-// a shaper on a pod's veth) does so in a Phase's Setup and Teardown, through
-// the Network it is given. Against a real cluster there is no Network (nil);
-// such a suite's Plan should then fail with ErrNeedsNetwork, before anything
-// is created.
+// A suite that needs the network changed (a qdisc on a node's uplink, a
+// shaper on a pod's veth) says so as data, in its phases' Changes; the
+// environment under the run (Env: the lab, a cluster) makes them. The
+// Runner refuses the suite before it creates anything when the
+// environment lacks a capability a change uses, and names it.
 //
 // A suite is stateless and safe to reuse; register it explicitly in a
 // Registry (no init-time registration).
@@ -45,10 +43,10 @@ type Suite interface {
 	// Describe says in one line what the suite measures, for help texts.
 	Describe() string
 	// Plan expands the suite for the given agents (only those online) into
-	// phases. net is nil when no lab is under the run. Plan must not touch
-	// the network or the server; bad options or too few agents are errors
-	// naming the problem.
-	Plan(agents []Endpoint, o Options, net Network) ([]Phase, error)
+	// phases, knowing what the environment can change (caps). Plan must not
+	// touch the network or the server; bad options or too few agents are
+	// errors naming the problem.
+	Plan(agents []Endpoint, o Options, caps Caps) ([]Phase, error)
 	// Rows aggregates the outcomes of all phases into the suite's rows.
 	Rows(outcomes []Outcome) []Row
 }
@@ -105,7 +103,7 @@ func (o Options) CheckSet(suite string, known ...string) error {
 }
 
 // Phase is one run of a suite: a set of steps the server schedules as one
-// run, with optional network changes around it.
+// run, with the changes the environment makes around it.
 type Phase struct {
 	// Name says what the phase measures ("tbf 1 Gbit/s, foreground EF"); it
 	// is shown in the progress line and stored in the run's params.
@@ -117,46 +115,10 @@ type Phase struct {
 	// and the foreground flow it should disturb. Without it the server runs
 	// at most one exclusive task per node at a time.
 	Concurrent bool `json:"concurrent,omitempty"`
-	// Setup, when set, runs before the phase's run is created (e.g. puts a
-	// qdisc on a node's underlay link). Teardown, when set, runs after the
-	// run ends, also when it failed or was interrupted, with a context
-	// that is not yet cancelled; it must undo what Setup did and tolerate a
-	// Setup that failed half-way. Both get the suite's Network (nil against
-	// a real cluster).
-	Setup    func(ctx context.Context, net Network) error `json:"-"`
-	Teardown func(ctx context.Context, net Network) error `json:"-"`
-}
-
-// ErrNeedsNetwork says a suite changes the network and so needs a lab (or
-// another Network) under the run.
-var ErrNeedsNetwork = errors.New("this suite changes the network (qdiscs on links) and needs a lab: run it with cnperf lab run")
-
-// Link roles a Network resolves, named from the member's point of view.
-const (
-	// LinkNodeUplink is a node's link to the underlay, on the node's side
-	// (its egress carries the node's traffic to other nodes: where a NIC's
-	// queue is).
-	LinkNodeUplink = "node-uplink"
-	// LinkUnderlayPort is the same link on the underlay's side (its egress
-	// carries traffic from other nodes to this node).
-	LinkUnderlayPort = "underlay-port"
-	// LinkPodHost is a pod's veth on its node's side (its egress is the
-	// pod's ingress; the CNI bandwidth plugin shapes here).
-	LinkPodHost = "pod-host"
-	// LinkPod is a pod's own eth0 (its egress is the pod's egress).
-	LinkPod = "pod"
-)
-
-// Network is the emulated network under a suite; the lab implements it. It
-// lets a suite find the links to put traffic control on. Members are named
-// as the agents' Endpoint.Node (a node, "n1") and Endpoint.Name (a pod,
-// "n1-p1").
-type Network interface {
-	// Link returns the network namespace (a name under /var/run/netns, as
-	// qos.Target.NetNS takes it) and the device name of the link with the
-	// given role (Link* constants) of member, or an error naming what is
-	// unknown.
-	Link(role, member string) (netns, dev string, err error)
+	// Changes are made, in order, before the phase's run is created and
+	// undone in reverse order after it ends, however it ends (failed,
+	// interrupted), within a bounded time.
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // Registry holds the suites by name. Build it explicitly (see Builtin) and
@@ -208,17 +170,11 @@ type OptionsChecker interface {
 	CheckOptions(o Options) error
 }
 
-// A TableWriter is a suite that prints its own rows as a terminal table
-// (the QoS suites' matrices and verdicts) instead of the baseline's.
-type TableWriter interface {
-	WriteTable(w io.Writer, rows []Row) error
-}
-
 // A Follower is a suite whose later phases depend on the outcomes of the
 // earlier ones (a search). After the phases Plan returned, the Runner calls
 // Follow with every outcome so far, in plan order, and runs the phases it
 // returns, until it returns none. Like Rows, Follow must depend only on
 // its arguments.
 type Follower interface {
-	Follow(agents []Endpoint, o Options, net Network, done []Outcome) ([]Phase, error)
+	Follow(agents []Endpoint, o Options, caps Caps, done []Outcome) ([]Phase, error)
 }

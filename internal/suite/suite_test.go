@@ -25,16 +25,16 @@ func TestOptionsAndSettings(t *testing.T) {
 		{"bad ping count", suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"ping-count": "x"}}, "ping-count"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := baseline.Suite{}.Plan(suitetest.LabAgents(), c.o, nil)
+			_, err := baseline.Suite{}.Plan(suitetest.LabAgents(), c.o, suite.Caps{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
 	}
-	if _, err := (cnicompare.Suite{}).Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1}, nil); err == nil {
+	if _, err := (cnicompare.Suite{}).Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1}, suite.Caps{}); err == nil {
 		t.Error("cni-compare without a backend accepted")
 	}
-	ph, err := baseline.Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"udp-rate": "100M"}}, nil)
+	ph, err := baseline.Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"udp-rate": "100M"}}, suite.Caps{})
 	if err != nil || *ph[0].Steps[1].Spec.RateBps != 100e6 {
 		t.Errorf("udp-rate setting not applied: %v", err)
 	}

@@ -54,18 +54,18 @@ func (d *Dashboard) handleStart(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusBadRequest, "suite options: "+err.Error())
 		return
 	}
-	// Plan once here, so a suite that cannot run (too few agents, needs a
-	// lab) is refused on the spot with its reason.
+	// Plan once here, so a suite that cannot run (too few agents, needs
+	// changes no environment here can make) is refused on the spot with
+	// its reason.
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
-	agents, err := d.opts.API.Agents(ctx, false)
-	if err != nil {
+	if _, err := d.opts.API.Agents(ctx, false); err != nil {
 		d.failAPI(w, r, "list agents", err)
 		return
 	}
-	if _, err := s.Plan(suite.Endpoints(agents), o, nil); err != nil {
+	if _, _, err := (&suite.Runner{API: d.opts.API}).Plan(ctx, s, o); err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, suite.ErrNeedsNetwork) {
+		if errors.Is(err, suite.ErrEnvLacks) {
 			status = http.StatusConflict
 		}
 		d.fail(w, r, status, fmt.Sprintf("suite %s cannot start: %v", name, err))

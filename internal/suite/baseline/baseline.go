@@ -112,7 +112,7 @@ func (Suite) Describe() string {
 }
 
 // Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
 	bo, err := OptionsFrom(s.Name(), o)
 	if err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func TestCapacityBadInput(t *testing.T) {
 		{map[string]string{"speed": "1"}, "unknown setting speed"},
 		{map[string]string{"paths": "cross-node,far-away"}, `path "far-away"`},
 	} {
-		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, nil)
+		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suite.Caps{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want %q", c.set, err, c.want)
 		}
@@ -151,7 +151,7 @@ func TestCapacitySuiteFollow(t *testing.T) {
 	}
 	o := suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{"loss": "0.1"}}
 	s := Suite{}
-	phases, err := s.Plan(suitetest.LabAgents(), o, nil)
+	phases, err := s.Plan(suitetest.LabAgents(), o, suite.Caps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +169,11 @@ func TestCapacitySuiteFollow(t *testing.T) {
 				done = append(done, suite.Outcome{Step: st, Result: &probe.Result{LossPct: &loss, ThroughputBps: &probe.SenderReceiver{Receiver: recv}}})
 			}
 		}
-		if phases, err = s.Follow(suitetest.LabAgents(), o, nil, done); err != nil {
+		if phases, err = s.Follow(suitetest.LabAgents(), o, suite.Caps{}, done); err != nil {
 			t.Fatal(err)
 		}
 	}
-	one, err := s.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"paths": "cross-node"}}, nil)
+	one, err := s.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"paths": "cross-node"}}, suite.Caps{})
 	if err != nil || len(one) != 1 || len(one[0].Steps) != 1 || one[0].Steps[0].Connection != suite.PodPodCrossNode {
 		t.Errorf("paths=cross-node: %v %+v", err, one)
 	}

@@ -118,13 +118,13 @@ func OptionsFrom(o suite.Options) (Options, error) {
 }
 
 // Plan implements Suite: the first round (every path's first trial).
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network) ([]suite.Phase, error) {
-	return s.Follow(agents, o, net, nil)
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+	return s.Follow(agents, o, caps, nil)
 }
 
 // Follow implements Follower: the next round of every path whose search
 // has not finished, replayed from the outcomes so far.
-func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Network, done []suite.Outcome) ([]suite.Phase, error) {
+func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Caps, done []suite.Outcome) ([]suite.Phase, error) {
 	co, err := OptionsFrom(o)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func (Suite) Describe() string {
 }
 
 // Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Network) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
 	if o.Backend == "" {
 		return nil, errors.New("suite cni-compare: the backend under test is not named (give --backends with the cluster's backend)")
 	}

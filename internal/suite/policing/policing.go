@@ -5,7 +5,6 @@
 package policing
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
@@ -36,11 +34,7 @@ const LabelUnsupported = "unsupported"
 //
 // Settings (--set): rate (bits/s, default 10M), burst (bytes, default
 // 32Ki), protos, loads, udp-size.
-type Suite struct {
-	// Detect finds the kernel's features; nil means qos.Detect. Tests set
-	// it to play a kernel with or without the police action.
-	Detect func(ctx context.Context) (qos.Features, error)
-}
+type Suite struct{}
 
 // Name implements Suite.
 func (Suite) Name() string { return SuiteName }
@@ -53,7 +47,7 @@ func (Suite) Describe() string {
 var policingSettings = []string{"rate", "burst", "protos", "loads", "udp-size"}
 
 // Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
@@ -89,32 +83,14 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network)
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
 	so = so.WithDefaults()
-	police := qos.Police{Rate: so.EgressBps, BurstBytes: so.Bursts[0]}
-	if err := police.Validate(); err != nil {
-		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
-	}
-	if net == nil {
-		return nil, fmt.Errorf("suite %s: %w", s.Name(), suite.ErrNeedsNetwork)
-	}
+	police := qosspec.Spec{Setup: qosspec.SpecPolice, RateBps: so.EgressBps, BurstBytes: so.Bursts[0]}
 	pair, err := shaping.ShapedPair(agents)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
-	detect := s.Detect
-	if detect == nil {
-		detect = func(ctx context.Context) (qos.Features, error) { return qos.Detect(ctx, "", police.Needs()...) }
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	feats, err := detect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("suite %s: detect the kernel's features: %w", s.Name(), err)
-	}
-	for _, need := range police.Needs() {
-		if f, _ := feats.Get(need); !f.Present {
-			ue := &qos.UnsupportedError{Feature: need, Reason: f.Err}
-			return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, ue)}, nil
-		}
+	if why, ok := caps.Unsupported[suite.CapPolice]; ok {
+		// The kernel under the environment cannot police: that is the result.
+		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, why)}, nil
 	}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
@@ -123,20 +99,19 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network)
 			steps[i].Labels[shaping.LabelDirection] = "police"
 			steps[i].Connection = fmt.Sprintf("pod %s policed", pair.Src.Name)
 		}
-		ph := suite.Phase{Name: fmt.Sprintf("%s %s at %s, #%d", s.Name(), pair.Src.Name, qos.FormatBps(so.EgressBps), rep+1), Steps: steps}
-		ph.Setup, ph.Teardown = shaping.PodHostSetup(pair.Src.Name, police)
-		phases = append(phases, ph)
+		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s at %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.EgressBps), rep+1),
+			Steps: steps, Changes: []suite.Change{{What: suite.CapPolice, Member: pair.Src.Name, QoS: &police}}})
 	}
 	return phases, nil
 }
 
 // unsupportedPhase is the policing run on a kernel that cannot police:
 // one short, bounded ping whose row says why nothing else was measured.
-func unsupportedPhase(name string, p suite.Pair, backend string, ue *qos.UnsupportedError) suite.Phase {
-	return suite.Phase{Name: name + ": " + ue.Error(), Steps: []suite.Step{{
+func unsupportedPhase(name string, p suite.Pair, backend string, why string) suite.Phase {
+	return suite.Phase{Name: name + ": " + why, Steps: []suite.Step{{
 		Connection: fmt.Sprintf("pod %s policed", p.Src.Name), Backend: backend, Measure: suite.MeasurePing, Src: p.Src, Dst: p.Dst,
 		Spec:   probe.Spec{Kind: probe.KindPing, Target: p.Dst.IP, Count: 3, Interval: probe.Duration(10 * time.Millisecond), Timeout: probe.Duration(time.Second)},
-		Labels: map[string]string{LabelUnsupported: ue.Error()},
+		Labels: map[string]string{LabelUnsupported: why},
 	}}}
 }
 
@@ -168,3 +143,6 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return append([]string{"supported"}, shaping.LimitMetrics...) }
+
+// Presentation implements suite.Presenter: as shaping's rows.
+func (Suite) Presentation() suite.Presentation { return shaping.LimitPresentation() }

@@ -1,41 +1,36 @@
 package policing
 
 import (
-	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
 
-func kernel(police bool) func(context.Context) (qos.Features, error) {
-	return func(context.Context) (qos.Features, error) {
-		f := qos.Features{Kernel: "test"}
-		for _, n := range []string{qos.FeatureIngress, qos.FeatureU32} {
-			f.List = append(f.List, qos.Feature{Name: n, Present: true})
-		}
-		p := qos.Feature{Name: qos.FeaturePolice, Present: police}
-		if !police {
-			p.Err = "no such file or directory"
-		}
-		f.List = append(f.List, p)
-		return f, nil
+// kernel returns a lab's capabilities on a kernel with or without the
+// police action.
+func kernel(police bool) suite.Caps {
+	c := suitetest.LabCaps()
+	if !police {
+		c.Have = slices.DeleteFunc(c.Have, func(x suite.Cap) bool { return x == suite.CapPolice })
+		c.Unsupported = map[suite.Cap]string{suite.CapPolice: "unsupported: kernel lacks the police action (no such file or directory)"}
 	}
+	return c
 }
 
 func TestPolicingUnsupportedIsOneRow(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 3}
-	phases, err := Suite{Detect: kernel(false)}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, kernel(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 1 || len(phases[0].Steps) != 1 || phases[0].Setup != nil {
+	if len(phases) != 1 || len(phases[0].Steps) != 1 || len(phases[0].Changes) != 0 {
 		t.Fatalf("phases %+v", phases)
 	}
 	st := phases[0].Steps[0]
@@ -59,11 +54,11 @@ func TestPolicingUnsupportedIsOneRow(t *testing.T) {
 
 func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"rate": "20M", "protos": "udp"}}
-	phases, err := Suite{Detect: kernel(true)}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, kernel(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 1 || phases[0].Setup == nil || len(phases[0].Steps) != 3 {
+	if len(phases) != 1 || len(phases[0].Changes) != 1 || phases[0].Changes[0].What != suite.CapPolice || len(phases[0].Steps) != 3 {
 		t.Fatalf("phases %+v", phases)
 	}
 	for _, st := range phases[0].Steps {
@@ -78,7 +73,7 @@ func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
 		{map[string]string{"rate": "0"}, "rate 0"},
 		{map[string]string{"burst": "32Ki,64Ki"}, "one burst"},
 	} {
-		_, err := Suite{Detect: kernel(true)}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: c.set}, suitetest.FakeNet{})
+		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: c.set}, kernel(true))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v", c.set, err)
 		}

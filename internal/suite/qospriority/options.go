@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // SuiteName is the suite's name.
@@ -207,7 +208,7 @@ func (o Options) Validate() error {
 	}
 	if o.LinkRateBps != 0 && o.BottleneckRateBps > o.LinkRateBps {
 		errs = append(errs, fmt.Errorf("bottleneck rate %s is above the link's rate %s: the bottleneck would never hold a queue",
-			qos.FormatBps(o.BottleneckRateBps), qos.FormatBps(o.LinkRateBps)))
+			qosspec.FormatBps(o.BottleneckRateBps), qosspec.FormatBps(o.LinkRateBps)))
 	}
 	if o.BottleneckRateBps < 1e6 {
 		errs = append(errs, fmt.Errorf("bottleneck rate %d bit/s: want at least 1 Mbit/s", o.BottleneckRateBps))
@@ -234,32 +235,32 @@ func (o Options) Validate() error {
 }
 
 // VariantSetup is what one variant needs from the cluster: the backend,
-// and the qdiscs to apply on the sending node's uplink (where the
-// bottleneck is) and on the sending pod's eth0.
+// and the set-ups on the sending node's uplink (where the bottleneck is)
+// and on the sending pod's eth0.
 type VariantSetup struct {
 	Variant         string
 	Backend         string // "host-gw" or "vxlan"
 	VXLANInheritTOS bool
-	Uplink          qos.Setup // nil: none
-	PodEth0         qos.Setup // nil: none
+	Uplink          *qosspec.Spec // nil: none
+	PodEth0         *qosspec.Spec // nil: none
 }
 
 // SetupFor returns what variant v needs.
 func (o Options) SetupFor(v string) (VariantSetup, error) {
 	o = o.withDefaults()
-	fifo := qos.Bottleneck{Rate: o.BottleneckRateBps, QueueBytes: o.QueueBytes}
-	leaf := qos.QueueLimit{Bytes: fifo.QueueBytes}
-	if leaf.Bytes == 0 {
-		leaf.Bytes = bottleneckQueue(o.BottleneckRateBps)
+	fifo := &qosspec.Spec{Setup: qosspec.SpecBottleneck, RateBps: o.BottleneckRateBps, QueueBytes: o.QueueBytes}
+	leaf := o.QueueBytes
+	if leaf == 0 {
+		leaf = bottleneckQueue(o.BottleneckRateBps)
 	}
-	htb := qos.HTBPriority{Rate: o.BottleneckRateBps, HighDSCP: o.HighDSCP, Leaf: leaf}
+	htb := &qosspec.Spec{Setup: qosspec.SpecHTBPriority, RateBps: o.BottleneckRateBps, DSCP: o.HighDSCP, Leaf: &qosspec.QueueLimit{Bytes: leaf}}
 	s := VariantSetup{Variant: v, Backend: "host-gw"}
 	switch v {
 	case VariantNone:
 	case VariantFIFO:
 		s.Uplink = fifo
 	case VariantPfifoFast:
-		s.PodEth0 = qos.PfifoFast{}
+		s.PodEth0 = &qosspec.Spec{Setup: qosspec.SpecPfifoFast}
 	case VariantHTBPriority:
 		s.Uplink = htb
 	case VariantVXLAN, VariantVXLANInherit:
@@ -268,6 +269,25 @@ func (o Options) SetupFor(v string) (VariantSetup, error) {
 		return s, fmt.Errorf("variant %q: want one of %s", v, strings.Join(Variants, ", "))
 	}
 	return s, nil
+}
+
+// Changes are what the variant asks of the environment for the pair p:
+// tos inherit on both nodes' VTEPs, then the uplink's and the pod's
+// set-ups; they are undone in reverse.
+func (s VariantSetup) Changes(p suite.Pair) []suite.Change {
+	var out []suite.Change
+	if s.VXLANInheritTOS {
+		for _, node := range []string{p.Src.Node, p.Dst.Node} {
+			out = append(out, suite.Change{What: suite.CapVXLANTOS, Member: node})
+		}
+	}
+	if s.Uplink != nil {
+		out = append(out, suite.Change{What: suite.CapNodeQdisc, Member: p.Src.Node, QoS: s.Uplink})
+	}
+	if s.PodEth0 != nil {
+		out = append(out, suite.Change{What: suite.CapPodQdisc, Member: p.Src.Name, QoS: s.PodEth0})
+	}
+	return out
 }
 
 // bottleneckQueue is the default queue: 12 ms at the rate, at least 64 KiB

@@ -2,28 +2,16 @@ package qospriority
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
-
-// showRoot returns a Show that reports root as the link's root qdisc.
-func showRoot(root *qos.QdiscInfo) func(qos.Target) (qos.State, error) {
-	return func(t qos.Target) (qos.State, error) {
-		st := qos.State{Link: t.Link}
-		if root != nil {
-			st.Qdiscs = []qos.QdiscInfo{*root}
-		}
-		return st, nil
-	}
-}
 
 func TestParseMarking(t *testing.T) {
 	for _, c := range []struct {
@@ -84,30 +72,29 @@ func TestQoSPriorityBadInput(t *testing.T) {
 		{"background sctp", with("host-gw", "background", "sctp"), `background "sctp"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), c.o, suitetest.FakeNet{})
+			_, err := Suite{}.Plan(suitetest.LabAgents(), c.o, suitetest.LabCaps())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
 	}
-	t.Run("bottleneck above the lab's underlay rate", func(t *testing.T) {
-		s := Suite{Show: showRoot(&qos.QdiscInfo{Kind: "tbf", Handle: "1:0", Parent: "root", RateBps: 500e6})}
-		_, err := s.Plan(suitetest.LabAgents(), with("host-gw", "bottleneck-rate", "1G"), suitetest.FakeNet{})
-		if err == nil || !strings.Contains(err.Error(), "1 Gbit/s is above the link's rate 500 Mbit/s") {
-			t.Errorf("err = %v", err)
+	t.Run("changes need a lab", func(t *testing.T) {
+		phases, err := Suite{}.Plan(suitetest.LabAgents(), with("host-gw", "variants", "fifo,pfifo_fast"), suite.Caps{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	t.Run("no lab", func(t *testing.T) {
-		_, err := Suite{}.Plan(suitetest.LabAgents(), with("host-gw"), nil)
-		if !errors.Is(err, suite.ErrNeedsNetwork) {
-			t.Errorf("err = %v, want suite.ErrNeedsNetwork", err)
+		if ch := phases[0].Changes; len(ch) != 1 || ch[0].What != suite.CapNodeQdisc || ch[0].Member != "node2" || ch[0].QoS.Setup != qosspec.SpecBottleneck {
+			t.Errorf("fifo changes %+v", ch)
+		}
+		if ch := phases[len(phases)-1].Changes; len(ch) != 1 || ch[0].What != suite.CapPodQdisc || ch[0].Member != "n2-p1" {
+			t.Errorf("pfifo_fast changes %+v", ch)
 		}
 	})
 }
 
 func TestQoSPriorityPlan(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 2, Backend: "host-gw"}
-	phases, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.LabCaps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +107,8 @@ func TestQoSPriorityPlan(t *testing.T) {
 			t.Fatalf("phase %q: concurrent %v with %d steps, want 5 concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
 		}
 		v := ph.Steps[0].Labels[LabelVariant]
-		if (v == VariantNone) != (ph.Setup == nil) {
-			t.Errorf("phase %q: setup %v", ph.Name, ph.Setup != nil)
+		if (v == VariantNone) != (len(ph.Changes) == 0) {
+			t.Errorf("phase %q: changes %v", ph.Name, ph.Changes)
 		}
 		perAgent := map[string]int{}
 		for _, st := range ph.Steps {
@@ -162,12 +149,12 @@ func TestQoSPriorityPlan(t *testing.T) {
 			}
 		}
 	}
-	tcp, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw",
-		Set: map[string]string{"background": "tcp"}}, suitetest.FakeNet{})
+	tcp, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw",
+		Set: map[string]string{"background": "tcp"}}, suitetest.LabCaps())
 	if err != nil || tcp[0].Steps[0].Spec.Kind != probe.KindTCP || tcp[0].Steps[0].Spec.RateBps != nil {
 		t.Errorf("tcp background: %v %+v", err, tcp[0].Steps[0].Spec)
 	}
-	vx, err := Suite{Show: showRoot(nil)}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, suitetest.FakeNet{})
+	vx, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, suitetest.LabCaps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +178,7 @@ func TestVariantSetup(t *testing.T) {
 		wantHighDSCPLen int
 	}{
 		{VariantNone, "", "", "host-gw", false, 0, 0},
-		{VariantFIFO, "fifo-bottleneck", "", "host-gw", false, 0, 0},
+		{VariantFIFO, "bottleneck", "", "host-gw", false, 0, 0},
 		{VariantPfifoFast, "", "pfifo_fast", "host-gw", false, 0, 0},
 		{VariantHTBPriority, "htb-priority", "", "host-gw", false, 1500000, 2},
 		{VariantVXLAN, "htb-priority", "", "vxlan", false, 1500000, 2},
@@ -201,17 +188,26 @@ func TestVariantSetup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kind := func(x qos.Setup) string {
+		kind := func(x *qosspec.Spec) string {
 			if x == nil {
 				return ""
 			}
-			return x.Kind()
+			return x.Setup
 		}
 		if kind(s.Uplink) != c.uplink || kind(s.PodEth0) != c.pod || s.Backend != c.backend || s.VXLANInheritTOS != c.inherit {
 			t.Errorf("%s: %+v", c.v, s)
 		}
-		if h, ok := s.Uplink.(qos.HTBPriority); ok && (h.Leaf.Bytes != c.wantQueueBytes || len(h.HighDSCP) != c.wantHighDSCPLen) {
+		if h := s.Uplink; h != nil && h.Setup == qosspec.SpecHTBPriority && (h.Leaf.Bytes != c.wantQueueBytes || len(h.DSCP) != c.wantHighDSCPLen) {
 			t.Errorf("%s: htb %+v", c.v, h)
+		}
+		inherit := 0
+		for _, ch := range s.Changes(suite.Pair{Src: suitetest.LabAgents()[2], Dst: suitetest.LabAgents()[0]}) {
+			if ch.What == suite.CapVXLANTOS {
+				inherit++
+			}
+		}
+		if (inherit == 2) != c.inherit {
+			t.Errorf("%s: %d tos-inherit changes", c.v, inherit)
 		}
 	}
 }

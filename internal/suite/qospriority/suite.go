@@ -1,7 +1,6 @@
 package qospriority
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -40,10 +38,7 @@ const (
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,
 // e.g. 1G), background (udp or tcp), queue (bottleneck queue in bytes,
 // e.g. 1.5M), fg-pps, fg-size, ping-interval.
-type Suite struct {
-	// Show reads a link's qdiscs; nil means qos.Show. Tests set it.
-	Show func(qos.Target) (qos.State, error)
-}
+type Suite struct{}
 
 // Name implements Suite.
 func (Suite) Name() string { return SuiteName }
@@ -182,7 +177,7 @@ func variantFitsBackend(v, backend string) error {
 // Plan implements Suite: one concurrent phase per repetition, variant and
 // marking, from a pod on one node to a pod on another; the bottleneck
 // sits on the sending node's uplink.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
 	q, err := OptionsFrom(o)
 	if err != nil {
 		return nil, err
@@ -201,19 +196,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network)
 		if err != nil {
 			return nil, err
 		}
-		if (vs.Uplink != nil || vs.PodEth0 != nil || vs.VXLANInheritTOS) && net == nil {
-			return nil, fmt.Errorf("suite %s, variant %s: %w", s.Name(), v, suite.ErrNeedsNetwork)
-		}
 		setups[v] = vs
-	}
-	if net != nil {
-		show := s.Show
-		if show == nil {
-			show = qos.Show
-		}
-		if err := checkBottleneckFits(net, show, pair.Src.Node, q.BottleneckRateBps); err != nil {
-			return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
-		}
 	}
 	groups := markingGroups(q.Markings)
 	var phases []suite.Phase
@@ -226,7 +209,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network)
 				}
 				ph := suite.Phase{Name: fmt.Sprintf("%s %s: %s, #%d", s.Name(), v, strings.Join(names, " beside "), rep+1), Concurrent: true,
 					Steps: qosSteps(q, v, rep*len(groups)+k, g, pair, o.Backend)}
-				ph.Setup, ph.Teardown = variantNet(setups[v], pair)
+				ph.Changes = setups[v].Changes(pair)
 				phases = append(phases, ph)
 			}
 		}
@@ -300,109 +283,6 @@ func qosSteps(q Options, v string, idx int, ms []Marking, p suite.Pair, backend 
 		steps = append(steps, step(MeasureForeground, &m, p.Src, p.Dst, fg), step(suite.MeasurePing, &m, p.Dst, p.Src, ping))
 	}
 	return steps
-}
-
-// checkBottleneckFits refuses a bottleneck above the rate the lab gave
-// the sending node's uplink (its tbf), before anything is changed.
-func checkBottleneckFits(net suite.Network, show func(qos.Target) (qos.State, error), node string, rate uint64) error {
-	ns, dev, err := net.Link(suite.LinkNodeUplink, node)
-	if err != nil {
-		return err
-	}
-	st, err := show(qos.Target{NetNS: ns, Link: dev})
-	if err != nil {
-		return err
-	}
-	if r, ok := st.Root(); ok && r.Kind == "tbf" && r.RateBps != 0 && rate > r.RateBps {
-		return fmt.Errorf("bottleneck rate %s is above the link's rate %s (the lab's underlay rate on %s): the bottleneck would never hold a queue",
-			qos.FormatBps(rate), qos.FormatBps(r.RateBps), node)
-	}
-	return nil
-}
-
-// variantNet returns the phase's Setup and Teardown: qdiscs on the
-// sending node's uplink and the sending pod's eth0, tos inherit on the
-// VTEPs; Teardown restores what was there (the lab's own uplink tbf, the
-// VTEPs' TOS).
-func variantNet(vs VariantSetup, p suite.Pair) (setup, teardown func(context.Context, suite.Network) error) {
-	if vs.Uplink == nil && vs.PodEth0 == nil && !vs.VXLANInheritTOS {
-		return nil, nil
-	}
-	type vtep struct {
-		ns, dev string
-		tos     uint8
-	}
-	var (
-		items   []qos.Item
-		prevTBF *qos.TBF
-		uplink  qos.Target
-		vteps   []vtep
-	)
-	setup = func(ctx context.Context, net suite.Network) error {
-		if vs.VXLANInheritTOS {
-			for _, node := range []string{p.Src.Node, p.Dst.Node} {
-				ns, _, err := net.Link(suite.LinkNodeUplink, node)
-				if err != nil {
-					return err
-				}
-				devs, err := qos.VXLANTOS(ns)
-				if err != nil {
-					return fmt.Errorf("node %s: %w", node, err)
-				}
-				if len(devs) == 0 {
-					return fmt.Errorf("node %s has no vxlan device: variant %s needs the vxlan backend", node, vs.Variant)
-				}
-				for dev, tos := range devs {
-					if err := qos.SetVXLANTOS(ns, dev, qos.TOSInherit); err != nil {
-						return fmt.Errorf("node %s: %w", node, err)
-					}
-					vteps = append(vteps, vtep{ns, dev, tos})
-				}
-			}
-		}
-		if vs.Uplink != nil {
-			ns, dev, err := net.Link(suite.LinkNodeUplink, p.Src.Node)
-			if err != nil {
-				return err
-			}
-			uplink = qos.Target{NetNS: ns, Link: dev}
-			st, err := qos.Show(uplink)
-			if err != nil {
-				return err
-			}
-			if r, ok := st.Root(); ok && r.Kind == "tbf" {
-				prevTBF = &qos.TBF{Rate: r.RateBps, BurstBytes: r.BurstBytes, LimitBytes: r.LimitBytes}
-				uplink.RateBps = r.RateBps
-			}
-			items = append(items, qos.Item{Target: uplink, Setup: vs.Uplink})
-		}
-		if vs.PodEth0 != nil {
-			ns, dev, err := net.Link(suite.LinkPod, p.Src.Name)
-			if err != nil {
-				return err
-			}
-			items = append(items, qos.Item{Target: qos.Target{NetNS: ns, Link: dev}, Setup: vs.PodEth0})
-		}
-		_, err := qos.ApplyAll(ctx, items)
-		return err
-	}
-	teardown = func(ctx context.Context, net suite.Network) error {
-		var errs []error
-		for i := len(items) - 1; i >= 0; i-- {
-			errs = append(errs, qos.Remove(items[i].Target, items[i].Setup))
-		}
-		if prevTBF != nil {
-			t := uplink
-			t.RateBps = 0
-			errs = append(errs, qos.Apply(ctx, t, *prevTBF))
-		}
-		for _, v := range vteps {
-			errs = append(errs, qos.SetVXLANTOS(v.ns, v.dev, v.tos))
-		}
-		items, prevTBF, vteps = nil, nil, nil
-		return errors.Join(errs...)
-	}
-	return setup, teardown
 }
 
 // Rows implements Suite: one row per variant and marking with the
@@ -653,4 +533,16 @@ func (Suite) CheckOptions(o suite.Options) error {
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
 	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct"}
+}
+
+// Presentation implements suite.Presenter: rows named by variant and
+// marking, the verdict a note per variant, and the variant × marking
+// matrices of the foreground's delay and the ping's round trip.
+func (Suite) Presentation() suite.Presentation {
+	matrix := func(metric, label string) suite.MatrixHint {
+		return suite.MatrixHint{Title: fmt.Sprintf("qos-priority: %s by variant and marking", label), Metric: metric, Label: label,
+			RowKey: LabelVariant, RowTitle: "variant (where the queue is)", ColKey: LabelMarking, ColTitle: "foreground marking"}
+	}
+	return suite.Presentation{LabelOrder: []string{LabelVariant, LabelMarking}, Conclusion: LabelVerdict, ConclusionOf: LabelVariant,
+		Matrices: []suite.MatrixHint{matrix("latency_ms.p99", "foreground one-way delay p99"), matrix("rtt_ms.avg", "ping round trip avg")}}
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -92,18 +91,16 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("no limit: give --egress-bandwidth and/or --ingress-bandwidth (e.g. 10M)"))
 	}
 	for _, b := range o.Bursts {
-		bp := qos.BandwidthPlugin{EgressRate: o.EgressBps, EgressBurst: b, IngressRate: o.IngressBps, IngressBurst: b}
-		if o.EgressBps == 0 {
-			bp.EgressBurst = 0
-		}
-		if o.IngressBps == 0 {
-			bp.IngressBurst = 0
-		}
-		if o.EgressBps == 0 && o.IngressBps == 0 {
-			break
-		}
-		if err := bp.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("burst %d bytes: %w", b, err))
+		// What else the kernel takes, the environment checks before it
+		// changes anything (qos.Build).
+		for _, rate := range []uint64{o.EgressBps, o.IngressBps} {
+			if rate == 0 {
+				continue
+			}
+			if err := qosspec.CheckBucket(rate, b); err != nil {
+				errs = append(errs, fmt.Errorf("burst %d bytes: %w", b, err))
+				break
+			}
 		}
 	}
 	for _, p := range o.Protos {

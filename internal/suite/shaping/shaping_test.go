@@ -3,11 +3,13 @@ package shaping
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -76,15 +78,19 @@ func TestSeriesBpsDropsShortTail(t *testing.T) {
 func TestShapingPlanAndRows(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "host-gw",
 		Set: map[string]string{"egress-bandwidth": "10M", "ingress-bandwidth": "20M", "burst": "32Ki,4Mi"}}
-	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.FakeNet{})
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.LabCaps())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(phases) != 2 {
 		t.Fatalf("%d phases, want one per burst", len(phases))
 	}
-	if len(phases[0].Steps) != 2*2*3 || phases[0].Setup == nil || phases[0].Teardown == nil || phases[0].Concurrent {
+	if len(phases[0].Steps) != 2*2*3 || phases[0].Concurrent {
 		t.Fatalf("phase %q: %d steps", phases[0].Name, len(phases[0].Steps))
+	}
+	if ch := phases[1].Changes; len(ch) != 1 || ch[0].What != suite.CapPodShaping || ch[0].Member != phases[1].Steps[0].Src.Name ||
+		!reflect.DeepEqual(*ch[0].QoS, qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: 10e6, EgressBurstBytes: 4 << 20, IngressRateBps: 20e6, IngressBurstBytes: 4 << 20}) {
+		t.Fatalf("changes of the second phase: %+v", ch)
 	}
 	shaped := phases[0].Steps[0].Src.Name
 	var outs []suite.Outcome
@@ -155,13 +161,15 @@ func TestShapingBadInput(t *testing.T) {
 		{map[string]string{"loads": "way-above"}, `load "way-above"`},
 		{map[string]string{"burst": "1k"}, "full-size packet"},
 	} {
-		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.FakeNet{})
+		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.LabCaps())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err %v, want %q", c.set, err, c.want)
 		}
 	}
-	if _, err := (Suite{}).Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1}, nil); err == nil || !strings.Contains(err.Error(), "needs a lab") {
-		t.Errorf("no lab: %v", err)
+	// Kubernetes: the CNI chooses the burst.
+	k8s := suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{suite.CapPodBurst: "the CNI bandwidth plugin chooses the burst"}}
+	if _, err := (Suite{}).Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"burst": "32Ki"}}, k8s); err == nil || !strings.Contains(err.Error(), "the CNI bandwidth plugin chooses the burst") {
+		t.Errorf("burst where the CNI chooses it: %v", err)
 	}
 }
 
@@ -179,5 +187,22 @@ func TestSLOOnShapingRows(t *testing.T) {
 	}
 	if _, err := suite.ParseSLOs([]byte(`{"apiVersion": "cnperf/v1", "objectives": [{"expr": "steady_state_bogus < 5"}]}`), suite.NewRegistry(Suite{})); err == nil || !strings.Contains(err.Error(), `unknown metric "steady_state_bogus"`) {
 		t.Errorf("unknown metric: %v", err)
+	}
+}
+
+// TestRowsCarryTheAppliedBurst: where the environment chose the burst
+// (the CNI on Kubernetes), the rows say so and carry its figure.
+func TestRowsCarryTheAppliedBurst(t *testing.T) {
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"egress-bandwidth": "10M", "protos": "tcp", "loads": "above"}}
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suite.Caps{Have: []suite.Cap{suite.CapPodShaping}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := phases[0].Steps[0]
+	st.Applied = &suite.Applied{By: "CNI", QoS: &qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: 10e6, EgressBurstBytes: 536870911}}
+	ivs := []probe.Interval{{StartS: 0, EndS: 0.1, ThroughputBps: 9e6}, {StartS: 0.1, EndS: 0.2, ThroughputBps: 9e6}}
+	rows := Suite{}.Rows([]suite.Outcome{{Step: st, Result: &probe.Result{Intervals: ivs}}})
+	if len(rows) != 1 || rows[0].Labels[LabelBurst] != "537MB (CNI)" || rows[0].Median["burst_bytes"] != 536870911 {
+		t.Errorf("rows %+v", rows)
 	}
 }

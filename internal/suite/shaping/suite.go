@@ -1,23 +1,25 @@
 package shaping
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // SuiteName is the suite's name.
 const SuiteName = "shaping"
+
+// CapPodShaping is the capability shaping's changes use.
+const CapPodShaping = suite.CapPodShaping
 
 // Row label keys of shaping and policing.
 const (
@@ -103,13 +105,13 @@ func OptionsFrom(o suite.Options) (Options, error) {
 // Plan implements Suite: per repetition and burst one phase with the
 // limit on the shaped pod's host-side veth (the pod sending on a node to
 // a pod on another), its flows one after another.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	so, err := OptionsFrom(o)
 	if err != nil {
 		return nil, err
 	}
-	if net == nil {
-		return nil, fmt.Errorf("suite %s: %w", s.Name(), suite.ErrNeedsNetwork)
+	if _, set := o.Set["burst"]; set && caps.Has(CapPodShaping) && !caps.Has(suite.CapPodBurst) {
+		return nil, fmt.Errorf("suite %s: --set burst: %s", s.Name(), caps.Reason(suite.CapPodBurst))
 	}
 	pair, err := ShapedPair(agents)
 	if err != nil {
@@ -118,17 +120,16 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, net suite.Network)
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
 		for _, burst := range so.Bursts {
-			setup := qos.BandwidthPlugin{EgressRate: so.EgressBps, IngressRate: so.IngressBps}
+			spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: so.EgressBps, IngressRateBps: so.IngressBps}
 			if so.EgressBps != 0 {
-				setup.EgressBurst = burst
+				spec.EgressBurstBytes = burst
 			}
 			if so.IngressBps != 0 {
-				setup.IngressBurst = burst
+				spec.IngressBurstBytes = burst
 			}
-			ph := suite.Phase{Name: fmt.Sprintf("%s %s, burst %s, #%d", s.Name(), pair.Src.Name, FormatBytes(burst), rep+1),
-				Steps: LimitSteps(so, burst, rep, pair, o.Backend)}
-			ph.Setup, ph.Teardown = PodHostSetup(pair.Src.Name, setup)
-			phases = append(phases, ph)
+			phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s, burst %s, #%d", s.Name(), pair.Src.Name, FormatBytes(burst), rep+1),
+				Steps:   LimitSteps(so, burst, rep, pair, o.Backend),
+				Changes: []suite.Change{{What: CapPodShaping, Member: pair.Src.Name, QoS: &spec}}})
 		}
 	}
 	return phases, nil
@@ -182,32 +183,15 @@ func LimitSteps(so Options, burst uint32, rep int, p suite.Pair, backend string)
 	return steps
 }
 
-// PodHostSetup applies s on the pod's host-side veth and removes it again.
-func PodHostSetup(pod string, s qos.Setup) (setup, teardown func(context.Context, suite.Network) error) {
-	var target *qos.Target
-	setup = func(ctx context.Context, net suite.Network) error {
-		ns, dev, err := net.Link(suite.LinkPodHost, pod)
-		if err != nil {
-			return err
-		}
-		target = &qos.Target{NetNS: ns, Link: dev}
-		return qos.Apply(ctx, *target, s)
-	}
-	teardown = func(_ context.Context, _ suite.Network) error {
-		if target == nil {
-			return nil
-		}
-		err := qos.Remove(*target, s)
-		target = nil
-		return err
-	}
-	return setup, teardown
-}
-
 // Rows implements Suite: one row per direction, protocol, load and burst.
 func (Suite) Rows(outcomes []suite.Outcome) []suite.Row { return LimitRows(outcomes) }
 
+// LimitRows are the rows of limited flows (shaping's and policing's): one
+// per direction, protocol, load and burst. Where the environment chose the
+// burst itself (Step.Applied: the CNI on Kubernetes), the rows carry that
+// burst, labelled with who chose it.
 func LimitRows(outcomes []suite.Outcome) []suite.Row {
+	outcomes = appliedBursts(outcomes)
 	rows := suite.LabelRows(outcomes, []string{LabelDirection, LabelProto, LabelLoad, LabelBurst, labelLimit, labelBurstBytes, labelMTU}, shapingFigures)
 	for i := range rows {
 		for _, k := range []string{labelLimit, labelBurstBytes} {
@@ -219,6 +203,28 @@ func LimitRows(outcomes []suite.Outcome) []suite.Row {
 		delete(rows[i].Labels, labelMTU)
 	}
 	return rows
+}
+
+// appliedBursts relabels the steps whose environment chose the burst:
+// the burst as made ("537MB (CNI)"), not the one asked for.
+func appliedBursts(outcomes []suite.Outcome) []suite.Outcome {
+	out := make([]suite.Outcome, len(outcomes))
+	for i, o := range outcomes {
+		out[i] = o
+		a := o.Step.Applied
+		if a == nil || a.QoS == nil || o.Step.Labels[LabelBurst] == "" {
+			continue
+		}
+		burst := max(a.QoS.EgressBurstBytes, a.QoS.IngressBurstBytes, a.QoS.BurstBytes)
+		if burst == 0 {
+			continue
+		}
+		labels := maps.Clone(o.Step.Labels)
+		labels[LabelBurst] = fmt.Sprintf("%.0fMB (%s)", float64(burst)/1e6, a.By)
+		labels[labelBurstBytes] = strconv.FormatUint(uint64(burst), 10)
+		out[i].Step.Labels = labels
+	}
+	return out
 }
 
 // shapingFigures analyses one flow's receiver series against the rate
@@ -318,3 +324,15 @@ var LimitMetrics = []string{"limit_bps", "burst_bytes", "offered_bps", "goodput_
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return LimitMetrics }
+
+// LimitPresentation is how the rows of limited flows are shown: named by
+// direction, protocol, load and burst, each with its receiver rate per
+// 100 ms against its limit.
+func LimitPresentation() suite.Presentation {
+	keys := []string{LabelDirection, LabelProto, LabelLoad, LabelBurst}
+	return suite.Presentation{LabelOrder: keys,
+		Series: &suite.SeriesHint{Series: "intervals_bps", Limit: "limit_bps", Interval: Interval, NameLabels: keys}}
+}
+
+// Presentation implements suite.Presenter.
+func (Suite) Presentation() suite.Presentation { return LimitPresentation() }

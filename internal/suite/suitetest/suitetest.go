@@ -131,14 +131,7 @@ func FakeResult(kind string, v float64) *probe.Result {
 	return r
 }
 
-// FakeNet is a suite.Network that resolves every link role to a namespace and device named after
-// the member.
-type FakeNet struct{}
-
-// Link implements suite.Network.
-func (FakeNet) Link(role, member string) (string, string, error) {
-	if member == "" {
-		return "", "", errors.New("no member")
-	}
-	return "cnl-q-" + member, role + "-dev", nil
+// LabCaps are the capabilities of a lab whose kernel can police.
+func LabCaps() suite.Caps {
+	return suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapPolice, suite.CapVXLANTOS}}
 }

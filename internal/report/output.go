@@ -1,37 +1,38 @@
-package suite
+package report
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Output is what a suite run prints: the rows with the runs they came from.
 type Output struct {
 	// RunID is the first run's id; RunIDs lists every run (one per phase,
 	// and one per backend of a cni-compare in the lab).
-	RunID   string   `json:"run_id"`
-	RunIDs  []string `json:"run_ids"`
-	Suite   string   `json:"suite"`
-	Options Options  `json:"options"`
-	Rows    []Row    `json:"rows"`
+	RunID   string        `json:"run_id"`
+	RunIDs  []string      `json:"run_ids"`
+	Suite   string        `json:"suite"`
+	Options suite.Options `json:"options"`
+	Rows    []suite.Row   `json:"rows"`
 	// Checks are the SLO evaluations, when objectives were given.
-	Checks []Check `json:"slo,omitempty"`
+	Checks []suite.Check `json:"slo,omitempty"`
 	// Outcomes are the measurements behind the rows (for reports' charts).
-	Outcomes []Outcome `json:"-"`
+	Outcomes []suite.Outcome `json:"-"`
 }
 
 // NewOutput builds the output of reports of one suite (several for a
 // cni-compare over backends), with the overhead of each pod path set.
-func NewOutput(reps ...Report) Output {
+func NewOutput(reps ...suite.Report) Output {
 	var out Output
 	for _, r := range reps {
 		out.Suite, out.Options = r.Suite, r.Options
@@ -43,17 +44,8 @@ func NewOutput(reps ...Report) Output {
 		out.RunID = out.RunIDs[0]
 	}
 	out.Options.Backend = ""
-	SetOverhead(out.Rows)
+	suite.SetOverhead(out.Rows)
 	return out
-}
-
-// SetOverhead sets OverheadPct on every row that has one (see Overhead).
-func SetOverhead(rows []Row) {
-	for i := range rows {
-		if v, ok := Overhead(rows, rows[i]); ok {
-			rows[i].OverheadPct = &v
-		}
-	}
 }
 
 // WriteJSON writes the output as indented JSON.
@@ -64,54 +56,11 @@ func (o Output) WriteJSON(w io.Writer) error {
 	return enc.Encode(o)
 }
 
-// WriteCSV writes one line per row: the run id, the row's labels, the
-// overhead, then every figure's median, min and max as columns named
-// METRIC, METRIC.min and METRIC.max (the union over all rows, sorted;
-// empty where a row lacks the figure).
+// WriteCSV writes the rows as `cnperf report RUN_ID --format csv` does:
+// one figure per line (Report.WriteCSV), so a run's CSV is the same
+// whether printed as it ends or read back from the server later.
 func (o Output) WriteCSV(w io.Writer) error {
-	names := map[string]bool{}
-	for _, r := range o.Rows {
-		for n := range r.Median {
-			names[n] = true
-		}
-	}
-	metrics := make([]string, 0, len(names))
-	for n := range names {
-		metrics = append(metrics, n)
-	}
-	sort.Strings(metrics)
-	cw := csv.NewWriter(w)
-	head := []string{"run_id", "suite", "connection", "backend", "src", "dst", "repetitions", "overhead_pct"}
-	for _, m := range metrics {
-		head = append(head, m, m+".min", m+".max")
-	}
-	if err := cw.Write(head); err != nil {
-		return err
-	}
-	num := func(v float64, ok bool) string {
-		if !ok || math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'g', 8, 64)
-	}
-	for _, r := range o.Rows {
-		ov := ""
-		if r.OverheadPct != nil {
-			ov = num(*r.OverheadPct, true)
-		}
-		line := []string{o.RunID, o.Suite, r.Connection, r.Backend, r.Src, r.Dst, strconv.Itoa(r.Repetitions), ov}
-		for _, m := range metrics {
-			v, ok := r.Median[m]
-			lo, _ := r.Min[m]
-			hi, _ := r.Max[m]
-			line = append(line, num(v, ok), num(lo, ok), num(hi, ok))
-		}
-		if err := cw.Write(line); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return (&Report{RunID: o.RunID, Suite: o.Suite, Rows: o.Rows}).WriteCSV(w)
 }
 
 // column is one figure of a table: its heading and how to show it.
@@ -150,7 +99,7 @@ var compareUnits = map[string]string{
 }
 
 // cell shows a figure as median (min-max), or "-" when the row lacks it.
-func cell(r Row, c column, unit string) string {
+func cell(r suite.Row, c column, unit string) string {
 	v, ok := r.Median[c.metric]
 	if !ok || math.IsNaN(v) {
 		return "-"
@@ -204,7 +153,7 @@ func (o Output) baselineTable(backend string) ([]string, [][]string) {
 		ov := "-"
 		if r.OverheadPct != nil {
 			ov = fmt.Sprintf("%+.1f %%", -*r.OverheadPct)
-		} else if r.Connection == NodeNode {
+		} else if r.Connection == suite.NodeNode {
 			ov = "reference"
 		}
 		lines = append(lines, append(line, ov))
@@ -218,8 +167,8 @@ func (o Output) compareTable() ([]string, [][]string) {
 	bs := o.backends()
 	head := append([]string{"CONNECTION", "MEASUREMENT"}, bs...)
 	var lines [][]string
-	for _, conn := range ConnectionOrder {
-		byBackend := map[string]Row{}
+	for _, conn := range suite.ConnectionOrder {
+		byBackend := map[string]suite.Row{}
 		label := conn
 		for _, r := range o.Rows {
 			if r.Connection == conn {
@@ -360,7 +309,7 @@ func writeGrid(b *strings.Builder, head []string, lines [][]string, md bool) {
 
 // WriteSuiteTable writes out with the suite's own table: a header with
 // the runs, the table, the failed SLO checks.
-func WriteSuiteTable(w io.Writer, out Output, tw TableWriter) error {
+func WriteSuiteTable(w io.Writer, out Output, tw suite.TableWriter) error {
 	if _, err := fmt.Fprintf(w, "%s: %d runs (%s); %d repetitions of %v; median over repetitions\n\n", out.Suite, len(out.RunIDs),
 		shortRuns(out.RunIDs), out.Options.Repeat, out.Options.Time); err != nil {
 		return err
@@ -392,4 +341,17 @@ func shortRuns(ids []string) string {
 		return strings.Join(ids, ", ")
 	}
 	return ids[0] + " … " + ids[len(ids)-1]
+}
+
+// Report is the output as a report (for its HTML page): the suite's own
+// rows, overheads included, its charts as p asks, and the measurements
+// behind them.
+func (o Output) Report(p suite.Presentation) *Report {
+	rep := FromOutcomes(o.RunID, o.Suite, o.Outcomes)
+	rep.Rows = o.Rows
+	rep.Present = p
+	rep.AddSuiteCharts()
+	rep.Status = api.RunSucceeded
+	rep.Params = map[string]string{"time": o.Options.Time.String(), "repeat": fmt.Sprint(o.Options.Repeat), "runs": fmt.Sprint(len(o.RunIDs))}
+	return rep
 }

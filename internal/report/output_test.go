@@ -1,25 +1,21 @@
-package suite_test
+package report_test
 
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
 // compareOutput is a cni-compare over two backends with known figures:
 // each backend's rows from three repetitions.
-func compareOutput(t *testing.T) suite.Output {
+func compareOutput(t *testing.T) report.Output {
 	t.Helper()
 	pairs, err := suite.PickPairs(suitetest.LabAgents())
 	if err != nil {
@@ -56,24 +52,7 @@ func compareOutput(t *testing.T) suite.Output {
 		reps = append(reps, suite.Report{Suite: "cni-compare", RunIDs: []string{[]string{"r1", "r2"}[i]},
 			Options: suite.Options{Time: 5 * time.Second, Repeat: 3, Backend: be}, Rows: suite.Rows(outs)})
 	}
-	return suite.NewOutput(reps...)
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file:\n%s", name, got)
-	}
+	return report.NewOutput(reps...)
 }
 
 func TestOutputFormats(t *testing.T) {
@@ -83,9 +62,9 @@ func TestOutputFormats(t *testing.T) {
 		file  string
 		write func(*bytes.Buffer) error
 	}{
-		{"compare.txt", func(b *bytes.Buffer) error { return out.WriteTable(b) }},
-		{"compare.md", func(b *bytes.Buffer) error { return out.WriteMarkdown(b) }},
-		{"compare.csv", func(b *bytes.Buffer) error { return out.WriteCSV(b) }},
+		{"output-compare.txt", func(b *bytes.Buffer) error { return out.WriteTable(b) }},
+		{"output-compare.md", func(b *bytes.Buffer) error { return out.WriteMarkdown(b) }},
+		{"output-compare.csv", func(b *bytes.Buffer) error { return out.WriteCSV(b) }},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			var b bytes.Buffer

@@ -1,0 +1,299 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// ServerAPI is the part of the cnperf server's API a suite run on the
+// cluster uses; *client.Client implements it.
+type ServerAPI interface {
+	Agents(ctx context.Context, all bool) ([]api.Agent, error)
+	CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error)
+	GetRun(ctx context.Context, id string) (api.Run, error)
+	CancelRun(ctx context.Context, id, reason string) (api.Run, error)
+}
+
+// Env is a Kubernetes cluster as the environment of a suite. It limits a
+// pod's bandwidth the way the cluster does, with the CNI bandwidth
+// plugin: a fresh agent pod with the kubernetes.io/*-bandwidth
+// annotations on the node of the pod named, which stands in for it in the
+// phase's steps, its token bucket drained first by one unthrottled flow
+// (containerd hands the plugin a burst of 2^32-1 bits, so a fresh bucket
+// lets hundreds of megabytes through at line rate). What it cannot do yet
+// its Caps say, so the runner refuses such suites before anything is
+// made.
+type Env struct {
+	Client *Client
+	// Server is the cnperf server's API; a shaped pod's agent registers
+	// there.
+	Server ServerAPI
+	// CNIConfDir is the nodes' CNI configuration directory (to read back
+	// the qdiscs the CNI installed).
+	CNIConfDir string
+	// Timeout bounds starting a shaped pod and its registration (default
+	// 2 min); DrainTime is the draining flow's length (default 3 s).
+	Timeout   time.Duration
+	DrainTime time.Duration
+
+	mu       sync.Mutex                // guards the fields below
+	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for
+	applied  *suite.Applied
+	shaped   []Shaped
+}
+
+// Shaped is a shaped agent pod the environment started: the annotations,
+// the qdiscs the CNI installed for it, and the flow that drained its
+// token bucket.
+type Shaped struct {
+	Pod         string       `json:"pod"`
+	Node        string       `json:"node"`
+	Annotations Bandwidth    `json:"annotations"`
+	Links       []LinkTC     `json:"links"`
+	Drain       *DrainResult `json:"-"`
+}
+
+// Bandwidth are a pod's bandwidth annotations.
+type Bandwidth struct {
+	Ingress string `json:"kubernetes.io/ingress-bandwidth,omitempty"`
+	Egress  string `json:"kubernetes.io/egress-bandwidth,omitempty"`
+}
+
+// DrainResult is the unthrottled flow that emptied a shaped pod's token
+// bucket: its receiver rate shows what the burst let through.
+type DrainResult struct {
+	Connection    string                `json:"connection"`
+	Src           string                `json:"src"`
+	Dst           string                `json:"dst"`
+	ThroughputBps *probe.SenderReceiver `json:"throughput_bps,omitempty"`
+	Err           string                `json:"error,omitempty"`
+}
+
+// Caps implements suite.Env.
+func (e *Env) Caps() suite.Caps {
+	return suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{
+		suite.CapNodeQdisc: "cnperf changes no node of a cluster yet (a qdisc on a node's interface will be opt-in)",
+		suite.CapPodQdisc:  "on Kubernetes an agent puts a qdisc on its interface around one task only (task QoS), not around a whole phase yet",
+		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
+		suite.CapPolice:    "cnperf cannot police a pod on Kubernetes yet",
+		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
+		suite.CapService:   "cnperf creates no Services yet",
+	}}
+}
+
+// Shaped returns the shaped pods the environment started, in order.
+func (e *Env) Shaped() []Shaped {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Shaped(nil), e.shaped...)
+}
+
+// Apply implements suite.Env: a bandwidth limit (suite.CapPodShaping) on
+// a fresh annotated agent pod on the named pod's node; the undo deletes
+// it.
+func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
+		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	agents, err := e.Client.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var member *Agent
+	for i := range agents {
+		if agents[i].Name == c.Member {
+			member = &agents[i]
+		}
+	}
+	if member == nil {
+		return nil, fmt.Errorf("no agent pod %s to shape", c.Member)
+	}
+	bw := Bandwidth{Ingress: quantity(c.QoS.IngressRateBps), Egress: quantity(c.QoS.EgressRateBps)}
+	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Ingress: bw.Ingress, Egress: bw.Egress, Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	undo := func(ctx context.Context) error {
+		e.mu.Lock()
+		delete(e.standIns, member.UID)
+		e.mu.Unlock()
+		return e.Client.DeletePod(ctx, sa.Pod.Name)
+	}
+	fail := func(err error) (func(context.Context) error, error) {
+		return nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
+	}
+	uid := string(sa.Pod.UID)
+	ep, err := e.registered(ctx, uid, sa.Pod.Name, timeout)
+	if err != nil {
+		return fail(err)
+	}
+	links, err := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
+	if err != nil {
+		return fail(err)
+	}
+	sh := Shaped{Pod: sa.Pod.Name, Node: sa.Node, Annotations: bw, Links: links}
+	if peer := drainPeer(agents, member.Node); peer != nil {
+		sh.Drain = e.drain(ctx, ep, *peer, c.QoS.EgressRateBps == 0)
+	}
+	applied := *c.QoS
+	if b := tbfBurst(links); b != 0 {
+		if applied.EgressRateBps != 0 {
+			applied.EgressBurstBytes = b
+		}
+		if applied.IngressRateBps != 0 {
+			applied.IngressBurstBytes = b
+		}
+	}
+	e.mu.Lock()
+	if e.standIns == nil {
+		e.standIns = map[string]suite.Endpoint{}
+	}
+	e.standIns[member.UID] = ep
+	e.applied = &suite.Applied{By: "CNI", QoS: &applied}
+	e.shaped = append(e.shaped, sh)
+	e.mu.Unlock()
+	return undo, nil
+}
+
+// Rewrite implements suite.Rewriter: the shaped pod stands in for the pod
+// the change named, and the steps say which burst the CNI chose.
+func (e *Env) Rewrite(st suite.Step) suite.Step {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ep := range []*suite.Endpoint{&st.Src, &st.Dst} {
+		if in, ok := e.standIns[ep.ID]; ok {
+			st.Connection = strings.ReplaceAll(st.Connection, ep.Name, in.Name)
+			*ep = in
+			st.Applied = e.applied
+		}
+	}
+	return st
+}
+
+// registered waits until the shaped pod's agent is online on the server
+// and returns it as an endpoint.
+func (e *Env) registered(ctx context.Context, uid, name string, timeout time.Duration) (suite.Endpoint, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		as, err := e.Server.Agents(wctx, false)
+		for _, a := range as {
+			if a.PodUID == uid && a.Status != "offline" {
+				return suite.Endpoint{ID: a.PodUID, Name: a.PodName, Node: a.NodeName, IP: a.PodIP, ResponderAddr: a.ResponderAddr}, nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			return suite.Endpoint{}, fmt.Errorf("shaped agent %s did not register with the server within %v (last error: %v)", name, timeout, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// drainPeer picks the agent pod the draining flow goes to or comes from:
+// the first ready pod (by node, then name) on another node, else on the
+// same one.
+func drainPeer(agents []Agent, node string) *Agent {
+	var cands []Agent
+	for _, a := range agents {
+		if !a.HostNetwork && a.Ready && a.Component != "shaped" {
+			cands = append(cands, a)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return (cands[i].Node != node) && (cands[j].Node == node) })
+	if len(cands) == 0 {
+		return nil
+	}
+	return &cands[0]
+}
+
+// drain runs one unthrottled TCP flow through the shaped direction as a
+// run of its own (to the shaped pod when only its ingress is limited).
+func (e *Env) drain(ctx context.Context, shaped suite.Endpoint, peer Agent, ingress bool) *DrainResult {
+	d := e.DrainTime
+	if d <= 0 {
+		d = 3 * time.Second
+	}
+	src, dst := shaped.ID, peer.UID
+	srcName, dstName := shaped.Name, peer.Name
+	if ingress {
+		src, dst, srcName, dstName = dst, src, dstName, srcName
+	}
+	res := &DrainResult{Connection: "burst drain " + srcName + " -> " + dstName, Src: srcName, Dst: dstName}
+	spec := probe.Spec{Kind: probe.KindTCP, Duration: probe.Duration(d), Interval: probe.Duration(100 * time.Millisecond), Timeout: probe.Duration(10 * time.Second)}
+	excl := true
+	run, err := e.Server.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: src, Dst: dst, Type: api.TypeProbe, Spec: &spec, Exclusive: &excl}}})
+	if err != nil {
+		res.Err = fmt.Sprintf("create the draining run: %v", err)
+		return res
+	}
+	deadline := time.Now().Add(d + time.Minute)
+	for run.State == "" || run.State == api.RunRunning {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, _ = e.Server.CancelRun(cctx, run.ID, "draining flow took too long")
+			cancel()
+			res.Err = fmt.Sprintf("run %s did not finish within %v", run.ID, d+time.Minute)
+			return res
+		}
+		time.Sleep(500 * time.Millisecond)
+		if run, err = e.Server.GetRun(ctx, run.ID); err != nil {
+			res.Err = fmt.Sprintf("poll run: %v", err)
+			return res
+		}
+	}
+	if len(run.Tasks) != 1 || run.Tasks[0].State != api.StateSucceeded {
+		res.Err = fmt.Sprintf("run %s ended %s", run.ID, run.State)
+		return res
+	}
+	var r probe.Result
+	if err := json.Unmarshal(run.Tasks[0].Result, &r); err != nil {
+		res.Err = fmt.Sprintf("result: %v", err)
+		return res
+	}
+	res.ThroughputBps = r.ThroughputBps
+	return res
+}
+
+// quantity writes a rate in bits/s as an annotation's quantity ("" for 0).
+func quantity(bps uint64) string {
+	switch {
+	case bps == 0:
+		return ""
+	case bps%1e9 == 0:
+		return fmt.Sprintf("%dG", bps/1e9)
+	case bps%1e6 == 0:
+		return fmt.Sprintf("%dM", bps/1e6)
+	case bps%1e3 == 0:
+		return fmt.Sprintf("%dk", bps/1e3)
+	}
+	return fmt.Sprint(bps)
+}
+
+// tbfBurst is the largest tbf burst among the links, in bytes.
+func tbfBurst(links []LinkTC) uint32 {
+	var b uint32
+	for _, l := range links {
+		for _, q := range l.Qdiscs {
+			if q.Kind == "tbf" && q.Burst > b {
+				b = q.Burst
+			}
+		}
+	}
+	return b
+}

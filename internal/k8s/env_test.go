@@ -1,0 +1,55 @@
+package k8s
+
+import (
+	"testing"
+
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// TestRewriteStandsInTheShapedPod: once the shaped pod runs, it takes the
+// place of the pod the change named in the phase's steps, and the steps
+// carry the burst the CNI chose.
+func TestRewriteStandsInTheShapedPod(t *testing.T) {
+	shaped := suite.Endpoint{ID: "u-shaped", Name: "cnperf-shaped-x", Node: "n2", IP: "10.0.2.9", ResponderAddr: "10.0.2.9:5201"}
+	applied := &suite.Applied{By: "CNI", QoS: &qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: 10e6, EgressBurstBytes: 536870911}}
+	e := &Env{standIns: map[string]suite.Endpoint{"u-pod": shaped}, applied: applied}
+	pod := suite.Endpoint{ID: "u-pod", Name: "cnperf-agent-b", Node: "n2"}
+	peer := suite.Endpoint{ID: "u-peer", Name: "cnperf-agent-a", Node: "n1"}
+	for _, st := range []suite.Step{
+		{Connection: "pod cnperf-agent-b egress", Src: pod, Dst: peer},
+		{Connection: "pod cnperf-agent-b ingress", Src: peer, Dst: pod},
+	} {
+		got := e.Rewrite(st)
+		if (got.Src.ID != "u-shaped" && got.Dst.ID != "u-shaped") || got.Applied != applied || got.Connection == st.Connection {
+			t.Errorf("rewritten %+v", got)
+		}
+	}
+	if got := e.Rewrite(suite.Step{Src: peer, Dst: peer}); got.Applied != nil || got.Src.ID != "u-peer" {
+		t.Errorf("a step without the shaped pod changed: %+v", got)
+	}
+}
+
+func TestQuantity(t *testing.T) {
+	for in, want := range map[uint64]string{0: "", 10e6: "10M", 1e9: "1G", 500e3: "500k", 12345: "12345"} {
+		if got := quantity(in); got != want {
+			t.Errorf("quantity(%d) = %q, want %q", in, got, want)
+		}
+		if in != 0 {
+			if back, err := qosspec.ParseBandwidth(quantity(in)); err != nil || back != in {
+				t.Errorf("%q reads back as %d, %v", quantity(in), back, err)
+			}
+		}
+	}
+}
+
+func TestCapsRefuseWhatIsNotBuilt(t *testing.T) {
+	caps := (&Env{}).Caps()
+	err := caps.Lacks("qos-priority", suite.CapNodeQdisc, suite.CapPodShaping)
+	if err == nil || !caps.Has(suite.CapPodShaping) {
+		t.Fatalf("caps %+v: %v", caps, err)
+	}
+	if le, ok := err.(*suite.LacksError); !ok || len(le.Missing) != 1 || le.Missing[0] != suite.CapNodeQdisc {
+		t.Errorf("err %v", err)
+	}
+}

@@ -1,0 +1,189 @@
+package labrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/qos"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// Links resolves a lab member's links; *lab.Lab implements it.
+type Links interface {
+	Link(role, member string) (netns, dev string, err error)
+}
+
+// Env is a lab as the environment of a suite: it makes the suite's
+// changes with netlink from this process (traffic control on the lab's
+// links, tos inherit on its VXLAN devices), so it needs CAP_NET_ADMIN
+// like the lab itself.
+type Env struct {
+	links Links
+	// show reads a link's qdiscs and detect the kernel's features; tests
+	// replace them.
+	show   func(qos.Target) (qos.State, error)
+	detect func(ctx context.Context, nsPath string, names ...string) (qos.Features, error)
+
+	once sync.Once
+	caps suite.Caps
+}
+
+// NewEnv returns the environment of the lab whose links l resolves.
+func NewEnv(l Links) *Env { return &Env{links: l, show: qos.Show, detect: qos.Detect} }
+
+// detectTimeout bounds the detection of the kernel's features.
+const detectTimeout = 10 * time.Second
+
+// Caps implements suite.Env: everything a suite asks for; the police
+// action only where this machine's kernel has it (else it is
+// unsupported, with the kernel's reason).
+func (e *Env) Caps() suite.Caps {
+	e.once.Do(func() {
+		e.caps = suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
+			Why: map[suite.Cap]string{suite.CapService: "the lab has no Services yet"}}
+		ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
+		defer cancel()
+		needs := qos.Police{}.Needs()
+		feats, err := e.detect(ctx, "", needs...)
+		if err != nil {
+			e.caps.Unsupported = map[suite.Cap]string{suite.CapPolice: fmt.Sprintf("detect the kernel's features: %v", err)}
+			return
+		}
+		for _, n := range needs {
+			if f, _ := feats.Get(n); !f.Present {
+				e.caps.Unsupported = map[suite.Cap]string{suite.CapPolice: (&qos.UnsupportedError{Feature: n, Reason: f.Err}).Error()}
+				return
+			}
+		}
+		e.caps.Have = append(e.caps.Have, suite.CapPolice)
+	})
+	return e.caps
+}
+
+// roles are the links each change goes on.
+var roles = map[suite.Cap]string{
+	suite.CapNodeQdisc:  lab.LinkNodeUplink,
+	suite.CapVXLANTOS:   lab.LinkNodeUplink,
+	suite.CapPodQdisc:   lab.LinkPod,
+	suite.CapPodShaping: lab.LinkPodHost,
+	suite.CapPolice:     lab.LinkPodHost,
+}
+
+// target resolves the link of a change and builds its set-up (nil for a
+// change without one).
+func (e *Env) target(c suite.Change) (qos.Target, qos.Setup, error) {
+	role, ok := roles[c.What]
+	if !ok {
+		return qos.Target{}, nil, fmt.Errorf("the lab cannot make a %s change", c.What)
+	}
+	ns, dev, err := e.links.Link(role, c.Member)
+	if err != nil {
+		return qos.Target{}, nil, err
+	}
+	t := qos.Target{NetNS: ns, Link: dev}
+	if c.QoS == nil {
+		if c.What != suite.CapVXLANTOS {
+			return t, nil, fmt.Errorf("%s change without a set-up", c.What)
+		}
+		return t, nil, nil
+	}
+	setup, err := qos.Build(*c.QoS)
+	if err != nil {
+		return t, nil, err
+	}
+	return t, setup, nil
+}
+
+// Check implements suite.Checker: the member and its link exist, the
+// kernel takes the set-up, and a set-up on a node's uplink stays below the
+// rate the lab gave that link (else the bottleneck would never hold a
+// queue).
+func (e *Env) Check(_ context.Context, c suite.Change) error {
+	t, _, err := e.target(c)
+	if err != nil || c.What != suite.CapNodeQdisc || c.QoS == nil || c.QoS.RateBps == 0 {
+		return err
+	}
+	st, err := e.show(t)
+	if err != nil {
+		return err
+	}
+	if r, ok := st.Root(); ok && r.Kind == "tbf" && r.RateBps != 0 && c.QoS.RateBps > r.RateBps {
+		return fmt.Errorf("bottleneck rate %s is above the link's rate %s (the lab's underlay rate on %s): the bottleneck would never hold a queue",
+			qos.FormatBps(c.QoS.RateBps), qos.FormatBps(r.RateBps), c.Member)
+	}
+	return nil
+}
+
+// Apply implements suite.Env.
+func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	t, setup, err := e.target(c)
+	if err != nil {
+		return nil, err
+	}
+	switch c.What {
+	case suite.CapVXLANTOS:
+		return e.inheritTOS(t.NetNS, c.Member)
+	case suite.CapNodeQdisc:
+		return e.applyUplink(ctx, t, setup)
+	}
+	if err := qos.Apply(ctx, t, setup); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { return qos.Remove(t, setup) }, nil
+}
+
+// applyUplink puts setup on a node's uplink in place of the lab's own
+// tbf (the underlay's rate), which the undo puts back.
+func (e *Env) applyUplink(ctx context.Context, t qos.Target, setup qos.Setup) (func(context.Context) error, error) {
+	st, err := e.show(t)
+	if err != nil {
+		return nil, err
+	}
+	var prev *qos.TBF
+	if r, ok := st.Root(); ok && r.Kind == "tbf" {
+		prev = &qos.TBF{Rate: r.RateBps, BurstBytes: r.BurstBytes, LimitBytes: r.LimitBytes}
+		t.RateBps = r.RateBps
+	}
+	if err := qos.Apply(ctx, t, setup); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		err := qos.Remove(t, setup)
+		if prev != nil {
+			t.RateBps = 0
+			err = errors.Join(err, qos.Apply(ctx, t, *prev))
+		}
+		return err
+	}, nil
+}
+
+// inheritTOS makes the node's VXLAN devices copy the inner TOS; the undo
+// restores each device's setting.
+func (e *Env) inheritTOS(ns, node string) (func(context.Context) error, error) {
+	devs, err := qos.VXLANTOS(ns)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("node %s has no vxlan device: tos inherit needs the vxlan backend", node)
+	}
+	restore := func(done map[string]uint8) error {
+		var errs []error
+		for dev, tos := range done {
+			errs = append(errs, qos.SetVXLANTOS(ns, dev, tos))
+		}
+		return errors.Join(errs...)
+	}
+	done := map[string]uint8{}
+	for dev, tos := range devs {
+		if err := qos.SetVXLANTOS(ns, dev, qos.TOSInherit); err != nil {
+			return nil, errors.Join(fmt.Errorf("node %s: %w", node, err), restore(done))
+		}
+		done[dev] = tos
+	}
+	return func(context.Context) error { return restore(done) }, nil
+}

@@ -1,0 +1,197 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cnperf/cnperf/internal/qosspec"
+)
+
+// A Cap is something an environment can change for a suite. Every Change
+// uses exactly one.
+type Cap string
+
+// The capabilities suites ask for.
+const (
+	// CapNodeQdisc puts a qdisc on a node's uplink (egress towards the
+	// other nodes: where a NIC's queue is); Change.Member is the node.
+	CapNodeQdisc Cap = "node-qdisc"
+	// CapPodQdisc puts a qdisc on a pod's own interface (its egress);
+	// Change.Member is the pod.
+	CapPodQdisc Cap = "pod-qdisc"
+	// CapPodShaping limits a pod's bandwidth as the CNI bandwidth plugin
+	// does for the kubernetes.io/ingress-bandwidth and egress-bandwidth
+	// annotations (Change.QoS is a qosspec.SpecBandwidth); Change.Member
+	// is the pod.
+	CapPodShaping Cap = "pod-shaping"
+	// CapPodBurst lets a suite choose the burst of a pod's bandwidth limit
+	// (on Kubernetes the CNI plugin chooses it). It is asked for through
+	// Caps, not through a Change.
+	CapPodBurst Cap = "pod-burst"
+	// CapPolice polices what a pod sends on arrival at its host-side veth
+	// with the kernel's police action (Change.QoS is a qosspec.SpecPolice).
+	CapPolice Cap = "police"
+	// CapVXLANTOS makes a node's VXLAN tunnel ends copy the inner TOS to
+	// the outer header (tos inherit); Change.Member is the node.
+	CapVXLANTOS Cap = "vxlan-tos"
+	// CapService creates a Service in front of a pod.
+	CapService Cap = "service"
+)
+
+// capText says what each capability does, for refusals.
+var capText = map[Cap]string{
+	CapNodeQdisc:  "put a qdisc on a node's uplink",
+	CapPodQdisc:   "put a qdisc on a pod's own interface",
+	CapPodShaping: "limit a pod's bandwidth as the CNI bandwidth plugin does",
+	CapPodBurst:   "choose the burst of a pod's bandwidth limit",
+	CapPolice:     "police a pod's traffic with the kernel's police action",
+	CapVXLANTOS:   "make the VXLAN tunnel ends copy the inner TOS",
+	CapService:    "create a Service in front of a pod",
+}
+
+// Describe says in a few words what the capability does.
+func (c Cap) Describe() string {
+	if t, ok := capText[c]; ok {
+		return t
+	}
+	return string(c)
+}
+
+// Caps says what an environment can change: the capabilities it has, and
+// for those it lacks, why.
+type Caps struct {
+	Have []Cap
+	// Why holds, for capabilities the environment does not offer, the
+	// reason.
+	Why map[Cap]string
+	// Unsupported holds capabilities the environment offers but its kernel
+	// lacks (the police action), with the kernel's reason: a finding a
+	// suite may report as its result rather than a refusal.
+	Unsupported map[Cap]string
+}
+
+// Has reports whether the environment has c.
+func (cs Caps) Has(c Cap) bool { return slices.Contains(cs.Have, c) }
+
+// Reason says why the environment lacks c.
+func (cs Caps) Reason(c Cap) string {
+	if r := cs.Why[c]; r != "" {
+		return r
+	}
+	if r := cs.Unsupported[c]; r != "" {
+		return r
+	}
+	return "no environment under this run can change the network (run the suite on a lab: cnperf lab run, or cnperf run --lab)"
+}
+
+// ErrEnvLacks says the environment under a run cannot make a change a
+// suite needs; the error wrapping it (*LacksError) names what is missing.
+var ErrEnvLacks = errors.New("the environment cannot make the changes this suite needs")
+
+// LacksError names the capabilities a suite needs and its environment
+// lacks, with the reasons.
+type LacksError struct {
+	Suite   string
+	Missing []Cap
+	Why     []string
+}
+
+func (e *LacksError) Error() string {
+	parts := make([]string, len(e.Missing))
+	for i, c := range e.Missing {
+		parts[i] = fmt.Sprintf("%s (%s): %s", c, c.Describe(), e.Why[i])
+	}
+	return fmt.Sprintf("suite %s needs what this environment cannot do: %s", e.Suite, strings.Join(parts, "; "))
+}
+
+// Is makes errors.Is(err, ErrEnvLacks) true.
+func (e *LacksError) Is(target error) bool { return target == ErrEnvLacks }
+
+// Lacks returns a *LacksError naming the capabilities of need that cs
+// lacks, or nil.
+func (cs Caps) Lacks(suite string, need ...Cap) error {
+	e := &LacksError{Suite: suite}
+	for _, c := range need {
+		if !cs.Has(c) && !slices.Contains(e.Missing, c) {
+			e.Missing = append(e.Missing, c)
+			e.Why = append(e.Why, cs.Reason(c))
+		}
+	}
+	if len(e.Missing) == 0 {
+		return nil
+	}
+	return e
+}
+
+// A Change is what a phase needs changed around it, as data: the
+// environment decides how (netlink in the lab, annotated pods or agent
+// task QoS on Kubernetes).
+type Change struct {
+	// What is the capability the change uses.
+	What Cap `json:"what"`
+	// Member is the node or pod the change applies to, named as the
+	// agents' Endpoint.Node or Endpoint.Name (see each Cap).
+	Member string `json:"member"`
+	// QoS is the set-up, for qdisc, shaping and police changes.
+	QoS *qosspec.Spec `json:"qos,omitempty"`
+}
+
+func (c Change) String() string {
+	s := fmt.Sprintf("%s on %s", c.What, c.Member)
+	if c.QoS != nil {
+		s += ": " + c.QoS.String()
+	}
+	return s
+}
+
+// Env is the environment a suite runs in (the lab, a Kubernetes cluster):
+// it says what it can change and makes the changes.
+type Env interface {
+	// Caps says what this environment can change.
+	Caps() Caps
+	// Apply makes the change and returns how to undo it. The undo gets a
+	// context that is not yet cancelled; it must tolerate being called
+	// once only, after Apply succeeded.
+	Apply(ctx context.Context, c Change) (undo func(context.Context) error, err error)
+}
+
+// A Checker is an environment that can check a change before anything is
+// made (the link exists, a bottleneck fits below the link's rate, the
+// kernel takes the set-up). The Runner checks every change of every
+// planned phase before it creates the first run.
+type Checker interface {
+	Check(ctx context.Context, c Change) error
+}
+
+// A Rewriter is an environment that makes some changes its own way and
+// says so in the phase's steps once the phase's changes are made:
+// Kubernetes limits a pod's bandwidth on a fresh pod started with the
+// annotations, which stands in for the pod named (the steps' Src or Dst
+// becomes it), and the CNI chooses the burst (the steps' Applied says so).
+type Rewriter interface {
+	Rewrite(st Step) Step
+}
+
+// Applied says how the environment made a phase's changes where it
+// differs from what the suite asked: who chose (By: "CNI") and the set-up
+// as made.
+type Applied struct {
+	By  string        `json:"by"`
+	QoS *qosspec.Spec `json:"qos,omitempty"`
+}
+
+// needs lists the capabilities the phases' changes use.
+func needs(phases []Phase) []Cap {
+	var out []Cap
+	for _, ph := range phases {
+		for _, c := range ph.Changes {
+			if !slices.Contains(out, c.What) {
+				out = append(out, c.What)
+			}
+		}
+	}
+	return out
+}
