@@ -127,3 +127,35 @@ func LowerTimerSlack() error {
 	}
 	return nil
 }
+
+// DetachFd returns a duplicate of c's descriptor in blocking mode that Go's
+// poller does not watch (a plain dup(2): os.File and net.Conn would put it
+// in the poller again). Once the caller closes c, whose own descriptor the
+// poller removes, packets and acknowledgements on the socket no longer
+// wake a poller thread: a loop on a locked thread then makes blocking
+// system calls on the returned descriptor alone (bound them with
+// SO_RCVTIMEO / SO_SNDTIMEO). The caller closes it with unix.Close.
+// Until c is closed, c shares the blocking mode (one open file).
+func DetachFd(c syscall.Conn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) {
+		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+		if derr == nil {
+			derr = unix.SetNonblock(fd, false)
+		}
+	}); err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if derr != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("duplicate socket descriptor: %w", derr)
+	}
+	return fd, nil
+}

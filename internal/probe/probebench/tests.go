@@ -77,7 +77,7 @@ func (b *bench) tcp(streams int) (row, error) {
 
 // udp compares the sender's CPU at a paced rate with 1400-byte payloads.
 func (b *bench) udp(rate float64) (row, error) {
-	var cnCPU, ipCPU, cnLoss, ipLoss []float64
+	var cnCPU, ipCPU, cnLoss, ipLoss, cnRate, ipRate []float64
 	burst := 0
 	mode := ""
 	rs := strconv.FormatFloat(rate, 'f', 0, 64)
@@ -89,13 +89,13 @@ func (b *bench) udp(rate float64) (row, error) {
 		if c.LossPct == nil {
 			return row{}, fmt.Errorf("cnperf udp result has no loss_pct")
 		}
-		cnCPU, cnLoss = append(cnCPU, c.CPUPct.Sender), append(cnLoss, *c.LossPct)
+		cnCPU, cnLoss, cnRate = append(cnCPU, c.CPUPct.Sender), append(cnLoss, *c.LossPct), append(cnRate, c.ThroughputBps.Receiver)
 		burst, mode = max(burst, c.BurstDatagrams), c.SendMode
 		r, err := b.iperf3(b.o.udpTime+30*time.Second, "-u", "-l", "1400", "-b", rs, "-t", strconv.Itoa(max(1, int(math.Ceil(b.o.udpTime.Seconds())))))
 		if err != nil {
 			return row{}, err
 		}
-		ipCPU, ipLoss = append(ipCPU, r.End.CPU.HostTotal), append(ipLoss, r.End.Sum.LostPercent)
+		ipCPU, ipLoss, ipRate = append(ipCPU, r.End.CPU.HostTotal), append(ipLoss, r.End.Sum.LostPercent), append(ipRate, r.End.Sum.BitsPerSecond)
 		fmt.Printf("  udp %s run %d: sender cpu cnperf %.1f %% (loss %.3g %%, burst %d, %s), iperf3 %.1f %% (loss %.3g %%)\n",
 			rateName(rate), i+1, cnCPU[i], cnLoss[i], c.BurstDatagrams, c.SendMode, ipCPU[i], ipLoss[i])
 	}
@@ -109,7 +109,8 @@ func (b *bench) udp(rate float64) (row, error) {
 	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
 		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
 		ratio: ratio, target: target, met: met,
-		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%; cnperf send_mode %s, burst_datagrams ≤ %d", median(cnLoss), median(ipLoss), mode, burst)}, nil
+		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, received cnperf %.0f / iperf3 %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
+			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}, nil
 }
 
 func rateName(r float64) string {

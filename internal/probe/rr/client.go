@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // lowerSlack lowers this thread's timer slack and returns a function that
@@ -178,9 +178,10 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 // tcpConn is a data connection turned into a blocking descriptor for the
 // transaction loop.
 type tcpConn struct {
-	f  *os.File
 	fd int
 }
+
+func (c tcpConn) Close() { unix.Close(c.fd) }
 
 func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration) (tcpConn, error) {
 	c, err := cl.DialData(ctx, stream)
@@ -192,17 +193,18 @@ func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Dur
 		c.Close()
 		return tcpConn{}, fmt.Errorf("data connection is %T, not TCP", c)
 	}
-	f, err := tc.File() // a duplicate descriptor
+	// A blocking duplicate outside Go's poller; closing c takes the
+	// socket out of the poller.
+	fd, err := probe.DetachFd(tc)
 	c.Close()
 	if err != nil {
 		return tcpConn{}, fmt.Errorf("data connection descriptor: %w", err)
 	}
-	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
 	if err := setTimeouts(fd, timeout); err != nil {
-		f.Close()
+		unix.Close(fd)
 		return tcpConn{}, fmt.Errorf("data connection timeouts: %w", err)
 	}
-	return tcpConn{f: f, fd: fd}, nil
+	return tcpConn{fd: fd}, nil
 }
 
 // runTCP runs transactions over one connection (tcp) or one connection
@@ -216,7 +218,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		if conn, err = openTCP(ctx, cl, 0, cfg.timeout); err != nil {
 			return nil, err
 		}
-		defer conn.f.Close()
+		defer conn.Close()
 		t.src = sockaddrString(conn.fd)
 	}
 	req := make([]byte, cfg.size)
@@ -254,6 +256,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		t.sent++
 		var krx int64
 		for got := 0; got < len(resp); {
+			udpio.WaitReadableRaw(conn.fd, udpio.SpinWaitMax)
 			n, ts, errno := rx.recv(conn.fd, resp[got:], 0)
 			switch {
 			case errno == unix.EINTR:
@@ -272,7 +275,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		}
 		t1 := time.Now().UnixNano()
 		if crr {
-			conn.f.Close()
+			conn.Close()
 		}
 		b := body(resp)
 		if b.seq() != uint64(i) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // Handler is the responder side of the rr probe. It opens no sockets: UDP
@@ -259,14 +260,15 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			setTOS(rc, c, cfg.tos)
 		}
 	}
-	f, err := tc.File() // a duplicate descriptor; closing c leaves the poller
+	// A blocking duplicate outside Go's poller; closing c (below) takes
+	// the socket out of the poller.
+	fd, err := probe.DetachFd(tc)
 	if err != nil {
 		return fmt.Errorf("data connection descriptor: %w", err)
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
@@ -294,6 +296,7 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 		}
 		var krx int64
 		for got := 0; got < len(buf); {
+			udpio.WaitReadableRaw(fd, udpio.SpinWaitMax)
 			n, ts, errno := rx.recv(fd, buf[got:], 0)
 			switch {
 			case errno == unix.EAGAIN || errno == unix.EINTR:

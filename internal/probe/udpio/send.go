@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -44,6 +45,9 @@ type Sender struct {
 	notes    []string
 	plainOOB []byte
 	maxBurst int // most datagrams handed to the kernel by one call
+	// sendFlags are sendmmsg's flags: MSG_DONTWAIT on a socket in Go's
+	// poller (which waits for room), none on a blocking descriptor.
+	sendFlags uintptr
 }
 
 // NewSender returns a sender on conn. to is the destination for an
@@ -55,7 +59,7 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{conn: conn, rc: rc, family: family, to: to, tos: tos,
+	s := &Sender{conn: conn, rc: rc, family: family, to: to, tos: tos, sendFlags: unix.MSG_DONTWAIT,
 		msgs: make([]mmsghdr, maxMsgs), iovs: make([]unix.Iovec, maxMsgs), oob: make([]byte, maxMsgs*oobPerSend)}
 	if to.IsValid() {
 		if s.nameLen, err = putSockaddr(&s.name, family, to); err != nil {
@@ -66,6 +70,55 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 	} else if ra, ok := conn.RemoteAddr().(*net.UDPAddr); ok {
 		s.tosV6 = ra.IP.To4() == nil
 	}
+	s.pickMode(opt)
+	return s, nil
+}
+
+// NewSenderFd returns a sender on fd, a connected UDP socket in blocking
+// mode that is not in Go's poller (see probe.DetachFd): each send then is
+// one blocking system call on the caller's thread, bounded by the socket's
+// SO_SNDTIMEO, and no poller thread wakes when the kernel frees the sent
+// buffers (on a veth that wake-up costs more CPU than the send). Close fd
+// after use; the sender does not.
+func NewSenderFd(fd int, opt Options) (*Sender, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, fmt.Errorf("udp socket getsockname: %w", err)
+	}
+	family := unix.AF_INET
+	if _, ok := sa.(*unix.SockaddrInet6); ok {
+		family = unix.AF_INET6
+	}
+	s := &Sender{rc: fdConn(fd), family: family, tos: -1,
+		msgs: make([]mmsghdr, maxMsgs), iovs: make([]unix.Iovec, maxMsgs), oob: make([]byte, maxMsgs*oobPerSend)}
+	s.pickMode(opt)
+	return s, nil
+}
+
+// fdConn is a syscall.RawConn over a blocking descriptor outside Go's
+// poller: Read and Write call f once; f returning false (EAGAIN: the
+// socket's timeout passed) is a deadline error.
+type fdConn int
+
+func (c fdConn) Control(f func(uintptr)) error { f(uintptr(c)); return nil }
+
+func (c fdConn) Read(f func(uintptr) bool) error {
+	if !f(uintptr(c)) {
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+func (c fdConn) Write(f func(uintptr) bool) error {
+	if !f(uintptr(c)) {
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// pickMode chooses the fastest mode opt allows and the kernel has.
+func (s *Sender) pickMode(opt Options) {
+	rc := s.rc
 	switch {
 	case opt.NoBatch:
 		s.mode = ModePlain
@@ -83,7 +136,6 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 			s.notes = append(s.notes, fmt.Sprintf("sender: no UDP GSO (%v); one datagram per mmsg entry", gerr))
 		}
 	}
-	return s, nil
 }
 
 // Mode returns how the sender currently writes (it may degrade on the way).
@@ -167,7 +219,7 @@ func (s *Sender) sendMmsg(buf []byte, size, count, segs int) (int, error) {
 	var nmsg int
 	var serr error
 	err := s.rc.Write(func(fd uintptr) bool {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(entries), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(entries), s.sendFlags, 0, 0)
 		if e == unix.EAGAIN {
 			return false
 		}
@@ -205,6 +257,27 @@ func (s *Sender) putTOS(b []byte) int {
 
 func (s *Sender) sendPlain(d []byte) (int, error) {
 	var err error
+	if s.conn == nil { // a blocking descriptor
+		var oob []byte
+		if s.tos >= 0 {
+			if s.plainOOB == nil {
+				s.plainOOB = make([]byte, oobPerSend)
+			}
+			oob = s.plainOOB[:s.putTOS(s.plainOOB)]
+		}
+		werr := s.rc.Write(func(fd uintptr) bool {
+			err = unix.Sendmsg(int(fd), d, oob, nil, 0)
+			return err != unix.EAGAIN
+		})
+		if werr != nil {
+			err = werr
+		}
+		if err != nil {
+			return 0, fmt.Errorf("send: %w", err)
+		}
+		s.maxBurst = max(s.maxBurst, 1)
+		return 1, nil
+	}
 	if s.tos >= 0 {
 		if s.plainOOB == nil {
 			s.plainOOB = make([]byte, oobPerSend)
