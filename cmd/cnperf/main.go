@@ -9,5 +9,8 @@ import (
 )
 
 func main() {
+	if cli.IsKubectlPlugin(os.Args[0]) { // run by kubectl as `kubectl cnperf`
+		os.Exit(cli.KubectlMain(os.Args[1:], cli.StdStreams()))
+	}
 	os.Exit(cli.Main(os.Args[1:], cli.StdStreams()))
 }

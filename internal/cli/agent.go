@@ -16,6 +16,7 @@ import (
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		serverURL, token string
+		caFile           string
 		id               agent.Identity
 		port, parallel   int
 		stampPort        int
@@ -40,7 +41,8 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 			}
 			// A long poll waits up to the server's MaxWait; the client's
 			// timeout must exceed it.
-			cl, err := client.New(serverURL, token, client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}))
+			cl, err := client.New(serverURL, token, client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}),
+				client.WithCAFile(caFile))
 			if err != nil {
 				return err
 			}
@@ -77,6 +79,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
+	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "agent token (default $CNPERF_TOKEN)")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")
 	fl.StringVar(&id.PodNamespace, "pod-namespace", "", "pod namespace (default $POD_NAMESPACE)")

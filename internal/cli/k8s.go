@@ -19,17 +19,19 @@ import (
 type k8sFlags struct {
 	kubeconfig string
 	context    string
+	namespace  string
 	timeout    time.Duration
 }
 
 func (f *k8sFlags) add(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	cmd.PersistentFlags().StringVar(&f.context, "context", "", "kubeconfig context (default: its current context)")
+	cmd.PersistentFlags().StringVarP(&f.namespace, "namespace", "n", k8s.Namespace, "namespace of cnperf's server and agents")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "request-timeout", k8s.DefaultRequestTimeout, "bound on each API request")
 }
 
 func (f *k8sFlags) client(ctx context.Context) (*k8s.Client, error) {
-	return k8s.New(ctx, k8s.Config{Kubeconfig: f.kubeconfig, Context: f.context, RequestTimeout: f.timeout})
+	return k8s.New(ctx, k8s.Config{Kubeconfig: f.kubeconfig, Context: f.context, Namespace: f.namespace, RequestTimeout: f.timeout})
 }
 
 func newK8sCommand(g *globalOptions, st Streams) *cobra.Command {

@@ -28,6 +28,7 @@ func (k *k8sRunFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&k.on, "k8s", false, "run on the Kubernetes cluster where `cnperf k8s deploy` put cnperf (server reached by port-forward)")
 	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --k8s: kubeconfig file (default $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&k.context, "context", "", "with --k8s: kubeconfig context")
+	fl.StringVarP(&k.namespace, "namespace", "n", k8s.Namespace, "with --k8s: namespace of cnperf's server and agents")
 	fl.DurationVar(&k.timeout, "request-timeout", k8s.DefaultRequestTimeout, "with --k8s: bound on each API request")
 	fl.StringVar(&k.cniDir, "cni-conf-dir", k8s.DefaultCNIConfDir, "with --k8s: the nodes' CNI configuration directory (for the cluster's facts)")
 }

@@ -13,14 +13,15 @@ import (
 
 // remoteFlags are the flags of the verbs that call a server as a user.
 type remoteFlags struct {
-	server, token string
-	asJSON        bool
+	server, token, caFile string
+	asJSON                bool
 }
 
 func (f *remoteFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (default $CNPERF_SERVER)")
 	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (default $CNPERF_TOKEN)")
+	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
@@ -32,7 +33,7 @@ func (f *remoteFlags) client() (*client.Client, error) {
 	if f.token == "" {
 		return nil, fmt.Errorf("no token: set --token or CNPERF_TOKEN (the server's user token)")
 	}
-	return client.New(f.server, f.token)
+	return client.New(f.server, f.token, client.WithCAFile(f.caFile))
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -19,14 +19,15 @@ import (
 
 // reportServer holds the flags of the verbs that read runs from a server.
 type reportServer struct {
-	server, token string
-	timeout       time.Duration
+	server, token, caFile string
+	timeout               time.Duration
 }
 
 func (f *reportServer) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (env CNPERF_SERVER)")
 	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
+	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.DurationVar(&f.timeout, "timeout", time.Minute, "bound on reading the runs from the server")
 }
 
@@ -37,7 +38,7 @@ func (f *reportServer) client() (*client.Client, error) {
 	if f.token == "" {
 		return nil, errors.New("no token: give --token (or set CNPERF_TOKEN), the server's user token")
 	}
-	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}))
+	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}), client.WithCAFile(f.caFile))
 }
 
 // fetchReport reads a run and, unless only is set, the other runs of its

@@ -36,11 +36,15 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // Main runs cnperf with args and returns the process exit code. SIGINT and
 // SIGTERM cancel the command's context.
-func Main(args []string, st Streams) int {
+func Main(args []string, st Streams) int { return mainWith(Run, "cnperf", args, st) }
+
+// mainWith runs run (cnperf's or the kubectl plugin's command tree) and
+// turns its error into an exit code.
+func mainWith(run func(context.Context, []string, Streams) error, name string, args []string, st Streams) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, args, st); err != nil {
-		fmt.Fprintf(st.Err, "cnperf: %v\n", err)
+	if err := run(ctx, args, st); err != nil {
+		fmt.Fprintf(st.Err, "%s: %v\n", name, err)
 		var ee *ExitError
 		if errors.As(err, &ee) {
 			return ee.Code

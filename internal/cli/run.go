@@ -170,6 +170,7 @@ func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		f                 suiteFlags
 		server, token     string
+		caFile            string
 		labName, stateDir string
 		kf                k8sRunFlags
 	)
@@ -226,7 +227,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			case server == "":
 				return errors.New("no server: give --server URL (or set CNPERF_SERVER), or --lab NAME")
 			default:
-				c, err := client.New(server, token)
+				c, err := client.New(server, token, client.WithCAFile(caFile))
 				if err != nil {
 					return fmt.Errorf("--server: %w", err)
 				}
@@ -242,6 +243,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")
 	cmd.Flags().StringVar(&server, "server", envOr("CNPERF_SERVER", ""), "cnperf server URL (env CNPERF_SERVER)")
 	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
+	cmd.Flags().StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
 	kf.register(cmd)

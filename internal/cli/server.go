@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnperf/cnperf/internal/certs"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -20,6 +22,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var listen, dsn, userTokenFile, agentTokenFile string
 	var mo meshFlags
 	var lf limitFlags
+	var tlsCert, tlsKey string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -29,7 +32,10 @@ list clients and create tasks (the seed's /api/v1 endpoints, or /api/v2).
 Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 --agent-token-file); they must differ. Store: --db sqlite:PATH (default),
 --db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
-(MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).`,
+(MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).
+TLS: --tls-cert and --tls-key serve HTTPS (agents and the CLI then verify
+it with --ca-file or the system pool). Limits on what a request may ask:
+the --max-* and --min-* flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
@@ -47,7 +53,13 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 			if err != nil {
 				return err
 			}
-			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo, lim)
+			var tlsCfg *tls.Config
+			if tlsCert != "" || tlsKey != "" {
+				if tlsCfg, err = certs.ServerConfig(tlsCert, tlsKey); err != nil {
+					return err
+				}
+			}
+			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo, lim, tlsCfg)
 		},
 	}
 	fl := cmd.Flags()
@@ -57,6 +69,8 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
 	mo.register(cmd)
 	lf.register(cmd)
+	fl.StringVar(&tlsCert, "tls-cert", envOr("CNPERF_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain); needs --tls-key")
+	fl.StringVar(&tlsKey, "tls-key", envOr("CNPERF_TLS_KEY", ""), "the PEM private key of --tls-cert")
 	return cmd
 }
 
@@ -80,7 +94,7 @@ func readToken(kind, env, file string) (string, error) {
 	return tok, nil
 }
 
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags, lim server.Limits) error {
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags, lim server.Limits, tlsCfg *tls.Config) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
@@ -95,6 +109,10 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return errors.Join(fmt.Errorf("server: %w", err), db.Close())
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https" // session cookies get Secure (r.TLS is set)
 	}
 	// Requests get a context that ends at shutdown, so long polls answer.
 	reqCtx, stopReqs := context.WithCancel(context.WithoutCancel(ctx))
@@ -119,7 +137,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("server listening", "addr", ln.Addr().String(), "db", redactDSN(dsn))
+	log.Info("server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", redactDSN(dsn))
 
 	var errs []error
 	select {

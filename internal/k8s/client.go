@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -35,6 +36,8 @@ type Config struct {
 	Context string
 	// RequestTimeout bounds each API request (DefaultRequestTimeout if 0).
 	RequestTimeout time.Duration
+	// Namespace is where cnperf is (or is deployed); empty means Namespace.
+	Namespace string
 }
 
 // Client talks to one cluster.
@@ -43,6 +46,16 @@ type Client struct {
 	Dynamic dynamic.Interface
 	REST    *rest.Config // nil for clients made by NewForInterfaces
 	Host    string
+	// Namespace is where cnperf is; empty means the package's Namespace.
+	Namespace string
+}
+
+// NS returns the namespace the client works in.
+func (c *Client) NS() string {
+	if c.Namespace == "" {
+		return Namespace
+	}
+	return c.Namespace
 }
 
 // ErrNoKubeconfig means no kubeconfig was given or found.
@@ -110,7 +123,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client for %s: %w", rc.Host, err)
 	}
-	c := &Client{Kube: kc, Dynamic: dc, REST: rc, Host: rc.Host}
+	if cfg.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(cfg.Namespace) {
+			return nil, fmt.Errorf("namespace %q: %s", cfg.Namespace, msg)
+		}
+	}
+	c := &Client{Kube: kc, Dynamic: dc, REST: rc, Host: rc.Host, Namespace: cfg.Namespace}
 	if _, err := c.ServerVersion(ctx); err != nil {
 		return nil, err
 	}

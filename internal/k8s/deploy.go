@@ -60,6 +60,13 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 		if err != nil {
 			return err
 		}
+		if c.NS() != Namespace { // another namespace than the manifests'
+			if u.GetKind() == "Namespace" {
+				u.SetName(c.NS())
+			} else if u.GetNamespace() != "" {
+				u.SetNamespace(c.NS())
+			}
+		}
 		r, ok := resources[u.GetKind()]
 		if !ok {
 			return fmt.Errorf("manifest kind %s: cnperf does not know how to apply it", u.GetKind())
@@ -102,7 +109,7 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	_, err := c.Kube.CoreV1().Secrets(Namespace).Get(rctx, TokensSecret, metav1.GetOptions{})
+	_, err := c.Kube.CoreV1().Secrets(c.NS()).Get(rctx, TokensSecret, metav1.GetOptions{})
 	if err == nil {
 		return false, nil
 	}
@@ -118,12 +125,12 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: TokensSecret, Namespace: Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: TokensSecret, Namespace: c.NS(),
 			Labels: map[string]string{"app.kubernetes.io/part-of": "cnperf"}},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{"user-token": user, "agent-token": agent},
 	}
-	if _, err := c.Kube.CoreV1().Secrets(Namespace).Create(rctx, s, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+	if _, err := c.Kube.CoreV1().Secrets(c.NS()).Create(rctx, s, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		return false, c.explain(err, "create secret "+TokensSecret)
 	}
 	return true, nil
@@ -133,7 +140,7 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 func (c *Client) Tokens(ctx context.Context) (user, agent string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	s, err := c.Kube.CoreV1().Secrets(Namespace).Get(rctx, TokensSecret, metav1.GetOptions{})
+	s, err := c.Kube.CoreV1().Secrets(c.NS()).Get(rctx, TokensSecret, metav1.GetOptions{})
 	if err != nil {
 		return "", "", c.explain(err, "get secret "+TokensSecret)
 	}
@@ -176,6 +183,7 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) error {
 
 // Status is what is deployed and how ready it is.
 type Status struct {
+	Namespace  string `json:"-"`
 	Deployed   bool
 	Server     Workload
 	DaemonSets []Workload
@@ -204,7 +212,11 @@ func (s Status) Ready() bool {
 // NotReady says what is not ready yet.
 func (s Status) NotReady() string {
 	if !s.Deployed {
-		return "cnperf is not deployed (no namespace " + Namespace + ")"
+		ns := s.Namespace
+		if ns == "" {
+			ns = Namespace
+		}
+		return "cnperf is not deployed (no namespace " + ns + ")"
 	}
 	var parts []string
 	parts = append(parts, fmt.Sprintf("server %d/%d ready", s.Server.Ready, s.Server.Desired))
@@ -218,15 +230,15 @@ func (s Status) NotReady() string {
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	var st Status
-	if _, err := c.Kube.CoreV1().Namespaces().Get(rctx, Namespace, metav1.GetOptions{}); err != nil {
+	st := Status{Namespace: c.NS()}
+	if _, err := c.Kube.CoreV1().Namespaces().Get(rctx, c.NS(), metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return st, nil
 		}
-		return st, c.explain(err, "get namespace "+Namespace)
+		return st, c.explain(err, "get namespace "+c.NS())
 	}
 	st.Deployed = true
-	d, err := c.Kube.AppsV1().Deployments(Namespace).Get(rctx, ServerName, metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(c.NS()).Get(rctx, ServerName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -234,7 +246,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	default:
 		st.Server = Workload{Name: d.Name, Desired: deref(d.Spec.Replicas, 1), Ready: d.Status.AvailableReplicas}
 	}
-	dss, err := c.Kube.AppsV1().DaemonSets(Namespace).List(rctx, metav1.ListOptions{LabelSelector: AgentSelector})
+	dss, err := c.Kube.AppsV1().DaemonSets(c.NS()).List(rctx, metav1.ListOptions{LabelSelector: AgentSelector})
 	if err != nil {
 		return st, c.explain(err, "list daemonsets")
 	}
@@ -265,7 +277,7 @@ func workloadOf(ds *appsv1.DaemonSet) Workload {
 func (c *Client) podProblems(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	pods, err := c.Kube.CoreV1().Pods(Namespace).List(rctx, metav1.ListOptions{})
+	pods, err := c.Kube.CoreV1().Pods(c.NS()).List(rctx, metav1.ListOptions{})
 	if err != nil {
 		return ""
 	}
@@ -327,28 +339,28 @@ func (c *Client) Undeploy(ctx context.Context, timeout time.Duration, log io.Wri
 	if err != nil && !apierrors.IsNotFound(err) {
 		return c.explain(err, "delete clusterrole cnperf-cluster-reader")
 	}
-	err = c.Kube.CoreV1().Namespaces().Delete(rctx, Namespace, metav1.DeleteOptions{})
+	err = c.Kube.CoreV1().Namespaces().Delete(rctx, c.NS(), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
-		fmt.Fprintf(log, "namespace/%s not found: nothing to remove\n", Namespace)
+		fmt.Fprintf(log, "namespace/%s not found: nothing to remove\n", c.NS())
 		return nil
 	}
 	if err != nil {
-		return c.explain(err, "delete namespace "+Namespace)
+		return c.explain(err, "delete namespace "+c.NS())
 	}
-	fmt.Fprintf(log, "namespace/%s deleting\n", Namespace)
+	fmt.Fprintf(log, "namespace/%s deleting\n", c.NS())
 	wctx, wcancel := context.WithTimeout(ctx, timeout)
 	defer wcancel()
 	for {
 		gctx, gcancel := context.WithTimeout(wctx, c.timeout())
-		_, err := c.Kube.CoreV1().Namespaces().Get(gctx, Namespace, metav1.GetOptions{})
+		_, err := c.Kube.CoreV1().Namespaces().Get(gctx, c.NS(), metav1.GetOptions{})
 		gcancel()
 		if apierrors.IsNotFound(err) {
-			fmt.Fprintf(log, "namespace/%s removed\n", Namespace)
+			fmt.Fprintf(log, "namespace/%s removed\n", c.NS())
 			return nil
 		}
 		select {
 		case <-wctx.Done():
-			return fmt.Errorf("namespace %s still terminating after %v%s", Namespace, timeout, c.podProblems(context.WithoutCancel(ctx)))
+			return fmt.Errorf("namespace %s still terminating after %v%s", c.NS(), timeout, c.podProblems(context.WithoutCancel(ctx)))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -27,7 +27,7 @@ type Agent struct {
 func (c *Client) Agents(ctx context.Context) ([]Agent, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	pods, err := c.Kube.CoreV1().Pods(Namespace).List(rctx, metav1.ListOptions{
+	pods, err := c.Kube.CoreV1().Pods(c.NS()).List(rctx, metav1.ListOptions{
 		LabelSelector: AgentSelector, FieldSelector: "status.phase=Running"})
 	if err != nil {
 		return nil, c.explain(err, "list agent pods")

@@ -17,13 +17,8 @@ import (
 )
 
 // ServerAPI is the part of the cnperf server's API a suite run on the
-// cluster uses; *client.Client implements it.
-type ServerAPI interface {
-	Agents(ctx context.Context, all bool) ([]api.Agent, error)
-	CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error)
-	GetRun(ctx context.Context, id string) (api.Run, error)
-	CancelRun(ctx context.Context, id, reason string) (api.Run, error)
-}
+// cluster uses (the runner's); *client.Client implements it.
+type ServerAPI = suite.API
 
 // Env is a Kubernetes cluster as the environment of a suite. It limits a
 // pod's bandwidth the way the cluster does, with the CNI bandwidth

@@ -21,7 +21,7 @@ const DefaultCNIConfDir = "/etc/cni/net.d"
 func (c *Client) AgentTemplate(ctx context.Context) (corev1.Container, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	ds, err := c.Kube.AppsV1().DaemonSets(Namespace).Get(rctx, "cnperf-agent", metav1.GetOptions{})
+	ds, err := c.Kube.AppsV1().DaemonSets(c.NS()).Get(rctx, "cnperf-agent", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return corev1.Container{}, fmt.Errorf("daemonset cnperf-agent not found: run `cnperf k8s deploy` first")
 	}

@@ -75,8 +75,9 @@ func (c *Client) RunPod(ctx context.Context, t TestPod, timeout time.Duration) (
 		return nil, err
 	}
 	pod := t.pod()
+	pod.Namespace = c.NS()
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
-	_, err := c.Kube.CoreV1().Pods(Namespace).Create(rctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err := c.Kube.CoreV1().Pods(c.NS()).Create(rctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
 	cancel()
 	if err != nil {
 		return nil, c.explain(err, "create pod "+t.Name)
@@ -146,7 +147,7 @@ func (c *Client) waitPod(ctx context.Context, name string, oneShot bool, timeout
 	var why string
 	for {
 		gctx, gcancel := context.WithTimeout(wctx, c.timeout())
-		p, err := c.Kube.CoreV1().Pods(Namespace).Get(gctx, name, metav1.GetOptions{})
+		p, err := c.Kube.CoreV1().Pods(c.NS()).Get(gctx, name, metav1.GetOptions{})
 		gcancel()
 		switch {
 		case err != nil && wctx.Err() == nil:
@@ -196,7 +197,7 @@ func terminationMessages(p *corev1.Pod) string {
 func (c *Client) DeletePod(ctx context.Context, name string) error {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	err := c.Kube.CoreV1().Pods(Namespace).Delete(rctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+	err := c.Kube.CoreV1().Pods(c.NS()).Delete(rctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return c.explain(err, "delete pod "+name)
 	}
@@ -207,7 +208,7 @@ func (c *Client) DeletePod(ctx context.Context, name string) error {
 func (c *Client) DeleteTestPods(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	err := c.Kube.CoreV1().Pods(Namespace).DeleteCollection(rctx,
+	err := c.Kube.CoreV1().Pods(c.NS()).DeleteCollection(rctx,
 		metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))},
 		metav1.ListOptions{LabelSelector: TestPodLabel + "=true"})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -46,7 +46,7 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 		return nil, errors.New("port-forward needs a real cluster client")
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
-	pods, err := c.Kube.CoreV1().Pods(Namespace).List(rctx, metav1.ListOptions{LabelSelector: ServerSelector})
+	pods, err := c.Kube.CoreV1().Pods(c.NS()).List(rctx, metav1.ListOptions{LabelSelector: ServerSelector})
 	cancel()
 	if err != nil {
 		return nil, c.explain(err, "list server pods")
@@ -71,7 +71,7 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 	if err != nil {
 		return nil, fmt.Errorf("port-forward transport: %w", err)
 	}
-	u := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(Namespace).Name(pod.Name).SubResource("portforward").URL()
+	u := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.NS()).Name(pod.Name).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt, Timeout: 0}, http.MethodPost, u)
 	f := &Forward{Pod: pod.Name, stop: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan struct{})

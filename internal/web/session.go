@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -147,12 +149,22 @@ func (d *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostFormValue("next"))
+	addr := clientAddr(r)
+	if ok, after := d.login.allow(addr); !ok {
+		secs := int(after.Seconds()) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		p := loginPage{page: page{Title: "Log in", Flash: fmt.Sprintf("Too many failed logins: try again in %d s.", secs), FlashKind: "error"}, Next: next}
+		d.render(w, r, http.StatusTooManyRequests, "login", p)
+		return
+	}
 	tok := r.PostFormValue("token")
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(d.opts.UserToken)) != 1 {
+		d.login.failed(addr)
 		p := loginPage{page: page{Title: "Log in", Flash: "Wrong token: use the user token the server was started with.", FlashKind: "error"}, Next: next}
 		d.render(w, r, http.StatusUnauthorized, "login", p)
 		return
 	}
+	d.login.succeeded(addr)
 	s := d.sess.create()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, Expires: s.expires})
@@ -163,6 +175,7 @@ func (d *Dashboard) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if s, ok := d.session(r); ok {
 		d.sess.delete(s.id)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -63,6 +63,7 @@ type Dashboard struct {
 	now   func() time.Time
 	pages map[string]*template.Template
 	sess  *sessions
+	login *loginLimiter
 
 	ctx    context.Context // cancelled by Close: ends suites started here
 	cancel context.CancelFunc
@@ -93,7 +94,7 @@ func New(opts Options) (*Dashboard, error) {
 		opts.RunTimeout = 2 * time.Hour
 	}
 	d := &Dashboard{opts: opts, log: opts.Logger, now: opts.Now, pages: map[string]*template.Template{},
-		sess: newSessions(opts.SessionTTL, opts.Now)}
+		sess: newSessions(opts.SessionTTL, opts.Now), login: newLoginLimiter(opts.Now)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for _, page := range []string{"login", "error", "home", "run", "compare"} {
 		base, err := report.Templates()

@@ -18,13 +18,15 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/certs"
 )
 
 // Client calls one cnperf server.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
+	base   string
+	token  string
+	hc     *http.Client
+	caFile string
 }
 
 // Option configures a Client.
@@ -33,6 +35,12 @@ type Option func(*Client)
 // WithHTTPClient sets the HTTP client (its Timeout must exceed the longest
 // long-poll wait used).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithCAFile makes an https:// client trust the CA certificates in the
+// PEM file path instead of the system pool ("" keeps the system pool).
+// It applies to the client's own transport or one set by WithHTTPClient
+// whose Transport is nil or an *http.Transport.
+func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path } }
 
 // DefaultTimeout bounds every request, long polls included.
 const DefaultTimeout = 70 * time.Second
@@ -54,7 +62,35 @@ func New(base, token string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.caFile != "" {
+		if err := c.trustCA(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// trustCA gives the client's transport a TLS configuration trusting the
+// CA file.
+func (c *Client) trustCA() error {
+	cfg, err := certs.ClientConfig(c.caFile)
+	if err != nil {
+		return err
+	}
+	var tr *http.Transport
+	switch t := c.hc.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = t.Clone()
+	default:
+		return fmt.Errorf("CA file %s: the client's transport %T takes no TLS configuration", c.caFile, t)
+	}
+	tr.TLSClientConfig = cfg
+	hc := *c.hc // a copy: the caller's client is left alone
+	hc.Transport = tr
+	c.hc = &hc
+	return nil
 }
 
 // Base returns the server URL.

@@ -31,8 +31,11 @@ const (
 // Suite asks whether a DSCP/TOS mark protects a small flow from
 // a flood sharing its path: per variant (where the queue is and what it
 // does) and marking, a background UDP flood, and at the same time a
-// foreground of small datagrams and a ping, both marked. It needs a lab
-// (it puts qdiscs on links); the vxlan variants need the vxlan backend.
+// foreground of small datagrams and a ping, both marked. Every variant
+// but none asks its environment for a qdisc (on the sending node's uplink
+// or the sending pod's eth0) and the vxlan-inherit variant for tos
+// inherit on the VTEPs (suite.Change); the vxlan variants need the vxlan
+// backend.
 //
 // Settings (--set): variants, markings (comma-separated), high-dscp (the
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,

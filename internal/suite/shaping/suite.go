@@ -39,7 +39,9 @@ const (
 // and measures, at the receiver every 100 ms, what TCP and UDP below, at
 // and above the limit get: the steady state against the goodput the limit
 // allows, the first interval's overshoot and the time to conform, per
-// burst size. It needs a lab.
+// burst size. It asks its environment for the limit (suite.CapPodShaping):
+// the lab puts it on the pod's veth, Kubernetes starts a pod with the
+// annotations.
 //
 // Settings (--set): egress-bandwidth, ingress-bandwidth (Kubernetes
 // quantities in bits/s: 10M, 1G), burst (bytes, a list: 32Ki,4Mi), protos
