@@ -10,8 +10,13 @@ TEST_TIMEOUT ?= 30m
 
 all: build
 
+# The commit `cnperf version` prints when the build carries no VCS stamp
+# (GOFLAGS=-buildvcs=false, or a git worktree go does not stamp from).
+COMMIT   := $(shell git rev-parse HEAD 2>/dev/null)$(if $(shell git status --porcelain 2>/dev/null | head -c1),+modified)
+LDFLAGS  := -X github.com/cnperf/cnperf/internal/cli.fallbackCommit=$(COMMIT)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cnperf
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cnperf
 
 # The main job: the baseline suite on a 2-node lab (needs root).
 demo: build

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -11,10 +12,14 @@ import (
 // buildInfo is what `cnperf version` and `cnperf --version` print.
 type buildInfo struct {
 	Version   string `json:"version"`  // the module version ("(devel)" for a build from a checkout)
-	Commit    string `json:"commit"`   // vcs.revision, "unknown" when the build did not record it
+	Commit    string `json:"commit"`   // vcs.revision (or make build's), "unknown" when the build recorded none
 	Modified  bool   `json:"modified"` // the checkout had uncommitted changes
 	GoVersion string `json:"go_version"`
 }
+
+// fallbackCommit is the commit `make build` passes with -ldflags -X
+// ("HASH" or "HASH+modified"), used when the go command recorded none.
+var fallbackCommit string
 
 // readBuildInfo reads the version, commit and Go version the running
 // binary was built with.
@@ -23,7 +28,17 @@ func readBuildInfo() buildInfo {
 	if !ok {
 		bi = nil
 	}
-	return fromBuildInfo(bi)
+	return withFallback(fromBuildInfo(bi), fallbackCommit)
+}
+
+// withFallback fills in the commit from fallback when the build
+// information has none.
+func withFallback(b buildInfo, fallback string) buildInfo {
+	if b.Commit != "unknown" || fallback == "" {
+		return b
+	}
+	b.Commit, b.Modified = strings.CutSuffix(fallback, "+modified")
+	return b
 }
 
 // fromBuildInfo reads what the go command stamped into a binary (nil: no

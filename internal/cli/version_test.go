@@ -36,6 +36,29 @@ func TestFromBuildInfo(t *testing.T) {
 	}
 }
 
+func TestWithFallback(t *testing.T) {
+	stamped := buildInfo{Version: "v1", Commit: "abc", GoVersion: "go1.26.8"}
+	unstamped := buildInfo{Version: "v1", Commit: "unknown", GoVersion: "go1.26.8"}
+	cases := []struct {
+		name     string
+		in       buildInfo
+		fallback string
+		want     buildInfo
+	}{
+		{"stamp wins", stamped, "def", stamped},
+		{"no fallback", unstamped, "", unstamped},
+		{"clean fallback", unstamped, "def", buildInfo{Version: "v1", Commit: "def", GoVersion: "go1.26.8"}},
+		{"modified fallback", unstamped, "def+modified", buildInfo{Version: "v1", Commit: "def", Modified: true, GoVersion: "go1.26.8"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := withFallback(tc.in, tc.fallback); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestVersionCommand(t *testing.T) {
 	want := readBuildInfo()
 	for _, args := range [][]string{{"version"}, {"--version"}} {

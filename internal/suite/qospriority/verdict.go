@@ -1,0 +1,102 @@
+package qospriority
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// Verdict thresholds: a queue "builds" when the unmarked foreground's p99
+// is at least QueueingMs; a mark "protects" when it cuts p99 by at least
+// ProtectFactor, and has some effect from PartialFactor.
+const (
+	QueueingMs    = 1.0
+	ProtectFactor = 10.0
+	PartialFactor = 2.0
+)
+
+// Verdict is the one-line conclusion for a variant.
+type Verdict struct {
+	Variant string `json:"variant"`
+	// Effect is "protected", "partial", "none" or "unknown".
+	Effect string `json:"effect"`
+	// Factor is the unmarked p99 over the best marked p99 (0 if unknown).
+	Factor float64 `json:"factor,omitempty"`
+	Text   string  `json:"verdict"`
+}
+
+// Verdicts computes one verdict per variant from its rows: for each
+// marked foreground, the p99 one-way latency of the unmarked foreground
+// that ran beside it over its own; the best of these decides.
+func Verdicts(rows []suite.Row) []Verdict {
+	var order []string
+	by := map[string][]suite.Row{}
+	for _, r := range rows {
+		v := r.Labels[LabelVariant]
+		if _, ok := by[v]; !ok {
+			order = append(order, v)
+		}
+		by[v] = append(by[v], r)
+	}
+	out := make([]Verdict, 0, len(order))
+	for _, v := range order {
+		out = append(out, verdictFor(v, by[v]))
+	}
+	return out
+}
+
+func verdictFor(variant string, rows []suite.Row) Verdict {
+	v := Verdict{Variant: variant, Effect: "unknown"}
+	// Each marked row carries the p99 of the unmarked flow that ran beside
+	// it; without one, the unmarked row's own p99 is the reference.
+	var unmarked *float64
+	for _, r := range rows {
+		if r.Median["tos"] == 0 {
+			unmarked = suite.Fig(r, "latency_ms.p99")
+		}
+	}
+	var best *suite.Row
+	var bestB, bestM float64
+	for i := range rows {
+		r := &rows[i]
+		m := suite.Fig(*r, "latency_ms.p99")
+		if r.Median["tos"] == 0 || m == nil {
+			continue
+		}
+		b := suite.Fig(*r, "reference_latency_ms.p99")
+		if b == nil {
+			b = unmarked
+		}
+		if b == nil {
+			continue
+		}
+		if f := *b / math.Max(*m, 1e-6); best == nil || f > v.Factor {
+			best, bestB, bestM, v.Factor = r, *b, *m, f
+		}
+	}
+	switch {
+	case best == nil && unmarked == nil:
+		v.Text = "unknown: no unmarked foreground measured to compare with"
+		return v
+	case best == nil:
+		v.Text = fmt.Sprintf("unknown: no marked foreground measured (unmarked p99 %s ms)", suite.FormatMs(*unmarked))
+		return v
+	}
+	b, m, name := bestB, bestM, best.Labels[LabelMarking]
+	switch {
+	case b < QueueingMs:
+		v.Effect = "none"
+		v.Text = fmt.Sprintf("no effect: no queue builds where the qdisc sits (p99 unmarked %s ms, %s %s ms)", suite.FormatMs(b), name, suite.FormatMs(m))
+	case v.Factor >= ProtectFactor:
+		v.Effect = "protected"
+		v.Text = fmt.Sprintf("priority protected the marked flow (%s): p99 %s ms → %s ms", name, suite.FormatMs(b), suite.FormatMs(m))
+	case v.Factor >= PartialFactor:
+		v.Effect = "partial"
+		v.Text = fmt.Sprintf("partial: %s cut p99 %.1f× (%s ms → %s ms), less than the %g× of a priority queue", name, v.Factor, suite.FormatMs(b), suite.FormatMs(m), ProtectFactor)
+	default:
+		v.Effect = "none"
+		v.Text = fmt.Sprintf("no effect: the queue where packets wait ignores the mark (p99 unmarked %s ms, %s %s ms)", suite.FormatMs(b), name, suite.FormatMs(m))
+	}
+	return v
+}
