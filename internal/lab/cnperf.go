@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/certs"
 )
 
 // Defaults of the lab's control plane.
@@ -47,8 +48,12 @@ type CnperfOptions struct {
 // ControlPlane is the lab's running cnperf server and agents.
 type ControlPlane struct {
 	// URL is the server's base URL as the lab's members reach it
-	// (http://UNDERLAY_IP:8080).
+	// (https://UNDERLAY_IP:8080).
 	URL string
+	// CAFile is the PEM file of the lab's own CA, which signed the
+	// server's certificate (agents and clients verify with it); "" for a
+	// lab started before the lab used TLS.
+	CAFile string
 	// UserToken authorises users of the API; AgentToken the agents.
 	UserToken, AgentToken string
 	// Dir holds the database, logs and the token file.
@@ -82,6 +87,9 @@ func (l *Lab) ControlPlane() (*ControlPlane, error) {
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "CNPERF_TOKEN="); ok {
 			cp.UserToken = v
+		}
+		if v, ok := strings.CutPrefix(line, "CNPERF_CA_FILE="); ok {
+			cp.CAFile = v
 		}
 	}
 	if cp.UserToken == "" {
@@ -117,8 +125,19 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("control plane dir: %w", err)
 	}
-	cp := &ControlPlane{URL: "http://" + l.Underlay.ServerAddr, UserToken: randomToken(), AgentToken: randomToken(), Dir: o.Dir, lab: l}
-	tokens := fmt.Sprintf("CNPERF_SERVER=%s\nCNPERF_TOKEN=%s\n", cp.URL, cp.UserToken)
+	// The server serves HTTPS with a certificate from the lab's own CA
+	// (made afresh for each start, valid for a month), so tokens do not
+	// cross the lab's network in clear, as in a cluster.
+	host, _, err := net.SplitHostPort(l.Underlay.ServerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("server address %q: %w", l.Underlay.ServerAddr, err)
+	}
+	tlsFiles, err := certs.WriteServer(o.Dir, []string{host}, 30*24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("lab TLS certificate: %w", err)
+	}
+	cp := &ControlPlane{URL: "https://" + l.Underlay.ServerAddr, CAFile: tlsFiles.CA, UserToken: randomToken(), AgentToken: randomToken(), Dir: o.Dir, lab: l}
+	tokens := fmt.Sprintf("CNPERF_SERVER=%s\nCNPERF_TOKEN=%s\nCNPERF_CA_FILE=%s\n", cp.URL, cp.UserToken, cp.CAFile)
 	if err := os.WriteFile(filepath.Join(o.Dir, "user.env"), []byte(tokens), 0o600); err != nil {
 		return nil, fmt.Errorf("write token file: %w", err)
 	}
@@ -130,7 +149,8 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	}
 	srvLog := filepath.Join(o.Dir, "server.log")
 	srvEnv := append(append([]string(nil), base...), "CNPERF_USER_TOKEN="+cp.UserToken, "CNPERF_AGENT_TOKEN="+cp.AgentToken)
-	if _, err := l.StartProcess(l.Underlay.NS, []string{o.Binary, "server", "--listen", "0.0.0.0:" + port, "--db", "sqlite:" + db}, srvEnv, srvLog); err != nil {
+	if _, err := l.StartProcess(l.Underlay.NS, []string{o.Binary, "server", "--listen", "0.0.0.0:" + port, "--db", "sqlite:" + db,
+		"--tls-cert", tlsFiles.Cert, "--tls-key", tlsFiles.Key}, srvEnv, srvLog); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	c, err := cp.Client()
@@ -155,7 +175,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
 			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
 			"POD_IP="+podIP, "NODE_NAME="+node, "NODE_IP="+nodeIP)
-		argv := []string{o.Binary, "agent", "--server", cp.URL, "--responder-port", strconv.Itoa(DefaultResponderPort)}
+		argv := []string{o.Binary, "agent", "--server", cp.URL, "--ca-file", cp.CAFile, "--responder-port", strconv.Itoa(DefaultResponderPort)}
 		if host {
 			argv = append(argv, "--host-network")
 		}
@@ -222,7 +242,7 @@ func (cp *ControlPlane) Client() (*client.Client, error) {
 	hc := &http.Client{Timeout: client.DefaultTimeout, Transport: &http.Transport{
 		DialContext: dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
 	}}
-	return client.New(cp.URL, cp.UserToken, client.WithHTTPClient(hc))
+	return client.New(cp.URL, cp.UserToken, client.WithHTTPClient(hc), client.WithCAFile(cp.CAFile))
 }
 
 // startTimeout grows with the number of agents: a 2-core machine starts a

@@ -56,14 +56,18 @@ type pathKey struct{ src, dst, path string }
 
 // figures are the latest figures of one path; nil means never measured.
 type figures struct {
-	at          time.Time
-	tcpBps      *float64
-	udpBps      *float64
-	rrRTT       *stats.Summary // ms
-	pingRTT     *stats.Summary // ms
-	udpLossPct  *float64
-	pingLossPct *float64
-	udpJitterMs *float64
+	at       time.Time
+	tcpBps   *float64
+	udpBps   *float64
+	rrRTT    *stats.Summary // ms
+	pingRTT  *stats.Summary // ms
+	stampRTT *stats.Summary // ms
+	// stampLossPct is a stamp test's loss: round trip, then forward and
+	// reverse when the reflector's sequence numbers told them apart.
+	stampLossPct [3]*float64
+	udpLossPct   *float64
+	pingLossPct  *float64
+	udpJitterMs  *float64
 }
 
 // Exporter is a prometheus.Collector over a store.
@@ -106,9 +110,9 @@ func New(st store.Store, opts Options) *Exporter {
 		tput: prometheus.NewDesc("cnperf_path_throughput_bits_per_second",
 			"Latest throughput measured at the receiver, by probe (tcp, udp).", append(pl, "probe"), nil),
 		rtt: prometheus.NewDesc("cnperf_path_rtt_seconds",
-			"Latest round-trip time quantiles, by probe (rr, ping).", append(pl, "probe", "quantile"), nil),
+			"Latest round-trip time quantiles, by probe (rr, ping, stamp).", append(pl, "probe", "quantile"), nil),
 		loss: prometheus.NewDesc("cnperf_path_loss_ratio",
-			"Latest packet loss as a ratio (0-1), by probe (udp, ping).", append(pl, "probe"), nil),
+			"Latest packet loss as a ratio (0-1), by probe (udp, ping, stamp; stamp-forward and stamp-reverse per direction).", append(pl, "probe"), nil),
 		jitter: prometheus.NewDesc("cnperf_path_jitter_seconds",
 			"Latest UDP interarrival jitter (RFC 3550).", pl, nil),
 		measuredAt: prometheus.NewDesc("cnperf_path_last_measured_timestamp_seconds",
@@ -198,7 +202,7 @@ func (e *Exporter) collectPath(ch chan<- prometheus.Metric, k pathKey, f *figure
 	for _, p := range []struct {
 		probe string
 		s     *stats.Summary
-	}{{"rr", f.rrRTT}, {"ping", f.pingRTT}} {
+	}{{"rr", f.rrRTT}, {"ping", f.pingRTT}, {"stamp", f.stampRTT}} {
 		if p.s == nil {
 			continue
 		}
@@ -211,6 +215,11 @@ func (e *Exporter) collectPath(ch chan<- prometheus.Metric, k pathKey, f *figure
 	}
 	if f.pingLossPct != nil {
 		gauge(e.loss, *f.pingLossPct/100, "ping")
+	}
+	for i, name := range []string{"stamp", "stamp-forward", "stamp-reverse"} {
+		if v := f.stampLossPct[i]; v != nil {
+			gauge(e.loss, *v/100, name)
+		}
 	}
 	if f.udpJitterMs != nil {
 		gauge(e.jitter, *f.udpJitterMs/1000)
@@ -311,6 +320,14 @@ func (e *Exporter) fold(t store.Task, byUID map[string]store.Agent) {
 	case probe.KindRR:
 		if res.RTTms != nil {
 			f.rrRTT = res.RTTms
+		}
+	case probe.KindStamp:
+		if res.RTTms != nil {
+			f.stampRTT = res.RTTms
+		}
+		f.stampLossPct = [3]*float64{res.LossPct}
+		if res.Forward != nil && res.Reverse != nil {
+			f.stampLossPct[1], f.stampLossPct[2] = res.Forward.LossPct, res.Reverse.LossPct
 		}
 	case probe.KindPing:
 		if res.RTTms != nil {

@@ -272,3 +272,34 @@ func TestLabelCardinalityBounded(t *testing.T) {
 	}
 	t.Logf("1000 agents, 150 measured pairs: %d series, %d node pairs kept", total, len(pathSets))
 }
+
+// TestScrapeStamp: a stamp result exports its round trip and its loss,
+// per direction too when the reflector told them apart.
+func TestScrapeStamp(t *testing.T) {
+	f := newFixture(t)
+	as := f.agents(t, 4)
+	f.finish(t, [][2]store.Agent{{as[2], as[0]}}, func(int) probe.Result {
+		return probe.Result{Kind: probe.KindStamp, RTTms: &probe.Summary{P50: 0.03, P90: 0.04, P99: 0.08}, LossPct: probe.Float(3),
+			Forward: &probe.Direction{LossPct: probe.Float(2)}, Reverse: &probe.Direction{LossPct: probe.Float(1)}}
+	})
+	fams := scrape(t, metrics.New(f.st, metrics.Options{}).Handler())
+	path := map[string]string{"src_node": "node-001", "dst_node": "node-000", "path": metrics.PathCrossNode}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range path {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	if v := gauge(t, fams, "cnperf_path_rtt_seconds", with("probe", "stamp", "quantile", "0.5")); math.Abs(v-0.03e-3) > 1e-12 {
+		t.Errorf("stamp rtt p50 %v s, want 3e-5", v)
+	}
+	for probeName, want := range map[string]float64{"stamp": 0.03, "stamp-forward": 0.02, "stamp-reverse": 0.01} {
+		if v := gauge(t, fams, "cnperf_path_loss_ratio", with("probe", probeName)); math.Abs(v-want) > 1e-12 {
+			t.Errorf("%s loss ratio %v, want %v", probeName, v, want)
+		}
+	}
+}

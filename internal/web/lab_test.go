@@ -11,10 +11,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/certs"
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/lab"
 )
@@ -63,7 +65,20 @@ func newLabCluster(t *testing.T) *cluster {
 	}
 	ns := l.Underlay.NS
 	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	tlsCfg, err := certs.ClientConfig(cp.CAFile) // the lab's server serves HTTPS
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy serves the test's clients plain HTTP on loopback: the
+	// session cookie the server marks Secure (it is reached over TLS)
+	// would not come back over it.
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		for i, c := range resp.Header["Set-Cookie"] {
+			resp.Header["Set-Cookie"][i] = strings.ReplaceAll(c, "; Secure", "")
+		}
+		return nil
+	}
+	proxy.Transport = &http.Transport{TLSClientConfig: tlsCfg, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var conn net.Conn
 		err := lab.Do(ns, func() error {
 			var err error
