@@ -161,7 +161,11 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 }
 
 func printFacts(st Streams, f k8s.Facts) {
-	fmt.Fprintf(st.Out, "\nkubernetes %s, kube-proxy mode %s, CNI %s\n", f.KubernetesVersion, f.ProxyMode, f.CNI)
+	cni := f.CNI
+	if f.Backend != "" {
+		cni += ", backend " + f.Backend
+	}
+	fmt.Fprintf(st.Out, "\nkubernetes %s, kube-proxy mode %s, CNI %s\n", f.KubernetesVersion, f.ProxyMode, cni)
 	fmt.Fprintf(st.Out, "pod MTU %d, node MTU %d, kernel %s\n", f.PodMTU, f.NodeMTU, f.Kernel)
 	tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tINTERNAL IP\tPOD CIDR\tKUBELET\tRUNTIME\tREADY")

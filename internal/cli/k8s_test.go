@@ -3,9 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/k8s"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // TestK8sVerbsBadInput: each verb fails fast with a message naming the
@@ -40,5 +44,34 @@ func TestK8sVerbsBadInput(t *testing.T) {
 				t.Fatalf("error %v: want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLabelCNI: rows of a --k8s run carry the cluster's CNI as `cni` and
+// its backend as `backend`; a CNI with no backend leaves backend empty.
+func TestLabelCNI(t *testing.T) {
+	for _, tc := range []struct {
+		facts            k8s.Facts
+		wantCNI, wantBck string
+	}{
+		{k8s.Facts{CNIName: "flannel", Backend: "vxlan"}, "flannel", "vxlan"},
+		{k8s.Facts{CNIName: "flannel", Backend: "host-gw"}, "flannel", "host-gw"},
+		{k8s.Facts{CNIName: "bridge"}, "bridge", ""},
+	} {
+		rows := []suite.Row{{Connection: "pod-pod cross node"}, {Connection: "node-node", Labels: map[string]string{"x": "y"}}}
+		labelCNI(rows, tc.facts)
+		for _, r := range rows {
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["cni"] != tc.wantCNI || m["backend"] != tc.wantBck {
+				t.Errorf("%s: row JSON cni %v backend %v, want %q %q", tc.facts.CNIName, m["cni"], m["backend"], tc.wantCNI, tc.wantBck)
+			}
+		}
 	}
 }

@@ -88,6 +88,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		return err
 	}
 	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts}
+	labelCNI(out.Rows, facts)
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}
@@ -117,4 +118,20 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		fmt.Fprintln(st.Out)
 	}
 	return f.print(st, out.Output)
+}
+
+// labelCNI names the cluster's CNI and its backend in every row (`cni`,
+// `backend`), so rows of runs on different CNIs or backends stay apart.
+func labelCNI(rows []suite.Row, f k8s.Facts) {
+	for i := range rows {
+		if f.CNIName != "" {
+			if rows[i].Labels == nil {
+				rows[i].Labels = map[string]string{}
+			}
+			rows[i].Labels["cni"] = f.CNIName
+		}
+		if f.Backend != "" {
+			rows[i].Backend = f.Backend
+		}
+	}
 }

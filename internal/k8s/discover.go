@@ -73,7 +73,16 @@ type Node struct {
 	OSImage          string   `json:"os_image"`
 	ContainerRuntime string   `json:"container_runtime"`
 	Schedulable      bool     `json:"schedulable"`
+	// CNI and CNIBackend are what a CNI daemon wrote on the Node object
+	// (flannel's kube subnet manager: "flannel" and its backend-type
+	// annotation, "vxlan" or "host-gw"); empty when none did.
+	CNI        string `json:"cni,omitempty"`
+	CNIBackend string `json:"cni_backend,omitempty"`
 }
+
+// flannelBackendAnnotation is set on every node by flannel's Kubernetes
+// subnet manager to the backend it runs (vxlan, host-gw, ...).
+const flannelBackendAnnotation = "flannel.alpha.coreos.com/backend-type"
 
 // Nodes lists the cluster's nodes, sorted by name.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
@@ -95,6 +104,9 @@ func nodeOf(n *corev1.Node) Node {
 	out := Node{Name: n.Name, PodCIDRs: n.Spec.PodCIDRs, Schedulable: !n.Spec.Unschedulable,
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, KernelVersion: n.Status.NodeInfo.KernelVersion,
 		OSImage: n.Status.NodeInfo.OSImage, ContainerRuntime: n.Status.NodeInfo.ContainerRuntimeVersion}
+	if b := n.Annotations[flannelBackendAnnotation]; b != "" {
+		out.CNI, out.CNIBackend = "flannel", b
+	}
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP && out.InternalIP == "" {
 			out.InternalIP = a.Address

@@ -89,10 +89,18 @@ type Facts struct {
 	KubernetesVersion string `json:"kubernetes_version"`
 	Nodes             []Node `json:"nodes"`
 	CNI               string `json:"cni"`
-	ProxyMode         string `json:"kube_proxy_mode"`
-	PodMTU            int    `json:"pod_mtu,omitempty"`
-	NodeMTU           int    `json:"node_mtu,omitempty"`
-	Kernel            string `json:"kernel"`
+	// CNIName is the CNI alone ("flannel", "calico", "bridge"): from the
+	// Node objects a CNI daemon annotated, else a known CNI DaemonSet,
+	// else the first plugin of the runtime's CNI configuration. Rows of a
+	// run carry it as `cni`.
+	CNIName string `json:"cni_name,omitempty"`
+	// Backend is the CNI's datapath mode where the CNI says it ("vxlan",
+	// "host-gw"); rows carry it as `backend`.
+	Backend   string `json:"backend,omitempty"`
+	ProxyMode string `json:"kube_proxy_mode"`
+	PodMTU    int    `json:"pod_mtu,omitempty"`
+	NodeMTU   int    `json:"node_mtu,omitempty"`
+	Kernel    string `json:"kernel"`
 }
 
 // knownCNIs are DaemonSets (in kube-system or their own namespace) that
@@ -125,12 +133,19 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 			f.Kernel = strings.TrimPrefix(f.Kernel+", "+n.KernelVersion, ", ")
 		}
 	}
+	f.CNIName, f.Backend = cniOfNodes(f.Nodes)
+	if f.CNIName != "" {
+		f.CNI = f.CNIName
+	}
 	for _, k := range knownCNIs {
+		if f.CNI != "" {
+			break
+		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout())
 		_, err := c.Kube.AppsV1().DaemonSets(k.ns).Get(rctx, k.name, metav1.GetOptions{})
 		cancel()
 		if err == nil {
-			f.CNI = k.cni
+			f.CNI, f.CNIName = k.cni, k.cni
 			break
 		}
 	}
@@ -155,6 +170,9 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 	f.ProxyMode, f.PodMTU, f.NodeMTU = r.ProxyMode, r.VethMTU, r.NodeMTU
 	if r.CNI != nil {
 		desc := fmt.Sprintf("%s (%s: %s)", r.CNI.Name, r.CNI.File, strings.Join(r.CNI.Plugins, ", "))
+		if f.CNIName == "" && len(r.CNI.Plugins) > 0 {
+			f.CNIName = r.CNI.Plugins[0]
+		}
 		if f.CNI == "" {
 			f.CNI = desc
 		} else {
@@ -164,6 +182,25 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		f.CNI = "unknown: " + r.CNIError
 	}
 	return f, nil
+}
+
+// cniOfNodes is the CNI and backend the nodes' annotations name, when every
+// annotated node agrees on them ("flannel", "vxlan"); a mix of backends is
+// reported as such.
+func cniOfNodes(nodes []Node) (cni, backend string) {
+	seen := map[string]bool{}
+	var backends []string
+	for _, n := range nodes {
+		if n.CNI == "" {
+			continue
+		}
+		cni = n.CNI
+		if !seen[n.CNIBackend] {
+			seen[n.CNIBackend] = true
+			backends = append(backends, n.CNIBackend)
+		}
+	}
+	return cni, strings.Join(backends, "+")
 }
 
 func truncate(s string, n int) string {

@@ -115,7 +115,7 @@ func InspectLocal(ctx context.Context, o InspectOptions) (NodeReport, error) {
 	}
 	r.NodeMTU = nodeMTU(byIndex, o.NodeIP)
 	for _, l := range links {
-		if l.Type() == "veth" && r.VethMTU == 0 {
+		if l.Type() == "veth" && r.VethMTU == 0 && !hasIPv4(l) {
 			r.VethMTU = l.Attrs().MTU
 		}
 	}
@@ -232,6 +232,14 @@ func parentName(p uint32) string {
 		return "ingress"
 	}
 	return netlink.HandleStr(p)
+}
+
+// hasIPv4 tells a node's own veth (its uplink where the node is itself a
+// namespace or VM, holding the node IP) from a pod's host-side veth, which
+// carries no IPv4 address.
+func hasIPv4(l netlink.Link) bool {
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	return err == nil && len(addrs) > 0
 }
 
 func nodeMTU(byIndex map[int]netlink.Link, nodeIP string) int {

@@ -91,7 +91,11 @@ func TestRealCluster(t *testing.T) {
 		t.Logf("harness total (build check, cluster, checks, teardown): %v", time.Since(start).Round(time.Second))
 	})
 	upStart := time.Now()
-	cl, err = Up(ctx, Options{CacheDir: cache, BuildScript: filepath.Join(root, "test", "k8s", "build.sh"), Images: imgs, Log: log})
+	cni, backends, err := harnessCNI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err = Up(ctx, Options{CacheDir: cache, BuildScript: filepath.Join(root, "test", "k8s", "build.sh"), Images: imgs, CNI: cni, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,121 +183,47 @@ func TestRealCluster(t *testing.T) {
 			}
 		}
 	}
-	out, _, err = cnp(3*time.Minute, "k8s", "status", "--facts", "--cni-conf-dir", cniDir)
-	if err != nil {
-		t.Fatalf("cnperf k8s status: %v\n%s", err, out)
+	rec := clusterRecord{}
+	baselines := map[string]string{} // backend -> baseline run id
+	for i, backend := range backends {
+		if i > 0 {
+			t0 := time.Now()
+			if err := cl.CNI.(*Flannel).SwitchBackend(ctx, cl, backend); err != nil {
+				t.Fatalf("flannel backend %s: %v", backend, err)
+			}
+			t.Logf("flanneld restarted with backend %s in %v", backend, time.Since(t0).Round(time.Millisecond))
+			t0 = time.Now()
+			recreatePods(ctx, t, kc)
+			t.Logf("cnperf's pods recreated on the %s network and ready in %v", backend, time.Since(t0).Round(time.Second))
+		}
+		want := cl.CNI.Facts()
+		t.Run(want.String(), func(t *testing.T) {
+			t0 := time.Now()
+			checkFacts(t, cnp, cniDir, want)
+			if i == 0 {
+				// The seed's v1 workflow against the server in the cluster.
+				t.Run("seed v1 workflow", func(t *testing.T) { seedWorkflow(ctx, t, kc, agents) })
+			}
+			t.Run("baseline", func(t *testing.T) {
+				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)
+			})
+			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			t.Logf("%s: facts, baseline and shaping in %v", want, time.Since(t0).Round(time.Second))
+		})
 	}
-	t.Logf("cnperf k8s status --facts:\n%s", out)
-	for _, want := range []string{"v1.34", "iptables", "bridge", "bandwidth", "kcn-node1", "kcn-node2"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("status output lacks %q", want)
+	if len(backends) > 1 && baselines[backends[0]] != "" && baselines[backends[1]] != "" {
+		t.Logf("baseline %s (reference) against %s, from the stored runs:\n%s", backends[0], backends[1],
+			compareRuns(ctx, t, kc, cnp, baselines[backends[0]], baselines[backends[1]]))
+	}
+	if path := os.Getenv(EnvReport); path != "" {
+		if err := rec.write(path); err != nil {
+			t.Errorf("%s: %v", EnvReport, err)
+		} else {
+			t.Logf("record of the real-cluster test written to %s (%d suites)", path, len(rec.Suites))
 		}
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
 
-	// 2. The seed's v1 workflow against the server in the cluster.
-	t.Run("seed v1 workflow", func(t *testing.T) { seedWorkflow(ctx, t, kc, agents) })
-
-	// 3. The baseline on the cluster: three connections, positive figures.
-	t.Run("baseline", func(t *testing.T) {
-		t0 := time.Now()
-		out, errOut, err := cnp(10*time.Minute, "run", "baseline", "--k8s", "--time", "2s", "--repeat", "1", "--cni-conf-dir", cniDir, "--json")
-		if err != nil {
-			t.Fatalf("cnperf run baseline --k8s: %v\n%s\n%s", err, out, errOut)
-		}
-		var res struct {
-			RunID   string `json:"run_id"`
-			Rows    []row  `json:"rows"`
-			Cluster k8s.Facts
-		}
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("json: %v\n%s", err, out)
-		}
-		t.Logf("baseline --k8s in %v: run %s, cluster %s, CNI %s, kube-proxy %s", time.Since(t0).Round(time.Second), res.RunID,
-			res.Cluster.KubernetesVersion, res.Cluster.CNI, res.Cluster.ProxyMode)
-		got := map[string]row{}
-		for _, r := range res.Rows {
-			got[r.Connection] = r
-			t.Logf("%-20s tcp %8.0f Mbit/s  udp loss %5.2f %%  rtt avg %.3f ms  (%s -> %s)", r.Connection,
-				r.Median["throughput_bps.receiver"]/1e6, r.Median["loss_pct"], r.Median["rtt_ms.avg"], r.Src, r.Dst)
-		}
-		for _, conn := range []string{"pod-pod same node", "pod-pod cross node", "node-node"} {
-			r, ok := got[conn]
-			if !ok {
-				t.Errorf("no %q row", conn)
-				continue
-			}
-			for _, k := range []string{"throughput_bps.receiver", "throughput_bps.sender", "rtt_ms.avg"} {
-				if !(r.Median[k] > 0) {
-					t.Errorf("%s: %s = %v, want positive", conn, k, r.Median[k])
-				}
-			}
-		}
-		t.Logf("cnperf report %s (the stored run, read back from the in-cluster server):\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
-		if res.Cluster.KubernetesVersion == "" || len(res.Cluster.Nodes) != 2 {
-			t.Errorf("cluster facts missing: %+v", res.Cluster)
-		}
-	})
-
-	// 4. Shaping with a 10M egress annotation: the CNI's qdiscs named, the
-	// limit enforced at the receiver.
-	t.Run("shaping 10M annotation", func(t *testing.T) {
-		t0 := time.Now()
-		out, errOut, err := cnp(10*time.Minute, "run", "shaping", "--k8s", "--time", "4s", "--repeat", "1",
-			"--set", "egress-bandwidth=10M", "--set", "protos=tcp,udp", "--set", "loads=above", "--cni-conf-dir", cniDir, "--json")
-		if err != nil {
-			t.Fatalf("cnperf run shaping --k8s: %v\n%s\n%s", err, out, errOut)
-		}
-		var res struct {
-			RunID   string `json:"run_id"`
-			Rows    []row  `json:"rows"`
-			Shaping struct {
-				Pod   string       `json:"pod"`
-				Links []k8s.LinkTC `json:"links"`
-			} `json:"shaping_qdiscs"`
-			Drain *row `json:"shaping_drain"`
-		}
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("json: %v\n%s", err, out)
-		}
-		t.Logf("shaping --k8s in %v; qdiscs the CNI installed for %s:\n  %s", time.Since(t0).Round(time.Second), res.Shaping.Pod,
-			strings.Join(k8s.DescribeQdiscs(res.Shaping.Links), "\n  "))
-		var ingressRedirect, tbf10M bool
-		for _, l := range res.Shaping.Links {
-			for _, q := range l.Qdiscs {
-				if q.Kind == "ingress" && l.RedirectTo != "" {
-					ingressRedirect = true
-				}
-				if q.Kind == "tbf" && q.RateBps == 10e6 && l.Type == "ifb" {
-					tbf10M = true
-				}
-			}
-		}
-		if !ingressRedirect || !tbf10M {
-			t.Errorf("want an ingress qdisc with a mirred redirect on the host veth and a 10Mbit tbf on an ifb; got %+v", res.Shaping.Links)
-		}
-		t.Logf("cnperf report %s:\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
-		if res.Drain == nil {
-			t.Fatal("no shaping_drain row")
-		}
-		t.Logf("burst drain (one unthrottled TCP flow first): %.1f Mbit/s at the receiver", res.Drain.Median["throughput_bps.receiver"]/1e6)
-		if len(res.Rows) == 0 {
-			t.Fatal("no rows")
-		}
-		for _, r := range res.Rows {
-			ss := r.Median["steady_state_bps"]
-			t.Logf("%s %s load %s: steady state %.2f Mbit/s, first interval %.2f Mbit/s, limit %.0f Mbit/s", r.Labels["direction"],
-				r.Labels["proto"], r.Labels["load"], ss/1e6, r.Median["first_interval_bps"]/1e6, r.Median["limit_bps"]/1e6)
-			// Enforced: well below the unshaped path (Gbit/s) and near 10M.
-			if ss < 6e6 || ss > 11e6 {
-				t.Errorf("%s %s: steady state %.2f Mbit/s, want 6-11 under a 10M limit", r.Labels["direction"], r.Labels["proto"], ss/1e6)
-			}
-		}
-	})
-
-	// 5. Bad input against the real API server.
+	// Bad input against the real API server.
 	t.Run("bad input", func(t *testing.T) {
 		// A service account with no RBAC binding.
 		if _, err := kc.Kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kcn-nobody"}}, metav1.CreateOptions{}); err != nil {
@@ -322,7 +252,7 @@ func TestRealCluster(t *testing.T) {
 		t.Logf("node that does not exist: %v: %v", time.Since(t0).Round(time.Millisecond), err)
 	})
 
-	// 6. Everything undeployed.
+	// Everything undeployed.
 	t0 = time.Now()
 	out, errOut, err = cnp(3*time.Minute, "k8s", "undeploy", "--wait", "2m")
 	if err != nil {
@@ -343,7 +273,7 @@ func TestRealCluster(t *testing.T) {
 // nested objects at the top level, labels as top-level strings.
 // storedReport prints a run as `cnperf report` shows it, read back from
 // the server in the cluster through a port-forward.
-func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp func(time.Duration, ...string) (string, string, error), runID string) string {
+func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, runID string) string {
 	t.Helper()
 	fw, err := kc.ForwardServer(ctx, 30*time.Second)
 	if err != nil {

@@ -6,6 +6,11 @@
 // root namespace reaches them through one veth. Nothing is routed off the
 // machine.
 //
+// Up runs a list of stages (network, PKI, etcd, control plane, nodes, CNI,
+// kube-proxy) and tears everything down when one fails. The pod network is
+// a CNI (interface CNI: Install, Facts), one file each: cni_bridge.go (the
+// harness's own conflist and routes), cni_flannel.go.
+//
 // The Kubernetes binaries and CNI plugins come from test/k8s/build.sh
 // (built from Go modules, cached). Images are tarballs imported with ctr;
 // nothing is pulled. Up records what it changed (sysctls kubelet sets

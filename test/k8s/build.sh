@@ -8,23 +8,55 @@
 # writes a small module that requires k8s.io/kubernetes, repeats that replace
 # block with the published versions, blank-imports the six commands and
 # builds them with the version ldflags. See docs/kubernetes.md.
+#
+# flanneld (FLANNEL_VERSION) goes into the same bin dir as
+# flanneld-$FLANNEL_VERSION, built from flannel's Go module by a small
+# wrapper module holding flannel's main.go without the tencentvpc backend
+# (its SDK module is not served by the module proxy) and the udp backend
+# (it needs CGO); the vxlan and host-gw backends are flannel's own.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 CNI_VERSION=${CNI_VERSION:-v1.9.1}
+FLANNEL_VERSION=${FLANNEL_VERSION:-v0.28.10}
 cache=${1:-/var/cache/cnperf-k8s}
 src=$cache/src-$K8S_VERSION
 bin=$cache/bin-$K8S_VERSION-cni-$CNI_VERSION
 cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 plugins=(main/bridge main/loopback ipam/host-local meta/bandwidth meta/portmap)
 
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+build_flannel() {
+  local fsrc=$cache/src-flannel-$FLANNEL_VERSION out=$bin/flanneld-$FLANNEL_VERSION
+  [ -x "$out" ] && return 0
+  mkdir -p "$fsrc"
+  (
+    cd "$fsrc"
+    cat >go.mod <<MOD
+module cnperf.local/flannelbuild
+
+go 1.26.0
+
+require github.com/flannel-io/flannel $FLANNEL_VERSION
+MOD
+    dir=$(go mod download -json "github.com/flannel-io/flannel@$FLANNEL_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -f "$dir/main.go" ] || { echo "build.sh: no main.go in flannel $FLANNEL_VERSION" >&2; exit 1; }
+    grep -v -e '"github.com/flannel-io/flannel/pkg/backend/tencentvpc"' -e '"github.com/flannel-io/flannel/pkg/backend/udp"' "$dir/main.go" >main.go
+    grep -q '"github.com/flannel-io/flannel/pkg/backend/vxlan"' main.go || { echo "build.sh: flannel's main.go has no vxlan backend import" >&2; exit 1; }
+    go mod tidy
+    go build -trimpath -ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" -o "$out.tmp" .
+    mv "$out.tmp" "$out"
+  )
+}
+
 if [ -f "$bin/.complete" ]; then
+  build_flannel
   echo "$bin"
   exit 0
 fi
 
 mkdir -p "$src" "$bin/cni"
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 staging=v0.${K8S_VERSION#v1.}
@@ -78,4 +110,5 @@ GOBIN="$bin/cni" go install -trimpath -ldflags "-s -w" "${cnipkgs[@]}"
 for c in "${cmds[@]}"; do [ -x "$bin/$c" ] || { echo "build.sh: $c missing" >&2; exit 1; }; done
 for p in "${plugins[@]}"; do [ -x "$bin/cni/${p#*/}" ] || { echo "build.sh: CNI ${p#*/} missing" >&2; exit 1; }; done
 touch "$bin/.complete"
+build_flannel
 echo "$bin"

@@ -1,0 +1,309 @@
+package k8stest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cnperf/cnperf/internal/k8s"
+)
+
+// EnvCNI chooses the real-cluster test's CNI: "flannel" (the default: the
+// real flannel daemon, vxlan and then host-gw) or "bridge" (the harness's
+// own conflist and routes, no CNI daemon).
+const EnvCNI = "CNPERF_K8S_CNI"
+
+// EnvReport names the file the real-cluster test writes its record to:
+// the cluster's facts and, per suite run, its CNI, backend, run ids and
+// rows (as `cnperf run --json` prints them).
+const EnvReport = "CNPERF_K8S_REPORT"
+
+type cnpFunc func(time.Duration, ...string) (string, string, error)
+
+// harnessCNI is the CNI the test brings the cluster up with and the
+// backends it runs the suites on, in order.
+func harnessCNI() (CNI, []string, error) {
+	switch v := os.Getenv(EnvCNI); v {
+	case "", "flannel":
+		return &Flannel{Backend: FlannelBackends[0]}, FlannelBackends, nil
+	case "bridge":
+		return Bridge{}, []string{""}, nil
+	default:
+		return nil, nil, fmt.Errorf("%s=%q: want flannel or bridge", EnvCNI, v)
+	}
+}
+
+// clusterRecord is the file EnvReport names.
+type clusterRecord struct {
+	Cluster json.RawMessage `json:"cluster"`
+	Suites  []suiteRecord   `json:"suites"`
+}
+
+type suiteRecord struct {
+	Suite   string            `json:"suite"`
+	CNI     string            `json:"cni"`
+	Backend string            `json:"backend"`
+	RunIDs  []string          `json:"run_ids"`
+	Rows    []json.RawMessage `json:"rows"`
+}
+
+// add records one suite run from its --json output.
+func (r *clusterRecord) add(t *testing.T, cni CNIFacts, out string) {
+	var o struct {
+		Suite   string            `json:"suite"`
+		RunIDs  []string          `json:"run_ids"`
+		Rows    []json.RawMessage `json:"rows"`
+		Cluster json.RawMessage   `json:"cluster"`
+	}
+	if err := json.Unmarshal([]byte(out), &o); err != nil {
+		t.Errorf("record: %v", err)
+		return
+	}
+	if r.Cluster == nil {
+		r.Cluster = o.Cluster
+	}
+	r.Suites = append(r.Suites, suiteRecord{Suite: o.Suite, CNI: cni.Name, Backend: cni.Backend, RunIDs: o.RunIDs, Rows: o.Rows})
+}
+
+func (r *clusterRecord) write(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// checkFacts: `cnperf k8s status --facts` names the cluster, the nodes,
+// the CNI, its backend and its plugins.
+func checkFacts(t *testing.T, cnp cnpFunc, cniDir string, want CNIFacts) {
+	t.Helper()
+	out, _, err := cnp(3*time.Minute, "k8s", "status", "--facts", "--cni-conf-dir", cniDir)
+	if err != nil {
+		t.Fatalf("cnperf k8s status: %v\n%s", err, out)
+	}
+	t.Logf("cnperf k8s status --facts:\n%s", out)
+	wants := append([]string{"v1.34", "iptables", "kcn-node1", "kcn-node2", "CNI " + want.Name}, want.Plugins...)
+	if want.Backend != "" {
+		wants = append(wants, "backend "+want.Backend)
+	}
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("status output lacks %q", w)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// checkCNILabels: every row names the CNI and backend it ran on.
+func checkCNILabels(t *testing.T, rows []row, want CNIFacts) {
+	t.Helper()
+	for _, r := range rows {
+		if r.Labels["cni"] != want.Name || r.Labels["backend"] != want.Backend {
+			t.Errorf("row %s: cni %q backend %q, want %q %q", r.Connection, r.Labels["cni"], r.Labels["backend"], want.Name, want.Backend)
+		}
+	}
+}
+
+// runBaseline runs the baseline on the cluster (three connections,
+// positive figures), records it and returns its run id.
+func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) string {
+	t0 := time.Now()
+	out, errOut, err := cnp(10*time.Minute, "run", "baseline", "--k8s", "--time", "2s", "--repeat", "1", "--cni-conf-dir", cniDir, "--json")
+	if err != nil {
+		t.Fatalf("cnperf run baseline --k8s: %v\n%s\n%s", err, out, errOut)
+	}
+	var res struct {
+		RunID   string `json:"run_id"`
+		Rows    []row  `json:"rows"`
+		Cluster k8s.Facts
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	rec.add(t, want, out)
+	t.Logf("baseline --k8s in %v: run %s, cluster %s, CNI %s, backend %s, pod MTU %d, kube-proxy %s", time.Since(t0).Round(time.Second), res.RunID,
+		res.Cluster.KubernetesVersion, res.Cluster.CNI, res.Cluster.Backend, res.Cluster.PodMTU, res.Cluster.ProxyMode)
+	got := map[string]row{}
+	for _, r := range res.Rows {
+		got[r.Connection] = r
+		t.Logf("%-20s tcp %8.0f Mbit/s  udp loss %5.2f %%  rtt avg %.3f ms  (%s -> %s)", r.Connection,
+			r.Median["throughput_bps.receiver"]/1e6, r.Median["loss_pct"], r.Median["rtt_ms.avg"], r.Src, r.Dst)
+	}
+	for _, conn := range []string{"pod-pod same node", "pod-pod cross node", "node-node"} {
+		r, ok := got[conn]
+		if !ok {
+			t.Errorf("no %q row", conn)
+			continue
+		}
+		for _, k := range []string{"throughput_bps.receiver", "throughput_bps.sender", "rtt_ms.avg"} {
+			if !(r.Median[k] > 0) {
+				t.Errorf("%s: %s = %v, want positive", conn, k, r.Median[k])
+			}
+		}
+	}
+	checkCNILabels(t, res.Rows, want)
+	if want.Backend != "" && res.Cluster.Backend != want.Backend {
+		t.Errorf("facts: backend %q, want %q", res.Cluster.Backend, want.Backend)
+	}
+	// The pods' veths have the CNI's MTU (after a backend switch: the new
+	// one, so the pods really were given the new network).
+	if want.PodMTU != 0 && res.Cluster.PodMTU != want.PodMTU {
+		t.Errorf("facts: pod MTU %d, want the CNI's %d", res.Cluster.PodMTU, want.PodMTU)
+	}
+	t.Logf("cnperf report %s (the stored run, read back from the in-cluster server):\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
+	if res.Cluster.KubernetesVersion == "" || len(res.Cluster.Nodes) != 2 {
+		t.Errorf("cluster facts missing: %+v", res.Cluster)
+	}
+	return res.RunID
+}
+
+// runShaping runs shaping with a 10M egress annotation: the CNI's qdiscs
+// named, the limit enforced at the receiver.
+func runShaping(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
+	t0 := time.Now()
+	out, errOut, err := cnp(10*time.Minute, "run", "shaping", "--k8s", "--time", "4s", "--repeat", "1",
+		"--set", "egress-bandwidth=10M", "--set", "protos=tcp,udp", "--set", "loads=above", "--cni-conf-dir", cniDir, "--json")
+	if err != nil {
+		t.Fatalf("cnperf run shaping --k8s: %v\n%s\n%s", err, out, errOut)
+	}
+	var res struct {
+		RunID   string `json:"run_id"`
+		Rows    []row  `json:"rows"`
+		Shaping struct {
+			Pod   string       `json:"pod"`
+			Links []k8s.LinkTC `json:"links"`
+		} `json:"shaping_qdiscs"`
+		Drain *row `json:"shaping_drain"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	rec.add(t, want, out)
+	t.Logf("shaping --k8s in %v; qdiscs the CNI installed for %s:\n  %s", time.Since(t0).Round(time.Second), res.Shaping.Pod,
+		strings.Join(k8s.DescribeQdiscs(res.Shaping.Links), "\n  "))
+	var ingressRedirect, tbf10M bool
+	for _, l := range res.Shaping.Links {
+		for _, q := range l.Qdiscs {
+			if q.Kind == "ingress" && l.RedirectTo != "" {
+				ingressRedirect = true
+			}
+			if q.Kind == "tbf" && q.RateBps == 10e6 && l.Type == "ifb" {
+				tbf10M = true
+			}
+		}
+	}
+	if !ingressRedirect || !tbf10M {
+		t.Errorf("want an ingress qdisc with a mirred redirect on the host veth and a 10Mbit tbf on an ifb; got %+v", res.Shaping.Links)
+	}
+	t.Logf("cnperf report %s:\n%s", res.RunID, storedReport(ctx, t, kc, cnp, res.RunID))
+	if res.Drain == nil {
+		t.Fatal("no shaping_drain row")
+	}
+	t.Logf("burst drain (one unthrottled TCP flow first): %.1f Mbit/s at the receiver", res.Drain.Median["throughput_bps.receiver"]/1e6)
+	if len(res.Rows) == 0 {
+		t.Fatal("no rows")
+	}
+	checkCNILabels(t, res.Rows, want)
+	for _, r := range res.Rows {
+		ss := r.Median["steady_state_bps"]
+		t.Logf("%s %s load %s: steady state %.2f Mbit/s, first interval %.2f Mbit/s, limit %.0f Mbit/s", r.Labels["direction"],
+			r.Labels["proto"], r.Labels["load"], ss/1e6, r.Median["first_interval_bps"]/1e6, r.Median["limit_bps"]/1e6)
+		// Enforced: well below the unshaped path (Gbit/s) and near 10M.
+		if ss < 6e6 || ss > 11e6 {
+			t.Errorf("%s %s: steady state %.2f Mbit/s, want 6-11 under a 10M limit", r.Labels["direction"], r.Labels["proto"], ss/1e6)
+		}
+	}
+}
+
+// recreatePods deletes cnperf's pods (the server keeps its store on its
+// volume) and waits until their replacements, on the CNI's new network,
+// are ready.
+func recreatePods(ctx context.Context, t *testing.T, kc *k8s.Client) {
+	t.Helper()
+	pods := kc.Kube.CoreV1().Pods(k8s.Namespace)
+	old, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldUIDs []string
+	for _, p := range old.Items {
+		oldUIDs = append(oldUIDs, string(p.UID))
+	}
+	zero := int64(0)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		left := 0
+		if err == nil {
+			for _, p := range list.Items {
+				if slices.Contains(oldUIDs, string(p.UID)) {
+					left++
+				}
+			}
+		}
+		if err == nil && left == 0 && len(list.Items) >= len(old.Items) && allReady(list.Items) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods not recreated and ready in 3m (old left %d, err %v)", left, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := kc.WaitReady(ctx, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allReady(pods []corev1.Pod) bool {
+	for _, p := range pods {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready || p.DeletionTimestamp != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// compareRuns prints `cnperf compare` of two stored runs, read from the
+// server in the cluster.
+func compareRuns(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, ref, other string) string {
+	t.Helper()
+	fw, err := kc.ForwardServer(ctx, 30*time.Second)
+	if err != nil {
+		t.Errorf("port-forward for compare: %v", err)
+		return ""
+	}
+	defer fw.Close()
+	tok, _, err := kc.Tokens(ctx)
+	if err != nil {
+		t.Errorf("token: %v", err)
+		return ""
+	}
+	out, errOut, err := cnp(time.Minute, "compare", ref, other, "--server", fw.URL, "--token", tok)
+	if err != nil {
+		t.Errorf("cnperf compare %s %s: %v\n%s", ref, other, err, errOut)
+	}
+	return out
+}
