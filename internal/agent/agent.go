@@ -275,6 +275,13 @@ func (a *Agent) markReady() {
 // for a slot, so that tasks are not taken from the server (where their
 // deadline starts) only to wait here.
 func (a *Agent) fetchLoop(ctx context.Context) {
+	// The server answers a fetch by an agent it has no heartbeat from with
+	// 404: poll once the first heartbeat was accepted.
+	select {
+	case <-a.ready:
+	case <-ctx.Done():
+		return
+	}
 	backoff := 250 * time.Millisecond
 	for ctx.Err() == nil {
 		for a.queued() >= a.opts.MaxParallel {

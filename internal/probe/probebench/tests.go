@@ -109,7 +109,7 @@ func (b *bench) udp(rate float64) (row, error) {
 	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
 		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
 		ratio: ratio, target: target, met: met,
-		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, received cnperf %.0f / iperf3 %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
+		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
 			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}, nil
 }
 

@@ -221,3 +221,37 @@ func TestRunnerFollowsTheSearch(t *testing.T) {
 		t.Errorf("rows %+v", rep.Rows)
 	}
 }
+
+// TestOffloadSetting: the search's udp probes use offload auto unless
+// --set offload=off; anything else is refused.
+func TestOffloadSetting(t *testing.T) {
+	cases := []struct {
+		set, want, err string
+	}{
+		{"", probe.OffloadAuto, ""},
+		{"off", probe.OffloadOff, ""},
+		{"auto", probe.OffloadAuto, ""},
+		{"on", "", "offload"},
+	}
+	for _, tc := range cases {
+		t.Run("offload="+tc.set, func(t *testing.T) {
+			o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"paths": "cross-node"}}
+			if tc.set != "" {
+				o.Set["offload"] = tc.set
+			}
+			phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suite.Caps{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Plan = %v, want an error about %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := phases[0].Steps[0].Spec.Offload; got != tc.want {
+				t.Errorf("spec offload %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -27,11 +27,19 @@ type Options struct {
 	RetestTime       time.Duration // the re-test at the found rate, default 3 s
 	Retests          int           // re-tests, each 10 % lower after a failure, default 3
 	Size             int           // datagram payload, default 1400
+	// Offload is the udp probes' --offload: "auto" by default, since a
+	// capacity search measures bytes through the path, which a shaper
+	// counts alike whether datagrams travel batched or not, and the
+	// batched sender leaves the CPU to the path (see docs/probes.md).
+	Offload string
 }
 
 func (o Options) withDefaults() Options {
 	if o.LossThresholdPct == 0 {
 		o.LossThresholdPct = 0.1
+	}
+	if o.Offload == "" {
+		o.Offload = probe.OffloadAuto
 	}
 	if o.StartBps == 0 {
 		o.StartBps = 100e6
@@ -136,7 +144,7 @@ func (s *Search) Next() (spec probe.Spec, retest bool, ok bool) {
 		d = s.o.RetestTime
 	}
 	return probe.Spec{Kind: probe.KindUDP, Duration: probe.Duration(d), RateBps: &rate, Size: s.o.Size,
-		Timeout: probe.Duration(5 * time.Second)}, s.retest, true
+		Offload: s.o.Offload, Timeout: probe.Duration(5 * time.Second)}, s.retest, true
 }
 
 // Observe records the outcome of the run Next returned: the receiver's

@@ -27,7 +27,8 @@ const SuiteName = "capacity"
 // another. It needs a Runner that supports Follower.
 //
 // Settings (--set): loss (threshold %), start, min, max (bit/s),
-// precision (relative, 0.05), trial-time; the re-test lasts --time.
+// precision (relative, 0.05), trial-time, offload (auto, the default, or
+// off: see docs/probes.md); the re-test lasts --time.
 type Suite struct{}
 
 // Name implements Suite.
@@ -38,7 +39,7 @@ func (Suite) Describe() string {
 	return "per path, the highest UDP rate with receiver loss below a threshold (default 0.1 %), found by search and re-tested"
 }
 
-var capacitySettings = []string{"paths", "loss", "start", "min", "max", "precision", "trial-time", "size"}
+var capacitySettings = []string{"paths", "loss", "start", "min", "max", "precision", "trial-time", "size", "offload"}
 
 // pathNames are the short names the paths setting takes.
 var pathNames = map[string]string{"same-node": suite.PodPodSameNode, "cross-node": suite.PodPodCrossNode, "node-node": suite.NodeNode}
@@ -62,6 +63,15 @@ func capacityPaths(o suite.Options) ([]string, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// parseOffload reads the offload setting: auto or off.
+func parseOffload(v string) (string, error) {
+	switch v {
+	case probe.OffloadAuto, probe.OffloadOff:
+		return v, nil
+	}
+	return "", fmt.Errorf("want %s or %s", probe.OffloadAuto, probe.OffloadOff)
 }
 
 // OptionsFrom turns the common options and settings into
@@ -106,6 +116,8 @@ func OptionsFrom(o suite.Options) (Options, error) {
 			co.TrialTime, err = time.ParseDuration(v)
 		case "size":
 			co.Size, err = strconv.Atoi(v)
+		case "offload":
+			co.Offload, err = parseOffload(v)
 		}
 		if err != nil {
 			return co, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)

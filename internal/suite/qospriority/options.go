@@ -131,6 +131,15 @@ type Options struct {
 	// 100 datagrams/s of 100 bytes, as in the seed study).
 	ForegroundPPS  int
 	ForegroundSize int
+	// Offload is the udp flows' --offload: "auto" by default. The
+	// background flood must reach twice the bottleneck's rate to keep its
+	// queue full, which one datagram per sendmmsg entry does not on the
+	// lab's 2 CPUs (measured: with "off" the FIFO bottleneck built no
+	// queue, p99 0.09 ms); the foreground flow (100 datagrams/s) is never
+	// batched at its rate. With "auto" the bottleneck dequeues up to 64 KB
+	// GSO batches, so a high-class datagram can wait behind one batch
+	// (0.5 ms at 1 Gbit/s): "off" for real datagrams (see docs/probes.md).
+	Offload string
 	// PingInterval is the marked ping's interval (default 10 ms).
 	PingInterval time.Duration
 	// Time is each cell's length (default 5 s). The background runs a
@@ -141,6 +150,9 @@ type Options struct {
 
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
+	if o.Offload == "" {
+		o.Offload = probe.OffloadAuto
+	}
 	if len(o.Variants) == 0 {
 		o.Variants = Variants
 	}

@@ -313,3 +313,49 @@ func TestQoSRowsMedianAndErrors(t *testing.T) {
 		t.Errorf("errors %v", r.Errors)
 	}
 }
+
+// TestOffloadSetting: the udp flows use offload auto (the flood needs it
+// to fill the bottleneck) unless --set offload=off; anything else is
+// refused.
+func TestOffloadSetting(t *testing.T) {
+	cases := []struct {
+		set, want, err string
+	}{
+		{"", probe.OffloadAuto, ""},
+		{"off", probe.OffloadOff, ""},
+		{"yes", "", "offload"},
+	}
+	for _, tc := range cases {
+		t.Run("offload="+tc.set, func(t *testing.T) {
+			o := suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{}}
+			if tc.set != "" {
+				o.Set["offload"] = tc.set
+			}
+			phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.LabCaps())
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Plan = %v, want an error about %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			udp := 0
+			for _, ph := range phases {
+				for _, st := range ph.Steps {
+					if st.Spec.Kind != probe.KindUDP {
+						continue
+					}
+					udp++
+					if st.Spec.Offload != tc.want {
+						t.Errorf("%s step offload %q, want %q", st.Measure, st.Spec.Offload, tc.want)
+					}
+				}
+			}
+			if udp == 0 {
+				t.Fatal("no udp steps planned")
+			}
+		})
+	}
+}

@@ -38,7 +38,8 @@ const (
 // Settings (--set): variants, markings (comma-separated), high-dscp (the
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,
 // e.g. 1G), background (udp or tcp), queue (bottleneck queue in bytes,
-// e.g. 1.5M), fg-pps, fg-size, ping-interval.
+// e.g. 1.5M), fg-pps, fg-size, ping-interval, offload (auto, the default, or
+// off for real datagrams through the bottleneck: see docs/probes.md).
 type Suite struct{}
 
 // Name implements Suite.
@@ -49,7 +50,7 @@ func (Suite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background"}
+var qosPrioritySettings = []string{"variants", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
 
 // OptionsFrom turns the common options and settings into
 // Options; variants default to those the backend can show.
@@ -88,6 +89,11 @@ func OptionsFrom(o suite.Options) (Options, error) {
 				}
 				q.HighDSCP = append(q.HighDSCP, d)
 			}
+		case "offload":
+			if v != probe.OffloadAuto && v != probe.OffloadOff {
+				return q, bad(k, v, fmt.Errorf("want %s or %s", probe.OffloadAuto, probe.OffloadOff))
+			}
+			q.Offload = v
 		case "bottleneck-rate", "background-rate":
 			r, err := probe.ParseRate(v)
 			if err != nil {
@@ -267,14 +273,14 @@ func qosSteps(q Options, v string, idx int, ms []Marking, p suite.Pair, backend 
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
 	bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),
-		RateBps: &bgRate, Size: q.BackgroundSize, Timeout: timeout}
+		RateBps: &bgRate, Size: q.BackgroundSize, Offload: q.Offload, Timeout: timeout}
 	if q.BackgroundProto == "tcp" {
 		bg = probe.Spec{Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second), Timeout: timeout}
 	}
 	steps := []suite.Step{step(MeasureBackground, nil, p.Src, p.Dst, bg)}
 	for _, m := range ms {
 		fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
-			Size: q.ForegroundSize, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
+			Size: q.ForegroundSize, Offload: q.Offload, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
 		ping := probe.Spec{Kind: probe.KindPing, Target: p.Src.IP, Count: max(int(q.Time/q.PingInterval), 1),
 			Interval: probe.Duration(q.PingInterval), Timeout: probe.Duration(2 * time.Second)}
 		if m.TOS != 0 {
