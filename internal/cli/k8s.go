@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -162,6 +163,9 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 
 func printFacts(st Streams, f k8s.Facts) {
 	cni := f.CNI
+	if f.CNIName != "" && !strings.HasPrefix(cni, f.CNIName) {
+		cni = f.CNIName + "; " + cni // the conflist's own name is not the CNI's
+	}
 	if f.Backend != "" {
 		cni += ", backend " + f.Backend
 	}
