@@ -24,6 +24,14 @@ import (
 // returns the rows; the lab must be gone afterwards.
 func LabRun(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
+	rows, _ := LabRunIDs(t, args...)
+	return rows
+}
+
+// LabRunIDs is LabRun that also returns the ids of the runs it made (give
+// --db FILE to read them back afterwards).
+func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []string) {
+	t.Helper()
 	nettest.Require(t)
 	bin := Binary(t)
 	var b [4]byte
@@ -52,7 +60,8 @@ func LabRun(t *testing.T, args ...string) []map[string]any {
 		t.Fatalf("cnperf lab run: %v", err)
 	}
 	var out struct {
-		Rows []map[string]any `json:"rows"`
+		Rows   []map[string]any `json:"rows"`
+		RunIDs []string         `json:"run_ids"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("decode output: %v\n%s", err, stdout.String())
@@ -63,7 +72,7 @@ func LabRun(t *testing.T, args ...string) []map[string]any {
 			t.Errorf("namespace left behind: %s", e.Name())
 		}
 	}
-	return out.Rows
+	return out.Rows, out.RunIDs
 }
 
 // Num reads a dotted key ("latency_ms.p99") of a row.

@@ -81,6 +81,19 @@ var baselineColumns = []column{
 	{"UDP LOSS %", "loss_pct", 1, 2},
 }
 
+// stampColumns follow baselineColumns when a row has STAMP figures (the
+// baseline's --set stamp=true): round trip, one-way delay and loss per
+// direction, and the DSCP the reflector saw and the reply came back with.
+var stampColumns = []column{
+	{"STAMP RTT ms", "stamp.rtt_ms.p50", 1, 3},
+	{"FWD ms", "stamp.forward.delay_ms.p50", 1, 3},
+	{"REV ms", "stamp.reverse.delay_ms.p50", 1, 3},
+	{"FWD LOSS %", "stamp.forward.loss_pct", 1, 2},
+	{"REV LOSS %", "stamp.reverse.loss_pct", 1, 2},
+	{"DSCP FWD", "stamp.forward.dscp_received", 1, 0},
+	{"DSCP REV", "stamp.reverse.dscp_received", 1, 0},
+}
+
 // compareMeasures are the rows of the backend comparison of the Calico and
 // Flannel studies, per connection.
 var compareMeasures = []column{
@@ -137,7 +150,14 @@ func (o Output) header() string {
 // backend.
 func (o Output) baselineTable(backend string) ([]string, [][]string) {
 	head := []string{"CONNECTION", "SRC -> DST"}
-	for _, c := range baselineColumns {
+	cols := baselineColumns
+	for _, r := range o.Rows {
+		if _, ok := r.Median[stampColumns[0].metric]; ok && r.Backend == backend {
+			cols = append(slices.Clip(cols), stampColumns...)
+			break
+		}
+	}
+	for _, c := range cols {
 		head = append(head, c.head)
 	}
 	head = append(head, "VS NODE-NODE")
@@ -147,7 +167,7 @@ func (o Output) baselineTable(backend string) ([]string, [][]string) {
 			continue
 		}
 		line := []string{r.Connection, r.Src + " -> " + r.Dst}
-		for _, c := range baselineColumns {
+		for _, c := range cols {
 			line = append(line, cell(r, c, ""))
 		}
 		ov := "-"

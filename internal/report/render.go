@@ -84,6 +84,8 @@ var keyMetrics = []string{
 	"throughput_bps.sender", "throughput_bps.receiver", "cpu_pct.sender", "cpu_pct.receiver", "retransmits",
 	"udp.throughput_bps.receiver", "loss_pct", "jitter_ms", "latency_ms.p99",
 	"rtt_ms.p50", "rtt_ms.p99", "ping.rtt_ms.avg", "ping.loss_pct",
+	"stamp.rtt_ms.p50", "stamp.forward.delay_ms.p50", "stamp.reverse.delay_ms.p50",
+	"stamp.forward.loss_pct", "stamp.reverse.loss_pct", "stamp.forward.dscp_received", "stamp.reverse.dscp_received",
 }
 
 // KeyMetrics returns the names of the figures the main table shows.

@@ -42,6 +42,13 @@ var rowMetrics = map[string][][2]string{
 	MeasurePing: {
 		{"rtt_ms.avg", "ping.rtt_ms.avg"}, {"rtt_ms.p99", "ping.rtt_ms.p99"}, {"loss_pct", "ping.loss_pct"},
 	},
+	MeasureStamp: {
+		{"rtt_ms.p50", "stamp.rtt_ms.p50"}, {"rtt_ms.p99", "stamp.rtt_ms.p99"},
+		{"forward.delay_ms.p50", "stamp.forward.delay_ms.p50"}, {"reverse.delay_ms.p50", "stamp.reverse.delay_ms.p50"},
+		{"forward.error_bound_ms", "stamp.forward.error_bound_ms"},
+		{"forward.loss_pct", "stamp.forward.loss_pct"}, {"reverse.loss_pct", "stamp.reverse.loss_pct"},
+		{"forward.dscp_received", "stamp.forward.dscp_received"}, {"reverse.dscp_received", "stamp.reverse.dscp_received"},
+	},
 }
 
 // Row is one connection's figures: each the median of its repetitions,

@@ -24,6 +24,10 @@ const (
 	MeasureUDP  = "udp"
 	MeasureRR   = "rr"
 	MeasurePing = "ping"
+	// MeasureStamp is a STAMP test to the destination's responder (the
+	// baseline's optional stamp step): round trip, one-way delay, loss
+	// and DSCP per direction.
+	MeasureStamp = "stamp"
 )
 
 // Endpoint is an agent a suite can measure from or to.

@@ -1,7 +1,7 @@
 // Package baseline is the suite of the source study's Table 2: pod-pod on
 // one node, pod-pod across nodes and node-node, each measured with TCP
-// throughput, UDP below capacity, UDP request/response and ping, the
-// repetitions interleaved. Its rows are the framework's connection rows
+// throughput, UDP below capacity, UDP request/response and ping (and, with
+// --set stamp=true, a STAMP test), the repetitions interleaved. Its rows are the framework's connection rows
 // (suite.Rows) with each pod path's overhead against node-node.
 package baseline
 
@@ -22,12 +22,23 @@ type Options struct {
 	UDPRateBps uint64        // UDP probe rate: below the path's capacity
 	UDPSize    int           // UDP payload bytes
 	PingCount  int
+	// Stamp adds a STAMP test (StampCount packets StampInterval apart,
+	// DSCP EF) to the destination's responder on every connection.
+	Stamp      bool
+	StampCount int
 	Backend    string // label carried into the rows
 }
 
+// StampInterval spaces the stamp step's test packets, as ping's.
+const StampInterval = 10 * time.Millisecond
+
+// StampDSCP marks the stamp step's test packets: EF, so the rows show
+// whether a marking survives each direction.
+const StampDSCP = 46
+
 // Defaults returns the baseline's defaults.
 func Defaults() Options {
-	return Options{Time: 5 * time.Second, Repeat: 3, UDPRateBps: 500e6, UDPSize: 1200, PingCount: 20}
+	return Options{Time: 5 * time.Second, Repeat: 3, UDPRateBps: 500e6, UDPSize: 1200, PingCount: 20, StampCount: 100}
 }
 
 // Validate checks the options.
@@ -48,12 +59,15 @@ func (o Options) Validate() error {
 	if o.PingCount < 1 {
 		errs = append(errs, fmt.Errorf("ping count %d: must be positive", o.PingCount))
 	}
+	if o.Stamp && (o.StampCount < 1 || o.StampCount > 10000) {
+		errs = append(errs, fmt.Errorf("stamp count %d: must be 1-10000", o.StampCount))
+	}
 	return errors.Join(errs...)
 }
 
 // Steps plans the baseline: for each connection and repetition, TCP
-// throughput, UDP at a rate below capacity, UDP request/response and ping.
-// Repetitions are interleaved (all connections once, then again) so slow
+// throughput, UDP at a rate below capacity, UDP request/response and ping,
+// and a STAMP test when o.Stamp is set. Repetitions are interleaved (all connections once, then again) so slow
 // drift of a shared machine spreads over every row alike. Every step is
 // exclusive, so no measurement shares a node with another one: an RTT taken
 // beside a throughput test on the same node would measure that test's
@@ -73,7 +87,11 @@ func Steps(eps []suite.Endpoint, o Options) ([]suite.Step, error) {
 			if !ok {
 				continue
 			}
-			for _, m := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+			measures := []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing}
+			if o.Stamp {
+				measures = append(measures, suite.MeasureStamp)
+			}
+			for _, m := range measures {
 				steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: m, Repeat: rep,
 					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: true})
 			}
@@ -92,6 +110,10 @@ func baselineSpec(measure string, dst suite.Endpoint, o Options) probe.Spec {
 		return probe.Spec{Kind: probe.KindUDP, Target: dst.ResponderAddr, Duration: d, RateBps: &rate, Size: o.UDPSize}
 	case suite.MeasureRR:
 		return probe.Spec{Kind: probe.KindRR, Target: dst.ResponderAddr, Proto: "udp", Duration: d}
+	case suite.MeasureStamp:
+		tos := StampDSCP << 2
+		return probe.Spec{Kind: probe.KindStamp, Target: dst.ResponderAddr, Count: o.StampCount,
+			Interval: probe.Duration(StampInterval), TOS: &tos}
 	default:
 		return probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: o.PingCount, Interval: probe.Duration(10 * time.Millisecond)}
 	}
@@ -100,7 +122,8 @@ func baselineSpec(measure string, dst suite.Endpoint, o Options) probe.Spec {
 // Suite is the baseline as a suite.Suite: one phase measuring pod-pod on
 // one node, pod-pod across nodes and node-node (TCP, UDP below capacity,
 // request/response and ping). Settings (--set): udp-rate (bit/s, e.g.
-// 500M), udp-size (bytes), ping-count.
+// 500M), udp-size (bytes), ping-count, stamp (true adds a STAMP test per
+// connection; default false), stamp-count (test packets, default 100).
 type Suite struct{}
 
 // Name implements Suite.
@@ -137,7 +160,7 @@ func OptionsFrom(name string, o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return Options{}, fmt.Errorf("suite %s: %w", name, err)
 	}
-	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count"); err != nil {
+	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count", "stamp", "stamp-count"); err != nil {
 		return Options{}, err
 	}
 	bo := Defaults()
@@ -150,15 +173,24 @@ func OptionsFrom(name string, o suite.Options) (Options, error) {
 				return bo, fmt.Errorf("suite %s: udp-rate %q: %w", name, v, err)
 			}
 			bo.UDPRateBps = r
-		case "udp-size", "ping-count":
+		case "stamp":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return bo, fmt.Errorf("suite %s: stamp %q: want true or false", name, v)
+			}
+			bo.Stamp = b
+		case "udp-size", "ping-count", "stamp-count":
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return bo, fmt.Errorf("suite %s: %s %q: want a whole number", name, k, v)
 			}
-			if k == "udp-size" {
+			switch k {
+			case "udp-size":
 				bo.UDPSize = n
-			} else {
+			case "ping-count":
 				bo.PingCount = n
+			default:
+				bo.StampCount = n
 			}
 		}
 	}

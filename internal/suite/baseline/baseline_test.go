@@ -1,9 +1,11 @@
 package baseline
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -33,6 +35,54 @@ func TestBaselinePlan(t *testing.T) {
 	for _, bad := range []Options{{Time: 0, Repeat: 1, UDPRateBps: 1, UDPSize: 100, PingCount: 1}, {Time: time.Second, Repeat: 0, UDPRateBps: 1, UDPSize: 100, PingCount: 1}} {
 		if _, err := Steps(suitetest.LabAgents(), bad); err == nil {
 			t.Errorf("options %+v accepted", bad)
+		}
+	}
+}
+
+// TestBaselineStampSetting: --set stamp=true adds one stamp step per
+// connection and repetition, to the destination's responder, marked EF;
+// without it the plan is unchanged; bad values are refused by name.
+func TestBaselineStampSetting(t *testing.T) {
+	cases := []struct {
+		set       map[string]string
+		wantStamp int
+		wantErr   string
+	}{
+		{set: nil, wantStamp: 0},
+		{set: map[string]string{"stamp": "false"}, wantStamp: 0},
+		{set: map[string]string{"stamp": "true"}, wantStamp: 3},
+		{set: map[string]string{"stamp": "true", "stamp-count": "20"}, wantStamp: 3},
+		{set: map[string]string{"stamp": "maybe"}, wantErr: "stamp"},
+		{set: map[string]string{"stamp": "true", "stamp-count": "0"}, wantErr: "stamp count"},
+	}
+	for _, c := range cases {
+		phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: c.set}, suite.Caps{})
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("set %v: error %v, want one naming %q", c.set, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("set %v: %v", c.set, err)
+		}
+		n := 0
+		for _, s := range phases[0].Steps {
+			if s.Measure != suite.MeasureStamp {
+				continue
+			}
+			n++
+			wantCount := 100
+			if c.set["stamp-count"] == "20" {
+				wantCount = 20
+			}
+			if s.Spec.Kind != probe.KindStamp || s.Spec.Target != s.Dst.ResponderAddr || s.Spec.DSCP() != StampDSCP ||
+				s.Spec.Count != wantCount || !s.Exclusive {
+				t.Errorf("set %v: stamp step %+v", c.set, s)
+			}
+		}
+		if n != c.wantStamp || len(phases[0].Steps) != 3*4+n {
+			t.Errorf("set %v: %d stamp steps of %d, want %d of %d", c.set, n, len(phases[0].Steps), c.wantStamp, 12+c.wantStamp)
 		}
 	}
 }

@@ -1,0 +1,96 @@
+package baseline_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// TestMain removes the cnperf binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cnperftest.Cleanup()
+	os.Exit(code)
+}
+
+// TestBaselineStampLab runs `cnperf lab run baseline --set stamp=true` on
+// an idle 2-node lab (one pod per node): every connection's row carries the STAMP figures (a
+// positive round trip, no loss either way, EF seen by the reflector and on
+// the reply), and `cnperf report RUN_ID` of the stored run shows them.
+func TestBaselineStampLab(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "runs.db")
+	rows, ids := cnperftest.LabRunIDs(t, "baseline", "--set", "stamp=true", "--time", "1s", "--db", db)
+	// One pod per node: pod-pod across nodes and node-node.
+	if len(rows) != 2 || len(ids) != 1 {
+		t.Fatalf("%d rows of %d runs, want the 2 connections of a 2-node lab with one pod each, 1 run", len(rows), len(ids))
+	}
+	for _, r := range rows {
+		rtt, okRTT := cnperftest.Num(r, "stamp.rtt_ms.p50")
+		fwd, okF := cnperftest.Num(r, "stamp.forward.delay_ms.p50")
+		rev, okR := cnperftest.Num(r, "stamp.reverse.delay_ms.p50")
+		fl, okFL := cnperftest.Num(r, "stamp.forward.loss_pct")
+		rl, okRL := cnperftest.Num(r, "stamp.reverse.loss_pct")
+		fd, okFD := cnperftest.Num(r, "stamp.forward.dscp_received")
+		rd, okRD := cnperftest.Num(r, "stamp.reverse.dscp_received")
+		t.Logf("%v: stamp rtt p50 %.3f ms, one-way %.3f / %.3f ms, loss %v / %v %%, dscp %v / %v, errors %v",
+			r["connection"], rtt, fwd, rev, fl, rl, fd, rd, r["errors"])
+		if !okRTT || !okF || !okR || !okFL || !okRL || !okFD || !okRD {
+			t.Errorf("%v: stamp figures missing: %v", r["connection"], r["stamp"])
+			continue
+		}
+		// A lab path is a few veths and bridges: well under 50 ms.
+		if rtt <= 0 || rtt > 50 {
+			t.Errorf("%v: stamp rtt p50 %.3f ms, want 0-50 ms", r["connection"], rtt)
+		}
+		if fl != 0 || rl != 0 {
+			t.Errorf("%v: stamp loss %v / %v %% on an idle lab, want 0", r["connection"], fl, rl)
+		}
+		if fd != 46 || rd != 46 {
+			t.Errorf("%v: dscp %v forward, %v back, want EF (46) both ways", r["connection"], fd, rd)
+		}
+	}
+
+	// cnperf report RUN_ID, from the server serving the run's database.
+	st, err := store.Open(context.Background(), "sqlite:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	for _, c := range []struct{ format, want string }{
+		{"text", "STAMP round trip p50"}, {"csv", "stamp.rtt_ms.p50"}, {"json", `"stamp"`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, cnperftest.Binary(t), "report", ids[0], "--server", hs.URL, "--token", "user", "--format", c.format).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("cnperf report %s --format %s: %v\n%s", ids[0], c.format, err, out)
+		}
+		if c.format == "text" {
+			t.Logf("cnperf report %s:\n%s", ids[0], out)
+		}
+		wants := []string{c.want}
+		if c.format == "text" {
+			wants = append(wants, "STAMP forward loss", "STAMP DSCP at reflector")
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("cnperf report --format %s lacks %q:\n%s", c.format, want, out)
+			}
+		}
+	}
+}
