@@ -63,9 +63,12 @@ bench-server: build
 bench-lab:
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/lab/labbench
 
-# The real-cluster test (internal/k8stest): builds Kubernetes v1.34.4 from
-# Go modules on first use (cached in /var/cache/cnperf-k8s), starts a
-# two-node cluster in network namespaces and runs cnperf on it. Needs root.
+# The real-cluster test (internal/k8stest): builds Kubernetes v1.34.4 and
+# flanneld v0.28.10 from Go modules on first use (cached in
+# /var/cache/cnperf-k8s), starts a two-node cluster in network namespaces
+# with real flannel (vxlan, then host-gw) and runs cnperf on it. Needs root.
+# CNPERF_K8S_REPORT=FILE writes the run's record; CNPERF_K8S_CNI=bridge
+# uses the harness's own conflist instead of flannel.
 test-k8s: test-deps
 	CNPERF_K8S_HARNESS=1 $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/
 

@@ -269,15 +269,21 @@ func TestRealCluster(t *testing.T) {
 	t.Logf("cnperf k8s undeploy in %v:\n%s", time.Since(t0).Round(time.Second), out)
 }
 
-// row is a suite row as the JSON output writes it: figures (medians) as
-// nested objects at the top level, labels as top-level strings.
 // storedReport prints a run as `cnperf report` shows it, read back from
 // the server in the cluster through a port-forward.
 func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, runID string) string {
 	t.Helper()
+	return fromServer(ctx, t, kc, cnp, "report", runID)
+}
+
+// fromServer runs a cnperf verb that reads stored runs (report, compare)
+// against the server in the cluster through a port-forward, with the user
+// token from the cluster's Secret.
+func fromServer(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, args ...string) string {
+	t.Helper()
 	fw, err := kc.ForwardServer(ctx, 30*time.Second)
 	if err != nil {
-		t.Errorf("port-forward for the report: %v", err)
+		t.Errorf("port-forward for cnperf %s: %v", args[0], err)
 		return ""
 	}
 	defer fw.Close()
@@ -286,13 +292,15 @@ func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc
 		t.Errorf("token: %v", err)
 		return ""
 	}
-	out, errOut, err := cnp(time.Minute, "report", runID, "--server", fw.URL, "--token", tok)
+	out, errOut, err := cnp(time.Minute, append(args, "--server", fw.URL, "--token", tok)...)
 	if err != nil {
-		t.Errorf("cnperf report %s: %v\n%s", runID, err, errOut)
+		t.Errorf("cnperf %s: %v\n%s", strings.Join(args, " "), err, errOut)
 	}
 	return out
 }
 
+// row is a suite row as the JSON output writes it: figures (medians) as
+// nested objects at the top level, labels as top-level strings.
 type row struct {
 	Connection string
 	Src, Dst   string

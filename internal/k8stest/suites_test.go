@@ -290,20 +290,5 @@ func allReady(pods []corev1.Pod) bool {
 // server in the cluster.
 func compareRuns(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, ref, other string) string {
 	t.Helper()
-	fw, err := kc.ForwardServer(ctx, 30*time.Second)
-	if err != nil {
-		t.Errorf("port-forward for compare: %v", err)
-		return ""
-	}
-	defer fw.Close()
-	tok, _, err := kc.Tokens(ctx)
-	if err != nil {
-		t.Errorf("token: %v", err)
-		return ""
-	}
-	out, errOut, err := cnp(time.Minute, "compare", ref, other, "--server", fw.URL, "--token", tok)
-	if err != nil {
-		t.Errorf("cnperf compare %s %s: %v\n%s", ref, other, err, errOut)
-	}
-	return out
+	return fromServer(ctx, t, kc, cnp, "compare", ref, other)
 }
