@@ -329,15 +329,7 @@ func runClientStream(ctx context.Context, p Params, st *clientStream, running *a
 	defer stopOnDone()
 	switch {
 	case !p.Reverse && p.TCP:
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		for pc.wait(ctx, len(buf)) == nil {
-			n, err := st.conn.Write(buf)
-			st.bytes.Add(uint64(n))
-			if err != nil {
-				return
-			}
-		}
+		sendTCP(ctx, st.conn, p, &st.bytes)
 	case !p.Reverse: // udp
 		buf := make([]byte, p.Len)
 		pc := newPacer(p.Bandwidth)
@@ -356,16 +348,7 @@ func runClientStream(ctx context.Context, p Params, st *clientStream, running *a
 			st.pkts.Add(1)
 		}
 	case p.TCP: // reverse: receive until the deadline after TEST_END
-		buf := make([]byte, max(p.Len, 64<<10))
-		for {
-			n, err := st.conn.Read(buf)
-			if running.Load() {
-				st.bytes.Add(uint64(n))
-			}
-			if err != nil {
-				return
-			}
-		}
+		recvTCP(st.conn, p, &st.bytes, running)
 	default: // reverse udp
 		buf := make([]byte, 64<<10)
 		for {

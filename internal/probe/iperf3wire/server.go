@@ -392,26 +392,9 @@ func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
 	p := sess.p
 	switch {
 	case p.TCP && !p.Reverse:
-		buf := make([]byte, max(p.Len, 64<<10))
-		for {
-			n, err := st.conn.Read(buf)
-			if sess.running.Load() {
-				st.bytes.Add(uint64(n))
-			}
-			if err != nil {
-				return
-			}
-		}
+		recvTCP(st.conn, p, &st.bytes, &sess.running)
 	case p.TCP:
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		for pc.wait(ctx, len(buf)) == nil {
-			n, err := st.conn.Write(buf)
-			st.bytes.Add(uint64(n))
-			if err != nil {
-				return
-			}
-		}
+		sendTCP(ctx, st.conn, p, &st.bytes)
 	case p.Reverse: // udp, the server sends
 		buf := make([]byte, p.Len)
 		pc := newPacer(p.Bandwidth)
