@@ -331,22 +331,9 @@ func runClientStream(ctx context.Context, p Params, st *clientStream, running *a
 	case !p.Reverse && p.TCP:
 		sendTCP(ctx, st.conn, p, &st.bytes)
 	case !p.Reverse: // udp
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		var seq uint64
-		for pc.wait(ctx, len(buf)) == nil {
-			seq++
-			putUDPHeader(buf, time.Now(), seq, p.Counters64)
-			n, err := st.conn.Write(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) || errors.Is(err, ctx.Err()) || isTimeout(err) {
-					return
-				}
-				continue
-			}
-			st.bytes.Add(uint64(n))
-			st.pkts.Add(1)
-		}
+		sendUDP(ctx, p, &st.bytes, &st.pkts, st.conn.Write, func(err error) bool {
+			return errors.Is(err, net.ErrClosed) || errors.Is(err, ctx.Err()) || isTimeout(err)
+		})
 	case p.TCP: // reverse: receive until the deadline after TEST_END
 		recvTCP(st.conn, p, &st.bytes, running)
 	default: // reverse udp

@@ -396,22 +396,10 @@ func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
 	case p.TCP:
 		sendTCP(ctx, st.conn, p, &st.bytes)
 	case p.Reverse: // udp, the server sends
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		var seq uint64
-		for pc.wait(ctx, len(buf)) == nil {
-			seq++
-			putUDPHeader(buf, time.Now(), seq, p.Counters64)
-			n, err := s.udp.WriteToUDPAddrPort(buf, st.peer)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue // a full socket buffer drops the datagram, as iperf3's would
-			}
-			st.bytes.Add(uint64(n))
-			st.pkts.Add(1)
-		}
+		write := func(b []byte) (int, error) { return s.udp.WriteToUDPAddrPort(b, st.peer) }
+		sendUDP(ctx, p, &st.bytes, &st.pkts, write, func(err error) bool {
+			return errors.Is(err, net.ErrClosed)
+		})
 	default: // udp, the server receives: Packet counts
 		<-ctx.Done()
 	}

@@ -156,3 +156,26 @@ func recvTCP(conn net.Conn, p Params, bytes *atomic.Uint64, running *atomic.Bool
 		}
 	}
 }
+
+// sendUDP writes p.Len-byte datagrams with iperf3's header through write at
+// p.Bandwidth, counting the bytes and datagrams sent, until ctx ends or a
+// write fails with an error final says ends the stream; any other failed
+// write drops that datagram (a full socket buffer, as iperf3's would).
+func sendUDP(ctx context.Context, p Params, bytes *atomic.Uint64, pkts *atomic.Int64, write func([]byte) (int, error), final func(error) bool) {
+	buf := make([]byte, p.Len)
+	pc := newPacer(p.Bandwidth)
+	var seq uint64
+	for pc.wait(ctx, len(buf)) == nil {
+		seq++
+		putUDPHeader(buf, time.Now(), seq, p.Counters64)
+		n, err := write(buf)
+		if err != nil {
+			if final(err) {
+				return
+			}
+			continue
+		}
+		bytes.Add(uint64(n))
+		pkts.Add(1)
+	}
+}
