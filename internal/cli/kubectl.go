@@ -47,17 +47,9 @@ there as 'cnperf VERB'.`,
   kubectl cnperf status
   kubectl cnperf run baseline
   kubectl cnperf run shaping --set egress-bandwidth=10M --context prod -n netperf`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       readBuildInfo().String(),
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CNPERF_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
-	root.PersistentFlags().BoolVar(&g.logJSON, "log-json", false, "write logs as JSON")
+	setUpRoot(root, g, st)
 	f.add(root)
-	root.SetIn(st.In)
-	root.SetOut(st.Out)
-	root.SetErr(st.Err)
 	run := newRunCommand(g, st)
 	run.Short = "Run a suite on the cluster's cnperf agents (server reached by port-forward) and print its table"
 	if err := run.Flags().Set("k8s", "true"); err != nil {

@@ -76,18 +76,10 @@ func (g *globalOptions) logger(st Streams) *slog.Logger {
 func Run(ctx context.Context, args []string, st Streams) error {
 	g := &globalOptions{}
 	root := &cobra.Command{
-		Use:           "cnperf",
-		Short:         "Network performance and QoS testing for container networks",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       readBuildInfo().String(),
+		Use:   "cnperf",
+		Short: "Network performance and QoS testing for container networks",
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CNPERF_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
-	root.PersistentFlags().BoolVar(&g.logJSON, "log-json", false, "write logs as JSON")
-	root.SetIn(st.In)
-	root.SetOut(st.Out)
-	root.SetErr(st.Err)
+	setUpRoot(root, g, st)
 	root.AddCommand(
 		newRespondCommand(g, st),
 		newProbeCommand(g, st),
@@ -107,6 +99,21 @@ func Run(ctx context.Context, args []string, st Streams) error {
 	)
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
+}
+
+// setUpRoot gives a top-level command (cnperf's, kubectl cnperf's) what
+// every one has: quiet usage and errors (mainWith prints them), the
+// version, the global --log-level and --log-json, and the streams.
+func setUpRoot(root *cobra.Command, g *globalOptions, st Streams) {
+	root.SilenceUsage = true
+	root.SilenceErrors = true
+	root.Version = readBuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CNPERF_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	root.PersistentFlags().BoolVar(&g.logJSON, "log-json", false, "write logs as JSON")
+	root.SetIn(st.In)
+	root.SetOut(st.Out)
+	root.SetErr(st.Err)
 }
 
 // envOr returns the environment variable's value, or def when unset.

@@ -92,20 +92,6 @@ type output struct {
 	} `json:"slo"`
 }
 
-// figure reads a dotted key ("throughput_bps.sender") of a row object.
-func figure(obj map[string]any, key string) (float64, bool) {
-	var cur any = obj
-	for _, p := range strings.Split(key, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return 0, false
-		}
-		cur = m[p]
-	}
-	v, ok := cur.(float64)
-	return v, ok
-}
-
 // positive are the figures every baseline row must have above zero, with
 // the same keys under min and max.
 var positive = []string{
@@ -135,14 +121,14 @@ func checkRows(t *testing.T, out output, backends []string) {
 		lo, _ := row["min"].(map[string]any)
 		hi, _ := row["max"].(map[string]any)
 		for _, k := range positive {
-			v, ok := figure(row, k)
-			vlo, ok1 := figure(lo, k)
-			vhi, ok2 := figure(hi, k)
+			v, ok := cnperftest.Num(row, k)
+			vlo, ok1 := cnperftest.Num(lo, k)
+			vhi, ok2 := cnperftest.Num(hi, k)
 			if !ok || !ok1 || !ok2 || v <= 0 || vlo <= 0 || vlo > v || v > vhi {
 				t.Errorf("row %d (%s on %s): %s median %v (min %v, max %v), want positive with min <= median <= max", i, wantConn, wantBackend, k, v, vlo, vhi)
 			}
 		}
-		if loss, ok := figure(row, "loss_pct"); !ok || loss < 0 || loss > 100 {
+		if loss, ok := cnperftest.Num(row, "loss_pct"); !ok || loss < 0 || loss > 100 {
 			t.Errorf("row %d: loss_pct %v", i, loss)
 		}
 		if _, ok := row["overhead_pct"]; ok != (wantConn != suite.NodeNode) {
@@ -223,7 +209,7 @@ func checkStored(t *testing.T, db string, out output) {
 		t.Fatalf("%d rows rebuilt, %d printed", len(rows), len(out.Rows))
 	}
 	for i, r := range rows {
-		printed, _ := figure(out.Rows[i], "throughput_bps.receiver")
+		printed, _ := cnperftest.Num(out.Rows[i], "throughput_bps.receiver")
 		if r.Connection != out.Rows[i]["connection"] || r.Backend != out.Rows[i]["backend"] || r.Median["throughput_bps.receiver"] != printed {
 			t.Errorf("row %d rebuilt as %s on %s %v, printed %v on %v %v", i, r.Connection, r.Backend, r.Median["throughput_bps.receiver"], out.Rows[i]["connection"], out.Rows[i]["backend"], printed)
 		}

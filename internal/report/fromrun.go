@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -37,7 +38,8 @@ func RunProgress(run api.Run) Progress {
 // one suite invocation, the first run naming the report. Rows come from the
 // suite's own Rows when reg knows the suite; tasks not finished yet are
 // left out, so a run in progress shows what it has. Runs that no suite made
-// get their results as they are, for the charts.
+// get their results as they are, for the charts, and one row per finished
+// task (plainRows).
 func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no run given")
@@ -97,6 +99,8 @@ func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 				r.Present = suite.PresentationOf(s)
 			}
 		}
+	} else {
+		r.Rows = plainRows(all)
 	}
 	r.Outcomes = all
 	r.AddSuiteCharts()
@@ -126,7 +130,7 @@ func plainOutcomes(run api.Run) []suite.Outcome {
 		if !api.TerminalState(t.State) {
 			continue
 		}
-		o := suite.Outcome{Step: suite.Step{Measure: t.Type, Src: suite.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
+		o := suite.Outcome{Step: suite.Step{Connection: fmt.Sprintf("task %d (%s)", t.ID, t.Type), Measure: t.Type, Src: suite.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
 			Dst: suite.Endpoint{Name: t.DstPodUID, IP: t.DstPodIP}}}
 		var res probe.Result
 		switch {
@@ -142,6 +146,32 @@ func plainOutcomes(run api.Run) []suite.Outcome {
 		out = append(out, o)
 	}
 	return out
+}
+
+// plainRows gives each outcome of a run no suite made its own row, named
+// by its task, with every figure its result has: a plain run's tasks are
+// not repetitions of one measurement, so nothing is aggregated (without
+// rows the report of a plain run whose tasks all succeeded said "no
+// results yet").
+func plainRows(outs []suite.Outcome) []suite.Row {
+	var rows []suite.Row
+	for _, o := range outs {
+		r := suite.Row{Connection: o.Step.Connection, Src: suite.EndpointLabel(o.Step.Src), Dst: suite.EndpointLabel(o.Step.Dst),
+			Median: map[string]float64{}, Min: map[string]float64{}, Max: map[string]float64{}}
+		if o.Result == nil {
+			r.Errors = []string{fmt.Sprintf("%s: %s", o.Step.Measure, o.Err)}
+			rows = append(rows, r)
+			continue
+		}
+		r.Repetitions = 1
+		for name, v := range probe.Metrics(o.Result) {
+			if !math.IsNaN(v) {
+				r.Median[name], r.Min[name], r.Max[name] = v, v, v
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // Invocation returns the runs of the same suite invocation as run (its

@@ -33,26 +33,7 @@ func TestTraceChain(t *testing.T) {
 			if err := (Trace{}).Validate(spec); err != nil {
 				t.Fatal(err)
 			}
-			var res *probe.Result
-			var err error
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				// A fresh IPv6 address may still be in duplicate address
-				// detection on the router: retry briefly.
-				_ = c.A.Do(func() error {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					res, err = (Trace{}).Run(ctx, spec, probe.Env{})
-					return nil
-				})
-				if err == nil && len(res.Hops) == 2 && res.Hops[0].Addr != "" || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			res := traceAcross(t, c, spec)
 			t.Logf("%s", probe.FormatSummary(res))
 			if len(res.Hops) != 2 {
 				t.Fatalf("%d hops %+v, want 2 (router, destination)", len(res.Hops), res.Hops)
@@ -130,24 +111,7 @@ func TestTraceDSCPRewrite(t *testing.T) {
 			ef := 46 << 2
 			spec := probe.Spec{Kind: probe.KindTrace, Target: tc.dst, Proto: tc.proto, MaxTTL: 5, Count: 2,
 				Timeout: probe.Duration(2 * time.Second), TOS: &ef}
-			var res *probe.Result
-			var err error
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				_ = c.A.Do(func() error {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					res, err = (Trace{}).Run(ctx, spec, probe.Env{})
-					return nil
-				})
-				if err == nil && len(res.Hops) == 2 && res.Hops[0].Addr != "" || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			res := traceAcross(t, c, spec)
 			text := probe.FormatSummary(res)
 			t.Logf("%s", text)
 			if len(res.Hops) != 2 || res.Hops[0].Addr != tc.hop1 || !res.Hops[1].Reached {
@@ -183,6 +147,32 @@ func TestTraceDSCPRewrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// traceAcross runs spec in c's A until hop 1 answers and two hops are
+// seen, or 10 s pass: a fresh IPv6 address may still be in duplicate
+// address detection on the router. It fails the test on an error.
+func traceAcross(t *testing.T, c *nettest.Chain, spec probe.Spec) *probe.Result {
+	t.Helper()
+	var res *probe.Result
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_ = c.A.Do(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err = (Trace{}).Run(ctx, spec, probe.Env{})
+			return nil
+		})
+		if err == nil && len(res.Hops) == 2 && res.Hops[0].Addr != "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
 }
 
 // rewriteDSCP adds, in n, a mangle rule that sets the DSCP of everything

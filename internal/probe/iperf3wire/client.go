@@ -329,43 +329,13 @@ func runClientStream(ctx context.Context, p Params, st *clientStream, running *a
 	defer stopOnDone()
 	switch {
 	case !p.Reverse && p.TCP:
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		for pc.wait(ctx, len(buf)) == nil {
-			n, err := st.conn.Write(buf)
-			st.bytes.Add(uint64(n))
-			if err != nil {
-				return
-			}
-		}
+		sendTCP(ctx, st.conn, p, &st.bytes)
 	case !p.Reverse: // udp
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		var seq uint64
-		for pc.wait(ctx, len(buf)) == nil {
-			seq++
-			putUDPHeader(buf, time.Now(), seq, p.Counters64)
-			n, err := st.conn.Write(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) || errors.Is(err, ctx.Err()) || isTimeout(err) {
-					return
-				}
-				continue
-			}
-			st.bytes.Add(uint64(n))
-			st.pkts.Add(1)
-		}
+		sendUDP(ctx, p, &st.bytes, &st.pkts, st.conn.Write, func(err error) bool {
+			return errors.Is(err, net.ErrClosed) || errors.Is(err, ctx.Err()) || isTimeout(err)
+		})
 	case p.TCP: // reverse: receive until the deadline after TEST_END
-		buf := make([]byte, max(p.Len, 64<<10))
-		for {
-			n, err := st.conn.Read(buf)
-			if running.Load() {
-				st.bytes.Add(uint64(n))
-			}
-			if err != nil {
-				return
-			}
-		}
+		recvTCP(st.conn, p, &st.bytes, running)
 	default: // reverse udp
 		buf := make([]byte, 64<<10)
 		for {

@@ -392,43 +392,14 @@ func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
 	p := sess.p
 	switch {
 	case p.TCP && !p.Reverse:
-		buf := make([]byte, max(p.Len, 64<<10))
-		for {
-			n, err := st.conn.Read(buf)
-			if sess.running.Load() {
-				st.bytes.Add(uint64(n))
-			}
-			if err != nil {
-				return
-			}
-		}
+		recvTCP(st.conn, p, &st.bytes, &sess.running)
 	case p.TCP:
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		for pc.wait(ctx, len(buf)) == nil {
-			n, err := st.conn.Write(buf)
-			st.bytes.Add(uint64(n))
-			if err != nil {
-				return
-			}
-		}
+		sendTCP(ctx, st.conn, p, &st.bytes)
 	case p.Reverse: // udp, the server sends
-		buf := make([]byte, p.Len)
-		pc := newPacer(p.Bandwidth)
-		var seq uint64
-		for pc.wait(ctx, len(buf)) == nil {
-			seq++
-			putUDPHeader(buf, time.Now(), seq, p.Counters64)
-			n, err := s.udp.WriteToUDPAddrPort(buf, st.peer)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue // a full socket buffer drops the datagram, as iperf3's would
-			}
-			st.bytes.Add(uint64(n))
-			st.pkts.Add(1)
-		}
+		write := func(b []byte) (int, error) { return s.udp.WriteToUDPAddrPort(b, st.peer) }
+		sendUDP(ctx, p, &st.bytes, &st.pkts, write, func(err error) bool {
+			return errors.Is(err, net.ErrClosed)
+		})
 	default: // udp, the server receives: Packet counts
 		<-ctx.Done()
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,5 +124,58 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// sendTCP writes p.Len-byte blocks to conn at p.Bandwidth (0: as fast as
+// it takes them), counting the bytes written, until ctx ends or a write
+// fails.
+func sendTCP(ctx context.Context, conn net.Conn, p Params, bytes *atomic.Uint64) {
+	buf := make([]byte, p.Len)
+	pc := newPacer(p.Bandwidth)
+	for pc.wait(ctx, len(buf)) == nil {
+		n, err := conn.Write(buf)
+		bytes.Add(uint64(n))
+		if err != nil {
+			return
+		}
+	}
+}
+
+// recvTCP reads conn until a read fails (its deadline after TEST_END, or
+// the close), counting the bytes read while running is set.
+func recvTCP(conn net.Conn, p Params, bytes *atomic.Uint64, running *atomic.Bool) {
+	buf := make([]byte, max(p.Len, 64<<10))
+	for {
+		n, err := conn.Read(buf)
+		if running.Load() {
+			bytes.Add(uint64(n))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// sendUDP writes p.Len-byte datagrams with iperf3's header through write at
+// p.Bandwidth, counting the bytes and datagrams sent, until ctx ends or a
+// write fails with an error final says ends the stream; any other failed
+// write drops that datagram (a full socket buffer, as iperf3's would).
+func sendUDP(ctx context.Context, p Params, bytes *atomic.Uint64, pkts *atomic.Int64, write func([]byte) (int, error), final func(error) bool) {
+	buf := make([]byte, p.Len)
+	pc := newPacer(p.Bandwidth)
+	var seq uint64
+	for pc.wait(ctx, len(buf)) == nil {
+		seq++
+		putUDPHeader(buf, time.Now(), seq, p.Counters64)
+		n, err := write(buf)
+		if err != nil {
+			if final(err) {
+				return
+			}
+			continue
+		}
+		bytes.Add(uint64(n))
+		pkts.Add(1)
 	}
 }

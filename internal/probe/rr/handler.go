@@ -95,24 +95,7 @@ func udpReflector(s *probe.Session, served *atomic.Int64, delay time.Duration) p
 		}
 		n := copy(buf, pkt)
 		buf[2] = probe.PacketRRResponse
-		b := body(buf[probe.PacketHeaderLen:n])
-		var flags byte
-		rxNs := rx.KernelNs
-		if rxNs != 0 {
-			flags |= flagKernelRx
-		} else {
-			rxNs = time.Now().UnixNano()
-		}
-		if rx.TOSOK {
-			b[offTOS] = byte(rx.TOS)
-			flags |= flagTOSValid
-		}
-		b[offFlags] = flags
-		b.setRx(rxNs)
-		if delay > 0 {
-			time.Sleep(delay)
-		}
-		b.setTx(time.Now().UnixNano())
+		body(buf[probe.PacketHeaderLen:n]).stampReply(rx.KernelNs, rx.TOS, rx.TOSOK, delay)
 		if err := s.WriteTo(buf[:n], from); err != nil {
 			s.Log.Debug("rr reply", "to", from, "err", err)
 			return
@@ -197,28 +180,34 @@ func serveConn(c net.Conn, cfg config, served *atomic.Int64, delay time.Duration
 			tos, tosOK, _ = tcp.ArrivedTOS(c)
 			tosKnown = true
 		}
-		b := body(buf)
-		var flags byte
-		if krx != 0 {
-			flags |= flagKernelRx
-		} else {
-			krx = time.Now().UnixNano()
-		}
-		if tosOK {
-			b[offTOS] = byte(tos)
-			flags |= flagTOSValid
-		}
-		b[offFlags] = flags
-		b.setRx(krx)
-		if delay > 0 {
-			time.Sleep(delay)
-		}
-		b.setTx(time.Now().UnixNano())
+		body(buf).stampReply(krx, tos, tosOK, delay)
 		if _, err := c.Write(buf); err != nil {
 			return fmt.Errorf("reply: %w", err)
 		}
 		served.Add(1)
 	}
+}
+
+// stampReply fills a request's body in as the reply: the flags, the
+// arrival TOS when known, the receive time (the kernel's krx, or now when
+// krx is 0), then, after delay, the transmit time.
+func (b body) stampReply(krx int64, tos int, tosOK bool, delay time.Duration) {
+	var flags byte
+	if krx != 0 {
+		flags |= flagKernelRx
+	} else {
+		krx = time.Now().UnixNano()
+	}
+	if tosOK {
+		b[offTOS] = byte(tos)
+		flags |= flagTOSValid
+	}
+	b[offFlags] = flags
+	b.setRx(krx)
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	b.setTx(time.Now().UnixNano())
 }
 
 // readMsg reads once through the Go poller, with the kernel timestamp.
@@ -322,23 +311,7 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			tosKnown = true
 			c.Close()
 		}
-		b := body(buf)
-		var flags byte
-		if krx != 0 {
-			flags |= flagKernelRx
-		} else {
-			krx = time.Now().UnixNano()
-		}
-		if tosOK {
-			b[offTOS] = byte(tos)
-			flags |= flagTOSValid
-		}
-		b[offFlags] = flags
-		b.setRx(krx)
-		if delay > 0 {
-			time.Sleep(delay)
-		}
-		b.setTx(time.Now().UnixNano())
+		body(buf).stampReply(krx, tos, tosOK, delay)
 		for off := 0; off < len(buf); {
 			n, err := unix.Write(fd, buf[off:])
 			if err != nil {

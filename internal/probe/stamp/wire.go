@@ -204,23 +204,25 @@ func ParseSender(b []byte, auth bool) (SenderPacket, error) {
 	if len(b) < baseLens[m] {
 		return SenderPacket{}, fmt.Errorf("test packet of %d bytes: %w (%d)", len(b), errShortPkt, baseLens[m])
 	}
+	return parseBase(b, m), nil
+}
+
+// parseBase reads the fields a sender's and a reflector's packets share,
+// from b of at least baseLens[m] bytes.
+func parseBase(b []byte, m int) SenderPacket {
 	return SenderPacket{
 		Seq:       binary.BigEndian.Uint32(b[offSeq[m]:]),
 		Timestamp: binary.BigEndian.Uint64(b[offTS[m]:]),
 		ErrEst:    ErrorEstimate(binary.BigEndian.Uint16(b[offErr[m]:])),
 		SSID:      binary.BigEndian.Uint16(b[offSSID[m]:]),
-	}, nil
+	}
 }
 
 // Put writes p into b in the given mode, MBZ fields zeroed. It does not
 // write the HMAC.
 func (p ReflectorPacket) Put(b []byte, auth bool) {
+	SenderPacket{Seq: p.Seq, Timestamp: p.Timestamp, ErrEst: p.ErrEst, SSID: p.SSID}.Put(b, auth)
 	m := mode(auth)
-	clear(b[:baseLens[m]])
-	binary.BigEndian.PutUint32(b[offSeq[m]:], p.Seq)
-	binary.BigEndian.PutUint64(b[offTS[m]:], p.Timestamp)
-	binary.BigEndian.PutUint16(b[offErr[m]:], uint16(p.ErrEst))
-	binary.BigEndian.PutUint16(b[offSSID[m]:], p.SSID)
 	binary.BigEndian.PutUint64(b[offRxTS[m]:], p.RxTime)
 	binary.BigEndian.PutUint32(b[offSenderSeq[m]:], p.SenderSeq)
 	binary.BigEndian.PutUint64(b[offSenderTS[m]:], p.SenderTime)
@@ -234,11 +236,12 @@ func ParseReflector(b []byte, auth bool) (ReflectorPacket, error) {
 	if len(b) < baseLens[m] {
 		return ReflectorPacket{}, fmt.Errorf("reflected packet of %d bytes: %w (%d)", len(b), errShortPkt, baseLens[m])
 	}
+	h := parseBase(b, m)
 	return ReflectorPacket{
-		Seq:        binary.BigEndian.Uint32(b[offSeq[m]:]),
-		Timestamp:  binary.BigEndian.Uint64(b[offTS[m]:]),
-		ErrEst:     ErrorEstimate(binary.BigEndian.Uint16(b[offErr[m]:])),
-		SSID:       binary.BigEndian.Uint16(b[offSSID[m]:]),
+		Seq:        h.Seq,
+		Timestamp:  h.Timestamp,
+		ErrEst:     h.ErrEst,
+		SSID:       h.SSID,
 		RxTime:     binary.BigEndian.Uint64(b[offRxTS[m]:]),
 		SenderSeq:  binary.BigEndian.Uint32(b[offSenderSeq[m]:]),
 		SenderTime: binary.BigEndian.Uint64(b[offSenderTS[m]:]),

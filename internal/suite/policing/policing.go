@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -68,12 +67,8 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 			if err == nil && len(so.Bursts) != 1 {
 				err = errors.New("policing takes one burst")
 			}
-		case "protos":
-			so.Protos = suite.SplitList(v)
-		case "loads":
-			so.Loads = suite.SplitList(v)
-		case "udp-size":
-			so.UDPSize, err = strconv.Atoi(v)
+		default:
+			err = so.SetFlowKey(k, v)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("suite %s: %s %q: %w", s.Name(), k, v, err)

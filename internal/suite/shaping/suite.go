@@ -84,12 +84,8 @@ func OptionsFrom(o suite.Options) (Options, error) {
 			so.IngressBps, err = qosspec.ParseBandwidth(v)
 		case "burst":
 			so.Bursts, err = ParseBursts(v)
-		case "protos":
-			so.Protos = suite.SplitList(v)
-		case "loads":
-			so.Loads = suite.SplitList(v)
-		case "udp-size":
-			so.UDPSize, err = strconv.Atoi(v)
+		default:
+			err = so.SetFlowKey(k, v)
 		}
 		if err != nil {
 			return so, bad(k, v, err)
@@ -102,6 +98,23 @@ func OptionsFrom(o suite.Options) (Options, error) {
 		return so, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
 	return so.WithDefaults(), nil
+}
+
+// SetFlowKey applies a setting that shapes the flows, the same in every
+// suite built on this one's steps: protos, loads and udp-size. It leaves
+// o alone for any other key (the suite's CheckSet has refused the unknown
+// ones).
+func (o *Options) SetFlowKey(k, v string) error {
+	var err error
+	switch k {
+	case "protos":
+		o.Protos = suite.SplitList(v)
+	case "loads":
+		o.Loads = suite.SplitList(v)
+	case "udp-size":
+		o.UDPSize, err = strconv.Atoi(v)
+	}
+	return err
 }
 
 // Plan implements Suite: per repetition and burst one phase with the
