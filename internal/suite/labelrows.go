@@ -39,12 +39,8 @@ func LabelRows(outcomes []Outcome, keys []string, figures func(o Outcome) (map[s
 			groups[id] = g
 			order = append(order, id)
 		}
-		if o.Err != "" || o.Result == nil {
-			msg := o.Err
-			if msg == "" {
-				msg = "no result"
-			}
-			g.errs = append(g.errs, fmt.Sprintf("%s #%d: %s", o.Step.Measure, o.Step.Repeat+1, msg))
+		if failure := o.failure(); failure != "" {
+			g.errs = append(g.errs, failure)
 			continue
 		}
 		figs, ser := figures(o)

@@ -72,6 +72,20 @@ type Row struct {
 	Series map[string][]float64
 }
 
+// failure says why o has no figures, as "MEASURE #REPEAT: ERROR"
+// ("no result" when the step gave none without an error), or "" when it
+// has them.
+func (o Outcome) failure() string {
+	if o.Err == "" && o.Result != nil {
+		return ""
+	}
+	msg := o.Err
+	if msg == "" {
+		msg = "no result"
+	}
+	return fmt.Sprintf("%s #%d: %s", o.Step.Measure, o.Step.Repeat+1, msg)
+}
+
 // Rows groups outcomes by backend and connection and aggregates them.
 // Rows come in backend order of first appearance, then ConnectionOrder,
 // then other connections (a suite's own labels) in order of appearance.
@@ -97,12 +111,8 @@ func Rows(outcomes []Outcome) []Row {
 				backends = append(backends, k.backend)
 			}
 		}
-		if o.Err != "" || o.Result == nil {
-			msg := o.Err
-			if msg == "" {
-				msg = "no result"
-			}
-			r.Errors = append(r.Errors, fmt.Sprintf("%s #%d: %s", o.Step.Measure, o.Step.Repeat+1, msg))
+		if failure := o.failure(); failure != "" {
+			r.Errors = append(r.Errors, failure)
 			continue
 		}
 		reps[k][o.Step.Repeat] = true
