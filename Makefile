@@ -69,8 +69,10 @@ bench-lab:
 # with real flannel (vxlan, then host-gw) and runs cnperf on it. Needs root.
 # CNPERF_K8S_REPORT=FILE writes the run's record; CNPERF_K8S_CNI=bridge
 # uses the harness's own conflist instead of flannel.
+# Serialised by /tmp/cnperf-k8s.lock: two harness runs at once would tear
+# down each other's cluster (fixed namespace and device names).
 test-k8s: test-deps
-	CNPERF_K8S_HARNESS=1 $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/
+	CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/
 
 clean:
 	rm -rf bin
