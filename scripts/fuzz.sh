@@ -17,13 +17,26 @@ if [ ${#targets[@]} -eq 0 ]; then
   exit 1
 fi
 
+# files in a directory (0 when it does not exist)
+count() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
+
 summary=()
 status=0
 for t in "${targets[@]}"; do
   dir=${t% *} name=${t#* }
   log=$(mktemp)
+  corpus="$dir/testdata/fuzz/$name"
+  before=$(count "$corpus")
   if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "./$dir" >"$log" 2>&1; then
     result=ok
+  elif [ "$(count "$corpus")" -eq "$before" ] &&
+    grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written' "$log"; then
+    # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as
+    # a failure when a worker is mid-run at that moment (golang/go#75804,
+    # fixed in Go 1.27): no failing input is written and nothing failed.
+    # A real failure always writes its input under testdata/fuzz/.
+    result=ok
+    echo "fuzz: $name: Go's fuzztime deadline race (golang/go#75804), no failing input written; counted as ok" >&2
   else
     result=FAILED
     status=1
