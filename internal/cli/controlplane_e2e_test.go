@@ -23,11 +23,7 @@ import (
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // proc is a cnperf process started by the test.
 type proc struct {

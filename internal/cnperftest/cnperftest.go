@@ -2,8 +2,8 @@
 // per test process, so they run the same program a user runs. The binary
 // is static (CGO_ENABLED=0, as `make build`, so the build cache is shared)
 // and lies in a directory every user can read, so tests can also run it as
-// an unprivileged user or inside namespaces. Call Cleanup from TestMain
-// after m.Run to remove it.
+// an unprivileged user or inside namespaces. A test package's TestMain
+// calls Main, which removes the binary after the tests.
 package cnperftest
 
 import (
@@ -60,4 +60,12 @@ func Cleanup() {
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
+}
+
+// Main runs the package's tests, removes the binary built by Binary and
+// exits with the tests' code: a test package's whole TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
 }

@@ -27,11 +27,7 @@ import (
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // runJSON runs `cnperf lab run ARGS --json` and decodes its output.
 func runJSON(t *testing.T, bin, name, stateDir string, args ...string) output {

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ import (
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // newLabCluster builds a lab (2 nodes, 2 pods each, host-gw) with its
 // cnperf server and agents (one per pod, one host-network agent per node),

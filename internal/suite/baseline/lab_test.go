@@ -3,7 +3,6 @@ package baseline_test
 import (
 	"context"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,11 +15,7 @@ import (
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestBaselineStampLab runs `cnperf lab run baseline --set stamp=true` on
 // an idle 2-node lab (one pod per node): every connection's row carries the STAMP figures (a

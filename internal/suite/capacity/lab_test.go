@@ -1,18 +1,13 @@
 package capacity_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestCapacityLab: across nodes whose links the lab limits to 100 Mbit/s,
 // the search returns a rate whose longer re-test loses less than the

@@ -1,18 +1,13 @@
 package qospriority_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestQoSPriorityLab: on a 1 Gbit/s bottleneck with a 2 Gbit/s flood, the
 // HTB priority tree cuts the EF flow's p99 one-way latency at least 10×

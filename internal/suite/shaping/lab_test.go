@@ -2,18 +2,13 @@ package shaping_test
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cnperftest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestShapingLab: a pod's 10M egress limit, set as the CNI bandwidth
 // plugin does, holds TCP and UDP offered at twice the limit to within 5 %
