@@ -18,15 +18,8 @@ func TestBadAgentInput(t *testing.T) { storetest.ForEach(t, testBadAgentInput) }
 
 func testBadAgentInput(t *testing.T, dsn string) {
 	f := newFixture(t, dsn, nil)
-	f.twoAgents()
+	id := f.dispatchedTask()
 	ctx := context.Background()
-	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil {
-		t.Fatal(err)
-	}
 	hb := func(mod func(*api.Heartbeat)) []byte {
 		h := api.Heartbeat{PodUID: "uid-new", PodName: "pod-new", PodIP: "10.244.3.3", NodeName: "node-3"}
 		mod(&h)
@@ -34,12 +27,12 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		return b
 	}
 	rep := func(mod func(*api.Report)) []byte {
-		r := api.Report{TaskID: ids[0], PodUID: "uid-a", ReportID: "r", State: api.StateSucceeded}
+		r := api.Report{TaskID: id, PodUID: "uid-a", ReportID: "r", State: api.StateSucceeded}
 		mod(&r)
 		b, _ := json.Marshal(r)
 		return b
 	}
-	huge := append([]byte(`{"task_id":"`+ids[0]+`","pod_uid":"uid-a","report_id":"r","state":"succeeded","task_result":"`), bytes.Repeat([]byte("x"), api.MaxReportBody+10)...)
+	huge := append([]byte(`{"task_id":"`+id+`","pod_uid":"uid-a","report_id":"r","state":"succeeded","task_result":"`), bytes.Repeat([]byte("x"), api.MaxReportBody+10)...)
 	huge = append(huge, `"}`...)
 	cases := []struct {
 		name, method, path string
@@ -60,11 +53,11 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		{"report unknown task", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.TaskID = "no-such-task" }), 404, "not found"},
 		{"report other agent", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.PodUID = "uid-b" }), 404, "not found"},
 		{"report bad status", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.State = ""; r.TaskStatus = 2 }), 400, "task_status"},
-		{"report result not JSON", "POST", "/api/v2/agent/tasks/" + ids[0] + "/report", []byte(`{"pod_uid":"uid-a","report_id":"r","state":"succeeded","result":"x"`), 400, "malformed JSON"},
+		{"report result not JSON", "POST", "/api/v2/agent/tasks/" + id + "/report", []byte(`{"pod_uid":"uid-a","report_id":"r","state":"succeeded","result":"x"`), 400, "malformed JSON"},
 		{"report id mismatch", "POST", "/api/v2/agent/tasks/other/report", rep(func(*api.Report) {}), 400, "task_id"},
 		{"report huge", "POST", "/api/v1/internal/report_task", huge, 413, "body larger than"},
-		{"start other agent", "POST", "/api/v2/agent/tasks/" + ids[0] + "/start", []byte(`{"pod_uid":"uid-b"}`), 404, "not found"},
-		{"serving bad port", "POST", "/api/v2/agent/tasks/" + ids[0] + "/serving", []byte(`{"pod_uid":"uid-b","port":70000}`), 400, "port"},
+		{"start other agent", "POST", "/api/v2/agent/tasks/" + id + "/start", []byte(`{"pod_uid":"uid-b"}`), 404, "not found"},
+		{"serving bad port", "POST", "/api/v2/agent/tasks/" + id + "/serving", []byte(`{"pod_uid":"uid-b","port":70000}`), 400, "port"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -80,7 +73,7 @@ func testBadAgentInput(t *testing.T, dsn string) {
 	if len(as) != 2 {
 		t.Errorf("%d agents after refused heartbeats, want 2", len(as))
 	}
-	task, err := f.st.GetTask(ctx, ids[0])
+	task, err := f.st.GetTask(ctx, id)
 	if err != nil || task.State != store.TaskDispatched || task.ReportID != "" || task.RawResult != "" {
 		t.Errorf("task after refused reports: %s report %q %v", task.State, task.ReportID, err)
 	}

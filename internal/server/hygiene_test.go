@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/store/storetest"
 )
@@ -21,16 +20,8 @@ func TestStoreHygiene(t *testing.T) { storetest.ForEach(t, testStoreHygiene) }
 
 func testStoreHygiene(t *testing.T, dsn string) {
 	f := newFixture(t, dsn, nil)
-	f.twoAgents()
+	id := f.dispatchedTask()
 	ctx := context.Background()
-	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil {
-		t.Fatal(err)
-	}
-	id := ids[0]
 	hb := `{"pod_uid":"uid-x","pod_name":"pod-x","pod_ip":"10.244.3.3","node_name":"node-3"}`
 	cases := []struct {
 		name, method, path, token, body string

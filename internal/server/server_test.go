@@ -98,6 +98,22 @@ func (f *fixture) twoAgents() {
 	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
 }
 
+// dispatchedTask registers agents "a" and "b", creates one ping task and
+// lets agent a fetch it; it returns the task's id.
+func (f *fixture) dispatchedTask() string {
+	f.t.Helper()
+	f.twoAgents()
+	ctx := context.Background()
+	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids[0]
+}
+
 func (f *fixture) do(method, path, token string, body []byte) (int, []byte) {
 	f.t.Helper()
 	req, _ := http.NewRequest(method, f.ts.URL+path, bytes.NewReader(body))

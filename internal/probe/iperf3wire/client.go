@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
 // Client defaults where the spec leaves a figure open.
@@ -209,7 +210,7 @@ func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 			snap[i].Packets = float64(st.pkts.Load())
 		}
 		if p.TCP && !p.Reverse {
-			if n, ok := retransmits(st.conn); ok {
+			if n, err := tcp.Retransmits(st.conn); err == nil {
 				snap[i].Retransmits = float64(n)
 				retrans += n
 				ours.SenderHasRetransmits = 1

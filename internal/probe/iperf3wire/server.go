@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
 // Server serves iperf3 clients on a cnperf responder's port. It is a
@@ -263,7 +264,7 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
 			snap[i].Packets = float64(st.pkts.Load())
 		}
 		if p.Reverse && p.TCP {
-			if n, ok := retransmits(st.conn); ok {
+			if n, err := tcp.Retransmits(st.conn); err == nil {
 				snap[i].Retransmits = float64(n)
 			}
 		}

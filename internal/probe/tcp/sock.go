@@ -161,3 +161,10 @@ func setBuffers(c net.Conn, bytes int) error {
 	}
 	return errors.Join(tc.SetReadBuffer(bytes), tc.SetWriteBuffer(bytes))
 }
+
+// Retransmits reads TCP_INFO's total retransmitted segments of c (for
+// engines outside this package that report them, such as iperf3wire).
+func Retransmits(c net.Conn) (int64, error) {
+	ti, err := readTCPInfo(c)
+	return ti.Retrans, err
+}
