@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // LocalClock returns the Error Estimate this host's clock deserves and
@@ -41,29 +43,8 @@ type rxMeta struct {
 // parseCmsgs reads TOS / traffic class, TTL / hop limit and the kernel's
 // receive timestamp from a datagram's control messages.
 func parseCmsgs(oob []byte) rxMeta {
-	var m rxMeta
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return m
-	}
-	for _, c := range msgs {
-		h := c.Header
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(c.Data) >= 1:
-			m.tos, m.tosOK = int(c.Data[0]), true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(c.Data) >= 4:
-			m.tos, m.tosOK = int(binary.NativeEndian.Uint32(c.Data)), true
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(c.Data) >= 4:
-			m.ttl, m.ttlOK = int(binary.NativeEndian.Uint32(c.Data)), true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(c.Data) >= 4:
-			m.ttl, m.ttlOK = int(binary.NativeEndian.Uint32(c.Data)), true
-		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_TIMESTAMPNS && len(c.Data) >= 16:
-			sec := int64(binary.NativeEndian.Uint64(c.Data[0:8]))
-			nsec := int64(binary.NativeEndian.Uint64(c.Data[8:16]))
-			m.kernelNs = sec*1e9 + nsec
-		}
-	}
-	return m
+	m := udpio.ParseCmsgs(oob)
+	return rxMeta{tos: m.TOS, tosOK: m.TOSOK, ttl: m.TTL, ttlOK: m.TTLOK, kernelNs: m.KernelNs}
 }
 
 // tosCmsg builds the control message that puts tos on one sent datagram:

@@ -19,6 +19,10 @@ type Meta struct {
 	// because the receive buffer was full (SO_RXQ_OVFL), valid when DropsOK.
 	Drops   uint32
 	DropsOK bool
+	// TTL is the IPv4 TTL or IPv6 hop limit on arrival (IP_RECVTTL /
+	// IPV6_RECVHOPLIMIT), valid when TTLOK.
+	TTL   int
+	TTLOK bool
 }
 
 // ParseCmsgs reads the control messages cnperf asks for, without
@@ -41,6 +45,9 @@ func ParseCmsgs(oob []byte) Meta {
 			sec := int64(binary.NativeEndian.Uint64(data[0:8]))
 			nsec := int64(binary.NativeEndian.Uint64(data[8:16]))
 			m.KernelNs = sec*1e9 + nsec
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TTL && len(data) >= 4,
+			h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			m.TTL, m.TTLOK = int(binary.NativeEndian.Uint32(data)), true
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
 			m.SegSize = int(binary.NativeEndian.Uint32(data))
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
