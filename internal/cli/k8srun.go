@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -93,18 +92,13 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}
 	if f.format == "json" {
-		if len(f.objectives) > 0 {
-			out.Checks = suite.Evaluate(f.objectives, out.Rows)
-		}
+		f.evaluate(&out.Output)
 		enc := json.NewEncoder(st.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
-		if len(out.Checks) > 0 && !suite.AllPass(out.Checks) {
-			return &ExitError{Code: ExitSLOFailed, Err: errors.New("SLO failed")}
-		}
-		return nil
+		return sloError(out.Checks)
 	}
 	if f.format == "table" {
 		printFacts(st, facts)

@@ -118,9 +118,7 @@ func (f *suiteFlags) prepare(name string) error {
 
 // print writes the output in the chosen format and evaluates the SLO.
 func (f *suiteFlags) print(st Streams, out report.Output) error {
-	if len(f.objectives) > 0 {
-		out.Checks = suite.Evaluate(f.objectives, out.Rows)
-	}
+	f.evaluate(&out)
 	var err error
 	switch f.format {
 	case "json":
@@ -144,16 +142,29 @@ func (f *suiteFlags) print(st Streams, out report.Output) error {
 			return err
 		}
 	}
-	if len(out.Checks) > 0 && !suite.AllPass(out.Checks) {
-		failed := 0
-		for _, c := range out.Checks {
-			if !c.Pass {
-				failed++
-			}
-		}
-		return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("SLO failed: %d of %d checks", failed, len(out.Checks))}
+	return sloError(out.Checks)
+}
+
+// evaluate sets the output's checks from the --slo objectives, if any.
+func (f *suiteFlags) evaluate(out *report.Output) {
+	if len(f.objectives) > 0 {
+		out.Checks = suite.Evaluate(f.objectives, out.Rows)
 	}
-	return nil
+}
+
+// sloError is the exit error of a run whose checks failed (exit code
+// ExitSLOFailed), or nil when every check passed or there were none.
+func sloError(checks []suite.Check) error {
+	if len(checks) == 0 || suite.AllPass(checks) {
+		return nil
+	}
+	failed := 0
+	for _, c := range checks {
+		if !c.Pass {
+			failed++
+		}
+	}
+	return &ExitError{Code: ExitSLOFailed, Err: fmt.Errorf("SLO failed: %d of %d checks", failed, len(checks))}
 }
 
 func suiteHelp() string {
