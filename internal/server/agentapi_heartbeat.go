@@ -27,8 +27,8 @@ func validateHeartbeat(hb api.Heartbeat) error {
 		return err
 	}
 	for i, id := range hb.Running {
-		if err := checkLen(fmt.Sprintf("running[%d]", i), id, MaxUIDLen); err != nil {
-			return err
+		if len(id) > MaxUIDLen { // name the field only when refusing: this runs on every heartbeat
+			return checkLen(fmt.Sprintf("running[%d]", i), id, MaxUIDLen)
 		}
 	}
 	if hb.PodName == "" {
