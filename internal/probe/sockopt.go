@@ -88,36 +88,6 @@ func isIPv6Network(network, address string) bool {
 	return ip != nil && ip.To4() == nil
 }
 
-// ParseTOSCmsgs returns the TOS byte and kernel receive timestamp (ns since
-// the epoch) found in a datagram's control messages; ok flags say which were
-// present.
-func ParseTOSCmsgs(oob []byte) (tos int, tosOK bool, tsNs int64, tsOK bool) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0, false, 0, false
-	}
-	for _, m := range msgs {
-		switch {
-		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) >= 1:
-			tos, tosOK = int(m.Data[0]), true
-		case m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_TCLASS && len(m.Data) >= 4:
-			tos, tosOK = int(m.Data[0]), true // native-endian int; low byte first on x86/arm
-		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16:
-			var ts unix.Timespec
-			ts.Sec = int64(nativeUint64(m.Data[0:8]))
-			ts.Nsec = int64(nativeUint64(m.Data[8:16]))
-			tsNs, tsOK = ts.Nano(), true
-		}
-	}
-	return tos, tosOK, tsNs, tsOK
-}
-
-func nativeUint64(b []byte) uint64 {
-	// All architectures cnperf builds for (amd64, arm64) are little-endian.
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-}
-
 // LowerTimerSlack sets this thread's timer slack to 1 ns (PR_SET_TIMERSLACK)
 // so short sleeps last close to what was asked (the default 50 µs slack
 // turns a 10 µs sleep into about 63 µs). Call it on a locked OS thread.
