@@ -21,6 +21,7 @@ type sqlStore struct {
 
 	upsertAgentSQL string // the heartbeat upsert, rebound (with RETURNING when the dialect has it)
 	readAgentSQL   string // reads an agent back by pod_uid, rebound
+	writeProbeSQL  string // /readyz's write probe (see CheckWrite), rebound
 }
 
 func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
@@ -31,6 +32,7 @@ func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
 	}
 	s.upsertAgentSQL = d.rebind(upsert)
 	s.readAgentSQL = d.rebind("SELECT " + agentCols + " FROM agents WHERE pod_uid = ?")
+	s.writeProbeSQL = d.rebind(d.upsert("write_probe", "id", []string{"id", "toggle"}, []string{"toggle"}))
 	return s
 }
 

@@ -13,8 +13,7 @@ var writeProbes atomic.Int64
 // CheckWrite makes one small real write (see Store.CheckWrite): it
 // upserts the single row of write_probe.
 func (s *sqlStore) CheckWrite(ctx context.Context) error {
-	q := s.d.rebind(s.d.upsert("write_probe", "id", []string{"id", "toggle"}, []string{"toggle"}))
-	if _, err := s.w.ExecContext(ctx, q, 1, writeProbes.Add(1)%2); err != nil {
+	if _, err := s.w.ExecContext(ctx, s.writeProbeSQL, 1, writeProbes.Add(1)%2); err != nil {
 		return fmt.Errorf("write probe: %w", err)
 	}
 	return nil
