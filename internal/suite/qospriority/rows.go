@@ -65,6 +65,7 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 		}
 		delete(rows[i].Labels, "tos")
 	}
+	setWireEncap(rows, outcomes)
 	for _, v := range Verdicts(rows) {
 		for i := range rows {
 			if rows[i].Labels[LabelVariant] == v.Variant {
@@ -110,6 +111,8 @@ func qosFigures(o suite.Outcome) (map[string]float64, map[string][]float64) {
 			pick("rtt_ms."+k, "rtt_ms."+k)
 		}
 		pick("loss_pct", "ping.loss_pct")
+	case MeasureWire:
+		return wireFigures(o), nil
 	case MeasureBackground:
 		pick("throughput_bps.receiver", "background_throughput_bps")
 		pick("loss_pct", "background_loss_pct")
