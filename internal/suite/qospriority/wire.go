@@ -58,13 +58,14 @@ func hostAgent(agents []suite.Endpoint, node string) (suite.Endpoint, bool) {
 // (started with the phase, so the watch's socket is open before the
 // foreground, which first connects and compares clocks, sends its first
 // datagram; it runs as long as the background). Without a host-network
-// agent on both nodes the phase is left as it is.
+// agent on both nodes, or for a pair on one node (whose traffic never
+// crosses the underlay), the phase is left as it is.
 func withWireWatch(steps []suite.Step, agents []suite.Endpoint, p suite.Pair, idx int, q Options) []suite.Step {
 	srcHost, okSrc := hostAgent(agents, p.Src.Node)
 	dstHost, okDst := hostAgent(agents, p.Dst.Node)
 	_, portText, err := net.SplitHostPort(p.Dst.ResponderAddr)
 	port, perr := strconv.Atoi(portText)
-	if !okSrc || !okDst || err != nil || perr != nil {
+	if !okSrc || !okDst || err != nil || perr != nil || p.Src.Node == p.Dst.Node {
 		return steps
 	}
 	n := len(steps)
