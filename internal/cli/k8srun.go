@@ -40,6 +40,9 @@ type k8sOutput struct {
 	Cluster k8s.Facts        `json:"cluster"`
 	Shaping *k8s.Shaped      `json:"shaping_qdiscs,omitempty"`
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
+	// Holds are the qdiscs agents held for the phases (qos-priority's
+	// pod-htb and node-htb).
+	Holds []k8s.Hold `json:"qos_holds,omitempty"`
 }
 
 // runOnK8s runs the suite on the cluster: it records the cluster's facts,
@@ -80,7 +83,11 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if err != nil {
 		return err
 	}
-	env := &k8s.Env{Client: c, Server: cl, CNIConfDir: k.cniDir}
+	allowNode, err := f.opts.AllowNodeQdisc()
+	if err != nil {
+		return err
+	}
+	env := &k8s.Env{Client: c, Server: cl, CNIConfDir: k.cniDir, AllowNodeQdisc: allowNode}
 	r.API, r.Env = k8s.LiveAPI{ServerAPI: cl, Live: live}, env
 	rep, err := r.Run(ctx, f.suite, f.opts)
 	if err != nil {
@@ -88,6 +95,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	}
 	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts}
 	labelCNI(out.Rows, facts)
+	out.Holds = env.Holds()
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}
