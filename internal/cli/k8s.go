@@ -166,6 +166,9 @@ func printFacts(st Streams, f k8s.Facts) {
 	if f.CNIName != "" && !strings.HasPrefix(cni, f.CNIName) {
 		cni = f.CNIName + "; " + cni // the conflist's own name is not the CNI's
 	}
+	if f.CNIVersion != "" {
+		cni = strings.Replace(cni, f.CNIName, f.CNIName+" "+f.CNIVersion, 1)
+	}
 	if f.Backend != "" {
 		cni += ", backend " + f.Backend
 	}

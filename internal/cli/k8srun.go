@@ -122,8 +122,9 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	return f.print(st, out.Output)
 }
 
-// labelCNI names the cluster's CNI and its backend in every row (`cni`,
-// `backend`), so rows of runs on different CNIs or backends stay apart.
+// labelCNI names the cluster's CNI, its release and its backend in every
+// row (`cni`, `cni_version`, `backend`), so rows of runs on different CNIs
+// or backends stay apart.
 func labelCNI(rows []suite.Row, f k8s.Facts) {
 	for i := range rows {
 		if f.CNIName != "" {
@@ -131,6 +132,9 @@ func labelCNI(rows []suite.Row, f k8s.Facts) {
 				rows[i].Labels = map[string]string{}
 			}
 			rows[i].Labels["cni"] = f.CNIName
+			if f.CNIVersion != "" {
+				rows[i].Labels["cni_version"] = f.CNIVersion
+			}
 		}
 		if f.Backend != "" {
 			rows[i].Backend = f.Backend
