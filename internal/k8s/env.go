@@ -55,6 +55,7 @@ type Env struct {
 	applied  *suite.Applied
 	shaped   []Shaped
 	holds    []Hold
+	kernels  []KernelTC // what Probe found on each node
 }
 
 // Shaped is a shaped agent pod the environment started: the annotations,
@@ -89,7 +90,7 @@ func (e *Env) Caps() suite.Caps {
 	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodQdisc}, Why: map[suite.Cap]string{
 		suite.CapNodeQdisc: nodeQdiscWhy,
 		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
-		suite.CapPolice:    "cnperf cannot police a pod on Kubernetes yet",
+		suite.CapPolice:    "cnperf does not put the police action on a cluster node's veth yet",
 		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
 		suite.CapService:   "cnperf creates no Services yet",
 	}}
@@ -97,7 +98,7 @@ func (e *Env) Caps() suite.Caps {
 		caps.Have = append(caps.Have, suite.CapNodeQdisc)
 		delete(caps.Why, suite.CapNodeQdisc)
 	}
-	return caps
+	return e.withKernels(caps)
 }
 
 // Shaped returns the shaped pods the environment started, in order.
