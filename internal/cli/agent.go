@@ -22,11 +22,11 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		serverURL, token string
 		tokenFile        string
-		stateDir         string
 		caFile           string
 		id               agent.Identity
 		port, parallel   int
 		stampPort        int
+		stateDir         string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -36,7 +36,9 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 override it. It keeps a probe responder on POD_IP:--responder-port (which
 also reflects STAMP) and a STAMP reflector on POD_IP:--stamp-port, beats
 once a second, runs the server's tasks (at most --max-parallel at once) and
-delivers every result until the server acknowledges it.
+delivers every result until the server acknowledges it. With --state-dir
+the results not yet delivered are kept on disk (DIR/outbox) and delivered
+by the next process after a crash or restart, exactly once.
 
 Authentication: outside Kubernetes CNPERF_TOKEN (or --token) is the
 server's join token: the agent joins once and keeps its own credential in
@@ -99,6 +101,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 				StampPort: stampPort,
 				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: log,
+				StateDir: stateDir,
 			})
 			if err != nil {
 				return err
@@ -111,7 +114,6 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
 	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
-	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory of the agent's state: its credential (file token, 0600)")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")
 	fl.StringVar(&id.PodNamespace, "pod-namespace", "", "pod namespace (default $POD_NAMESPACE)")
 	fl.StringVar(&id.PodUID, "pod-uid", "", "pod UID (default $POD_UID)")
@@ -121,6 +123,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
+	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the agent's credential (file token, 0600; needed to join) and the outbox of undelivered results (default: memory only)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
 }
