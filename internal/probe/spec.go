@@ -74,6 +74,7 @@ type Spec struct {
 	// so that a companion task of the same run (a wire watch) is ready
 	// before the first packet.
 	StartDelay Duration `json:"start_delay,omitempty"`
+
 	Interval Duration `json:"interval,omitempty"` // interval reports (tcp, udp) or packet interval (ping)
 	Streams  int      `json:"streams,omitempty"`  // parallel streams (tcp)
 	Reverse  bool     `json:"reverse,omitempty"`  // responder sends, client receives
