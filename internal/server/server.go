@@ -85,6 +85,7 @@ type Server struct {
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
+	keys    *testKeys // responder secrets, for the tasks' test keys
 	openapi []byte
 	extras  *extras // dashboard and /metrics (dashboard.go)
 }
@@ -123,6 +124,7 @@ func New(opts Options) (*Server, error) {
 		beats: newBeatCache(),
 		reg:   &registrar{st: opts.Store},
 		disp:  newDispatcher(),
+		keys:  newTestKeys(),
 	}
 	doc, err := openAPIDocument()
 	if err != nil {

@@ -16,7 +16,14 @@ const (
 	// FlagHello marks the datagram a reverse-mode client sends so that the
 	// responder (and any NAT on the way) learns where to send.
 	FlagHello = 1
+	// FlagCookie marks the datagram a reverse-mode responder sends to the
+	// address a hello came from, carrying the cookie the client must echo
+	// on the control connection before any data goes there.
+	FlagCookie = 2
 )
+
+// CookieLen is the size of the cookie after the packet header.
+const CookieLen = 16
 
 // Packet is the fixed part of a udp probe datagram; padding follows it up to
 // the configured size.
