@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -55,8 +56,11 @@ type Options struct {
 	// (probe.ResponderSecretLen bytes; nil: a random one per start, which
 	// is what agents use — tests set it to derive keys themselves).
 	ResponderSecret []byte
-	Version         string
-	Logger          *slog.Logger
+	// StateDir keeps what must survive a restart: the outbox of results
+	// not yet delivered (StateDir/outbox). "" keeps them in memory only.
+	StateDir string
+	Version  string
+	Logger   *slog.Logger
 }
 
 // Agent runs tasks for the server. Create it with New and call Run once.
@@ -76,8 +80,9 @@ type Agent struct {
 	// task's test key from it, the responder checks them with it.
 	secret []byte
 
-	mu       sync.Mutex      // guards jobs, stopping and respAddr
+	mu       sync.Mutex      // guards jobs, done, stopping and respAddr
 	jobs     map[string]*job // task id → queued or running task
+	done     doneSet         // tasks finished by this process: never started again
 	stopping bool            // set by cancelAll: no new tasks
 	respAddr string
 
@@ -149,7 +154,11 @@ func New(opts Options) (*Agent, error) {
 		bootID:  uuid.NewString(),
 		secret:  append([]byte(nil), secret...),
 	}
-	a.out = newOutbox(a.cl, log)
+	outDir := ""
+	if opts.StateDir != "" {
+		outDir = filepath.Join(opts.StateDir, "outbox")
+	}
+	a.out = newOutbox(a.cl, log, outDir)
 	a.servers = newServerSet(a.cl, id, log)
 	return a, nil
 }
@@ -169,6 +178,11 @@ func (a *Agent) ResponderAddr() string {
 // nil; it returns an error only when the agent cannot start (the
 // responder's address is taken, for example).
 func (a *Agent) Run(ctx context.Context) error {
+	// Results a previous process finished are delivered first, and their
+	// tasks are never started again.
+	if err := a.out.load(); err != nil {
+		return err
+	}
 	port := a.opts.ResponderPort
 	if port == -1 {
 		port = 0
@@ -239,6 +253,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// maxUndeliveredListed is the most undelivered task ids one heartbeat
+// lists (the server's limit).
+const maxUndeliveredListed = 1000
+
 // heartbeat builds the agent's heartbeat.
 func (a *Agent) heartbeat() api.Heartbeat {
 	return api.Heartbeat{
@@ -246,6 +264,7 @@ func (a *Agent) heartbeat() api.Heartbeat {
 		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
 		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(), BootID: a.bootID,
 		ResponderKey: hex.EncodeToString(a.secret),
+		Undelivered:  a.out.taskIDs(maxUndeliveredListed),
 	}
 }
 

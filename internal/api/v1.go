@@ -170,6 +170,10 @@ type Heartbeat struct {
 	// from which the server derives the test keys of the tasks aimed at
 	// this agent's responder. The server keeps it in memory only.
 	ResponderKey string `json:"responder_key,omitempty"`
+	// Undelivered lists the tasks the agent finished whose reports the
+	// server has not acknowledged yet (kept on disk across a restart): the
+	// agent holds them, so they are neither re-offered nor failed as lost.
+	Undelivered []string `json:"undelivered,omitempty"`
 }
 
 // HeartbeatReply answers a heartbeat.
