@@ -266,6 +266,9 @@ func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, st
 			return nil, "", errors.New("probe task without a spec")
 		}
 		spec := *t.Spec
+		if spec.Kind == probe.KindWire && !a.id.HostNetwork {
+			return nil, "", errors.New("a wire watch runs on a host-network agent (it watches the node's underlay); this agent is in a pod")
+		}
 		if spec.Source == "" && !a.id.HostNetwork {
 			spec.Source = a.id.PodIP
 		}

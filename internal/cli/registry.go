@@ -8,12 +8,13 @@ import (
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
+	"github.com/cnperf/cnperf/internal/probe/wirewatch"
 )
 
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{})
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{}, wirewatch.Prober{})
 }
 
 // handlers returns the responder side of every engine that needs one, and

@@ -95,6 +95,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newK8sCommand(g, st),
 		newImageCommand(st),
 		newVersionCommand(st),
+		newSuitesCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

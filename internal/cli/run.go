@@ -46,12 +46,13 @@ func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp 
 	secondsOrDurationVarP(fl, &f.time, "time", "", 5*time.Second, "length of each timed measurement: 5s, 500ms, or seconds")
 	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.backends, "backends", backendsDefault, backendsHelp)
-	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE (baseline: udp-rate, udp-size, ping-count); repeatable")
+	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE, repeatable (the suite's keys: cnperf suites SUITE, or SUITE --help)")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON (run_id, rows[] with medians and min/max)")
 	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per row")
 	fl.BoolVar(&f.md, "markdown", false, "print Markdown tables")
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against the rows; a failed objective exits with code 3")
 	fl.StringVar(&f.html, "html", "", "also write the HTML report (tables and SVG charts) to FILE")
+	suiteCommandHelp(cmd)
 }
 
 // prepare checks the flags and the suite before anything runs.
@@ -89,8 +90,11 @@ func (f *suiteFlags) prepare(name string) error {
 		}
 		f.opts.Set[k] = v
 	}
+	// Settings are checked before any lab or run is made.
+	if err := suite.CheckKeys(f.suite, f.opts); err != nil {
+		return err
+	}
 	if c, ok := f.suite.(suite.OptionsChecker); ok {
-		// Settings are checked before any lab or run is made.
 		if err := c.CheckOptions(f.opts); err != nil {
 			return err
 		}

@@ -62,7 +62,7 @@ const detectTimeout = 10 * time.Second
 // unsupported, with the kernel's reason).
 func (e *Env) Caps() suite.Caps {
 	e.once.Do(func() {
-		e.caps = suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
+		e.caps = suite.Caps{Kind: suite.KindLab, Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
 			Why: map[suite.Cap]string{}}
 		switch {
 		case e.services == nil:

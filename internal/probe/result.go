@@ -69,6 +69,10 @@ type Result struct {
 	// Path (trace).
 	Hops []Hop `json:"hops,omitempty"`
 
+	// WireDSCP is what a wire watch saw of its flow on the node's
+	// underlay (wire).
+	WireDSCP *WireDSCP `json:"wire_dscp,omitempty"`
+
 	// Notes say how the figures were obtained when that matters to reading
 	// them (a fallback used, a kernel feature missing, a clock caveat).
 	Notes []string `json:"notes,omitempty"`

@@ -19,6 +19,9 @@ const (
 	KindPing  = "ping"
 	KindTrace = "trace"
 	KindStamp = "stamp"
+	// KindWire watches a node's underlay for one flow and reports the
+	// DSCP its packets carry on the wire (internal/probe/wirewatch).
+	KindWire = "wire"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -61,6 +64,10 @@ type Spec struct {
 	Target string `json:"target"`
 	// Source is an optional local address to bind to.
 	Source string `json:"source,omitempty"`
+	// SourcePort is the local port of the data socket (udp); 0 lets the
+	// kernel choose. A fixed port lets a wire watch single the flow out
+	// by its 5-tuple.
+	SourcePort int `json:"source_port,omitempty"`
 
 	Duration Duration `json:"duration,omitempty"` // test length; 0 means the kind's default
 	Interval Duration `json:"interval,omitempty"` // interval reports (tcp, udp) or packet interval (ping)
@@ -96,6 +103,9 @@ type Spec struct {
 	// count, like iperf2's --udp-histogram=5u,200.
 	HistBinWidth Duration `json:"hist_bin_width,omitempty"`
 	HistBins     int      `json:"hist_bins,omitempty"`
+
+	// Watch is the flow a wire watch looks for (wire).
+	Watch *WatchFlow `json:"watch,omitempty"`
 
 	// MaxTTL bounds traceroute.
 	MaxTTL int `json:"max_ttl,omitempty"`
@@ -170,6 +180,9 @@ func (s Spec) ValidateCommon(needPort bool) error {
 	if s.Source != "" && net.ParseIP(s.Source) == nil {
 		errs = append(errs, fmt.Errorf("source %q: not an IP address", s.Source))
 	}
+	if s.SourcePort < 0 || s.SourcePort > 65535 {
+		errs = append(errs, fmt.Errorf("source_port %d: must be 0-65535", s.SourcePort))
+	}
 	if s.Duration < 0 {
 		errs = append(errs, fmt.Errorf("duration %v: must not be negative", s.Duration.D()))
 	}
@@ -238,10 +251,10 @@ func (e Env) Clock() func() time.Time {
 func ParseKind(s string) (string, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	switch k {
-	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp:
+	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp, KindWire:
 		return k, nil
 	case "traceroute":
 		return KindTrace, nil
 	}
-	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace or stamp)", s)
+	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace, stamp or wire)", s)
 }

@@ -286,19 +286,7 @@ func (o Output) write(w io.Writer, md bool) error {
 	if len(o.Checks) > 0 {
 		b.WriteString("\nSLO:\n")
 		for _, c := range o.Checks {
-			verdict := "PASS"
-			if !c.Pass {
-				verdict = "FAIL"
-			}
-			where := c.Connection
-			if c.Backend != "" {
-				where += " on " + c.Backend
-			}
-			val := "missing"
-			if !math.IsNaN(c.Value) {
-				val = strconv.FormatFloat(c.Value, 'g', 6, 64)
-			}
-			fmt.Fprintf(&b, "  %s  %s (%s): %s\n", verdict, c.Objective.Expr, where, val)
+			b.WriteString("  " + c.Line() + "\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -347,11 +335,7 @@ func WriteSuiteTable(w io.Writer, out Output, tw suite.TableWriter) error {
 	if len(out.Checks) > 0 {
 		fmt.Fprintln(w, "\nSLO:")
 		for _, c := range out.Checks {
-			verdict := "PASS"
-			if !c.Pass {
-				verdict = "FAIL"
-			}
-			if _, err := fmt.Fprintf(w, "  %s  %s (%s): %g\n", verdict, c.Objective.Expr, c.Connection, c.Value); err != nil {
+			if _, err := fmt.Fprintln(w, "  "+c.Line()); err != nil {
 				return err
 			}
 		}

@@ -563,3 +563,25 @@ func TestAddSuiteCharts(t *testing.T) {
 		t.Errorf("charts %v lack the matrix or the shaping chart", ids)
 	}
 }
+
+// TestAddSuiteChartsPerConnection: qos-priority rows of two placements
+// (same variants and markings on two connections) get a matrix each and
+// verdict notes that name their connection, so no cell hides another.
+func TestAddSuiteChartsPerConnection(t *testing.T) {
+	row := func(conn, variant, marking, verdict string, p99 float64) suite.Row {
+		return suite.Row{Connection: conn, Labels: map[string]string{qospriority.LabelVariant: variant, qospriority.LabelMarking: marking,
+			qospriority.LabelVerdict: verdict}, Median: map[string]float64{"latency_ms.p99": p99}}
+	}
+	rows := []suite.Row{
+		row("pod-pod same node", "pod-htb", "none", "same", 12), row("pod-pod same node", "pod-htb", "EF", "same", 0.2),
+		row("pod-pod cross node", "pod-htb", "none", "cross", 13), row("pod-pod cross node", "pod-htb", "EF", "cross", 0.3),
+	}
+	r := &report.Report{RunID: "q", Suite: "qos-priority", Status: "succeeded", Rows: rows, Present: qospriority.Suite{}.Presentation()}
+	r.AddSuiteCharts()
+	if len(r.Matrices) != 2 || !strings.HasSuffix(r.Matrices[0].Title, "(pod-pod same node)") || r.Matrices[1].Values[0][1] != 0.3 {
+		t.Fatalf("matrices %+v", r.Matrices)
+	}
+	if strings.Join(r.Notes, "|") != "pod-htb (pod-pod same node): same|pod-htb (pod-pod cross node): cross" {
+		t.Errorf("notes %q", r.Notes)
+	}
+}

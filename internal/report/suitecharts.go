@@ -14,17 +14,36 @@ import (
 // two labels (qos-priority: variant × marking), the conclusions as notes,
 // and one conformance chart per row with a series against a limit
 // (shaping, policing: the receiver rate per 100 ms).
+//
+// When the rows span several connections (qos-priority's two placements),
+// each connection gets its own matrices and its conclusions name it, so
+// no cell or note of one hides another's.
 func (r *Report) AddSuiteCharts() {
 	p := r.Present
 	for _, h := range p.Matrices {
-		if m, ok := labelMatrix(r.Rows, h); ok {
-			r.Matrices = append(r.Matrices, m)
+		conns, byConn := connections(r.Rows, h.RowKey, h.ColKey)
+		if len(conns) <= 1 {
+			if m, ok := labelMatrix(r.Rows, h); ok {
+				r.Matrices = append(r.Matrices, m)
+			}
+			continue
+		}
+		for _, c := range conns {
+			hc := h
+			hc.Title = fmt.Sprintf("%s (%s)", h.Title, c)
+			if m, ok := labelMatrix(byConn[c], hc); ok {
+				r.Matrices = append(r.Matrices, m)
+			}
 		}
 	}
 	if p.Conclusion != "" {
+		conns, _ := connections(r.Rows, p.Conclusion)
 		seen := map[string]bool{}
 		for _, row := range r.Rows {
 			of, c := row.Labels[p.ConclusionOf], row.Labels[p.Conclusion]
+			if len(conns) > 1 {
+				of = fmt.Sprintf("%s (%s)", of, row.Connection)
+			}
 			if c != "" && !seen[of+c] {
 				seen[of+c] = true
 				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", of, c))
@@ -36,6 +55,27 @@ func (r *Report) AddSuiteCharts() {
 			r.addSeriesChart(row, *h)
 		}
 	}
+}
+
+// connections lists, in order, the connections of the rows that carry
+// every label of keys, and those rows by connection.
+func connections(rows []suite.Row, keys ...string) ([]string, map[string][]suite.Row) {
+	var conns []string
+	by := map[string][]suite.Row{}
+	for _, row := range rows {
+		all := true
+		for _, k := range keys {
+			all = all && row.Labels[k] != ""
+		}
+		if !all {
+			continue
+		}
+		if _, ok := by[row.Connection]; !ok {
+			conns = append(conns, row.Connection)
+		}
+		by[row.Connection] = append(by[row.Connection], row)
+	}
+	return conns, by
 }
 
 // addSeriesChart adds the row's series against its limit, if it has both.

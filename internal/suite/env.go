@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/qosspec"
 )
@@ -63,9 +64,19 @@ func (c Cap) Describe() string {
 	return string(c)
 }
 
+// Kinds of environment (Caps.Kind).
+const (
+	KindLab        = "lab"
+	KindKubernetes = "kubernetes"
+)
+
 // Caps says what an environment can change: the capabilities it has, and
 // for those it lacks, why.
 type Caps struct {
+	// Kind names the environment (KindLab, KindKubernetes; "" for none), so
+	// a suite can default to what that environment shows best (qos-priority:
+	// the lab's bottleneck variants, a cluster's as-is and pod-htb).
+	Kind string
 	Have []Cap
 	// Why holds, for capabilities the environment does not offer, the
 	// reason.
@@ -142,6 +153,12 @@ type Change struct {
 	QoS *qosspec.Spec `json:"qos,omitempty"`
 	// Port is, for a Service, the port it forwards (TCP and UDP).
 	Port int `json:"port,omitempty"`
+	// For is how long the phase needs the change: its longest step. The
+	// Runner fills it when the suite leaves it 0. An environment that has
+	// an agent hold the change (Kubernetes) bounds the hold's lifetime by
+	// it (plus a slack), so a run that dies cannot leave the change behind
+	// for longer.
+	For time.Duration `json:"for,omitempty"`
 }
 
 func (c Change) String() string {

@@ -84,6 +84,7 @@ func LabelRows(outcomes []Outcome, keys []string, figures func(o Outcome) (map[s
 		for k, vs := range values {
 			r.Median[k], r.Min[k], r.Max[k] = Median(vs), MinOf(vs), MaxOf(vs)
 		}
+		r.values = values
 		out = append(out, r)
 	}
 	return out

@@ -74,6 +74,11 @@ type Row struct {
 	// Series are a suite's per-interval figures (shaping's receiver rate
 	// per 100 ms), written as top-level JSON arrays.
 	Series map[string][]float64
+
+	// values are each figure's per-repetition values, in repetition order,
+	// for statistics other than median, min and max (an SLO's "p95"); nil
+	// for rows not aggregated by Rows or LabelRows.
+	values map[string][]float64
 }
 
 // failure says why o has no figures, as "MEASURE #REPEAT: ERROR"
@@ -140,6 +145,7 @@ func Rows(outcomes []Outcome) []Row {
 			}
 			r.Repetitions = len(reps[k])
 			r.Median, r.Min, r.Max = map[string]float64{}, map[string]float64{}, map[string]float64{}
+			r.values = values[k]
 			for name, vs := range values[k] {
 				r.Median[name], r.Min[name], r.Max[name] = Median(vs), MinOf(vs), MaxOf(vs)
 			}

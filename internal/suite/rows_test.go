@@ -48,10 +48,13 @@ func TestRowsMedianAndSpread(t *testing.T) {
 			suite.Outcome{Step: suite.Step{Connection: conn, Measure: suite.MeasureRR, Repeat: rep, Src: p.Src, Dst: p.Dst},
 				Result: &probe.Result{Kind: "rr", RTTms: &probe.Summary{Avg: rtt}}})
 	}
-	// The source study's Table 2 figures, as three repetitions around them.
+	// The source study's Table 2 figures, as three repetitions around them,
+	// in true units: its "Mbps" are iperf2's -f M, MBytes (2^20) per second
+	// (docs/lab.md), so 796 is 6.68 Gbit/s.
+	mbytes := func(v float64) float64 { return v * 8 * (1 << 20) }
 	for rep, f := range []float64{0.9, 1.0, 1.1} {
-		add(suite.NodeNode, rep, 948e6*f, 0.223*f)
-		add(suite.PodPodCrossNode, rep, 796e6*f, 0.375*f)
+		add(suite.NodeNode, rep, mbytes(948)*f, 0.223*f)
+		add(suite.PodPodCrossNode, rep, mbytes(796)*f, 0.375*f)
 	}
 	outs = append(outs, suite.Outcome{Step: suite.Step{Connection: suite.PodPodSameNode, Measure: suite.MeasureTCP, Src: pairs[suite.PodPodSameNode].Src}, Err: "responder refused"})
 	rows := suite.Rows(outs)
@@ -59,8 +62,8 @@ func TestRowsMedianAndSpread(t *testing.T) {
 		t.Fatalf("rows = %+v", rows)
 	}
 	cross := rows[1]
-	if cross.Repetitions != 3 || math.Abs(cross.Median["throughput_bps.receiver"]-796e6) > 1 ||
-		math.Abs(cross.Min["throughput_bps.receiver"]-796e6*0.9) > 1 || math.Abs(cross.Max["rtt_ms.avg"]-0.375*1.1) > 1e-9 {
+	if cross.Repetitions != 3 || math.Abs(cross.Median["throughput_bps.receiver"]-mbytes(796)) > 1 ||
+		math.Abs(cross.Min["throughput_bps.receiver"]-mbytes(796)*0.9) > 1 || math.Abs(cross.Max["rtt_ms.avg"]-0.375*1.1) > 1e-9 {
 		t.Errorf("cross row = %+v", cross)
 	}
 	ov, ok := suite.Overhead(rows, cross)

@@ -194,7 +194,11 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 			err = errors.Join(err, r.undo(ctx, undos))
 		}
 	}()
+	need := phaseLength(ph)
 	for _, c := range ph.Changes {
+		if c.For == 0 {
+			c.For = need
+		}
 		if r.Env == nil {
 			return nil, "", fmt.Errorf("change %s: no environment under the run", c)
 		}
@@ -237,6 +241,23 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	}
 	outs, err = outcomes(run, ph.Steps)
 	return outs, run.ID, err
+}
+
+// phaseLength is how long the phase's longest step runs: its duration,
+// else its count of pings or requests at its interval, else 10 s.
+func phaseLength(ph Phase) time.Duration {
+	var longest time.Duration
+	for _, st := range ph.Steps {
+		d := st.Spec.DurationOr(0)
+		if d == 0 && st.Spec.Count > 0 {
+			d = time.Duration(st.Spec.Count) * st.Spec.IntervalOr(time.Second)
+		}
+		if d == 0 {
+			d = 10 * time.Second
+		}
+		longest = max(longest, d)
+	}
+	return longest
 }
 
 // undoTimeout bounds undoing a phase's changes.

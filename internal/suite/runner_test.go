@@ -102,6 +102,7 @@ type fakeEnv struct {
 	calls   []string
 	fail    string // a member whose change fails
 	checked []string
+	fors    []time.Duration // each applied change's For
 	t       *testing.T
 }
 
@@ -117,6 +118,7 @@ func (e *fakeEnv) Apply(_ context.Context, c suite.Change) (func(context.Context
 		return nil, errors.New("no tbf")
 	}
 	e.calls = append(e.calls, "apply "+c.Member)
+	e.fors = append(e.fors, c.For)
 	return func(ctx context.Context) error {
 		if ctx.Err() != nil {
 			e.t.Error("undo got a cancelled context")
@@ -152,6 +154,11 @@ func TestRunnerInterruptCancelsAndUndoes(t *testing.T) {
 	}
 	if !f.Created[0].AllowConcurrency {
 		t.Error("concurrent phase created without AllowConcurrency")
+	}
+	// Each change learns how long the phase needs it: its longest step
+	// (the baseline's 1 s tcp and udp flows).
+	if len(env.fors) != 2 || env.fors[0] != time.Second || env.fors[1] != time.Second {
+		t.Errorf("changes applied for %v, want the phase's 1s", env.fors)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,10 +23,19 @@ const SLOAPIVersion = "cnperf/v1"
 //	 "objectives": [
 //	   {"expr": "loss_pct < 2"},
 //	   {"connection": "pod-pod cross node", "expr": "rtt_ms.p99 < 1"},
-//	   {"expr": "throughput_bps.receiver > 500M"}]}
+//	   {"select": {"marking": "EF"}, "stat": "max", "expr": "latency_ms.p99 <= 1"},
+//	   {"select": {"marking": "EF"}, "vs": {"marking": "none"}, "expr": "latency_ms.p99 <= 0.1 x"},
+//	   {"connection": "pod-pod cross node", "vs": {"connection": "node-node"},
+//	    "expr": "throughput_bps.receiver >= 0.8 x"}]}
 //
-// An objective without a connection applies to every row that has the
-// metric.
+// An objective applies to every row that has its metric and matches its
+// connection and select (labels: connection, backend, src, dst and the
+// suite's own, such as variant, marking, placement, flow). stat is the
+// statistic over repetitions: median (the default), min, max or p95. An
+// expression "METRIC OP FACTOR x" is relative: it compares each row with
+// its reference row, the row that matches vs and agrees with the row on
+// its cell (connection, backend, placement, variant, flow and the select
+// keys, except those vs names). See docs/reports.md.
 type SLOFile struct {
 	APIVersion string      `json:"apiVersion"`
 	Objectives []Objective `json:"objectives"`
@@ -33,13 +43,26 @@ type SLOFile struct {
 
 // Objective is one parsed objective.
 type Objective struct {
-	Connection string `json:"connection,omitempty"`
-	Expr       string `json:"expr"`
+	Connection string            `json:"connection,omitempty"`
+	Select     map[string]string `json:"select,omitempty"`
+	Stat       string            `json:"stat,omitempty"`
+	Expr       string            `json:"expr"`
+	Versus     map[string]string `json:"vs,omitempty"`
 
 	Metric    string  `json:"-"`
 	Op        string  `json:"-"`
 	Threshold float64 `json:"-"`
+	// Relative: Threshold is a factor of the reference row's value.
+	Relative bool `json:"-"`
 }
+
+// SLO statistics over a row's repetitions.
+const (
+	StatMedian = "median"
+	StatMin    = "min"
+	StatMax    = "max"
+	StatP95    = "p95"
+)
 
 // ParseSLOs reads an SLO file strictly: unknown fields, an unknown metric,
 // operator or connection, or a bad number are errors naming the culprit.
@@ -73,28 +96,39 @@ func ParseSLOs(data []byte, reg *Registry) ([]Objective, error) {
 var sloOps = []string{"<=", ">=", "==", "<", ">"}
 
 func (o *Objective) parse(known map[string]bool) error {
-	if o.Connection != "" {
-		ok := false
-		for _, c := range ConnectionOrder {
-			ok = ok || c == o.Connection
-		}
-		if !ok {
-			return fmt.Errorf("unknown connection %q (want one of %s)", o.Connection, strings.Join(ConnectionOrder, ", "))
+	if o.Connection != "" && !slices.Contains(ConnectionOrder, o.Connection) {
+		return fmt.Errorf("unknown connection %q (want one of %s)", o.Connection, strings.Join(ConnectionOrder, ", "))
+	}
+	switch o.Stat {
+	case "", StatMedian, StatMin, StatMax, StatP95:
+	default:
+		return fmt.Errorf("unknown stat %q (want median, min, max or p95)", o.Stat)
+	}
+	for what, m := range map[string]map[string]string{"select": o.Select, "vs": o.Versus} {
+		for k, v := range m {
+			if k == "" || v == "" {
+				return fmt.Errorf("%s: empty label or value (%q: %q)", what, k, v)
+			}
 		}
 	}
 	fields := strings.Fields(o.Expr)
-	if len(fields) != 3 {
-		return fmt.Errorf("expr %q: want METRIC OP VALUE, e.g. \"loss_pct < 2\"", o.Expr)
+	switch {
+	case len(fields) == 4 && fields[3] == "x":
+		o.Relative = true
+	case len(fields) != 3:
+		return fmt.Errorf("expr %q: want METRIC OP VALUE (\"loss_pct < 2\") or, with vs, METRIC OP FACTOR x (\"latency_ms.p99 <= 0.1 x\")", o.Expr)
+	}
+	if o.Relative != (len(o.Versus) > 0) {
+		if o.Relative {
+			return fmt.Errorf("expr %q is relative (FACTOR x): give vs, the labels of the reference rows (e.g. {\"marking\": \"none\"})", o.Expr)
+		}
+		return fmt.Errorf("vs is given but expr %q is absolute: write it as METRIC OP FACTOR x", o.Expr)
 	}
 	o.Metric, o.Op = fields[0], fields[1]
 	if !known[o.Metric] {
 		return fmt.Errorf("unknown metric %q", o.Metric)
 	}
-	opOK := false
-	for _, op := range sloOps {
-		opOK = opOK || op == o.Op
-	}
-	if !opOK {
+	if !slices.Contains(sloOps, o.Op) {
 		return fmt.Errorf("unknown operator %q in %q (want <, <=, >, >= or ==)", o.Op, o.Expr)
 	}
 	v, err := parseQuantity(fields[2])
@@ -116,81 +150,6 @@ func parseQuantity(s string) (float64, error) {
 		return 0, errors.New("not a number (suffixes k, M, G allowed)")
 	}
 	return float64(r), nil
-}
-
-// Check is an objective evaluated on one row.
-type Check struct {
-	Objective  Objective `json:"objective"`
-	Connection string    `json:"connection"`
-	Backend    string    `json:"backend,omitempty"`
-	Value      float64   `json:"value"`
-	Pass       bool      `json:"pass"`
-}
-
-// MarshalJSON writes a missing value (NaN: no row had the metric) as null,
-// which JSON can hold and NaN cannot.
-func (c Check) MarshalJSON() ([]byte, error) {
-	type plain Check
-	v := &c.Value
-	if math.IsNaN(c.Value) {
-		v = nil
-	}
-	return json.Marshal(struct {
-		plain
-		Value *float64 `json:"value"`
-	}{plain(c), v})
-}
-
-// Evaluate checks every objective against every row it applies to (the
-// rows' medians). An objective that applies to no row that has its metric
-// fails with a missing value, so a typo in a connection cannot pass
-// silently.
-func Evaluate(objs []Objective, rows []Row) []Check {
-	var out []Check
-	for _, o := range objs {
-		matched := false
-		for _, r := range rows {
-			if o.Connection != "" && o.Connection != r.Connection {
-				continue
-			}
-			v, ok := r.Median[o.Metric]
-			if !ok {
-				continue
-			}
-			matched = true
-			out = append(out, Check{Objective: o, Connection: r.Connection, Backend: r.Backend, Value: v, Pass: compare(v, o.Op, o.Threshold)})
-		}
-		if !matched {
-			out = append(out, Check{Objective: o, Connection: o.Connection, Value: math.NaN(), Pass: false})
-		}
-	}
-	return out
-}
-
-func compare(v float64, op string, t float64) bool {
-	switch op {
-	case "<":
-		return v < t
-	case "<=":
-		return v <= t
-	case ">":
-		return v > t
-	case ">=":
-		return v >= t
-	case "==":
-		return v == t
-	}
-	return false
-}
-
-// AllPass reports whether every check passed.
-func AllPass(cs []Check) bool {
-	for _, c := range cs {
-		if !c.Pass {
-			return false
-		}
-	}
-	return true
 }
 
 // A MetricLister is a suite whose rows carry figures of their own beyond

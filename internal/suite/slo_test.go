@@ -2,9 +2,12 @@ package suite_test
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
@@ -68,5 +71,105 @@ func TestEvaluate(t *testing.T) {
 	}
 	if suite.AllPass(cs) {
 		t.Error("AllPass with failures")
+	}
+}
+
+func TestParseSLOsPerClass(t *testing.T) {
+	tests := []struct {
+		name, objective, wantErr string
+	}{
+		{"select and stat", `{"select":{"marking":"EF"},"stat":"p95","expr":"latency_ms.p99 <= 1"}`, ""},
+		{"relative", `{"select":{"marking":"EF"},"vs":{"marking":"none"},"expr":"latency_ms.p99 <= 0.1 x"}`, ""},
+		{"relative without vs", `{"expr":"latency_ms.p99 <= 0.1 x"}`, "give vs"},
+		{"vs on an absolute expr", `{"vs":{"marking":"none"},"expr":"latency_ms.p99 <= 1"}`, "write it as METRIC OP FACTOR x"},
+		{"unknown stat", `{"stat":"p50","expr":"latency_ms.p99 <= 1"}`, `unknown stat "p50"`},
+		{"empty label", `{"select":{"marking":""},"expr":"latency_ms.p99 <= 1"}`, "empty label or value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, err := suite.ParseSLOs([]byte(`{"apiVersion":"cnperf/v1","objectives":[`+tt.objective+`]}`), builtin.Registry())
+			if tt.wantErr == "" {
+				if err != nil || len(objs) != 1 {
+					t.Fatalf("%v %+v", err, objs)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestEvaluatePerClass: rows of a priority test (three repetitions per
+// marking), an EF objective that passes where the unmarked rows would
+// fail, p95 over repetitions, and a relative objective whose failure
+// names the measured ratio.
+func TestEvaluatePerClass(t *testing.T) {
+	var outs []suite.Outcome
+	p99 := map[string][]float64{"EF": {0.20, 0.25, 0.30}, "none": {4.0, 5.0, 9.0}}
+	for _, marking := range []string{"EF", "none"} {
+		for rep, v := range p99[marking] {
+			outs = append(outs, suite.Outcome{
+				Step:   suite.Step{Connection: suite.PodPodCrossNode, Repeat: rep, Labels: map[string]string{"variant": "htb-priority", "marking": marking}},
+				Result: &probe.Result{Kind: "udp", LatencyMs: &probe.Summary{P99: v}}})
+		}
+	}
+	rows := suite.LabelRows(outs, []string{"variant", "marking"}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
+		return map[string]float64{"latency_ms.p99": o.Result.LatencyMs.P99}, nil
+	})
+	slo := `{"apiVersion":"cnperf/v1","objectives":[
+		{"select":{"marking":"EF"},"expr":"latency_ms.p99 <= 1"},
+		{"expr":"latency_ms.p99 <= 1"},
+		{"select":{"marking":"none"},"stat":"p95","expr":"latency_ms.p99 <= 8"},
+		{"select":{"marking":"EF"},"vs":{"marking":"none"},"expr":"latency_ms.p99 <= 0.1 x"},
+		{"select":{"marking":"EF"},"vs":{"marking":"none"},"expr":"latency_ms.p99 <= 0.01 x"},
+		{"select":{"marking":"AF41"},"expr":"latency_ms.p99 <= 1"}]}`
+	objs, err := suite.ParseSLOs([]byte(slo), builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := suite.Evaluate(objs, rows)
+	type want struct {
+		pass bool
+		line string
+	}
+	wants := []want{
+		{true, "PASS  latency_ms.p99 <= 1 (pod-pod cross node, marking=EF, variant=htb-priority): 0.25"},
+		{true, "marking=EF"},    // unselected: every row, EF passes ...
+		{false, "marking=none"}, // ... and the unmarked row fails it
+		{false, "FAIL  p95 of latency_ms.p99 <= 8 (pod-pod cross node, marking=none, variant=htb-priority): 9"},
+		{true, "ratio 0.05, want <= 0.1"},
+		{false, "against 5 (marking=none): ratio 0.05, want <= 0.01"},
+		{false, "FAIL  latency_ms.p99 <= 1 (marking=AF41): missing (no row matches)"},
+	}
+	if len(cs) != len(wants) {
+		t.Fatalf("%d checks, want %d: %+v", len(cs), len(wants), cs)
+	}
+	for i, c := range cs {
+		t.Logf("%s", c.Line())
+		if c.Pass != wants[i].pass || !strings.Contains(c.Line(), wants[i].line) {
+			t.Errorf("check %d: %q (pass %v), want pass %v and %q", i, c.Line(), c.Pass, wants[i].pass, wants[i].line)
+		}
+	}
+	if r := cs[5].Ratio; r == nil || math.Abs(*r-0.05) > 1e-9 {
+		t.Errorf("ratio = %v, want 0.25/5", r)
+	}
+}
+
+// TestExampleSLOFiles: the example profiles in examples/slo parse.
+func TestExampleSLOFiles(t *testing.T) {
+	files, err := filepath.Glob("../../examples/slo/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example SLO files: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := suite.ParseSLOs(data, builtin.Registry()); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

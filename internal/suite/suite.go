@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -82,12 +83,39 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// CheckSet rejects keys of o.Set that are not in known, naming them and the
-// keys the suite accepts.
+// SetAllowNodeQdisc is the setting (--set allow-node-qdisc=true) that lets
+// an environment whose nodes are not its own (a Kubernetes cluster) put a
+// qdisc on a node's interface (suite.CapNodeQdisc); without it such a
+// change is refused before anything is made, saying what it would change.
+const SetAllowNodeQdisc = "allow-node-qdisc"
+
+// EnvSettings are the settings the environment reads, not the suite:
+// every suite accepts them.
+var EnvSettings = []string{SetAllowNodeQdisc}
+
+// AllowNodeQdisc reads the allow-node-qdisc setting (false when absent).
+func (o Options) AllowNodeQdisc() (bool, error) {
+	v, ok := o.Set[SetAllowNodeQdisc]
+	if !ok {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("%s %q: want true or false", SetAllowNodeQdisc, v)
+	}
+	return b, nil
+}
+
+// CheckSet rejects keys of o.Set that are not in known (or in
+// EnvSettings), naming them and the keys the suite accepts, and values of
+// the environment's settings that do not parse.
 func (o Options) CheckSet(suite string, known ...string) error {
+	if _, err := o.AllowNodeQdisc(); err != nil {
+		return fmt.Errorf("suite %s: %w", suite, err)
+	}
 	var bad []string
 	for k := range o.Set {
-		if !slices.Contains(known, k) {
+		if !slices.Contains(known, k) && !slices.Contains(EnvSettings, k) {
 			bad = append(bad, k)
 		}
 	}

@@ -72,3 +72,26 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("get cni-compare: %v %v", s, err)
 	}
 }
+
+// TestAllowNodeQdiscSetting: every suite takes the environment's
+// allow-node-qdisc setting; a value that is not a boolean is refused.
+func TestAllowNodeQdiscSetting(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+		err  bool
+	}{{"true", true, false}, {"false", false, false}, {"1", true, false}, {"yes please", false, true}} {
+		o := suite.Options{Set: map[string]string{suite.SetAllowNodeQdisc: c.v}}
+		err := o.CheckSet("s")
+		got, gerr := o.AllowNodeQdisc()
+		if (err != nil) != c.err || (gerr != nil) != c.err || got != c.want {
+			t.Errorf("%q: CheckSet %v, AllowNodeQdisc %v %v", c.v, err, got, gerr)
+		}
+		if c.err && !strings.Contains(err.Error(), "allow-node-qdisc") {
+			t.Errorf("%q: error %v does not name the setting", c.v, err)
+		}
+	}
+	if got, err := (suite.Options{}).AllowNodeQdisc(); got || err != nil {
+		t.Errorf("absent: %v %v", got, err)
+	}
+}

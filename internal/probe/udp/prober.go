@@ -87,8 +87,8 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	// caller's network namespace.
 	raddr := cli.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
 	d := net.Dialer{Control: probe.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}.Control()}
-	if spec.Source != "" {
-		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source)}
+	if spec.Source != "" || spec.SourcePort != 0 {
+		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source), Port: spec.SourcePort}
 	}
 	c, err := d.DialContext(ctx, "udp", raddr.String())
 	if err != nil {

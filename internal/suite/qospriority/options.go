@@ -39,10 +39,33 @@ const (
 	// VariantVXLANInherit: the same with the VTEPs copying the inner TOS
 	// to the outer header (tos inherit).
 	VariantVXLANInherit = "vxlan-inherit"
+	// VariantAsIs: the datapath as the CNI made it, nothing added (on a
+	// cluster; the lab's none).
+	VariantAsIs = "as-is"
+	// VariantPodHTB: the HTB tree on the sending pod's own interface, at
+	// the bottleneck rate (below the path's capacity), so the queue forms
+	// where the priority is honoured: a pod protecting its own marked
+	// traffic.
+	VariantPodHTB = "pod-htb"
+	// VariantNodeHTB: the HTB tree on the sending node's interface toward
+	// the other node (on a cluster only with allow-node-qdisc).
+	VariantNodeHTB = "node-htb"
 )
 
 // Variants lists the variants in the order they run and are shown.
-var Variants = []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantHTBPriority, VariantVXLAN, VariantVXLANInherit}
+var Variants = []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantHTBPriority, VariantVXLAN, VariantVXLANInherit,
+	VariantAsIs, VariantPodHTB, VariantNodeHTB}
+
+// Placements: where the flood and the flows meet. Cross node, they share
+// the sending node's way out (a NIC's queue on a real node); within one
+// node, only the sending pod's interface and the node's bridge.
+const (
+	PlacementSameNode  = "same-node"
+	PlacementCrossNode = "cross-node"
+)
+
+// placementConnection is each placement's connection (the rows').
+var placementConnection = map[string]string{PlacementSameNode: suite.PodPodSameNode, PlacementCrossNode: suite.PodPodCrossNode}
 
 // Marking is the TOS byte the foreground flow carries.
 type Marking struct {
@@ -106,8 +129,12 @@ var DefaultHighDSCP = []int{46, 4}
 
 // Options tune qos-priority.
 type Options struct {
-	Variants []string  // default Variants
-	Markings []Marking // default DefaultMarkings
+	Variants []string // default Variants
+	// Placements are PlacementSameNode and PlacementCrossNode (default:
+	// both on a cluster, cross node in the lab, whose bottleneck variants
+	// sit on the node's uplink).
+	Placements []string
+	Markings   []Marking // default DefaultMarkings
 	// HighDSCP are the code points of the HTB tree's high class (default
 	// DefaultHighDSCP).
 	HighDSCP []int
@@ -156,6 +183,9 @@ func (o Options) withDefaults() Options {
 	if len(o.Variants) == 0 {
 		o.Variants = Variants
 	}
+	if len(o.Placements) == 0 {
+		o.Placements = []string{PlacementCrossNode}
+	}
 	if len(o.Markings) == 0 {
 		o.Markings = DefaultMarkings()
 	}
@@ -202,6 +232,16 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("variant %q given twice", v))
 		}
 		seen[v] = true
+	}
+	seenP := map[string]bool{}
+	for _, p := range o.Placements {
+		if _, ok := placementConnection[p]; !ok {
+			errs = append(errs, fmt.Errorf("placement %q: want %s or %s", p, PlacementSameNode, PlacementCrossNode))
+		}
+		if seenP[p] {
+			errs = append(errs, fmt.Errorf("placement %q given twice", p))
+		}
+		seenP[p] = true
 	}
 	tos := map[int]bool{}
 	for _, m := range o.Markings {
@@ -251,7 +291,7 @@ func (o Options) Validate() error {
 // and on the sending pod's eth0.
 type VariantSetup struct {
 	Variant         string
-	Backend         string // "host-gw" or "vxlan"
+	Backend         string // "host-gw" or "vxlan"; "" for any
 	VXLANInheritTOS bool
 	Uplink          *qosspec.Spec // nil: none
 	PodEth0         *qosspec.Spec // nil: none
@@ -268,6 +308,12 @@ func (o Options) SetupFor(v string) (VariantSetup, error) {
 	htb := &qosspec.Spec{Setup: qosspec.SpecHTBPriority, RateBps: o.BottleneckRateBps, DSCP: o.HighDSCP, Leaf: &qosspec.QueueLimit{Bytes: leaf}}
 	s := VariantSetup{Variant: v, Backend: "host-gw"}
 	switch v {
+	case VariantAsIs:
+		s.Backend = ""
+	case VariantPodHTB:
+		s.Backend, s.PodEth0 = "", htb
+	case VariantNodeHTB:
+		s.Backend, s.Uplink = "", htb
 	case VariantNone:
 	case VariantFIFO:
 		s.Uplink = fifo
@@ -300,6 +346,13 @@ func (s VariantSetup) Changes(p suite.Pair) []suite.Change {
 		out = append(out, suite.Change{What: suite.CapPodQdisc, Member: p.Src.Name, QoS: s.PodEth0})
 	}
 	return out
+}
+
+// OnPath reports whether the variant's set-up lies on the path of the
+// placement: traffic between two pods of one node never crosses the
+// node's uplink or a VXLAN device.
+func (s VariantSetup) OnPath(placement string) bool {
+	return placement != PlacementSameNode || (s.Uplink == nil && !s.VXLANInheritTOS && s.Backend != "vxlan")
 }
 
 // bottleneckQueue is the default queue: 12 ms at the rate, at least 64 KiB

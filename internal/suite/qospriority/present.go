@@ -8,9 +8,18 @@ import (
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// WriteTable writes the matrix (variant × marking) and the verdicts.
+// WriteTable writes the matrix (variant × marking) and the verdicts; with
+// both placements, the connection is named on each row and verdict.
 func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
+	conns := map[string]bool{}
+	for _, r := range rows {
+		conns[r.Connection] = true
+	}
+	several := len(conns) > 1
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if several {
+		fmt.Fprint(tw, "connection\t")
+	}
 	fmt.Fprintln(tw, "backend\tvariant\tmarking\tlat min\tavg\tp50\tp99\tmax\tstdev ms\tjitter ms\tloss %\tpps\tping avg\tping p99 ms\tbackground Mbit/s\t")
 	for _, r := range rows {
 		f := func(name string) string {
@@ -22,6 +31,9 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
 		bg := "-"
 		if p := suite.Fig(r, "background_throughput_bps"); p != nil {
 			bg = fmt.Sprintf("%.0f", *p/1e6)
+		}
+		if several {
+			fmt.Fprintf(tw, "%s\t", r.Connection)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Backend, r.Labels[LabelVariant], r.Labels[LabelMarking],
 			f("latency_ms.min"), f("latency_ms.avg"), f("latency_ms.p50"), f("latency_ms.p99"), f("latency_ms.max"), f("latency_ms.stdev"),
@@ -37,7 +49,11 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
 		}
 	}
 	for _, v := range Verdicts(rows) {
-		if _, err := fmt.Fprintf(w, "%-15s %s\n", v.Variant+":", v.Text); err != nil {
+		name := v.Variant
+		if several {
+			name = fmt.Sprintf("%s (%s)", v.Variant, v.Connection)
+		}
+		if _, err := fmt.Fprintf(w, "%-15s %s\n", name+":", v.Text); err != nil {
 			return err
 		}
 	}

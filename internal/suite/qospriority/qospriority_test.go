@@ -224,7 +224,7 @@ func qosOutcomes(variant string, p99s map[Marking]float64) []suite.Outcome {
 	q := Options{Markings: ms}.withDefaults()
 	var out []suite.Outcome
 	for k, g := range markingGroups(ms) {
-		steps := qosSteps(q, variant, k, g, suite.Pair{Src: suitetest.LabAgents()[2], Dst: suitetest.LabAgents()[0]}, "host-gw")
+		steps := qosSteps(q, variant, k, g, suite.Pair{Src: suitetest.LabAgents()[2], Dst: suitetest.LabAgents()[0]}, suite.PodPodCrossNode, "host-gw")
 		out = append(out, suite.Outcome{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 0.97e9}, LossPct: probe.Float(50)}})
 		for i, m := range g {
 			v := p99s[m]
@@ -357,5 +357,121 @@ func TestOffloadSetting(t *testing.T) {
 				t.Fatal("no udp steps planned")
 			}
 		})
+	}
+}
+
+// TestQoSPriorityClusterPlan: on a cluster the defaults are as-is and
+// pod-htb on both placements; pod-htb asks for the HTB tree on the
+// sending pod's own interface, node-htb for it on the sending node
+// (cross node only: traffic within a node never crosses its uplink).
+func TestQoSPriorityClusterPlan(t *testing.T) {
+	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodQdisc, suite.CapPodShaping}}
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"markings": "none,EF"}}
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ph := range phases {
+		st := ph.Steps[0]
+		got = append(got, st.Connection+"/"+st.Labels[LabelVariant])
+		v := st.Labels[LabelVariant]
+		switch {
+		case v == VariantAsIs && len(ph.Changes) != 0:
+			t.Errorf("%s: as-is asks for changes %v", ph.Name, ph.Changes)
+		case v == VariantPodHTB && (len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapPodQdisc || ph.Changes[0].Member != st.Src.Name ||
+			ph.Changes[0].QoS.Setup != qosspec.SpecHTBPriority || ph.Changes[0].QoS.RateBps != 1e9):
+			t.Errorf("%s: pod-htb changes %+v", ph.Name, ph.Changes)
+		}
+		for _, s := range ph.Steps {
+			if (s.Connection == suite.PodPodSameNode) != (s.Src.Node == s.Dst.Node) {
+				t.Errorf("%s: step %s %s → %s", ph.Name, s.Connection, s.Src.Name, s.Dst.Name)
+			}
+		}
+	}
+	want := "pod-pod same node/as-is pod-pod same node/pod-htb pod-pod cross node/as-is pod-pod cross node/pod-htb"
+	if strings.Join(got, " ") != want {
+		t.Errorf("phases %q, want %q", strings.Join(got, " "), want)
+	}
+	o.Set["variants"] = "as-is,node-htb"
+	phases, err = Suite{}.Plan(suitetest.LabAgents(), o, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, ph := range phases {
+		got = append(got, ph.Steps[0].Connection+"/"+ph.Steps[0].Labels[LabelVariant])
+		if ph.Steps[0].Labels[LabelVariant] == VariantNodeHTB && (len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapNodeQdisc || ph.Changes[0].Member != "node2") {
+			t.Errorf("node-htb changes %+v", ph.Changes)
+		}
+	}
+	if want := "pod-pod same node/as-is pod-pod cross node/as-is pod-pod cross node/node-htb"; strings.Join(got, " ") != want {
+		t.Errorf("phases %q, want %q", strings.Join(got, " "), want)
+	}
+	o.Set["placements"] = "same-node"
+	o.Set["variants"] = "node-htb"
+	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, caps); err == nil || !strings.Contains(err.Error(), "within a node") {
+		t.Errorf("node-htb within a node: %v", err)
+	}
+	o.Set["placements"] = "same-node,elsewhere"
+	if err := (Suite{}).CheckOptions(o); err == nil || !strings.Contains(err.Error(), `placement "elsewhere"`) {
+		t.Errorf("bad placement: %v", err)
+	}
+	// The lab keeps its defaults: cross node, its backend's variants.
+	lab, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{"markings": "none,EF"}}, suitetest.LabCaps())
+	if err != nil || len(lab) != len(DefaultVariants("host-gw")) || lab[0].Steps[0].Connection != suite.PodPodCrossNode {
+		t.Errorf("lab plan: %v, %d phases", err, len(lab))
+	}
+}
+
+// TestQoSVerdictsPerPlacement: the two placements of a variant get a
+// verdict each, and a verdict says whether the marks arrived.
+func TestQoSVerdictsPerPlacement(t *testing.T) {
+	none, ef := DefaultMarkings()[0], DefaultMarkings()[3]
+	q := Options{Markings: []Marking{none, ef}}.withDefaults()
+	agents := suitetest.LabAgents()
+	var outs []suite.Outcome
+	for _, c := range []struct {
+		pair     suite.Pair
+		conn     string
+		p99      [2]float64
+		received int
+	}{
+		{suite.Pair{Src: agents[1], Dst: agents[0]}, suite.PodPodSameNode, [2]float64{0.2, 0.15}, 46},
+		{suite.Pair{Src: agents[2], Dst: agents[0]}, suite.PodPodCrossNode, [2]float64{12, 0.3}, 0},
+	} {
+		steps := qosSteps(q, VariantAsIs, 0, []Marking{none, ef}, c.pair, c.conn, "vxlan")
+		outs = append(outs, suite.Outcome{Step: steps[0], Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 2e9, Receiver: 1e9}}})
+		for i := range 2 {
+			outs = append(outs,
+				suite.Outcome{Step: steps[1+2*i], Result: &probe.Result{LatencyMs: &probe.Summary{P99: c.p99[i], Count: 100}, DSCPReceived: probe.Int(c.received * i)}},
+				suite.Outcome{Step: steps[2+2*i], Result: &probe.Result{RTTms: &probe.Summary{Avg: 0.1, Count: 100}}})
+		}
+	}
+	rows := Suite{}.Rows(outs)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 2 per placement", len(rows))
+	}
+	vs := Verdicts(rows)
+	if len(vs) != 2 || vs[0].Connection != suite.PodPodSameNode || vs[1].Connection != suite.PodPodCrossNode {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	if want := "no effect: no queue builds on the path as it is (p99 unmarked 0.200 ms, EF 0.150 ms); the marks arrived (EF received as EF)"; vs[0].Text != want {
+		t.Errorf("same node: %q, want %q", vs[0].Text, want)
+	}
+	if want := "priority protected the marked flow (EF): p99 12.0 ms → 0.300 ms; the marks did not arrive (EF sent, BE received)"; vs[1].Text != want {
+		t.Errorf("cross node: %q, want %q", vs[1].Text, want)
+	}
+	for _, r := range rows {
+		if _, ok := r.Labels[labelPlacement]; ok {
+			t.Errorf("row %v keeps the internal placement label", r.Labels)
+		}
+	}
+	var sb strings.Builder
+	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sb.String(), "as-is (pod-pod cross node): priority protected") {
+		t.Errorf("table:\n%s", sb.String())
 	}
 }

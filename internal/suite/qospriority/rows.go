@@ -14,8 +14,11 @@ import (
 // repetitions), each labelled with its variant's verdict.
 func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 	type vr struct {
-		variant string
-		rep     int
+		placement, variant string
+		rep                int
+	}
+	key := func(o suite.Outcome) vr {
+		return vr{o.Step.Labels[labelPlacement], o.Step.Labels[LabelVariant], o.Step.Repeat}
 	}
 	bg := map[vr]map[string]float64{}
 	bgErrs := map[string][]string{}
@@ -33,22 +36,22 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 			if msg == "" {
 				msg = "no result"
 			}
-			v := o.Step.Labels[LabelVariant]
-			bgErrs[v] = append(bgErrs[v], fmt.Sprintf("background #%d: %s", o.Step.Repeat+1, msg))
+			k := key(o)
+			bgErrs[k.placement+"\x00"+k.variant] = append(bgErrs[k.placement+"\x00"+k.variant], fmt.Sprintf("background #%d: %s", o.Step.Repeat+1, msg))
 		}
-		bg[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] = figs
+		bg[key(o)] = figs
 	}
 	// The unmarked foreground's p99 beside each marked one (same phase).
 	ref := map[vr]float64{}
 	for _, o := range marked {
 		if o.Step.Measure == MeasureForeground && o.Step.Labels["tos"] == "0" && o.Err == "" && o.Result != nil && o.Result.LatencyMs != nil {
-			ref[vr{o.Step.Labels[LabelVariant], o.Step.Repeat}] = o.Result.LatencyMs.P99
+			ref[key(o)] = o.Result.LatencyMs.P99
 		}
 	}
-	rows := suite.LabelRows(marked, []string{LabelVariant, LabelMarking, "tos"}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
+	rows := suite.LabelRows(marked, []string{labelPlacement, LabelVariant, LabelMarking, "tos"}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
 		figs, ser := qosFigures(o)
 		if o.Step.Measure == MeasureForeground {
-			k := vr{o.Step.Labels[LabelVariant], o.Step.Repeat}
+			k := key(o)
 			for name, v := range bg[k] {
 				figs[name] = v
 			}
@@ -59,15 +62,16 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 		return figs, ser
 	})
 	for i := range rows {
-		rows[i].Errors = append(rows[i].Errors, bgErrs[rows[i].Labels[LabelVariant]]...)
+		rows[i].Errors = append(rows[i].Errors, bgErrs[rows[i].Labels[labelPlacement]+"\x00"+rows[i].Labels[LabelVariant]]...)
 		if tos, err := strconv.Atoi(rows[i].Labels["tos"]); err == nil {
 			rows[i].Median["tos"], rows[i].Median["dscp"] = float64(tos), float64(tos>>2)
 		}
 		delete(rows[i].Labels, "tos")
+		delete(rows[i].Labels, labelPlacement)
 	}
 	for _, v := range Verdicts(rows) {
 		for i := range rows {
-			if rows[i].Labels[LabelVariant] == v.Variant {
+			if rows[i].Labels[LabelVariant] == v.Variant && rows[i].Connection == v.Connection {
 				rows[i].Labels[LabelVerdict] = v.Text
 			}
 		}

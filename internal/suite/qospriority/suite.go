@@ -24,6 +24,9 @@ const (
 	LabelVariant = "variant"
 	LabelMarking = "marking"
 	LabelVerdict = "verdict"
+	// labelPlacement keeps the steps of the two placements apart while
+	// rows are built (the rows say it as their connection).
+	labelPlacement = "placement"
 )
 
 // Suite asks whether a DSCP/TOS mark protects a small flow from
@@ -35,7 +38,12 @@ const (
 // inherit on the VTEPs (suite.Change); the vxlan variants need the vxlan
 // backend.
 //
-// Settings (--set): variants, markings (comma-separated), high-dscp (the
+// On a cluster (caps.Kind kubernetes) the variants default to as-is and
+// pod-htb and the placements to both; in the lab to the variants its
+// backend can show, cross node.
+//
+// Settings (--set): variants, placements (same-node, cross-node),
+// markings (comma-separated), high-dscp (the
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,
 // e.g. 1G), background (udp or tcp), queue (bottleneck queue in bytes,
 // e.g. 1.5M), fg-pps, fg-size, ping-interval, offload (auto, the default, or
@@ -50,11 +58,15 @@ func (Suite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
+var qosPrioritySettings = []string{"variants", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
 
 // OptionsFrom turns the common options and settings into
-// Options; variants default to those the backend can show.
-func OptionsFrom(o suite.Options) (Options, error) {
+// Options; variants default to those the backend can show in the lab.
+func OptionsFrom(o suite.Options) (Options, error) { return optionsFor(o, "") }
+
+// optionsFor is OptionsFrom in an environment of the given kind
+// (suite.Caps.Kind), whose defaults it takes.
+func optionsFor(o suite.Options, kind string) (Options, error) {
 	var q Options
 	if err := o.Validate(); err != nil {
 		return q, fmt.Errorf("suite %s: %w", SuiteName, err)
@@ -71,6 +83,10 @@ func OptionsFrom(o suite.Options) (Options, error) {
 		case "variants":
 			for _, x := range strings.Split(v, ",") {
 				q.Variants = append(q.Variants, strings.TrimSpace(x))
+			}
+		case "placements":
+			for _, x := range strings.Split(v, ",") {
+				q.Placements = append(q.Placements, strings.TrimSpace(x))
 			}
 		case "markings":
 			for _, x := range strings.Split(v, ",") {
@@ -137,7 +153,10 @@ func OptionsFrom(o suite.Options) (Options, error) {
 		}
 	}
 	if len(q.Variants) == 0 {
-		q.Variants = DefaultVariants(o.Backend)
+		q.Variants = DefaultVariantsFor(kind, o.Backend)
+	}
+	if len(q.Placements) == 0 && kind == suite.KindKubernetes {
+		q.Placements = []string{PlacementSameNode, PlacementCrossNode}
 	}
 	if err := q.Validate(); err != nil {
 		return q, fmt.Errorf("suite %s: %w", SuiteName, err)
@@ -168,6 +187,17 @@ func DefaultVariants(backend string) []string {
 	return []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantHTBPriority}
 }
 
+// DefaultVariantsFor are the variants an environment of the kind
+// (suite.Caps.Kind) shows by default: on a cluster the datapath as it is
+// and the pod's own HTB tree (node-htb changes the node: asked for by
+// name, with allow-node-qdisc); elsewhere DefaultVariants.
+func DefaultVariantsFor(kind, backend string) []string {
+	if kind == suite.KindKubernetes {
+		return []string{VariantAsIs, VariantPodHTB}
+	}
+	return DefaultVariants(backend)
+}
+
 func variantFitsBackend(v, backend string) error {
 	vx := v == VariantVXLAN || v == VariantVXLANInherit
 	switch {
@@ -181,21 +211,19 @@ func variantFitsBackend(v, backend string) error {
 	return nil
 }
 
-// Plan implements Suite: one concurrent phase per repetition, variant and
-// marking, from a pod on one node to a pod on another; the bottleneck
-// sits on the sending node's uplink.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
-	q, err := OptionsFrom(o)
+// Plan implements Suite: one concurrent phase per repetition, placement,
+// variant and marking, from a pod to a pod on the same node or on
+// another; the bottleneck sits on the sending pod's interface or the
+// sending node's uplink (cross node only: traffic within a node never
+// crosses it).
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+	q, err := optionsFor(o, caps.Kind)
 	if err != nil {
 		return nil, err
 	}
 	pairs, err := suite.PickPairs(agents)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
-	}
-	pair, ok := pairs[suite.PodPodCrossNode]
-	if !ok {
-		return nil, fmt.Errorf("suite %s: needs pods on two nodes (the bottleneck is between nodes)", s.Name())
 	}
 	setups := map[string]VariantSetup{}
 	for _, v := range q.Variants {
@@ -205,19 +233,44 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]s
 		}
 		setups[v] = vs
 	}
+	_, asked := o.Set["placements"]
 	groups := markingGroups(q.Markings)
 	var phases []suite.Phase
-	for rep := 0; rep < o.Repeat; rep++ {
+	for _, pl := range q.Placements {
+		conn := placementConnection[pl]
+		pair, ok := pairs[conn]
+		switch {
+		case !ok && pl == PlacementCrossNode:
+			return nil, fmt.Errorf("suite %s: needs pods on two nodes for the cross-node placement", s.Name())
+		case !ok && asked:
+			return nil, fmt.Errorf("suite %s: needs two pods on one node for the same-node placement", s.Name())
+		case !ok:
+			continue
+		}
+		var on []string
 		for _, v := range q.Variants {
-			for k, g := range groups {
-				names := make([]string, len(g))
-				for i, m := range g {
-					names[i] = m.Name
+			if setups[v].OnPath(pl) {
+				on = append(on, v)
+			}
+		}
+		if len(on) == 0 {
+			if asked {
+				return nil, fmt.Errorf("suite %s: none of the variants %s changes the path within a node (they sit on the node's uplink); add as-is, pod-htb or pfifo_fast", s.Name(), strings.Join(q.Variants, ", "))
+			}
+			continue
+		}
+		for rep := 0; rep < o.Repeat; rep++ {
+			for _, v := range on {
+				for k, g := range groups {
+					names := make([]string, len(g))
+					for i, m := range g {
+						names[i] = m.Name
+					}
+					ph := suite.Phase{Name: fmt.Sprintf("%s %s %s: %s, #%d", s.Name(), pl, v, strings.Join(names, " beside "), rep+1), Concurrent: true,
+						Steps: qosSteps(q, v, rep*len(groups)+k, g, pair, conn, o.Backend)}
+					ph.Changes = setups[v].Changes(pair)
+					phases = append(phases, ph)
 				}
-				ph := suite.Phase{Name: fmt.Sprintf("%s %s: %s, #%d", s.Name(), v, strings.Join(names, " beside "), rep+1), Concurrent: true,
-					Steps: qosSteps(q, v, rep*len(groups)+k, g, pair, o.Backend)}
-				ph.Changes = setups[v].Changes(pair)
-				phases = append(phases, ph)
 			}
 		}
 	}
@@ -259,17 +312,17 @@ func markingGroups(ms []Marking) [][]Marking {
 // and a ping from the receiver (its echo replies carry the mark back
 // through the sender's queues: Linux copies a request's TOS into its
 // reply). The phase's index is the steps' Repeat, which pairs them up in
-// Rows.
-func qosSteps(q Options, v string, idx int, ms []Marking, p suite.Pair, backend string) []suite.Step {
+// Rows (with the variant and the connection).
+func qosSteps(q Options, v string, idx int, ms []Marking, p suite.Pair, conn, backend string) []suite.Step {
 	bgRate := q.BackgroundRateBps
 	fgRate := uint64(q.ForegroundPPS * q.ForegroundSize * 8)
 	timeout := probe.Duration(5 * time.Second)
 	step := func(measure string, m *Marking, src, dst suite.Endpoint, spec probe.Spec) suite.Step {
-		labels := map[string]string{LabelVariant: v}
+		labels := map[string]string{LabelVariant: v, labelPlacement: conn}
 		if m != nil {
 			labels[LabelMarking], labels["tos"] = m.Name, strconv.Itoa(m.TOS)
 		}
-		return suite.Step{Connection: suite.PodPodCrossNode, Backend: backend, Measure: measure, Repeat: idx, Src: src, Dst: dst,
+		return suite.Step{Connection: conn, Backend: backend, Measure: measure, Repeat: idx, Src: src, Dst: dst,
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
 	bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),

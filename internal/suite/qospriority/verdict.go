@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -19,6 +20,9 @@ const (
 // Verdict is the one-line conclusion for a variant.
 type Verdict struct {
 	Variant string `json:"variant"`
+	// Connection is the rows' connection (the placement: pod-pod same
+	// node or cross node).
+	Connection string `json:"connection,omitempty"`
 	// Effect is "protected", "partial", "none" or "unknown".
 	Effect string `json:"effect"`
 	// Factor is the unmarked p99 over the best marked p99 (0 if unknown).
@@ -26,28 +30,48 @@ type Verdict struct {
 	Text   string  `json:"verdict"`
 }
 
-// Verdicts computes one verdict per variant from its rows: for each
-// marked foreground, the p99 one-way latency of the unmarked foreground
-// that ran beside it over its own; the best of these decides.
+// Verdicts computes one verdict per connection (placement) and variant
+// from its rows: for each marked foreground, the p99 one-way latency of
+// the unmarked foreground that ran beside it over its own; the best of
+// these decides. The verdict also says whether that flow's marks arrived
+// (its dscp_received), when measured.
 func Verdicts(rows []suite.Row) []Verdict {
-	var order []string
-	by := map[string][]suite.Row{}
+	type cv struct{ conn, variant string }
+	var order []cv
+	by := map[cv][]suite.Row{}
 	for _, r := range rows {
-		v := r.Labels[LabelVariant]
-		if _, ok := by[v]; !ok {
-			order = append(order, v)
+		k := cv{r.Connection, r.Labels[LabelVariant]}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
 		}
-		by[v] = append(by[v], r)
+		by[k] = append(by[k], r)
 	}
 	out := make([]Verdict, 0, len(order))
-	for _, v := range order {
-		out = append(out, verdictFor(v, by[v]))
+	for _, k := range order {
+		v := verdictFor(k.variant, by[k])
+		v.Connection = k.conn
+		out = append(out, v)
 	}
 	return out
 }
 
-func verdictFor(variant string, rows []suite.Row) Verdict {
-	v := Verdict{Variant: variant, Effect: "unknown"}
+// arrival says whether a marked row's marks arrived: the DSCP the
+// receiver saw against the one sent ("" when not measured).
+func arrival(r suite.Row) string {
+	got := suite.Fig(r, "dscp_received")
+	sent := suite.Fig(r, "dscp")
+	if got == nil || sent == nil {
+		return ""
+	}
+	name := r.Labels[LabelMarking]
+	if int(*got) == int(*sent) {
+		return fmt.Sprintf("; the marks arrived (%s received as %s)", name, probe.DSCPName(int(*got)))
+	}
+	return fmt.Sprintf("; the marks did not arrive (%s sent, %s received)", name, probe.DSCPName(int(*got)))
+}
+
+func verdictFor(variant string, rows []suite.Row) (v Verdict) {
+	v = Verdict{Variant: variant, Effect: "unknown"}
 	// Each marked row carries the p99 of the unmarked flow that ran beside
 	// it; without one, the unmarked row's own p99 is the reference.
 	var unmarked *float64
@@ -84,10 +108,15 @@ func verdictFor(variant string, rows []suite.Row) Verdict {
 		return v
 	}
 	b, m, name := bestB, bestM, best.Labels[LabelMarking]
+	where := "where the qdisc sits"
+	if variant == VariantNone || variant == VariantAsIs {
+		where = "on the path as it is"
+	}
+	defer func() { v.Text += arrival(*best) }()
 	switch {
 	case b < QueueingMs:
 		v.Effect = "none"
-		v.Text = fmt.Sprintf("no effect: no queue builds where the qdisc sits (p99 unmarked %s ms, %s %s ms)", suite.FormatMs(b), name, suite.FormatMs(m))
+		v.Text = fmt.Sprintf("no effect: no queue builds %s (p99 unmarked %s ms, %s %s ms)", where, suite.FormatMs(b), name, suite.FormatMs(m))
 	case v.Factor >= ProtectFactor:
 		v.Effect = "protected"
 		v.Text = fmt.Sprintf("priority protected the marked flow (%s): p99 %s ms → %s ms", name, suite.FormatMs(b), suite.FormatMs(m))
