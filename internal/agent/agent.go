@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -50,8 +51,11 @@ type Options struct {
 	HeartbeatEvery time.Duration // DefaultHeartbeatEvery when 0
 	PollWait       time.Duration // long-poll wait asked of the server
 	ShutdownGrace  time.Duration // DefaultShutdownGrace when 0
-	Version        string
-	Logger         *slog.Logger
+	// StateDir keeps what must survive a restart: the outbox of results
+	// not yet delivered (StateDir/outbox). "" keeps them in memory only.
+	StateDir string
+	Version  string
+	Logger   *slog.Logger
 }
 
 // Agent runs tasks for the server. Create it with New and call Run once.
@@ -68,8 +72,9 @@ type Agent struct {
 
 	bootID string // chosen at New: a new process, a new ID
 
-	mu       sync.Mutex      // guards jobs, stopping and respAddr
+	mu       sync.Mutex      // guards jobs, done, stopping and respAddr
 	jobs     map[string]*job // task id → queued or running task
+	done     doneSet         // tasks finished by this process: never started again
 	stopping bool            // set by cancelAll: no new tasks
 	respAddr string
 
@@ -133,7 +138,11 @@ func New(opts Options) (*Agent, error) {
 		jobs:    map[string]*job{},
 		bootID:  uuid.NewString(),
 	}
-	a.out = newOutbox(a.cl, log)
+	outDir := ""
+	if opts.StateDir != "" {
+		outDir = filepath.Join(opts.StateDir, "outbox")
+	}
+	a.out = newOutbox(a.cl, log, outDir)
 	a.servers = newServerSet(a.cl, id, log)
 	return a, nil
 }
@@ -153,6 +162,11 @@ func (a *Agent) ResponderAddr() string {
 // nil; it returns an error only when the agent cannot start (the
 // responder's address is taken, for example).
 func (a *Agent) Run(ctx context.Context) error {
+	// Results a previous process finished are delivered first, and their
+	// tasks are never started again.
+	if err := a.out.load(); err != nil {
+		return err
+	}
 	port := a.opts.ResponderPort
 	if port == -1 {
 		port = 0
@@ -219,12 +233,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// maxUndeliveredListed is the most undelivered task ids one heartbeat
+// lists (the server's limit).
+const maxUndeliveredListed = 1000
+
 // heartbeat builds the agent's heartbeat.
 func (a *Agent) heartbeat() api.Heartbeat {
 	return api.Heartbeat{
 		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
 		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
 		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(), BootID: a.bootID,
+		Undelivered: a.out.taskIDs(maxUndeliveredListed),
 	}
 }
 

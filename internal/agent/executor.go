@@ -87,11 +87,16 @@ func (a *Agent) cancelAll(cause error) {
 }
 
 // accept takes a task from the server and starts its goroutine, which
-// waits for a slot. A task already held is ignored.
+// waits for a slot. A task id is started at most once: one already held,
+// finished by this process or waiting in the outbox (finished by a
+// previous one) is ignored, so a re-offer is idempotent.
 func (a *Agent) accept(ctx context.Context, t api.AgentTask) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, dup := a.jobs[t.TaskID]; dup || t.TaskID == "" {
+	if _, dup := a.jobs[t.TaskID]; dup || t.TaskID == "" || a.done.has(t.TaskID) || a.out.holds(t.TaskID) {
+		if t.TaskID != "" {
+			a.log.Debug("task offered again; already held or done", "task_id", t.TaskID)
+		}
 		return
 	}
 	if a.stopping {
@@ -120,6 +125,7 @@ func (a *Agent) runJob(j *job) {
 	defer func() {
 		a.mu.Lock()
 		delete(a.jobs, t.TaskID)
+		a.done.add(t.TaskID)
 		a.mu.Unlock()
 		j.cancel(nil)
 		a.signalFreed()
@@ -308,4 +314,38 @@ func storableText(s string) string {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
 	return s
+}
+
+// doneSetSize bounds the task ids an agent remembers as finished. The
+// server re-offers only tasks still dispatched, which a delivered report
+// ends, so the set only has to cover the few seconds between a report and
+// the server seeing it.
+const doneSetSize = 4096
+
+// doneSet remembers the latest finished task ids (FIFO, bounded).
+type doneSet struct {
+	ids  map[string]struct{}
+	ring []string
+	next int
+}
+
+func (d *doneSet) has(id string) bool {
+	_, ok := d.ids[id]
+	return ok
+}
+
+func (d *doneSet) add(id string) {
+	if d.ids == nil {
+		d.ids = make(map[string]struct{}, doneSetSize)
+		d.ring = make([]string, doneSetSize)
+	}
+	if d.has(id) {
+		return
+	}
+	if old := d.ring[d.next]; old != "" {
+		delete(d.ids, old)
+	}
+	d.ring[d.next] = id
+	d.ids[id] = struct{}{}
+	d.next = (d.next + 1) % doneSetSize
 }

@@ -2,8 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +26,18 @@ const (
 
 // outbox delivers result reports until the server acknowledges each. A
 // report keeps its ReportID across retries, so the server stores it once.
+//
+// With a directory (--state-dir/outbox) every report is written there, one
+// file per report named by its ReportID, before it is queued, and removed
+// once the server acknowledged it: results finished before the agent dies
+// (SIGKILL, OOM, node reboot of an emptyDir's pod is not covered) are
+// loaded and delivered by the next process, with the same ReportID, so the
+// server stores them once. A file is written whole (temporary file, fsync,
+// rename), so a crash leaves the old state or the new, never half a report.
 type outbox struct {
 	cl  *client.Client
 	log *slog.Logger
+	dir string // "" keeps reports in memory only
 
 	mu      sync.Mutex // guards pending
 	pending []*delivery
@@ -31,18 +46,138 @@ type outbox struct {
 
 type delivery struct {
 	rep      api.Report
+	file     string // its file in dir, "" when not on disk
 	attempts int
 	next     time.Time
 }
 
-func newOutbox(cl *client.Client, log *slog.Logger) *outbox {
-	return &outbox{cl: cl, log: log, kick: make(chan struct{}, 1)}
+func newOutbox(cl *client.Client, log *slog.Logger, dir string) *outbox {
+	return &outbox{cl: cl, log: log, dir: dir, kick: make(chan struct{}, 1)}
 }
 
-// add queues a report for delivery now.
-func (o *outbox) add(rep api.Report) {
+// outboxFileSuffix ends the name of a stored report.
+const outboxFileSuffix = ".report.json"
+
+// load queues the reports a previous process left in dir. A file that
+// cannot be read as a report is moved aside (NAME.bad) with a warning.
+func (o *outbox) load() error {
+	if o.dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return fmt.Errorf("agent: outbox directory: %w", err)
+	}
+	ents, err := os.ReadDir(o.dir)
+	if err != nil {
+		return fmt.Errorf("agent: read outbox: %w", err)
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		path := filepath.Join(o.dir, name)
+		if strings.HasSuffix(name, ".tmp") {
+			_ = os.Remove(path) // a write the previous process did not finish
+			continue
+		}
+		if !strings.HasSuffix(name, outboxFileSuffix) {
+			continue
+		}
+		var rep api.Report
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err == nil && (rep.TaskID == "" || rep.ReportID == "") {
+			err = errors.New("no task or report id")
+		}
+		if err != nil {
+			o.log.Warn("unreadable report in the outbox; moved aside", "file", path, "err", err)
+			_ = os.Rename(path, path+".bad")
+			continue
+		}
+		o.pending = append(o.pending, &delivery{rep: rep, file: path})
+		n++
+	}
+	if n > 0 {
+		o.log.Info("results of a previous process to deliver", "reports", n, "dir", o.dir)
+	}
+	return nil
+}
+
+// persist writes the report to its file; the path, or "" and an error.
+func (o *outbox) persist(rep api.Report) (string, error) {
+	if o.dir == "" {
+		return "", nil
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return "", err
+	}
+	// ReportIDs are the agent's own UUIDs: safe as file names.
+	path := filepath.Join(o.dir, rep.ReportID+outboxFileSuffix)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	if d, err := os.Open(o.dir); err == nil {
+		_ = d.Sync() // the rename itself survives a crash
+		_ = d.Close()
+	}
+	return path, nil
+}
+
+// holds reports whether a report for the task waits for delivery.
+func (o *outbox) holds(taskID string) bool {
 	o.mu.Lock()
-	o.pending = append(o.pending, &delivery{rep: rep})
+	defer o.mu.Unlock()
+	for _, d := range o.pending {
+		if d.rep.TaskID == taskID {
+			return true
+		}
+	}
+	return false
+}
+
+// taskIDs lists the tasks whose reports wait for delivery (a heartbeat's
+// undelivered list), at most max.
+func (o *outbox) taskIDs(max int) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for _, d := range o.pending {
+		if len(ids) == max {
+			break
+		}
+		ids = append(ids, d.rep.TaskID)
+	}
+	return ids
+}
+
+// add writes the report to disk (when the outbox has a directory) and
+// queues it for delivery now. A report that cannot be written is still
+// delivered from memory.
+func (o *outbox) add(rep api.Report) {
+	file, err := o.persist(rep)
+	if err != nil {
+		o.log.Warn("cannot keep the result on disk; delivering it from memory only", "task_id", rep.TaskID, "dir", o.dir, "err", err)
+	}
+	o.mu.Lock()
+	o.pending = append(o.pending, &delivery{rep: rep, file: file})
 	o.mu.Unlock()
 	select {
 	case o.kick <- struct{}{}:
@@ -74,7 +209,13 @@ func (o *outbox) due(now time.Time) ([]*delivery, time.Time) {
 	return out, next
 }
 
+// remove forgets a delivered (or refused) report and deletes its file.
 func (o *outbox) remove(d *delivery) {
+	if d.file != "" {
+		if err := os.Remove(d.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			o.log.Warn("cannot remove a delivered report from the outbox", "file", d.file, "err", err)
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, p := range o.pending {

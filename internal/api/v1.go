@@ -166,6 +166,10 @@ type Heartbeat struct {
 	// restarted and lost the tasks it held: the server fails them at once
 	// instead of at their deadline.
 	BootID string `json:"boot_id,omitempty"`
+	// Undelivered lists the tasks the agent finished whose reports the
+	// server has not acknowledged yet (kept on disk across a restart): the
+	// agent holds them, so they are neither re-offered nor failed as lost.
+	Undelivered []string `json:"undelivered,omitempty"`
 }
 
 // HeartbeatReply answers a heartbeat.

@@ -20,6 +20,7 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		id               agent.Identity
 		port, parallel   int
 		stampPort        int
+		stateDir         string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -29,7 +30,9 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 override it. It keeps a probe responder on POD_IP:--responder-port (which
 also reflects STAMP) and a STAMP reflector on POD_IP:--stamp-port, beats
 once a second, runs the server's tasks (at most --max-parallel at once) and
-delivers every result until the server acknowledges it. The token is
+delivers every result until the server acknowledges it. With --state-dir
+the results not yet delivered are kept on disk (DIR/outbox) and delivered
+by the next process after a crash or restart, exactly once. The token is
 CNPERF_TOKEN (the server's agent token) or --token.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,6 +73,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 				StampPort: stampPort,
 				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: g.logger(st),
+				StateDir: stateDir,
 			})
 			if err != nil {
 				return err
@@ -90,6 +94,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
+	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the outbox of undelivered results (default: memory only)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
 }

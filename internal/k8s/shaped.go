@@ -63,7 +63,7 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 		o.Timeout = 2 * time.Minute
 	}
 	p, err := c.RunPod(ctx, TestPod{
-		Name: name, Node: o.Node, Annotations: ann, Container: ctr, Init: &init,
+		Name: name, Node: o.Node, Annotations: ann, Container: ctr, Init: &init, Volumes: agentStateVolumes(ctr),
 		Labels: map[string]string{"app.kubernetes.io/name": "cnperf-agent", "app.kubernetes.io/component": "shaped"},
 	}, o.Timeout)
 	if err != nil {
@@ -101,4 +101,17 @@ func shortID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// agentStateVolumes gives the agent's --state-dir mount ("state", an
+// emptyDir in the DaemonSets) its volume in a pod made from the agent's
+// container template.
+func agentStateVolumes(ctr corev1.Container) []corev1.Volume {
+	var vols []corev1.Volume
+	for _, m := range ctr.VolumeMounts {
+		if m.Name == "state" {
+			vols = append(vols, corev1.Volume{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+	}
+	return vols
 }

@@ -31,6 +31,11 @@ func validateHeartbeat(hb api.Heartbeat) error {
 			return checkLen(fmt.Sprintf("running[%d]", i), id, MaxUIDLen)
 		}
 	}
+	for i, id := range hb.Undelivered {
+		if len(id) > MaxUIDLen {
+			return checkLen(fmt.Sprintf("undelivered[%d]", i), id, MaxUIDLen)
+		}
+	}
 	if hb.PodName == "" {
 		return api.BadRequest("pod_name", "missing")
 	}
@@ -47,6 +52,9 @@ func validateHeartbeat(hb api.Heartbeat) error {
 	}
 	if len(hb.Running) > 1000 {
 		return api.BadRequest("running", "more than 1000 task ids")
+	}
+	if len(hb.Undelivered) > 1000 {
+		return api.BadRequest("undelivered", "more than 1000 task ids")
 	}
 	return nil
 }
@@ -92,6 +100,7 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 			reply.Cancel = append(reply.Cancel, tid)
 		}
 	}
+	s.reoffer(ctx, hb, now)
 	return reply, nil
 }
 
@@ -100,7 +109,8 @@ const ReasonAgentRestarted = "agent restarted and lost the task"
 
 // failLost fails the tasks the agent's previous process held: active
 // tasks of this source dispatched up to the previous process's last
-// heartbeat and not in the new process's running list. (Tasks dispatched
+// heartbeat and not in the new process's running or undelivered lists (a
+// result kept in the agent's disk outbox is on its way). (Tasks dispatched
 // later may be with the new process, its answer still on the way.)
 func (s *Server) failLost(ctx context.Context, hb api.Heartbeat, since, now time.Time) {
 	for _, state := range []store.TaskState{store.TaskDispatched, store.TaskRunning} {
@@ -110,7 +120,7 @@ func (s *Server) failLost(ctx context.Context, hb api.Heartbeat, since, now time
 			return
 		}
 		for _, t := range ts {
-			if t.SrcPodUID != hb.PodUID || contains(hb.Running, t.TaskID) || t.DispatchedAt == nil || t.DispatchedAt.After(since) {
+			if t.SrcPodUID != hb.PodUID || contains(hb.Running, t.TaskID) || contains(hb.Undelivered, t.TaskID) || t.DispatchedAt == nil || t.DispatchedAt.After(since) {
 				continue
 			}
 			done, dup, err := s.st.Complete(ctx, store.Report{TaskID: t.TaskID, AgentUID: hb.PodUID, ReportID: "server:lost:" + hb.BootID,

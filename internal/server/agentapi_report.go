@@ -51,6 +51,7 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	if err != nil {
 		return api.ReportReply{}, err
 	}
+	s.offers.ack(rep.PodUID, t.TaskID)
 	if !dup {
 		s.log.Info("task finished", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "reason", t.Reason)
 		s.disp.dropStaged(t.TaskID)

@@ -168,6 +168,7 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 			if tasks == nil {
 				tasks = []api.AgentTask{}
 			}
+			s.offers.handed(uid, tasks, s.now())
 			writeJSON(w, http.StatusOK, api.FetchReply{Tasks: tasks, Serve: serve, Cancel: cancel})
 			return
 		}
@@ -211,6 +212,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return api.TaskV2{}, err
 		}
+		s.offers.ack(req.PodUID, t.TaskID)
 		return taskV2(t), nil
 	}
 	jsonCall(s, false, api.MaxBody, startNamesAgent, start)(w, r)

@@ -193,6 +193,20 @@ func (d *dispatcher) stopTask(agent, taskID string) {
 	d.notifyLocked(agent)
 }
 
+// requeue puts a task back in the agent's mail (a re-offer) unless it is
+// already there, and wakes its long poll.
+func (d *dispatcher) requeue(uid string, t api.AgentTask) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, q := range d.tasks[uid] {
+		if q.TaskID == t.TaskID {
+			return
+		}
+	}
+	d.tasks[uid] = append(d.tasks[uid], t)
+	d.notifyLocked(uid)
+}
+
 // mail takes what is waiting for the agent.
 func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeRequest, cancel []string) {
 	d.mu.Lock()

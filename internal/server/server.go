@@ -69,6 +69,9 @@ type Options struct {
 	FlushEvery   time.Duration // heartbeat flush period (1 s)
 	MaxWait      time.Duration // longest long-poll wait (30 s)
 	Grace        time.Duration // added to a task's timeout for its deadline (15 s)
+	// ReofferAfter is how long a handed-out task may go unacknowledged
+	// before a heartbeat re-offers it (DefaultReofferAfter; redispatch.go).
+	ReofferAfter time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
 }
@@ -85,6 +88,7 @@ type Server struct {
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
+	offers  *offers // tasks handed out, not yet acknowledged (redispatch.go)
 	openapi []byte
 	extras  *extras // dashboard and /metrics (dashboard.go)
 }
@@ -114,15 +118,17 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.FlushEvery, DefaultFlushEvery)
 	setDefault(&opts.MaxWait, DefaultMaxWait)
 	setDefault(&opts.Grace, DefaultGrace)
+	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
-		st:    opts.Store,
-		log:   opts.Logger,
-		now:   opts.Now,
-		opts:  opts,
-		beats: newBeatCache(),
-		reg:   &registrar{st: opts.Store},
-		disp:  newDispatcher(),
+		st:     opts.Store,
+		log:    opts.Logger,
+		now:    opts.Now,
+		opts:   opts,
+		beats:  newBeatCache(),
+		reg:    &registrar{st: opts.Store},
+		disp:   newDispatcher(),
+		offers: newOffers(),
 	}
 	doc, err := openAPIDocument()
 	if err != nil {
@@ -151,6 +157,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.seedPending(ctx); err != nil {
 		s.log.Warn("list pending tasks at start", "err", err)
+	}
+	if err := s.seedOffers(ctx); err != nil {
+		s.log.Warn("list dispatched tasks at start", "err", err)
 	}
 	if as, err := s.st.ListAgents(ctx, store.AgentFilter{}); err != nil {
 		s.log.Warn("list agents at start", "err", err)

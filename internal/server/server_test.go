@@ -469,7 +469,8 @@ func testReportDedupe(t *testing.T, dsn string) {
 	}{
 		{"first", rep, false, 0},
 		{"retry", rep, true, 0},
-		{"another report id", func() api.Report { r := rep; r.ReportID = "r2"; return r }(), false, 409},
+		{"same result, another report id", func() api.Report { r := rep; r.ReportID = "r2"; return r }(), true, 0},
+		{"another result", func() api.Report { r := rep; r.ReportID = "r2"; r.TaskResult = "other"; return r }(), false, 409},
 		{"another agent", func() api.Report { r := rep; r.PodUID = "uid-b"; r.ReportID = "r3"; return r }(), false, 404},
 		{"not final", func() api.Report { r := rep; r.State = "running"; return r }(), false, 400},
 	}

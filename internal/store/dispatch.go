@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -24,6 +25,24 @@ func nodeKey(node sql.NullString, podUID string) string {
 		return "node:" + node.String
 	}
 	return "pod:" + podUID
+}
+
+// sameOutcome reports whether a finished task already holds what r says.
+func sameOutcome(t Task, r Report) bool {
+	return t.State == r.State && t.Reason == r.Reason && t.RawResult == r.RawResult && sameJSON(t.Result, r.Result)
+}
+
+// sameJSON compares two JSON texts ignoring insignificant white space (a
+// database may store JSON reformatted).
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // maxClaimScan bounds how many pending tasks one claim examines.
@@ -196,7 +215,10 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		switch {
 		case t.SrcPodUID != r.AgentUID:
 			return fmt.Errorf("task %s of agent %s: %w", r.TaskID, r.AgentUID, ErrNotFound)
-		case t.ReportID == r.ReportID:
+		case t.ReportID == r.ReportID, t.State.Terminal() && sameOutcome(t, r):
+			// The same report again, or the same result under another
+			// report id (the agent ran a re-offered task twice, or lost
+			// the id): delivered once, nothing written.
 			out, dup = t, true
 			return nil
 		case t.State.Terminal():

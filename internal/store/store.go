@@ -344,8 +344,10 @@ type Store interface {
 	// Complete stores an agent's result for its dispatched or running task
 	// and moves it to r.State (FinishedAt = now), idempotently: a report
 	// whose ReportID equals the stored one returns the stored task and
-	// duplicate = true without writing anything. A report for a task that
-	// is already terminal under another (or no) report ID is ErrConflict,
+	// duplicate = true without writing anything, and so does a report
+	// under another ReportID that says exactly what is stored (state,
+	// reason, raw and typed result: results are deduplicated by task). A
+	// different report for a task that is already terminal is ErrConflict,
 	// as is a report for a pending task. Another agent's task: ErrNotFound.
 	Complete(ctx context.Context, r Report, now time.Time) (t Task, duplicate bool, err error)
 	// Cancel moves a pending, dispatched or running task to cancelled with

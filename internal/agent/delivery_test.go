@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+// answerDropper sits in front of the server and loses the next fetch
+// answer that carries tasks: the server has marked them dispatched, the
+// agent never sees them (its connection is closed instead).
+type answerDropper struct {
+	next   http.Handler
+	armed  atomic.Bool
+	mu     sync.Mutex // guards lost, at
+	lost   []string   // task ids of the lost answer
+	at     time.Time  // when it was lost
+	starts atomic.Int32
+}
+
+func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && filepath.Base(r.URL.Path) == "start" {
+		d.starts.Add(1)
+	}
+	if r.Method != http.MethodGet || r.URL.Path != "/api/v2/agent/tasks" {
+		d.next.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	d.next.ServeHTTP(rec, r)
+	var fr api.FetchReply
+	if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &fr) == nil && len(fr.Tasks) > 0 && d.armed.CompareAndSwap(true, false) {
+		d.mu.Lock()
+		for _, t := range fr.Tasks {
+			d.lost = append(d.lost, t.TaskID)
+		}
+		d.at = time.Now()
+		d.mu.Unlock()
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+		http.Error(w, "lost", http.StatusBadGateway)
+		return
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// TestLostFetchAnswerIsReoffered: the answer handing a task to its agent
+// is lost after the server marked the task dispatched. The agent's
+// heartbeats do not list it, so the server re-offers it (same id) and the
+// task runs within 5 s of the loss, once.
+func TestLostFetchAnswerIsReoffered(t *testing.T) {
+	e := newEnv(t)
+	h := e.sw.h.Load()
+	drop := &answerDropper{next: *h}
+	var dh http.Handler = drop
+	e.sw.h.Store(&dh)
+	e.agent("a", "127.0.0.2")
+	e.agent("b", "127.0.0.3")
+	drop.armed.Store(true)
+	ctx := context.Background()
+	run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{
+		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: "rr", Count: 100}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := run.Tasks[0].TaskID
+	got := e.wait(id, 30*time.Second)
+	drop.mu.Lock()
+	lost, lostAt := drop.lost, drop.at
+	drop.mu.Unlock()
+	if len(lost) != 1 || lost[0] != id {
+		t.Fatalf("lost answer held %v, want task %s: nothing was dropped", lost, id)
+	}
+	if got.State != api.StateSucceeded || got.StartedAt == nil {
+		t.Fatalf("task %s: %s %q started %v", id, got.State, got.Reason, got.StartedAt)
+	}
+	after := got.StartedAt.Sub(lostAt)
+	t.Logf("fetch answer lost; task started %v later (re-offered), state %s", after.Round(time.Millisecond), got.State)
+	if after > 5*time.Second {
+		t.Errorf("task started %v after its fetch answer was lost, want within 5s", after)
+	}
+	if n := drop.starts.Load(); n != 1 {
+		t.Errorf("agent started the task %d times, want once", n)
+	}
+}
+
+// TestOutboxOnDisk: a report the server did not take stays in the state
+// directory; a new outbox on the same directory loads it, delivers it with
+// the same report id and removes the file.
+func TestOutboxOnDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "outbox")
+	var mu sync.Mutex
+	var got []api.Report
+	refuse := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
+			return
+		}
+		var rep api.Report
+		_ = json.NewDecoder(r.Body).Decode(&rep)
+		got = append(got, rep)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"task_id":"` + rep.TaskID + `","state":"succeeded"}`))
+	}))
+	defer srv.Close()
+	cl, err := client.New(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := api.Report{TaskID: "t-1", PodUID: "uid-a", ReportID: "r-1", State: api.StateSucceeded, TaskResult: "raw output", Result: json.RawMessage(`{"kind":"rr"}`)}
+
+	first := newOutbox(cl, testLogger(t), dir)
+	if err := first.load(); err != nil {
+		t.Fatal(err)
+	}
+	first.add(rep)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); first.run(ctx) }()
+	time.Sleep(300 * time.Millisecond) // at least one refused attempt
+	cancel()
+	<-done
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+outboxFileSuffix))
+	if len(files) != 1 {
+		t.Fatalf("outbox files after a refused delivery: %v, want 1", files)
+	}
+	// A stray temporary file (a write cut short) and a corrupt report are
+	// not delivered.
+	_ = os.WriteFile(filepath.Join(dir, "x.report.json.tmp"), []byte("{"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "bad"+outboxFileSuffix), []byte("{"), 0o600)
+
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	second := newOutbox(cl, testLogger(t), dir)
+	if err := second.load(); err != nil {
+		t.Fatal(err)
+	}
+	if !second.holds("t-1") || len(second.taskIDs(10)) != 1 {
+		t.Fatalf("loaded outbox holds %v, want [t-1]", second.taskIDs(10))
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go second.run(ctx)
+	second.drain(5 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].ReportID != "r-1" || got[0].TaskResult != "raw output" || !bytes.Equal(got[0].Result, rep.Result) {
+		t.Fatalf("delivered %+v, want the one report r-1 as written", got)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*"+outboxFileSuffix)); len(files) != 0 {
+		t.Errorf("outbox files after delivery: %v", files)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad"+outboxFileSuffix+".bad")); err != nil {
+		t.Errorf("corrupt report not moved aside: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// At-least-once dispatch. A fetch answer can be lost after the store
+// marked its tasks dispatched (a proxy drops it, the connection breaks):
+// the agent never saw them, and before this they stayed dispatched until
+// their deadline. Now the server remembers what it handed to each agent
+// (an offer) until the agent acknowledges it: the task appears in a
+// heartbeat's running or undelivered list, the agent calls start, or a
+// report arrives. A heartbeat that arrives ReofferAfter or more after the
+// offer without the task in either list, while the store still holds the
+// task dispatched, re-offers it: the same task, same id, queued for the
+// agent's next fetch and its long poll woken. The agent starts a task id
+// at most once (it ignores one it holds or has finished), so a re-offer
+// that crossed the agent's acknowledgement costs one ignored entry.
+
+// DefaultReofferAfter is how long an offered task may go unacknowledged
+// before a heartbeat re-offers it. Agents beat every second and list a
+// task as soon as they accept it, so 2 s leaves a beat in flight; a lost
+// answer is re-offered within about 3 s of the loss.
+const DefaultReofferAfter = 2 * time.Second
+
+// offers holds, per agent, the tasks handed out and not yet acknowledged.
+// Entries end when acknowledged, when the store says the task is no longer
+// dispatched, or when the agent is forgotten (offline): at most the
+// dispatched tasks are held.
+type offers struct {
+	mu sync.Mutex                       // guards m
+	m  map[string]map[string]*offerItem // agent uid → task id → offer
+}
+
+type offerItem struct {
+	task api.AgentTask
+	at   time.Time // when last handed out
+}
+
+func newOffers() *offers { return &offers{m: map[string]map[string]*offerItem{}} }
+
+// handed records tasks written to the agent's fetch answer at now.
+func (o *offers) handed(uid string, ts []api.AgentTask, now time.Time) {
+	if len(ts) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.m[uid]
+	if m == nil {
+		m = map[string]*offerItem{}
+		o.m[uid] = m
+	}
+	for _, t := range ts {
+		m[t.TaskID] = &offerItem{task: t, at: now}
+	}
+}
+
+// ack forgets the offer of a task (started, reported, ended).
+func (o *offers) ack(uid, taskID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m := o.m[uid]; m != nil {
+		delete(m, taskID)
+		if len(m) == 0 {
+			delete(o.m, uid)
+		}
+	}
+}
+
+// forget drops every offer of an agent (it went offline; its tasks failed).
+func (o *offers) forget(uid string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, uid)
+}
+
+// overdue acknowledges the offers the agent lists in held and returns the
+// others handed out before cutoff.
+func (o *offers) overdue(uid string, held map[string]bool, cutoff time.Time) []api.AgentTask {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.m[uid]
+	var out []api.AgentTask
+	for id, it := range m {
+		switch {
+		case held[id]:
+			delete(m, id)
+		case !it.at.After(cutoff):
+			out = append(out, it.task)
+		}
+	}
+	if len(m) == 0 {
+		delete(o.m, uid)
+	}
+	return out
+}
+
+// len counts the offers held (tests, metrics).
+func (o *offers) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, m := range o.m {
+		n += len(m)
+	}
+	return n
+}
+
+// reoffer compares a heartbeat's running and undelivered lists with what
+// was handed to the agent and re-offers the tasks it does not hold.
+// An agent that sends no boot ID (the seed's) lists nothing: it is left
+// alone.
+func (s *Server) reoffer(ctx context.Context, hb api.Heartbeat, now time.Time) {
+	if hb.BootID == "" {
+		return
+	}
+	held := make(map[string]bool, len(hb.Running)+len(hb.Undelivered))
+	for _, id := range hb.Running {
+		held[id] = true
+	}
+	for _, id := range hb.Undelivered {
+		held[id] = true
+	}
+	due := s.offers.overdue(hb.PodUID, held, now.Add(-s.opts.ReofferAfter))
+	for _, at := range due {
+		t, err := s.st.GetTask(ctx, at.TaskID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			s.offers.ack(hb.PodUID, at.TaskID)
+			continue
+		case err != nil:
+			s.log.Warn("look up an unacknowledged task", "task_id", at.TaskID, "err", err)
+			continue
+		case t.State != store.TaskDispatched:
+			s.offers.ack(hb.PodUID, at.TaskID) // started, ended or cancelled meanwhile
+			continue
+		}
+		s.offers.handed(hb.PodUID, []api.AgentTask{at}, now)
+		s.disp.requeue(hb.PodUID, at)
+		s.log.Warn("re-offering a task its agent did not acknowledge", "task_id", at.TaskID, "pod_uid", hb.PodUID)
+	}
+}
+
+// seedOffers re-creates, after a restart, the offers of tasks the store
+// holds dispatched: their fetch answers may have been lost with the
+// previous process. iperf hand-offs are not re-created (the destination's
+// server is gone with the old process's memory): they time out as before.
+func (s *Server) seedOffers(ctx context.Context) error {
+	now := s.now()
+	var after int64
+	for {
+		ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{State: store.TaskDispatched}, store.Page{Limit: store.MaxPageLimit, AfterID: after})
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			after = t.ID
+			if t.Type == api.TypeIperf || t.Type == api.TypeIperf3 {
+				continue
+			}
+			s.offers.handed(t.SrcPodUID, []api.AgentTask{agentTask(t)}, now)
+		}
+		if len(ts) < store.MaxPageLimit {
+			return nil
+		}
+	}
+}
