@@ -231,7 +231,7 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		t.Spec = b
 		if t.Timeout == 0 {
-			t.Timeout = sp.DurationOr(10*time.Second) + DefaultProbeOverhead
+			t.Timeout = sp.DurationOr(10*time.Second) + sp.StartDelay.D() + DefaultProbeOverhead
 		}
 		t.Exclusive = exclusiveByDefault(typ, &sp)
 	case typ == api.TypeQoSHold:
