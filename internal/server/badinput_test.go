@@ -99,6 +99,10 @@ func testBadRunInput(t *testing.T, dsn string) {
 		{"unknown pod", `{"tasks":[{"src":"pod-a","dst":"no-such-pod","spec":{"kind":"rr"}}]}`, "no-such-pod"},
 		{"malformed", `{"tasks":[{"src":"pod-a"`, "malformed JSON"},
 		{"negative timeout", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"timeout":-1}]}`, "timeout"},
+		{"via not an address", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"via":"svc.example:5201"}]}`, "tasks[0].via"},
+		{"via on another port", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"via":"10.96.1.2:22"}]}`, "not the destination responder's port 5201"},
+		{"via on a ping", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"ping"},"via":"10.96.1.2:5201"}]}`, "tasks[0].via"},
+		{"via on a tool task", `{"tasks":[{"src":"pod-a","dst":"pod-b","type":"ping","param":"-c 1","via":"10.96.1.2:5201"}]}`, "tasks[0].via"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
