@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -44,6 +45,7 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	if len(rep.Result) > 0 && !json.Valid(rep.Result) {
 		return api.ReportReply{}, api.BadRequest("result", "not valid JSON")
 	}
+	rep.Result, rep.TaskResult = splitRaw(rep.Result, rep.TaskResult)
 	t, dup, err := s.st.Complete(ctx, store.Report{
 		TaskID: rep.TaskID, AgentUID: rep.PodUID, ReportID: rep.ReportID, State: store.TaskState(state),
 		RawResult: rep.TaskResult, Result: rep.Result, Reason: rep.Reason,
@@ -60,6 +62,37 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 		}
 	}
 	return api.ReportReply{TaskID: t.TaskID, State: string(t.State), Duplicate: dup}, nil
+}
+
+// splitRaw takes a tool's output out of a typed result ("raw"), so the
+// typed result stays small: the output is kept as the task's raw output
+// (stored apart) unless the report carries one already (agents send the
+// same text in both).
+func splitRaw(result json.RawMessage, raw string) (json.RawMessage, string) {
+	if !bytes.Contains(result, []byte(`"raw"`)) {
+		return result, raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(result, &m) != nil {
+		return result, raw // not an object: kept as it is
+	}
+	inner, ok := m["raw"]
+	if !ok {
+		return result, raw
+	}
+	var s string
+	if json.Unmarshal(inner, &s) != nil {
+		return result, raw
+	}
+	delete(m, "raw")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return result, raw
+	}
+	if raw == "" {
+		raw = s
+	}
+	return out, raw
 }
 
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
