@@ -69,16 +69,24 @@ bench-answers: build
 bench-lab:
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/lab/labbench
 
-# The real-cluster test (internal/k8stest): builds Kubernetes v1.34.4 and
-# flanneld v0.28.10 from Go modules on first use (cached in
+# The real-cluster test (internal/k8stest), once per CNI of K8S_CNIS, each
+# on its own cluster: builds Kubernetes v1.34.4, flanneld v0.28.10 and (for
+# calico) Calico v3.31.0 from Go modules on first use (cached in
 # /var/cache/cnperf-k8s), starts a two-node cluster in network namespaces
-# with real flannel (vxlan, then host-gw) and runs cnperf on it. Needs root.
-# CNPERF_K8S_REPORT=FILE writes the run's record; CNPERF_K8S_CNI=bridge
-# uses the harness's own conflist instead of flannel.
+# with the CNI (flannel: vxlan, then host-gw; calico: vxlan, then direct,
+# switched in place) and runs cnperf on it. Needs root.
+# CNPERF_K8S_REPORT=FILE writes the runs' record (each CNI's run merges its
+# suites into the file); K8S_CNIS=bridge uses the harness's own conflist.
 # Serialised by /tmp/cnperf-k8s.lock: two harness runs at once would tear
-# down each other's cluster (fixed namespace and device names).
+# down each other's cluster (fixed namespace and device names). Every CNI
+# runs even when one fails; the target fails if any did.
+K8S_CNIS ?= flannel
 test-k8s: test-deps
-	CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/
+	@st=0; for cni in $(K8S_CNIS); do \
+		echo "== test-k8s: CNI $$cni"; start=$$(date +%s); \
+		CNPERF_K8S_CNI=$$cni CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/ || st=1; \
+		echo "== test-k8s: CNI $$cni took $$(( $$(date +%s) - start ))s"; \
+	done; exit $$st
 
 clean:
 	rm -rf bin

@@ -27,6 +27,8 @@ command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+# Calico's Felix (the harness's calico CNI) programs its ipsets with ipset.
+command -v ipset >/dev/null 2>&1 || need+=(ipset)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # Headless Chromium and a font for the dashboard's browser tests.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

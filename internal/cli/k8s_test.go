@@ -47,16 +47,18 @@ func TestK8sVerbsBadInput(t *testing.T) {
 	}
 }
 
-// TestLabelCNI: rows of a --k8s run carry the cluster's CNI as `cni` and
-// its backend as `backend`; a CNI with no backend leaves backend empty.
+// TestLabelCNI: rows of a --k8s run carry the cluster's CNI as `cni`, its
+// release as `cni_version` (when known) and its backend as `backend`; a CNI
+// with no backend leaves backend empty.
 func TestLabelCNI(t *testing.T) {
 	for _, tc := range []struct {
-		facts            k8s.Facts
-		wantCNI, wantBck string
+		facts                     k8s.Facts
+		wantCNI, wantBck, wantVer string
 	}{
-		{k8s.Facts{CNIName: "flannel", Backend: "vxlan"}, "flannel", "vxlan"},
-		{k8s.Facts{CNIName: "flannel", Backend: "host-gw"}, "flannel", "host-gw"},
-		{k8s.Facts{CNIName: "bridge"}, "bridge", ""},
+		{k8s.Facts{CNIName: "flannel", Backend: "vxlan"}, "flannel", "vxlan", ""},
+		{k8s.Facts{CNIName: "flannel", Backend: "host-gw"}, "flannel", "host-gw", ""},
+		{k8s.Facts{CNIName: "calico", CNIVersion: "v3.31.0", Backend: "direct"}, "calico", "direct", "v3.31.0"},
+		{k8s.Facts{CNIName: "bridge"}, "bridge", "", ""},
 	} {
 		rows := []suite.Row{{Connection: "pod-pod cross node"}, {Connection: "node-node", Labels: map[string]string{"x": "y"}}}
 		labelCNI(rows, tc.facts)
@@ -71,6 +73,9 @@ func TestLabelCNI(t *testing.T) {
 			}
 			if m["cni"] != tc.wantCNI || m["backend"] != tc.wantBck {
 				t.Errorf("%s: row JSON cni %v backend %v, want %q %q", tc.facts.CNIName, m["cni"], m["backend"], tc.wantCNI, tc.wantBck)
+			}
+			if v, _ := m["cni_version"].(string); v != tc.wantVer {
+				t.Errorf("%s: row JSON cni_version %q, want %q", tc.facts.CNIName, v, tc.wantVer)
 			}
 		}
 	}

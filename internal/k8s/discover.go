@@ -75,7 +75,9 @@ type Node struct {
 	Schedulable      bool     `json:"schedulable"`
 	// CNI and CNIBackend are what a CNI daemon wrote on the Node object
 	// (flannel's kube subnet manager: "flannel" and its backend-type
-	// annotation, "vxlan" or "host-gw"); empty when none did.
+	// annotation, "vxlan" or "host-gw"; calico-node: "calico" and the
+	// tunnel address it allocated, "vxlan", "ipip", or "direct" for none);
+	// empty when none did.
 	CNI        string `json:"cni,omitempty"`
 	CNIBackend string `json:"cni_backend,omitempty"`
 }
@@ -83,6 +85,15 @@ type Node struct {
 // flannelBackendAnnotation is set on every node by flannel's Kubernetes
 // subnet manager to the backend it runs (vxlan, host-gw, ...).
 const flannelBackendAnnotation = "flannel.alpha.coreos.com/backend-type"
+
+// Annotations calico-node writes on the Node objects (Kubernetes
+// datastore): its address, and the tunnel address of the encapsulation in
+// use, if any.
+const (
+	calicoAddressAnnotation = "projectcalico.org/IPv4Address"
+	calicoVXLANAnnotation   = "projectcalico.org/IPv4VXLANTunnelAddr"
+	calicoIPIPAnnotation    = "projectcalico.org/IPv4IPIPTunnelAddr"
+)
 
 // Nodes lists the cluster's nodes, sorted by name.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
@@ -106,6 +117,14 @@ func nodeOf(n *corev1.Node) Node {
 		OSImage: n.Status.NodeInfo.OSImage, ContainerRuntime: n.Status.NodeInfo.ContainerRuntimeVersion}
 	if b := n.Annotations[flannelBackendAnnotation]; b != "" {
 		out.CNI, out.CNIBackend = "flannel", b
+	} else if n.Annotations[calicoAddressAnnotation] != "" {
+		out.CNI, out.CNIBackend = "calico", "direct"
+		switch {
+		case n.Annotations[calicoVXLANAnnotation] != "":
+			out.CNIBackend = "vxlan"
+		case n.Annotations[calicoIPIPAnnotation] != "":
+			out.CNIBackend = "ipip"
+		}
 	}
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP && out.InternalIP == "" {

@@ -46,6 +46,7 @@ type Env struct {
 	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for
 	applied  *suite.Applied
 	shaped   []Shaped
+	kernels  []KernelTC // what Probe found on each node
 }
 
 // Shaped is a shaped agent pod the environment started: the annotations,
@@ -77,14 +78,14 @@ type DrainResult struct {
 
 // Caps implements suite.Env.
 func (e *Env) Caps() suite.Caps {
-	return suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{
+	return e.withKernels(suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{
 		suite.CapNodeQdisc: "cnperf changes no node of a cluster yet (a qdisc on a node's interface will be opt-in)",
 		suite.CapPodQdisc:  "on Kubernetes an agent puts a qdisc on its interface around one task only (task QoS), not around a whole phase yet",
 		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
-		suite.CapPolice:    "cnperf cannot police a pod on Kubernetes yet",
+		suite.CapPolice:    "cnperf does not put the police action on a cluster node's veth yet",
 		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
 		suite.CapService:   "cnperf creates no Services yet",
-	}}
+	}})
 }
 
 // Shaped returns the shaped pods the environment started, in order.

@@ -95,12 +95,17 @@ type Facts struct {
 	// run carry it as `cni`.
 	CNIName string `json:"cni_name,omitempty"`
 	// Backend is the CNI's datapath mode where the CNI says it ("vxlan",
-	// "host-gw"); rows carry it as `backend`.
-	Backend   string `json:"backend,omitempty"`
-	ProxyMode string `json:"kube_proxy_mode"`
-	PodMTU    int    `json:"pod_mtu,omitempty"`
-	NodeMTU   int    `json:"node_mtu,omitempty"`
-	Kernel    string `json:"kernel"`
+	// "host-gw", "direct"); rows carry it as `backend`.
+	Backend string `json:"backend,omitempty"`
+	// CNIVersion is the CNI's release where the cluster says it (Calico:
+	// its ClusterInformation's calicoVersion; an identity that may not get
+	// clusterinformations.crd.projectcalico.org leaves it empty); rows
+	// carry it as `cni_version`.
+	CNIVersion string `json:"cni_version,omitempty"`
+	ProxyMode  string `json:"kube_proxy_mode"`
+	PodMTU     int    `json:"pod_mtu,omitempty"`
+	NodeMTU    int    `json:"node_mtu,omitempty"`
+	Kernel     string `json:"kernel"`
 }
 
 // knownCNIs are DaemonSets (in kube-system or their own namespace) that
@@ -136,6 +141,9 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 	f.CNIName, f.Backend = cniOfNodes(f.Nodes)
 	if f.CNIName != "" {
 		f.CNI = f.CNIName
+	}
+	if f.CNIName == "calico" {
+		f.CNIVersion = c.calicoVersion(ctx)
 	}
 	for _, k := range knownCNIs {
 		if f.CNI != "" {
@@ -182,6 +190,28 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		f.CNI = "unknown: " + r.CNIError
 	}
 	return f, nil
+}
+
+// calicoVersion is the calicoVersion of Calico's ClusterInformation
+// "default" (calico-node's startup writes its release there), or "" when
+// it cannot be read: the version is a fact worth having, not a reason to
+// fail a run.
+func (c *Client) calicoVersion(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	b, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/apis/crd.projectcalico.org/v1/clusterinformations/default").DoRaw(rctx)
+	if err != nil {
+		return ""
+	}
+	var ci struct {
+		Spec struct {
+			CalicoVersion string `json:"calicoVersion"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(b, &ci) != nil {
+		return ""
+	}
+	return ci.Spec.CalicoVersion
 }
 
 // cniOfNodes is the CNI and backend the nodes' annotations name, when every

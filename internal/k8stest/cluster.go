@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -112,10 +113,14 @@ func (c *Cluster) stages() []stage {
 
 type proc struct {
 	name string
-	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
 	log  string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd // the running process (a supervised one's latest)
+	stopping bool      // stopped on purpose: not restarted
+	restarts int
 }
 
 // Up builds (or finds) the binaries, removes leftovers of an earlier run,
@@ -199,13 +204,16 @@ func (c *Cluster) build(ctx context.Context) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(bctx, "nice", "-n", "10", c.opts.BuildScript, c.opts.CacheDir)
 	cmd.Env = append(os.Environ(), "FLANNEL_VERSION="+FlannelVersion)
+	if _, ok := c.CNI.(*Calico); ok {
+		cmd.Env = append(cmd.Env, "CALICO_VERSION="+CalicoVersion) // built only for a Calico cluster
+	}
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build Kubernetes and flannel: %w\n%s", err, tail(errb.String(), 3000))
+		return "", fmt.Errorf("build Kubernetes and the CNIs: %w\n%s", err, tail(errb.String(), 3000))
 	}
-	c.log.Info("kubernetes and flannel binaries ready", "took", time.Since(start).Round(time.Second))
+	c.log.Info("kubernetes and CNI binaries ready", "cni", c.CNI.Facts().Name, "took", time.Since(start).Round(time.Second))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	return lines[len(lines)-1], nil
 }

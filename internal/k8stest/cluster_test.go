@@ -91,10 +91,11 @@ func TestRealCluster(t *testing.T) {
 		t.Logf("harness total (build check, cluster, checks, teardown): %v", time.Since(start).Round(time.Second))
 	})
 	upStart := time.Now()
-	cni, backends, err := harnessCNI()
+	cni, err := harnessCNI()
 	if err != nil {
 		t.Fatal(err)
 	}
+	backends := cni.Backends()
 	cl, err = Up(ctx, Options{CacheDir: cache, BuildScript: filepath.Join(root, "test", "k8s", "build.sh"), Images: imgs, CNI: cni, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -188,10 +189,10 @@ func TestRealCluster(t *testing.T) {
 	for i, backend := range backends {
 		if i > 0 {
 			t0 := time.Now()
-			if err := cl.CNI.(*Flannel).SwitchBackend(ctx, cl, backend); err != nil {
-				t.Fatalf("flannel backend %s: %v", backend, err)
+			if err := cl.CNI.SwitchBackend(ctx, cl, backend); err != nil {
+				t.Fatalf("%s backend %s: %v", cl.CNI.Facts().Name, backend, err)
 			}
-			t.Logf("flanneld restarted with backend %s in %v", backend, time.Since(t0).Round(time.Millisecond))
+			t.Logf("%s switched to backend %s in %v", cl.CNI.Facts().Name, backend, time.Since(t0).Round(time.Millisecond))
 			t0 = time.Now()
 			recreatePods(ctx, t, kc)
 			t.Logf("cnperf's pods recreated on the %s network and ready in %v", backend, time.Since(t0).Round(time.Second))

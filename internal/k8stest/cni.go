@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,11 +12,19 @@ import (
 // kubelets run and the controller-manager has given every node a pod CIDR
 // (Node.PodCIDR is set), before kube-proxy starts; Down stops what it
 // started (processes through Cluster.start, devices with the nodes'
-// namespaces). Each CNI is one file: cni_bridge.go, cni_flannel.go.
+// namespaces). Each CNI is one file: cni_bridge.go, cni_flannel.go,
+// cni_calico.go.
 type CNI interface {
 	// Install starts the CNI on every node and writes each node's CNI
 	// configuration into Node.CNIDir.
 	Install(ctx context.Context, c *Cluster) error
+	// Backends are the datapath modes the CNI runs on this kernel, in the
+	// order the test runs them; Install starts the first.
+	Backends() []string
+	// SwitchBackend moves the running CNI to another of its Backends in
+	// place, on the same cluster. Pods made before keep their old network:
+	// the caller recreates them.
+	SwitchBackend(ctx context.Context, c *Cluster, backend string) error
 	// Facts say which CNI this is, as `cnperf k8s status --facts` and the
 	// rows of a run on this cluster must name it.
 	Facts() CNIFacts
@@ -34,6 +43,34 @@ type CNIFacts struct {
 	PodMTU int
 	// Plugins are the CNI plugins its configuration chains.
 	Plugins []string
+}
+
+// refusedCNIs are CNIs the harness refuses up front, with the reason.
+var refusedCNIs = map[string]string{
+	"antrea": "Antrea's datapath is Open vSwitch's kernel module (openvswitch), which this kernel lacks; and the Go module proxy serves no version of antrea.io/antrea to build it from",
+}
+
+// CNINamed is the harness CNI of that name (CNPERF_K8S_CNI; "" is
+// flannel), on its first backend. CNIs and backends this kernel cannot run
+// are refused with the reason ("calico-ipip" asks for Calico's IP-in-IP).
+func CNINamed(name string) (CNI, error) {
+	if why, ok := refusedCNIs[name]; ok {
+		return nil, fmt.Errorf("CNI %q refused: %s", name, why)
+	}
+	switch name {
+	case "", "flannel":
+		return &Flannel{Backend: FlannelBackends[0]}, nil
+	case "calico":
+		return &Calico{Backend: CalicoBackends[0]}, nil
+	case "bridge":
+		return Bridge{}, nil
+	}
+	if cni, backend, ok := strings.Cut(name, "-"); ok && cni == "calico" {
+		if err := checkCalicoBackend(backend); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("CNI %q: the harness runs flannel, calico or bridge", name)
 }
 
 func (f CNIFacts) String() string {

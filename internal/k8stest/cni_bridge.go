@@ -3,6 +3,7 @@ package k8stest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -16,6 +17,17 @@ type Bridge struct{}
 // Facts name the bridge conflist.
 func (Bridge) Facts() CNIFacts {
 	return CNIFacts{Name: "bridge", PodMTU: 1500, Plugins: []string{"bridge", "portmap", "bandwidth"}}
+}
+
+// Backends: the bridge has one datapath, named "".
+func (Bridge) Backends() []string { return []string{""} }
+
+// SwitchBackend refuses every backend but the bridge's one.
+func (Bridge) SwitchBackend(_ context.Context, _ *Cluster, backend string) error {
+	if backend != "" {
+		return fmt.Errorf("the bridge CNI has no backend %q (it has one datapath)", backend)
+	}
+	return nil
 }
 
 // Install writes every node's conflist and the routes between nodes.

@@ -49,6 +49,9 @@ func (f *Flannel) Facts() CNIFacts {
 	return CNIFacts{Name: "flannel", Backend: f.Backend, Version: FlannelVersion, PodMTU: f.mtu, Plugins: []string{"bridge", "portmap", "bandwidth"}}
 }
 
+// Backends are FlannelBackends.
+func (f *Flannel) Backends() []string { return FlannelBackends }
+
 // Install makes flannel's RBAC and token, starts flanneld on every node and
 // writes each node's conflist from its subnet.env.
 func (f *Flannel) Install(ctx context.Context, c *Cluster) error {

@@ -55,6 +55,18 @@ func nsenter(ns string, args ...string) []string {
 
 // start starts a long-running component with its output in a log file.
 func (c *Cluster) start(name string, argv ...string) (*proc, error) {
+	return c.startSupervised(name, nil, argv...)
+}
+
+// maxRestarts bounds how often startSupervised restarts one component.
+const maxRestarts = 20
+
+// startSupervised starts a long-running component as start does and, as a
+// DaemonSet's kubelet would, starts it again (after a second, into the same
+// log) whenever it exits with one of restartOn: Felix exits with 129 to
+// apply a changed setting and expects to be restarted. Any other exit, a
+// stop, or more than maxRestarts restarts end it.
+func (c *Cluster) startSupervised(name string, restartOn []int, argv ...string) (*proc, error) {
 	logDir := filepath.Join(c.RunDir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
@@ -64,26 +76,60 @@ func (c *Cluster) start(name string, argv ...string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = pathEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	launch := func() (*exec.Cmd, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = pathEnv()
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		pf, err := os.OpenFile(filepath.Join(c.RunDir, "pids"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(pf, "%d %s\n", cmd.Process.Pid, argv0(argv))
+			pf.Close()
+		}
+		return cmd, nil
+	}
+	cmd, err := launch()
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, err
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
 	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
+		defer close(p.done)
+		defer f.Close()
+		for {
+			err := cmd.Wait()
+			code := -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			p.mu.Lock()
+			again := !p.stopping && slices.Contains(restartOn, code) && p.restarts < maxRestarts
+			p.mu.Unlock()
+			if again {
+				fmt.Fprintf(f, "\n--- harness: %s exited with %d; restarting it in 1s\n", name, code)
+				time.Sleep(time.Second)
+				p.mu.Lock()
+				if !p.stopping {
+					if next, lerr := launch(); lerr == nil {
+						cmd, p.cmd = next, next
+						p.restarts++
+						p.mu.Unlock()
+						continue
+					} else {
+						err = lerr
+					}
+				}
+				p.mu.Unlock()
+			}
+			p.err = err
+			return
+		}
 	}()
 	c.procs = append(c.procs, p)
-	pf, err := os.OpenFile(filepath.Join(c.RunDir, "pids"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err == nil {
-		fmt.Fprintf(pf, "%d %s\n", cmd.Process.Pid, argv0(argv))
-		pf.Close()
-	}
 	return p, nil
 }
 
@@ -158,11 +204,15 @@ func stopProc(p *proc) {
 		return
 	default:
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	p.mu.Lock()
+	p.stopping = true
+	pgid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-p.done
 	}
 }

@@ -3,6 +3,7 @@ package k8stest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -17,8 +18,9 @@ import (
 )
 
 // EnvCNI chooses the real-cluster test's CNI: "flannel" (the default: the
-// real flannel daemon, vxlan and then host-gw) or "bridge" (the harness's
-// own conflist and routes, no CNI daemon).
+// real flannel daemon, vxlan and then host-gw), "calico" (Calico, vxlan and
+// then direct) or "bridge" (the harness's own conflist and routes, no CNI
+// daemon). `make test-k8s` runs the test once per CNI.
 const EnvCNI = "CNPERF_K8S_CNI"
 
 // EnvReport names the file the real-cluster test writes its record to:
@@ -28,31 +30,34 @@ const EnvReport = "CNPERF_K8S_REPORT"
 
 type cnpFunc func(time.Duration, ...string) (string, string, error)
 
-// harnessCNI is the CNI the test brings the cluster up with and the
-// backends it runs the suites on, in order.
-func harnessCNI() (CNI, []string, error) {
-	switch v := os.Getenv(EnvCNI); v {
-	case "", "flannel":
-		return &Flannel{Backend: FlannelBackends[0]}, FlannelBackends, nil
-	case "bridge":
-		return Bridge{}, []string{""}, nil
-	default:
-		return nil, nil, fmt.Errorf("%s=%q: want flannel or bridge", EnvCNI, v)
+// harnessCNI is the CNI the test brings the cluster up with; it runs the
+// suites on each of its Backends in order.
+func harnessCNI() (CNI, error) {
+	cni, err := CNINamed(os.Getenv(EnvCNI))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvCNI, err)
 	}
+	return cni, nil
 }
 
-// clusterRecord is the file EnvReport names.
+// clusterRecord is the file EnvReport names. `make test-k8s` runs the
+// test once per CNI, each on its own cluster, into one file: write merges
+// (a run replaces the suites of its own CNI and keeps the others').
 type clusterRecord struct {
-	Cluster json.RawMessage `json:"cluster"`
-	Suites  []suiteRecord   `json:"suites"`
+	// Cluster is the facts of the first cluster recorded (kept for
+	// readers of the one-CNI record); Clusters holds each CNI's.
+	Cluster  json.RawMessage            `json:"cluster"`
+	Clusters map[string]json.RawMessage `json:"clusters,omitempty"`
+	Suites   []suiteRecord              `json:"suites"`
 }
 
 type suiteRecord struct {
-	Suite   string            `json:"suite"`
-	CNI     string            `json:"cni"`
-	Backend string            `json:"backend"`
-	RunIDs  []string          `json:"run_ids"`
-	Rows    []json.RawMessage `json:"rows"`
+	Suite      string            `json:"suite"`
+	CNI        string            `json:"cni"`
+	CNIVersion string            `json:"cni_version,omitempty"`
+	Backend    string            `json:"backend"`
+	RunIDs     []string          `json:"run_ids"`
+	Rows       []json.RawMessage `json:"rows"`
 }
 
 // add records one suite run from its --json output.
@@ -70,11 +75,29 @@ func (r *clusterRecord) add(t *testing.T, cni CNIFacts, out string) {
 	if r.Cluster == nil {
 		r.Cluster = o.Cluster
 	}
-	r.Suites = append(r.Suites, suiteRecord{Suite: o.Suite, CNI: cni.Name, Backend: cni.Backend, RunIDs: o.RunIDs, Rows: o.Rows})
+	if r.Clusters == nil {
+		r.Clusters = map[string]json.RawMessage{}
+	}
+	if _, ok := r.Clusters[cni.Name]; !ok && o.Cluster != nil {
+		r.Clusters[cni.Name] = o.Cluster
+	}
+	r.Suites = append(r.Suites, suiteRecord{Suite: o.Suite, CNI: cni.Name, CNIVersion: cni.Version, Backend: cni.Backend, RunIDs: o.RunIDs, Rows: o.Rows})
 }
 
+// write writes the record to path, merged with what is there: suites and
+// cluster facts of other CNIs stay, this record's CNIs' are replaced.
 func (r *clusterRecord) write(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+	merged := *r
+	if b, err := os.ReadFile(path); err == nil {
+		var old clusterRecord
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("existing record %s: %w", path, err)
+		}
+		merged = mergeRecords(old, *r)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	b, err := json.MarshalIndent(merged, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -83,6 +106,37 @@ func (r *clusterRecord) write(path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// mergeRecords is old with the suites and facts of the CNIs in cur
+// replaced by cur's.
+func mergeRecords(old, cur clusterRecord) clusterRecord {
+	mine := map[string]bool{}
+	for _, s := range cur.Suites {
+		mine[s.CNI] = true
+	}
+	for cni := range cur.Clusters {
+		mine[cni] = true
+	}
+	out := clusterRecord{Cluster: old.Cluster, Clusters: map[string]json.RawMessage{}}
+	for cni, f := range old.Clusters {
+		if !mine[cni] {
+			out.Clusters[cni] = f
+		}
+	}
+	for cni, f := range cur.Clusters {
+		out.Clusters[cni] = f
+	}
+	for _, s := range old.Suites {
+		if !mine[s.CNI] {
+			out.Suites = append(out.Suites, s)
+		}
+	}
+	out.Suites = append(out.Suites, cur.Suites...)
+	if out.Cluster == nil {
+		out.Cluster = cur.Cluster
+	}
+	return out
 }
 
 // checkFacts: `cnperf k8s status --facts` names the cluster, the nodes,
@@ -114,6 +168,10 @@ func checkCNILabels(t *testing.T, rows []row, want CNIFacts) {
 	for _, r := range rows {
 		if r.Labels["cni"] != want.Name || r.Labels["backend"] != want.Backend {
 			t.Errorf("row %s: cni %q backend %q, want %q %q", r.Connection, r.Labels["cni"], r.Labels["backend"], want.Name, want.Backend)
+		}
+		// Calico says its release in the cluster (ClusterInformation).
+		if want.Name == "calico" && r.Labels["cni_version"] != want.Version {
+			t.Errorf("row %s: cni_version %q, want %q", r.Connection, r.Labels["cni_version"], want.Version)
 		}
 	}
 }

@@ -183,6 +183,13 @@ type Checker interface {
 	Check(ctx context.Context, c Change) error
 }
 
+// A CapUser is a suite that says which capabilities it may ask for, so an
+// environment that knows some of them only by trying (the police action
+// on a cluster's nodes) looks before the suite is planned.
+type CapUser interface {
+	MayUse() []Cap
+}
+
 // A Rewriter is an environment that makes some changes its own way and
 // says so in the phase's steps once the phase's changes are made:
 // Kubernetes limits a pod's bandwidth on a fresh pod started with the

@@ -14,11 +14,26 @@
 # wrapper module holding flannel's main.go without the tencentvpc backend
 # (its SDK module is not served by the module proxy) and the udp backend
 # (it needs CGO); the vxlan and host-gw backends are flannel's own.
+#
+# With CALICO_VERSION set (v3.31.0), Calico goes into the same bin dir:
+# calico-node-$CALICO_VERSION (node/cmd/calico-node: -startup, -felix,
+# -allocate-tunnel-addrs) and the CNI plugins cni/calico and cni/calico-ipam
+# (one binary, chosen by its name), built static from a wrapper module that
+# requires Calico's pseudo-version (its v3 tags are not valid Go module
+# versions) and repeats Calico's replace block with its local paths turned
+# into that pseudo-version; Calico's manifest for VXLAN
+# (manifests/calico-vxlan.yaml: its CRDs, ServiceAccounts and RBAC) is copied
+# beside them as calico-$CALICO_VERSION.yaml. See docs/kubernetes.md.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 CNI_VERSION=${CNI_VERSION:-v1.9.1}
 FLANNEL_VERSION=${FLANNEL_VERSION:-v0.28.10}
+CALICO_VERSION=${CALICO_VERSION:-}
+# The commit of Calico's v3.31.0 tag and of its api module, as the module
+# proxy serves them.
+CALICO_PSEUDO=${CALICO_PSEUDO:-v0.0.0-20251021213802-b1f3c43f8437}
+CALICO_API=${CALICO_API:-v0.0.0-20251022175904-f2ab03771208}
 cache=${1:-/var/cache/cnperf-k8s}
 src=$cache/src-$K8S_VERSION
 bin=$cache/bin-$K8S_VERSION-cni-$CNI_VERSION
@@ -50,8 +65,64 @@ MOD
   )
 }
 
+build_calico() {
+  [ -n "$CALICO_VERSION" ] || return 0
+  local csrc=$cache/src-calico-$CALICO_VERSION out=$bin/calico-node-$CALICO_VERSION
+  [ -x "$out" ] && [ -x "$bin/cni/calico" ] && [ -x "$bin/cni/calico-ipam" ] && [ -f "$bin/calico-$CALICO_VERSION.yaml" ] && return 0
+  mkdir -p "$csrc" "$bin/cni"
+  (
+    cd "$csrc"
+    export GONOSUMDB=github.com/projectcalico GOFLAGS="-mod=mod -buildvcs=false"
+    cat >go.mod <<MOD
+module cnperf.local/calicobuild
+
+go 1.25.0
+
+require (
+	github.com/projectcalico/calico $CALICO_PSEUDO
+	github.com/projectcalico/api $CALICO_API
+)
+MOD
+    json=$(go mod download -json "github.com/projectcalico/calico@$CALICO_PSEUDO")
+    cmod=$(echo "$json" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+    dir=$(echo "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -f "$cmod" ] && [ -f "$dir/manifests/calico-vxlan.yaml" ] || { echo "build.sh: no go.mod or CRDs for calico@$CALICO_PSEUDO" >&2; exit 1; }
+    {
+      echo
+      echo "replace ("
+      sed -n '/^replace (/,/^)/p' "$cmod" | sed -e 's#//.*$##' |
+        sed -n -e 's#^[[:space:]]*github.com/projectcalico/api => \./api[[:space:]]*$#\tgithub.com/projectcalico/api => github.com/projectcalico/api '"$CALICO_API"'#p' \
+          -e 's#^[[:space:]]*\(github.com/projectcalico/calico/lib/[a-z]*\) => \./lib/.*$#\t\1 => \1 '"$CALICO_PSEUDO"'#p' \
+          -e 's#^[[:space:]]*\([^ ]*\) => \([^ .][^ ]*\) \(v[^ ]*\)[[:space:]]*$#\t\1 => \2 \3#p'
+      echo ")"
+    } >>go.mod
+    n=$(grep -c "=> k8s.io/" go.mod || true)
+    [ "$n" -ge 20 ] && grep -q "lib/std => .* $CALICO_PSEUDO" go.mod || { echo "build.sh: Calico's replace block not found in $cmod ($n k8s.io replaces)" >&2; exit 1; }
+    {
+      echo "// Package calicobuild only pins the Calico commands the harness builds."
+      echo "package calicobuild"
+      echo
+      echo "import ("
+      echo "	_ \"github.com/projectcalico/calico/cni-plugin/cmd/calico\""
+      echo "	_ \"github.com/projectcalico/calico/node/cmd/calico-node\""
+      echo ")"
+    } >tools.go
+    go mod tidy
+    ld="-s -w -X github.com/projectcalico/calico/pkg/buildinfo.Version=$CALICO_VERSION"
+    go build -trimpath -ldflags "$ld" -o "$out.tmp" github.com/projectcalico/calico/node/cmd/calico-node
+    go build -trimpath -ldflags "$ld" -o "$bin/cni/calico.tmp" github.com/projectcalico/calico/cni-plugin/cmd/calico
+    cp "$dir/manifests/calico-vxlan.yaml" "$bin/calico-$CALICO_VERSION.yaml.tmp"
+    cp "$bin/cni/calico.tmp" "$bin/cni/calico-ipam.tmp"
+    mv "$bin/cni/calico-ipam.tmp" "$bin/cni/calico-ipam"
+    mv "$bin/cni/calico.tmp" "$bin/cni/calico"
+    mv "$bin/calico-$CALICO_VERSION.yaml.tmp" "$bin/calico-$CALICO_VERSION.yaml"
+    mv "$out.tmp" "$out"
+  )
+}
+
 if [ -f "$bin/.complete" ]; then
   build_flannel
+  build_calico
   echo "$bin"
   exit 0
 fi
@@ -111,4 +182,5 @@ for c in "${cmds[@]}"; do [ -x "$bin/$c" ] || { echo "build.sh: $c missing" >&2;
 for p in "${plugins[@]}"; do [ -x "$bin/cni/${p#*/}" ] || { echo "build.sh: CNI ${p#*/} missing" >&2; exit 1; }; done
 touch "$bin/.complete"
 build_flannel
+build_calico
 echo "$bin"
