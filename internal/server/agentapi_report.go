@@ -96,11 +96,37 @@ func splitRaw(result json.RawMessage, raw string) (json.RawMessage, string) {
 }
 
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, true, api.MaxReportBody, nil, s.report)(w, r)
+	s.gateBigReport(w, r, jsonCall(s, true, api.MaxReportBody, nil, s.report))
 }
 
 func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, false, api.MaxReportBody, reportMatchesPath, s.report)(w, r)
+	s.gateBigReport(w, r, jsonCall(s, false, api.MaxReportBody, reportMatchesPath, s.report))
+}
+
+// Reports of 1 MiB or more (or of unknown length) are read, decoded and
+// stored at most bigReportSlots at a time: each costs about three times
+// its size in memory while it is handled (body, decoded text, the
+// database's copy), so without a bound a thousand agents reporting 8 MB
+// outputs at once would need gigabytes. The others wait (their bodies
+// unread) for a slot or for their request to end; agents retry with the
+// same report id, so nothing is stored twice.
+const (
+	bigReportBody  = 1 << 20
+	bigReportSlots = 2
+)
+
+func (s *Server) gateBigReport(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	if r.ContentLength >= 0 && r.ContentLength < bigReportBody {
+		h(w, r)
+		return
+	}
+	select {
+	case s.bigReports <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	defer func() { <-s.bigReports }()
+	h(w, r)
 }
 
 // reportMatchesPath takes the task id from the path when the body has none

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/store/storetest"
@@ -115,5 +117,39 @@ func testBoundedAnswers(t *testing.T, dsn string) {
 		if code, body := f.do("GET", c.path, tok, nil); code != c.status {
 			t.Errorf("%s: GET %s: %d %s, want %d", c.name, c.path, code, body, c.status)
 		}
+	}
+}
+
+// TestBigReportsAreGated: while the big-report slots are taken, a report
+// of 1 MiB or more waits (here until its request ends) and a small one
+// does not; once a slot frees, the big one is stored.
+func TestBigReportsAreGated(t *testing.T) {
+	f := newFixture(t, "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"), nil)
+	ctx := context.Background()
+	f.twoAgents()
+	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1"), pingTask("-c 1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil {
+		t.Fatal(err)
+	}
+	for range bigReportSlots {
+		f.srv.bigReports <- struct{}{}
+	}
+	big := api.Report{TaskID: ids[0], PodUID: "uid-a", ReportID: "big", State: api.StateSucceeded, TaskResult: strings.Repeat("x", bigReportBody)}
+	small := api.Report{TaskID: ids[1], PodUID: "uid-a", ReportID: "small", State: api.StateSucceeded, TaskResult: "ok"}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = f.agent.Report(wctx, big)
+	cancel()
+	if err == nil {
+		t.Fatal("big report stored while every slot was taken")
+	}
+	if _, err := f.agent.Report(ctx, small); err != nil {
+		t.Fatalf("small report waited for a big-report slot: %v", err)
+	}
+	<-f.srv.bigReports
+	if rep, err := f.agent.Report(ctx, big); err != nil || rep.Duplicate {
+		t.Fatalf("big report with a free slot: %+v %v", rep, err)
 	}
 }

@@ -89,8 +89,11 @@ type Server struct {
 	reg     *registrar
 	disp    *dispatcher
 	offers  *offers // tasks handed out, not yet acknowledged (redispatch.go)
-	openapi []byte
-	extras  *extras // dashboard and /metrics (dashboard.go)
+	// bigReports holds a slot per large report being handled
+	// (agentapi_report.go).
+	bigReports chan struct{}
+	openapi    []byte
+	extras     *extras // dashboard and /metrics (dashboard.go)
 }
 
 // New checks opts and returns a server.
@@ -121,14 +124,15 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
-		st:     opts.Store,
-		log:    opts.Logger,
-		now:    opts.Now,
-		opts:   opts,
-		beats:  newBeatCache(),
-		reg:    &registrar{st: opts.Store},
-		disp:   newDispatcher(),
-		offers: newOffers(),
+		st:         opts.Store,
+		log:        opts.Logger,
+		now:        opts.Now,
+		opts:       opts,
+		beats:      newBeatCache(),
+		reg:        &registrar{st: opts.Store},
+		disp:       newDispatcher(),
+		offers:     newOffers(),
+		bigReports: make(chan struct{}, bigReportSlots),
 	}
 	doc, err := openAPIDocument()
 	if err != nil {
