@@ -96,11 +96,17 @@ func splitRaw(result json.RawMessage, raw string) (json.RawMessage, string) {
 }
 
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
-	s.gateBigReport(w, r, jsonCall(s, true, api.MaxReportBody, nil, s.report))
+	s.gateBigReport(w, r, jsonCall(s, true, api.MaxReportBody, s.reportByOwner, s.report))
 }
 
 func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
-	s.gateBigReport(w, r, jsonCall(s, false, api.MaxReportBody, reportMatchesPath, s.report))
+	check := func(r *http.Request, rep *api.Report) error {
+		if err := reportMatchesPath(r, rep); err != nil {
+			return err
+		}
+		return s.reportByOwner(r, rep)
+	}
+	s.gateBigReport(w, r, jsonCall(s, false, api.MaxReportBody, check, s.report))
 }
 
 // Reports of 1 MiB or more (or of unknown length) are read, decoded and
@@ -138,4 +144,16 @@ func reportMatchesPath(r *http.Request, rep *api.Report) error {
 		return api.BadRequest("task_id", "%q differs from the task id in the path %q", rep.TaskID, id)
 	}
 	return nil
+}
+
+// reportByOwner refuses a report by another agent than the task's source
+// (403), before anything is stored.
+func (s *Server) reportByOwner(r *http.Request, rep *api.Report) error {
+	if rep.TaskID == "" {
+		return api.BadRequest("task_id", "missing")
+	}
+	if err := checkLens(MaxUIDLen, "task_id", rep.TaskID, "pod_uid", rep.PodUID); err != nil {
+		return err
+	}
+	return s.actForTask(r, rep.TaskID, rep.PodUID, false)
 }
