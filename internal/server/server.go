@@ -96,7 +96,8 @@ type Server struct {
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
-	offers  *offers // tasks handed out, not yet acknowledged (redispatch.go)
+	offers  *offers   // tasks handed out, not yet acknowledged (redispatch.go)
+	keys    *testKeys // responder secrets, for the tasks' test keys
 	// bigReports holds a slot per large report being handled
 	// (agentapi_report.go).
 	bigReports chan struct{}
@@ -141,6 +142,7 @@ func New(opts Options) (*Server, error) {
 		reg:        &registrar{st: opts.Store},
 		disp:       newDispatcher(),
 		offers:     newOffers(),
+		keys:       newTestKeys(),
 		bigReports: make(chan struct{}, bigReportSlots),
 	}
 	doc, err := openAPIDocument()
