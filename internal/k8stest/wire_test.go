@@ -2,6 +2,7 @@ package k8stest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -47,10 +48,16 @@ func runWireDSCP(t *testing.T, cnp cnpFunc, cniDir string, want CNIFacts) {
 		outer, okO := r.Median["wire_dscp.outer"]
 		inner, okI := r.Median["wire_dscp.inner"]
 		packets := r.Median["wire_dscp.packets"]
-		t.Logf("%s %s EF %s → %s in %v: wire_dscp encap %q outer %v inner %v (%v packets), arrival outer %v inner %v (%v packets); dscp received %v; errors %v; verdict: %s",
-			want, r.Labels["variant"], r.Src, r.Dst, time.Since(t0).Round(time.Second), w.Wire.Encap, outer, inner, packets,
-			r.Median["wire_dscp.arrival.outer"], r.Median["wire_dscp.arrival.inner"], r.Median["wire_dscp.arrival.packets"],
-			r.Median["dscp_received"], w.Errors, r.Labels["verdict"])
+		fig := func(k string) string {
+			if v, ok := r.Median[k]; ok {
+				return fmt.Sprint(v)
+			}
+			return "-"
+		}
+		t.Logf("%s %s EF %s → %s in %v: wire_dscp encap %q outer %s inner %s (%s packets), arrival outer %s inner %s (%s packets); dscp received %s; errors %v; verdict: %s",
+			want, r.Labels["variant"], r.Src, r.Dst, time.Since(t0).Round(time.Second), w.Wire.Encap, fig("wire_dscp.outer"), fig("wire_dscp.inner"),
+			fig("wire_dscp.packets"), fig("wire_dscp.arrival.outer"), fig("wire_dscp.arrival.inner"), fig("wire_dscp.arrival.packets"),
+			fig("dscp_received"), w.Errors, r.Labels["verdict"])
 		if !okO || packets == 0 {
 			t.Errorf("%s: no wire_dscp on the EF row (errors %v)", want, w.Errors)
 			continue
