@@ -196,7 +196,7 @@ func keys(m map[string]runtime.Object) []string {
 // TestChartValues checks the values the overlays do not cover.
 func TestChartValues(t *testing.T) {
 	objs := render(t, "agents.perNode=1", "agents.hostNetwork.enabled=false", "runner.serviceAccount.create=true",
-		"auth.userToken=u-secret", "auth.agentToken=a-secret")
+		"auth.userToken=u-secret")
 	var ds []string
 	for k := range objs {
 		if strings.HasPrefix(k, "DaemonSet/") {
@@ -217,12 +217,15 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("runner ServiceAccount not bound to cnperf-cluster-reader")
 	}
 	sec, ok := objs["Secret/cnperf-tokens"].(*corev1.Secret)
-	if !ok || string(sec.Data["user-token"]) != "u-secret" || string(sec.Data["agent-token"]) != "a-secret" {
-		t.Errorf("tokens from values not in the Secret: %+v", objs["Secret/cnperf-tokens"])
+	if !ok || string(sec.Data["user-token"]) != "u-secret" || len(sec.Data) != 1 {
+		t.Errorf("the Secret should hold the user token from values and nothing else (no shared agent secret): %+v", objs["Secret/cnperf-tokens"])
 	}
 	random := render(t)["Secret/cnperf-tokens"].(*corev1.Secret)
-	if n := len(random.Data["user-token"]); n != 48 || bytes.Equal(random.Data["user-token"], random.Data["agent-token"]) {
-		t.Errorf("random tokens: %d characters, user and agent alike: %v", n, bytes.Equal(random.Data["user-token"], random.Data["agent-token"]))
+	if n := len(random.Data["user-token"]); n != 48 {
+		t.Errorf("random user token: %d characters, want 48", n)
+	}
+	if _, ok := objs["ClusterRoleBinding/cnperf-server-token-review-cnperf"]; !ok {
+		t.Errorf("the server's account is not allowed TokenReview")
 	}
 	existing := render(t, "auth.existingSecret=my-tokens")
 	if _, ok := existing["Secret/cnperf-tokens"]; ok {

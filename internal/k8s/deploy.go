@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -44,6 +45,7 @@ var resources = map[string]struct {
 	"DaemonSet":             {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, true},
 	"Role":                  {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, true},
 	"ClusterRole":           {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, false},
+	"ClusterRoleBinding":    {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, false},
 }
 
 // Deploy applies the manifests with server-side apply, creates the token
@@ -65,6 +67,11 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 				u.SetName(c.NS())
 			} else if u.GetNamespace() != "" {
 				u.SetNamespace(c.NS())
+			}
+			if u.GetKind() == "ClusterRoleBinding" {
+				if err := toNamespace(u, c.NS()); err != nil {
+					return err
+				}
 			}
 		}
 		r, ok := resources[u.GetKind()]
@@ -104,6 +111,23 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 	return c.WaitReady(ctx, wait)
 }
 
+// toNamespace moves a ClusterRoleBinding of the base (named NAME-cnperf,
+// binding accounts of namespace cnperf) to namespace ns: its name ends in
+// ns, and its subjects in namespace cnperf are those of ns.
+func toNamespace(u *unstructured.Unstructured, ns string) error {
+	u.SetName(strings.TrimSuffix(u.GetName(), "-"+Namespace) + "-" + ns)
+	subjects, _, err := unstructured.NestedSlice(u.Object, "subjects")
+	if err != nil {
+		return fmt.Errorf("clusterrolebinding %s: subjects: %w", u.GetName(), err)
+	}
+	for _, sub := range subjects {
+		if m, ok := sub.(map[string]any); ok && m["namespace"] == Namespace {
+			m["namespace"] = ns
+		}
+	}
+	return unstructured.SetNestedSlice(u.Object, subjects, "subjects")
+}
+
 // ensureTokens creates the token Secret when missing; it reports whether it
 // made one.
 func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
@@ -116,11 +140,9 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 	if !apierrors.IsNotFound(err) {
 		return false, c.explain(err, "get secret "+TokensSecret)
 	}
+	// The user token only: agents present ServiceAccount tokens, so no
+	// shared agent secret exists in the cluster.
 	user, err := randomToken()
-	if err != nil {
-		return false, err
-	}
-	agent, err := randomToken()
 	if err != nil {
 		return false, err
 	}
@@ -128,7 +150,7 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: TokensSecret, Namespace: c.NS(),
 			Labels: map[string]string{"app.kubernetes.io/part-of": "cnperf"}},
 		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{"user-token": user, "agent-token": agent},
+		StringData: map[string]string{"user-token": user},
 	}
 	if _, err := c.Kube.CoreV1().Secrets(c.NS()).Create(rctx, s, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		return false, c.explain(err, "create secret "+TokensSecret)
@@ -136,7 +158,9 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Tokens reads the user and agent tokens from the token Secret.
+// Tokens reads the user token from the token Secret, and the agent join
+// token where a Secret of an earlier cnperf still holds one ("" otherwise:
+// agents authenticate with ServiceAccount tokens).
 func (c *Client) Tokens(ctx context.Context) (user, agent string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()

@@ -2,7 +2,9 @@ package k8s
 
 import (
 	"io/fs"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"path"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -152,8 +154,25 @@ func TestBaseContents(t *testing.T) {
 					t.Errorf("%s: env %s must come from the Downward API field %s", x.Name, name, fp)
 				}
 			}
-			if e := env["CNPERF_TOKEN"]; e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != TokensSecret {
-				t.Errorf("%s: CNPERF_TOKEN must come from secret %s", x.Name, TokensSecret)
+			// Identity: a projected ServiceAccount token for audience
+			// cnperf, short-lived, read by --token-file; no shared secret.
+			if _, ok := env["CNPERF_TOKEN"]; ok {
+				t.Errorf("%s: CNPERF_TOKEN set: agents need no shared secret", x.Name)
+			}
+			if !strings.Contains(strings.Join(c.Args, " "), "--token-file /var/run/secrets/cnperf/token") {
+				t.Errorf("%s: args %v lack --token-file /var/run/secrets/cnperf/token", x.Name, c.Args)
+			}
+			var proj *corev1.ServiceAccountTokenProjection
+			for _, v := range ps.Volumes {
+				if v.Name == AgentTokenVolume && v.Projected != nil && len(v.Projected.Sources) == 1 {
+					proj = v.Projected.Sources[0].ServiceAccountToken
+				}
+			}
+			if proj == nil || proj.Audience != "cnperf" || proj.ExpirationSeconds == nil || *proj.ExpirationSeconds > 3600 || proj.Path != "token" {
+				t.Errorf("%s: want a projected serviceAccountToken (audience cnperf, at most 1 h, path token), got %+v", x.Name, proj)
+			}
+			if want := agentTokenVolume(); proj != nil && !reflect.DeepEqual(*want.Projected.Sources[0].ServiceAccountToken, *proj) {
+				t.Errorf("%s: token volume differs from the one shaped agents get: %+v", x.Name, proj)
 			}
 			if !hasCap(c, "NET_ADMIN") {
 				t.Errorf("%s: agent needs NET_ADMIN", x.Name)
@@ -199,6 +218,24 @@ func TestBaseContents(t *testing.T) {
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("server liveness probe: want GET /healthz")
+	}
+	if !strings.Contains(strings.Join(c.Args, " "), "--agent-token-review") {
+		t.Errorf("server args %v: want --agent-token-review", c.Args)
+	}
+	for _, e := range c.Env {
+		if e.Name == "CNPERF_AGENT_TOKEN" {
+			t.Errorf("server reads CNPERF_AGENT_TOKEN: no shared agent secret in the cluster")
+		}
+	}
+	var review bool
+	for _, o := range objs {
+		if b, ok := o.(*rbacv1.ClusterRoleBinding); ok && b.RoleRef.Name == "system:auth-delegator" &&
+			len(b.Subjects) == 1 && b.Subjects[0].Name == ServerName && b.Subjects[0].Namespace == Namespace {
+			review = true
+		}
+	}
+	if !review {
+		t.Errorf("the server's account is not bound to system:auth-delegator (TokenReview)")
 	}
 	if server.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("server strategy %s: SQLite on a RWO volume needs Recreate", server.Spec.Strategy.Type)
@@ -264,5 +301,27 @@ func TestDeployOptionsRejectBadInput(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+}
+
+// TestClusterRoleBindingToNamespace: deployed into another namespace, the
+// base's TokenReview binding gets that namespace's name and account.
+func TestClusterRoleBindingToNamespace(t *testing.T) {
+	for _, o := range render(t, DeployOptions{}) {
+		b, ok := o.(*rbacv1.ClusterRoleBinding)
+		if !ok {
+			continue
+		}
+		u, err := ToUnstructured(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := toNamespace(u, "perf-team"); err != nil {
+			t.Fatal(err)
+		}
+		subs, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+		if u.GetName() != "cnperf-server-token-review-perf-team" || len(subs) != 1 || subs[0].(map[string]any)["namespace"] != "perf-team" {
+			t.Errorf("moved binding: name %s subjects %v", u.GetName(), subs)
+		}
 	}
 }

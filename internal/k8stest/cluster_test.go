@@ -204,6 +204,8 @@ func TestRealCluster(t *testing.T) {
 			if i == 0 {
 				// The seed's v1 workflow against the server in the cluster.
 				t.Run("seed v1 workflow", func(t *testing.T) { seedWorkflow(ctx, t, kc, agents) })
+				// Agents authenticate by ServiceAccount token (TokenReview).
+				t.Run("agent identity", func(t *testing.T) { agentIdentity(ctx, t, kc, agents) })
 			}
 			t.Run("baseline", func(t *testing.T) {
 				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)

@@ -20,11 +20,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* The Downward API identity every agent reads. */}}
 {{- define "cnperf.agentEnv" -}}
-- name: CNPERF_TOKEN
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "cnperf.tokenSecret" . }}
-      key: agent-token
 - name: POD_NAME
   valueFrom:
     fieldRef:
