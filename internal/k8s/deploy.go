@@ -25,6 +25,9 @@ import (
 const (
 	ServerName   = "cnperf-server"
 	TokensSecret = "cnperf-tokens"
+	// TokenReviewBinding is the name of the ClusterRoleBinding that lets
+	// the server review agents' tokens, without its "-NAMESPACE" suffix.
+	TokenReviewBinding = "cnperf-server-token-review"
 	// AgentSelector selects every agent pod (all three DaemonSets and
 	// the shaped agents of the shaping suite).
 	AgentSelector = "app.kubernetes.io/name=cnperf-agent"
@@ -115,7 +118,7 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 // binding accounts of namespace cnperf) to namespace ns: its name ends in
 // ns, and its subjects in namespace cnperf are those of ns.
 func toNamespace(u *unstructured.Unstructured, ns string) error {
-	u.SetName(strings.TrimSuffix(u.GetName(), "-"+Namespace) + "-" + ns)
+	u.SetName(strings.TrimSuffix(u.GetName(), "-"+Namespace) + "-" + ns) // TokenReviewBinding-ns
 	subjects, _, err := unstructured.NestedSlice(u.Object, "subjects")
 	if err != nil {
 		return fmt.Errorf("clusterrolebinding %s: subjects: %w", u.GetName(), err)
@@ -362,6 +365,11 @@ func (c *Client) Undeploy(ctx context.Context, timeout time.Duration, log io.Wri
 	err := c.Kube.RbacV1().ClusterRoles().Delete(rctx, "cnperf-cluster-reader", metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return c.explain(err, "delete clusterrole cnperf-cluster-reader")
+	}
+	review := TokenReviewBinding + "-" + c.NS()
+	err = c.Kube.RbacV1().ClusterRoleBindings().Delete(rctx, review, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return c.explain(err, "delete clusterrolebinding "+review)
 	}
 	err = c.Kube.CoreV1().Namespaces().Delete(rctx, c.NS(), metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
