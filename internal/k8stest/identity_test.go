@@ -101,9 +101,10 @@ func agentIdentity(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k
 	}
 	defer pods.Delete(context.WithoutCancel(ctx), intruder, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	var logs string
+	var logErr error
 	for deadline := time.Now().Add(90 * time.Second); ; {
-		b, _ := pods.GetLogs(intruder, &corev1.PodLogOptions{}).DoRaw(ctx)
-		logs = string(b)
+		b, err := pods.GetLogs(intruder, &corev1.PodLogOptions{}).DoRaw(ctx)
+		logs, logErr = string(b), err
 		if strings.Contains(logs, "heartbeat failed") || time.Now().After(deadline) {
 			break
 		}
@@ -111,7 +112,9 @@ func agentIdentity(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k
 	}
 	t.Logf("agent in pod %s (ServiceAccount %s) logged:\n%s", intruder, intruder, firstLines(logs, "heartbeat failed", 1))
 	if !strings.Contains(logs, "not of an agent's service account") {
-		t.Errorf("the intruder's agent was not refused for its ServiceAccount; its log:\n%s", logs)
+		p, _ := pods.Get(ctx, intruder, metav1.GetOptions{})
+		st, _ := json.Marshal(p.Status)
+		t.Errorf("the intruder's agent was not refused for its ServiceAccount; log error %v, log:\n%s\npod status: %s", logErr, logs, st)
 	}
 
 	// Tokens the API server issues, bound to a pod: each speaks for its
