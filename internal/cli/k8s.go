@@ -43,7 +43,7 @@ func newK8sCommand(g *globalOptions, st Streams) *cobra.Command {
 	}
 	f.add(cmd)
 	cmd.AddCommand(newK8sDeployCommand(f, st), newK8sUndeployCommand(f, st), newK8sStatusCommand(f, st),
-		newK8sInspectNodeCommand(st), newK8sIflinkCommand(st))
+		newK8sInspectNodeCommand(st), newK8sIflinkCommand(st), newK8sDetectTCCommand(st))
 	return cmd
 }
 
@@ -238,6 +238,32 @@ func newK8sIflinkCommand(st Streams) *cobra.Command {
 			}
 			writeTermination(termLog, strconv.Itoa(n))
 			fmt.Fprintln(st.Out, n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&termLog, "termination-log", "/dev/termination-log", "file kubelet reads the answer from")
+	return cmd
+}
+
+// newK8sDetectTCCommand tries the police action's features on scratch
+// devices in this network namespace and reports what the kernel refused
+// as JSON (run by detect pods on a cluster's nodes).
+func newK8sDetectTCCommand(st Streams) *cobra.Command {
+	var termLog string
+	cmd := &cobra.Command{
+		Use:    "detect-tc",
+		Short:  "Try the police action on scratch devices and report what the kernel lacks as JSON (run by detect pods)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			b, err := json.Marshal(k8s.DetectLocal(ctx))
+			if err != nil {
+				return err
+			}
+			writeTermination(termLog, string(b))
+			fmt.Fprintln(st.Out, string(b))
 			return nil
 		},
 	}

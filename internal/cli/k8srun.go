@@ -40,6 +40,11 @@ type k8sOutput struct {
 	Cluster k8s.Facts        `json:"cluster"`
 	Shaping *k8s.Shaped      `json:"shaping_qdiscs,omitempty"`
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
+	// Kernels is what detect pods found of the police action on the nodes.
+	Kernels []k8s.KernelTC `json:"node_kernels,omitempty"`
+	// Holds are the qdiscs agents held for the phases (qos-priority's
+	// pod-htb and node-htb).
+	Holds []k8s.Hold `json:"qos_holds,omitempty"`
 }
 
 // runOnK8s runs the suite on the cluster: it records the cluster's facts,
@@ -58,10 +63,40 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if !st0.Ready() {
 		return fmt.Errorf("cnperf on the cluster is not ready: %s (cnperf k8s status)", st0.NotReady())
 	}
-	facts, err := c.Facts(ctx, k.cniDir, 2*time.Minute)
-	if err != nil {
-		return fmt.Errorf("cluster facts: %w", err)
+	// The cluster's facts and, for a suite that may ask for what only a
+	// node's kernel can tell (the police action), a look at the nodes,
+	// both while the server is reached.
+	type factsOut struct {
+		facts k8s.Facts
+		err   error
 	}
+	factsc := make(chan factsOut, 1)
+	go func() {
+		fa, err := c.Facts(ctx, k.cniDir, 2*time.Minute)
+		factsc <- factsOut{fa, err}
+	}()
+	allowNode, err := f.opts.AllowNodeQdisc()
+	if err != nil {
+		return err
+	}
+	env := &k8s.Env{Client: c, CNIConfDir: k.cniDir, AllowNodeQdisc: allowNode}
+	probed := make(chan error, 1)
+	go func() {
+		var err error
+		if u, ok := f.suite.(suite.CapUser); ok {
+			err = env.Probe(ctx, u.MayUse()...)
+		}
+		probed <- err
+	}()
+	fo := <-factsc
+	perr := <-probed
+	if fo.err != nil {
+		return fmt.Errorf("cluster facts: %w", fo.err)
+	}
+	if perr != nil {
+		return perr
+	}
+	facts := fo.facts
 	fw, err := c.ForwardServer(ctx, 30*time.Second)
 	if err != nil {
 		return err
@@ -80,14 +115,15 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if err != nil {
 		return err
 	}
-	env := &k8s.Env{Client: c, Server: cl, CNIConfDir: k.cniDir}
+	env.Server = cl
 	r.API, r.Env = k8s.LiveAPI{ServerAPI: cl, Live: live}, env
 	rep, err := r.Run(ctx, f.suite, f.opts)
 	if err != nil {
 		return err
 	}
-	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts}
+	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts, Kernels: env.Kernels()}
 	labelCNI(out.Rows, facts)
+	out.Holds = env.Holds()
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}

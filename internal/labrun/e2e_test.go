@@ -18,8 +18,10 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -76,7 +78,9 @@ type output struct {
 	Suite   string           `json:"suite"`
 	Options json.RawMessage  `json:"options"`
 	Rows    []map[string]any `json:"rows"`
-	SLO     []struct {
+	// Environment is what the run ran on.
+	Environment *hostinfo.Environment `json:"environment"`
+	SLO         []struct {
 		Objective struct {
 			Connection string `json:"connection"`
 			Expr       string `json:"expr"`
@@ -89,7 +93,8 @@ type output struct {
 }
 
 // positive are the figures every baseline row must have above zero, with
-// the same keys under min and max.
+// the same keys under min and max (pod-service has no ping: a ClusterIP
+// answers none).
 var positive = []string{
 	"throughput_bps.sender", "throughput_bps.receiver", "bytes.sender", "bytes.receiver",
 	"cpu_pct.sender", "cpu_pct.receiver", "udp.throughput_bps.receiver", "rtt_ms.avg", "ping.rtt_ms.avg",
@@ -100,11 +105,12 @@ func checkRows(t *testing.T, out output, backends []string) {
 	if out.RunID == "" || len(out.RunIDs) != len(backends) || out.RunIDs[0] != out.RunID {
 		t.Errorf("run_id %q, run_ids %v: want one run per backend", out.RunID, out.RunIDs)
 	}
-	if len(out.Rows) != 3*len(backends) {
-		t.Fatalf("%d rows, want %d", len(out.Rows), 3*len(backends))
+	conns := len(suite.ConnectionOrder)
+	if len(out.Rows) != conns*len(backends) {
+		t.Fatalf("%d rows, want %d", len(out.Rows), conns*len(backends))
 	}
 	for i, row := range out.Rows {
-		wantConn, wantBackend := suite.ConnectionOrder[i%3], backends[i/3]
+		wantConn, wantBackend := suite.ConnectionOrder[i%conns], backends[i/conns]
 		if row["connection"] != wantConn || row["backend"] != wantBackend {
 			t.Errorf("row %d: %v on %v, want %s on %s", i, row["connection"], row["backend"], wantConn, wantBackend)
 		}
@@ -117,6 +123,9 @@ func checkRows(t *testing.T, out output, backends []string) {
 		lo, _ := row["min"].(map[string]any)
 		hi, _ := row["max"].(map[string]any)
 		for _, k := range positive {
+			if k == "ping.rtt_ms.avg" && wantConn == suite.PodService {
+				continue
+			}
 			v, ok := cnperftest.Num(row, k)
 			vlo, ok1 := cnperftest.Num(lo, k)
 			vhi, ok2 := cnperftest.Num(hi, k)
@@ -129,6 +138,20 @@ func checkRows(t *testing.T, out output, backends []string) {
 		}
 		if _, ok := row["overhead_pct"]; ok != (wantConn != suite.NodeNode) {
 			t.Errorf("row %d (%s): overhead_pct present %v", i, wantConn, ok)
+		}
+		if wantConn == suite.PodService {
+			// Through the Service: the ClusterIP in the row, and what the
+			// DNAT costs against the same pods' path without it.
+			if dst, _ := row["dst"].(string); !strings.HasPrefix(dst, "10.96.") {
+				t.Errorf("row %d (%s): dst %q, want the Service's ClusterIP first", i, wantConn, dst)
+			}
+			so, _ := row["service_overhead"].(map[string]any)
+			if _, ok := cnperftest.Num(so, "tcp_pct"); !ok {
+				t.Errorf("row %d (%s): service_overhead %v lacks tcp_pct", i, wantConn, row["service_overhead"])
+			}
+			if _, ok := cnperftest.Num(so, "rr_added_ms"); !ok {
+				t.Errorf("row %d (%s): service_overhead %v lacks rr_added_ms", i, wantConn, row["service_overhead"])
+			}
 		}
 	}
 }
@@ -148,8 +171,8 @@ func TestLabRunBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := runJSONExit(t, 3, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db, "--slo", slo)
-	if len(out.SLO) != 4 {
-		t.Fatalf("%d SLO checks, want 4 (loss on 3 rows, throughput on node-node)", len(out.SLO))
+	if len(out.SLO) != 5 {
+		t.Fatalf("%d SLO checks, want 5 (loss on 4 rows, throughput on node-node)", len(out.SLO))
 	}
 	for _, c := range out.SLO {
 		if want := c.Objective.Expr == "loss_pct < 50"; c.Pass != want {
@@ -165,7 +188,27 @@ func TestLabRunBaseline(t *testing.T) {
 			t.Errorf("%v: %v repetitions, want 2", row["connection"], row["repetitions"])
 		}
 	}
+	checkEnvironment(t, out.Environment, "host-gw")
 	checkStored(t, db, out)
+}
+
+// checkEnvironment checks the environment block a lab run carries: the
+// lab as CNI with its backend, and per node the kernel, CPUs, memory,
+// MTUs, offloads and congestion control.
+func checkEnvironment(t *testing.T, env *hostinfo.Environment, backend string) {
+	t.Helper()
+	if env == nil {
+		t.Fatal("the run carries no environment block")
+	}
+	if env.Platform != "lab" || env.CNI != lab.CNIName || env.Backend != backend || len(env.Nodes) != 2 || len(env.Notes) != 0 {
+		t.Fatalf("environment = %+v", env)
+	}
+	for _, n := range env.Nodes {
+		if n.Kernel == "" || n.CPUs < 1 || n.MemoryBytes == 0 || n.UnderlayMTU != 1500 || n.PodMTU == 0 || n.CongestionControl == "" || len(n.Offload) == 0 {
+			t.Errorf("node %s: %+v", n.Name, n)
+		}
+	}
+	t.Logf("environment: %+v", *env)
 }
 
 // checkStored serves the lab server's database again and rebuilds the rows
@@ -203,6 +246,14 @@ func checkStored(t *testing.T, db string, out output) {
 	}
 	if len(rows) != len(out.Rows) {
 		t.Fatalf("%d rows rebuilt, %d printed", len(rows), len(out.Rows))
+	}
+	// cnperf report RUN --json carries the environment stored with the run.
+	stored, err := report.FromRuns(builtin.Registry(), runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Environment == nil || out.Environment == nil || len(stored.Environment.Nodes) != len(out.Environment.Nodes) || stored.Environment.Backend != out.Environment.Backend {
+		t.Errorf("stored environment %+v, printed %+v", stored.Environment, out.Environment)
 	}
 	for i, r := range rows {
 		printed, _ := cnperftest.Num(out.Rows[i], "throughput_bps.receiver")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -48,6 +49,11 @@ func validateHeartbeat(hb api.Heartbeat) error {
 	if hb.ResponderAddr != "" {
 		if _, _, err := net.SplitHostPort(hb.ResponderAddr); err != nil {
 			return api.BadRequest("responder_addr", "want HOST:PORT: %v", err)
+		}
+	}
+	if hb.ResponderKey != "" {
+		if _, err := probe.ParseResponderSecret(hb.ResponderKey); err != nil {
+			return api.BadRequest("responder_key", "%v", err)
 		}
 	}
 	if len(hb.Running) > 1000 {
@@ -90,6 +96,9 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 	}
 	if restarted, since := s.beats.boot(hb.PodUID, hb.BootID); restarted {
 		s.failLost(ctx, hb, since, now)
+	}
+	if secret, err := probe.ParseResponderSecret(hb.ResponderKey); err == nil {
+		s.keys.set(hb.PodUID, secret)
 	}
 	reply := api.HeartbeatReply{AgentID: id, Cancel: s.disp.takeCancel(hb.PodUID)}
 	// Tasks the agent runs that ended on the server (cancelled, timed out,
@@ -147,9 +156,18 @@ func contains(ss []string, s string) bool {
 }
 
 func (s *Server) handleHeartbeatV1(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, true, api.MaxBody, nil, s.heartbeat)(w, r)
+	jsonCall(s, true, api.MaxBody, s.heartbeatFromCaller, s.heartbeat)(w, r)
 }
 
 func (s *Server) handleHeartbeatV2(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, false, api.MaxBody, nil, s.heartbeat)(w, r)
+	jsonCall(s, false, api.MaxBody, s.heartbeatFromCaller, s.heartbeat)(w, r)
+}
+
+// heartbeatFromCaller refuses a heartbeat for another agent than the
+// caller (403).
+func (s *Server) heartbeatFromCaller(r *http.Request, hb *api.Heartbeat) error {
+	if err := checkLen("pod_uid", hb.PodUID, MaxUIDLen); err != nil {
+		return err
+	}
+	return s.actFor(r, hb.PodUID)
 }

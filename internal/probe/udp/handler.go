@@ -3,8 +3,11 @@ package udp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +27,13 @@ const (
 	helloWait = 5 * time.Second
 	// slack is added to the test's length for every wait that spans it.
 	slack = 15 * time.Second
+	// stopGrace is how long past the planned end a receiving responder
+	// waits for the sender's stop before it ends the test on its own: the
+	// stop travels toward the receiver, where a limiter's queue may hold
+	// it for minutes.
+	stopGrace = 3 * time.Second
+	// resultCopies is how often a result datagram is sent.
+	resultCopies = 3
 )
 
 // Handler is the udp engine's responder side.
@@ -67,17 +77,23 @@ func (h *Handler) Serve(ctx context.Context, s *probe.Session) error {
 }
 
 // serveReceive counts the client's datagrams, reports intervals live and
-// the totals at the end.
+// the totals at the end, on the control connection and as datagrams to the
+// client's data socket. It ends on the sender's stop or, when the stop has
+// not come stopGrace after the planned end, on its own.
 func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe.Spec, sd startData) error {
 	rx := newReceiver(s.ID, sd, spec, time.Now)
 	cpu0 := probe.SampleCPU()
-	account := func(pkt []byte, info probe.RxInfo) {
+	var client atomic.Pointer[netip.AddrPort] // where the data comes from
+	account := func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
+		if p := client.Load(); p == nil || *p != from {
+			client.Store(&from)
+		}
 		rx.add(pkt, info.TOS, info.TOSOK, info.KernelNs, info.Drops, info.DropsOK)
 	}
-	fn := func(pkt []byte, _ netip.AddrPort, info probe.RxInfo) { account(pkt, info) }
+	fn := func(pkt []byte, from netip.AddrPort, info probe.RxInfo) { account(pkt, from, info) }
 	if h.rxHook != nil {
-		fn = func(pkt []byte, _ netip.AddrPort, info probe.RxInfo) {
-			h.rxHook(pkt, func(b []byte) { account(b, info) })
+		fn = func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
+			h.rxHook(pkt, func(b []byte) { account(b, from, info) })
 		}
 	}
 	s.HandlePackets(fn)
@@ -105,25 +121,54 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	}()
 	defer func() { stopTicks(); <-ticks }()
 
-	wctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+slack)
+	var notes []string
+	sent := int64(math.MaxInt64) // unknown until the stop comes
+	wctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+stopGrace)
 	m, err := s.Ctrl.Expect(wctx, probe.MsgStop)
+	timedOut := wctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
 	cancel()
-	if err != nil {
+	switch {
+	case err == nil:
+		var tx txReport
+		if err := json.Unmarshal(m.Data, &tx); err != nil {
+			return fmt.Errorf("decode stop message: %w", err)
+		}
+		sent = tx.Sent
+	case ctx.Err() == nil && timedOut:
+		notes = append(notes, fmt.Sprintf("the sender's stop had not arrived %v after the planned end: the receiver ended the test on its own "+
+			"(what still comes toward it, the stop included, waits in a queue on the way, e.g. a bandwidth limiter's)", stopGrace))
+	default:
 		return fmt.Errorf("wait for the sender's stop: %w", err)
 	}
-	var tx txReport
-	if err := json.Unmarshal(m.Data, &tx); err != nil {
-		return fmt.Errorf("decode stop message: %w", err)
-	}
-	end := drain(ctx, rx, tx.Sent)
+	end := drain(ctx, rx, sent)
 	stopTicks()
 	<-ticks
 	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), s.UDPReadMode())
+	rep.Notes = append(rep.Notes, notes...)
 	b, err := json.Marshal(rep)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	return s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgResult, Data: b})
+	// The result goes both ways back: as datagrams (no acknowledgement
+	// needed) and on the control connection (bounded: its window may be
+	// full of reports the client cannot acknowledge).
+	dgram := false
+	if to := client.Load(); to != nil {
+		if d := resultDatagram(s.ID, b); d != nil {
+			for i := 0; i < resultCopies; i++ {
+				if s.WriteTo(d, *to) == nil {
+					dgram = true
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, drainMax)
+	defer scancel()
+	if err := s.Ctrl.Send(sctx, probe.Message{Type: probe.MsgResult, Data: b}); err != nil && !dgram {
+		return err
+	}
+	return nil
 }
 
 // drain waits for datagrams still on their way: until all sent arrived, or
@@ -153,25 +198,11 @@ func drain(ctx context.Context, rx *receiver, sent int64) time.Time {
 
 // serveSend sends to the client (reverse mode) from the shared UDP port.
 func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Spec, timeout time.Duration) error {
-	var peer atomic.Pointer[netip.AddrPort]
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ probe.RxInfo) {
-		if len(pkt) >= probe.PacketHeaderLen && pkt[3]&FlagHello != 0 && peer.Load() == nil {
-			peer.Store(&from)
-		}
-	})
-	wait := min(timeout, helloWait)
-	deadline := time.Now().Add(wait)
-	for peer.Load() == nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no hello datagram from the client within %v: is UDP to the responder's port blocked?", wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+	// Data goes only to an address the client proved is its own.
+	to, err := awaitReturnAddress(ctx, s, min(timeout, helloWait))
+	if err != nil {
+		return err
 	}
-	to := *peer.Load()
 	tos := -1
 	if spec.TOS != nil {
 		tos = *spec.TOS

@@ -16,7 +16,47 @@ const (
 	// FlagHello marks the datagram a reverse-mode client sends so that the
 	// responder (and any NAT on the way) learns where to send.
 	FlagHello = 1
+	// FlagResult marks a receiving responder's result sent as a datagram
+	// (JSON after the packet header) beside the control connection, which
+	// may be stalled (see resultDatagram).
+	FlagResult = 2
+	// FlagCookie marks the datagram a reverse-mode responder sends to the
+	// address a hello came from, carrying the cookie the client must echo
+	// on the control connection before any data goes there.
+	FlagCookie = 4
 )
+
+// CookieLen is the size of the cookie after the packet header.
+const CookieLen = 16
+
+// maxResultDatagram bounds a result datagram: beyond it (a long test's
+// intervals) the result goes on the control connection only.
+const maxResultDatagram = 60000
+
+// resultDatagram is a receiving responder's result as a datagram to the
+// client's data socket, or nil when it is too large. A limit on what the
+// responder's side receives (the CNI's ingress-bandwidth tbf with its
+// half-gigabyte queue) can hold the client's stop and the acknowledgements
+// of the control connection for minutes behind the flood; the result
+// travels the other way, and a datagram needs no acknowledgement.
+func resultDatagram(session probe.SessionID, rep []byte) []byte {
+	if probe.PacketHeaderLen+len(rep) > maxResultDatagram {
+		return nil
+	}
+	b := make([]byte, probe.PacketHeaderLen+len(rep))
+	probe.PacketHeader{Type: probe.PacketUDPData, Flags: FlagResult, Session: session}.Put(b)
+	copy(b[probe.PacketHeaderLen:], rep)
+	return b
+}
+
+// parseResultDatagram returns the JSON of a result datagram of session.
+func parseResultDatagram(session probe.SessionID, b []byte) ([]byte, bool) {
+	h, ok := probe.ParsePacketHeader(b)
+	if !ok || h.Type != probe.PacketUDPData || h.Flags&FlagResult == 0 || h.Session != session {
+		return nil, false
+	}
+	return b[probe.PacketHeaderLen:], true
+}
 
 // Packet is the fixed part of a udp probe datagram; padding follows it up to
 // the configured size.

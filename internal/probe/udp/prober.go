@@ -51,7 +51,7 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	ctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
 	defer cancel()
 
-	cli, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()})
+	cli, err := probe.DialWithKey(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()}, env.TestKey)
 	if err != nil {
 		return nil, err
 	}
@@ -199,28 +199,27 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	if out.err != nil {
 		return txReport{}, rxReport{}, out.err
 	}
+	// The receiver's result comes on the control connection or as a
+	// datagram, whichever arrives first: the stop this side sends, and
+	// the acknowledgements the responder's control connection needs, may
+	// wait behind the flood in a limiter's queue toward the receiver.
+	dgrams := make(chan []byte, 1)
+	stopReading := readResultDatagrams(fd, cli.Session, dgrams)
+	defer stopReading()
 	b, _ := json.Marshal(out.tx)
 	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	wait := time.NewTimer(drainMax + spec.TimeoutOr(probe.DefaultControlTimeout))
+	wait := time.NewTimer(drainMax + stopGrace + spec.TimeoutOr(probe.DefaultControlTimeout))
 	defer wait.Stop()
+	var raw []byte
 	select {
 	case m := <-ev.msgs:
 		if m.Type != probe.MsgResult {
 			return txReport{}, rxReport{}, fmt.Errorf("control protocol: want %q message, got %q", probe.MsgResult, m.Type)
 		}
-		var rx rxReport
-		if err := json.Unmarshal(m.Data, &rx); err != nil {
-			return txReport{}, rxReport{}, fmt.Errorf("decode the responder's result: %w", err)
-		}
-		// Intervals closed after the live reports stopped (the last one).
-		if env.OnInterval != nil {
-			for _, iv := range rx.Intervals[min(int(ev.live.Load()), len(rx.Intervals)):] {
-				env.OnInterval(iv)
-			}
-		}
-		return out.tx, rx, nil
+		raw = m.Data
+	case raw = <-dgrams:
 	case err := <-ev.err:
 		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", err)
 	case <-wait.C:
@@ -228,6 +227,46 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	case <-ctx.Done():
 		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", ctx.Err())
 	}
+	var rx rxReport
+	if err := json.Unmarshal(raw, &rx); err != nil {
+		return txReport{}, rxReport{}, fmt.Errorf("decode the responder's result: %w", err)
+	}
+	// Intervals closed after the live reports stopped (the last one).
+	if env.OnInterval != nil {
+		for _, iv := range rx.Intervals[min(int(ev.live.Load()), len(rx.Intervals)):] {
+			env.OnInterval(iv)
+		}
+	}
+	return out.tx, rx, nil
+}
+
+// readResultDatagrams reads the connected data socket fd (blocking, outside
+// Go's poller) for the responder's result datagram of session and passes
+// its JSON on; the returned func stops the reader and waits for it.
+func readResultDatagrams(fd int, session probe.SessionID, out chan<- []byte) (stop func()) {
+	tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 1<<16)
+		for !done.Load() {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+					time.Sleep(5 * time.Millisecond) // an ICMP error: go on
+				}
+				continue
+			}
+			if js, ok := parseResultDatagram(session, buf[:n]); ok {
+				out <- append([]byte(nil), js...)
+				return
+			}
+		}
+	}()
+	return func() { done.Store(true); wg.Wait() }
 }
 
 // start tells the responder to begin and waits for its go-ahead.
@@ -254,29 +293,9 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	// Hello datagrams until the responder has seen one.
-	hello := make([]byte, HeaderLen)
-	Packet{Session: cli.Session, Flags: FlagHello}.Put(hello)
-	helloCtx, stopHello := context.WithCancel(ctx)
-	var helloWG sync.WaitGroup
-	helloWG.Add(1)
-	go func() {
-		defer helloWG.Done()
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			_, _ = conn.Write(hello)
-			select {
-			case <-helloCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	err = start(ctx, cli, spec, sd)
-	stopHello()
-	helloWG.Wait()
-	if err != nil {
+	// The return-address handshake: hellos, the responder's cookie to
+	// where they came from, its echo on the control connection.
+	if err := startReverse(ctx, cli, conn, spec, sd); err != nil {
 		return txReport{}, rxReport{}, err
 	}
 

@@ -28,7 +28,7 @@ func TestCheckOptionsBeforeAnythingIsBuilt(t *testing.T) {
 			checkers = append(checkers, c)
 		}
 	}
-	if len(checkers) != 3 {
+	if len(checkers) != 4 {
 		t.Fatalf("%d checkers", len(checkers))
 	}
 	if err := (qospriority.Suite{}).CheckOptions(o("variants", "vxlan,vxlan-inherit")); err != nil {
@@ -42,6 +42,7 @@ func TestCheckOptionsBeforeAnythingIsBuilt(t *testing.T) {
 		{qospriority.Suite{}, o("high-dscp", "64"), "DSCP 64 is outside 0-63"},
 		{shaping.Suite{}, o("egress-bandwidth", "0"), "rate 0"},
 		{capacity.Suite{}, o("paths", "moon"), `path "moon"`},
+		{policing.Suite{}, o("variants", "shape"), `variant "shape"`},
 	} {
 		if err := c.s.CheckOptions(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%T: %v, want %q", c.s, err, c.want)

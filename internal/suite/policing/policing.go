@@ -1,13 +1,16 @@
-// Package policing is the suite of ingress policing of a pod's traffic (the
-// police action on arrival at its host-side veth): like shaping, the
+// Package policing is the suite of limits on what a pod receives, the two
+// ways the thesis (seed 004) tried them: the police action on arrival at
+// the pod's host-side veth, and the CNI bandwidth plugin's ingress limit
+// (kubernetes.io/ingress-bandwidth). Like shaping, it measures the
 // receiver's rate per 100 ms and the loss below, at and above the rate, or
-// one row saying why the kernel cannot police.
+// gives one row saying why the kernel cannot police.
 package policing
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -23,16 +26,40 @@ const SuiteName = "policing"
 // without the police action.
 const LabelUnsupported = "unsupported"
 
-// Suite polices what a pod sends on arrival at its host-side veth
-// (ingress qdisc, match-all u32, police action dropping the excess) and
-// measures, like shaping, the receiver's rate per 100 ms and the loss of
-// TCP and UDP below, at and above the rate. Every flow is bounded by its
-// duration and the probe's timeout. On a kernel without the police action
-// (act_police), the run is one row saying so, with a short ping between
-// the pods so the row is stored with a run.
+// LabelVariant names what limited the flows of a row.
+const LabelVariant = "variant"
+
+// The variants: the police action, and the CNI bandwidth plugin's ingress
+// limit.
+const (
+	VariantPolice     = "police"
+	VariantCNIIngress = "cni-ingress"
+)
+
+// Suite limits what a pod receives and measures, like shaping, the
+// receiver's rate per 100 ms and the loss of the flows into it. Two
+// variants:
 //
-// Settings (--set): rate (bits/s, default 10M), burst (bytes, default
-// 32Ki), protos, loads, udp-size.
+//   - police: an ingress qdisc on the pod's host-side veth, a match-all u32
+//     filter and the police action dropping what exceeds the rate (TCP and
+//     UDP below, at and above it). On a kernel without the police action
+//     (act_police) the variant is one row saying so, with a short ping
+//     between the pods so the row is stored with a run.
+//   - cni-ingress: the CNI bandwidth plugin's ingress limit
+//     (kubernetes.io/ingress-bandwidth: a tbf at the root of the host-side
+//     veth), by default one UDP flow at the limit and one at 100 times it
+//     (the thesis's failing case: 1 Mbit/s against 100 Mbit/s), run when
+//     ingress-bandwidth is set or the variant is asked for.
+//
+// Every flow is bounded by its duration and the probe's timeout; the
+// flows into the limited pod run from the lowest load to the highest, so
+// a backlog one flow leaves in the limiter's queue delays no flow after it
+// but the flood, which comes last.
+//
+// Settings (--set): rate (the police action's, bits/s, default 10M),
+// burst (bytes, default 32Ki), ingress-bandwidth (the CNI's limit, bits/s;
+// default the rate), variants (police,cni-ingress), protos, loads
+// (below, at, above, flood), udp-size.
 type Suite struct{}
 
 // Name implements Suite.
@@ -40,53 +67,135 @@ func (Suite) Name() string { return SuiteName }
 
 // Describe implements Suite.
 func (Suite) Describe() string {
-	return "ingress policing of a pod's traffic (police action): receiver rate and loss, or why the kernel cannot police"
+	return "limits on what a pod receives (police action, CNI ingress-bandwidth): receiver rate and loss, or why the kernel cannot police"
 }
 
-var policingSettings = []string{"rate", "burst", "protos", "loads", "udp-size"}
+var policingSettings = []string{"rate", "burst", "ingress-bandwidth", "variants", "protos", "loads", "udp-size"}
 
-// Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+// options are the suite's settings read.
+type options struct {
+	police   shaping.Options // EgressBps is the police rate
+	ingress  shaping.Options // IngressBps is the CNI's limit
+	variants []string
+}
+
+// optionsFrom reads the settings.
+func optionsFrom(o suite.Options) (options, error) {
+	var po options
 	if err := o.Validate(); err != nil {
-		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
+		return po, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(s.Name(), policingSettings...); err != nil {
-		return nil, err
+	if err := o.CheckSet(SuiteName, policingSettings...); err != nil {
+		return po, err
 	}
 	so := shaping.Options{Time: o.Time, EgressBps: 10e6}
 	if o.Backend == "vxlan" {
 		so.MTU = 1500 - 50
 	}
+	var ingressBps uint64
 	for k, v := range o.Set {
 		var err error
 		switch k {
 		case "rate":
 			so.EgressBps, err = qosspec.ParseBandwidth(v)
+		case "ingress-bandwidth":
+			ingressBps, err = qosspec.ParseBandwidth(v)
 		case "burst":
 			so.Bursts, err = shaping.ParseBursts(v)
 			if err == nil && len(so.Bursts) != 1 {
 				err = errors.New("policing takes one burst")
 			}
+		case "variants":
+			po.variants = suite.SplitList(v)
+			for _, x := range po.variants {
+				if x != VariantPolice && x != VariantCNIIngress {
+					err = fmt.Errorf("variant %q: want %s or %s", x, VariantPolice, VariantCNIIngress)
+				}
+			}
 		default:
 			err = so.SetFlowKey(k, v)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("suite %s: %s %q: %w", s.Name(), k, v, err)
+			return po, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
+		}
+	}
+	if po.variants == nil {
+		po.variants = []string{VariantPolice}
+		if ingressBps != 0 {
+			po.variants = append(po.variants, VariantCNIIngress)
 		}
 	}
 	if err := so.Validate(); err != nil {
-		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
+		return po, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	so = so.WithDefaults()
-	police := qosspec.Spec{Setup: qosspec.SpecPolice, RateBps: so.EgressBps, BurstBytes: so.Bursts[0]}
+	in := so
+	in.EgressBps, in.IngressBps = 0, ingressBps
+	if in.IngressBps == 0 {
+		in.IngressBps = so.EgressBps
+	}
+	if _, ok := o.Set["protos"]; !ok {
+		in.Protos = []string{"udp"}
+	}
+	if _, ok := o.Set["loads"]; !ok {
+		in.Loads = []string{shaping.LoadAt, shaping.LoadFlood}
+	}
+	if err := in.Validate(); err != nil {
+		return po, fmt.Errorf("suite %s: %s: %w", SuiteName, VariantCNIIngress, err)
+	}
+	in = in.WithDefaults()
+	// Lowest load first: a flow above the limit leaves a backlog in the
+	// limiter's queue that would delay the start of the next one.
+	sort.SliceStable(in.Loads, func(i, j int) bool { return shaping.LoadFactor[in.Loads[i]] < shaping.LoadFactor[in.Loads[j]] })
+	po.police, po.ingress = so.WithDefaults(), in
+	return po, nil
+}
+
+// MayUse implements suite.CapUser: the police action, and the CNI's
+// bandwidth limit.
+func (Suite) MayUse() []suite.Cap { return []suite.Cap{suite.CapPolice, suite.CapPodShaping} }
+
+// CheckOptions implements suite.OptionsChecker.
+func (Suite) CheckOptions(o suite.Options) error {
+	_, err := optionsFrom(o)
+	return err
+}
+
+// Plan implements Suite.
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+	po, err := optionsFrom(o)
+	if err != nil {
+		return nil, err
+	}
 	pair, err := shaping.ShapedPair(agents)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
+	var phases []suite.Phase
+	for _, v := range po.variants {
+		switch v {
+		case VariantPolice:
+			phases = append(phases, s.policePhases(po.police, pair, o, caps, len(po.variants) > 1)...)
+		case VariantCNIIngress:
+			phases = append(phases, s.ingressPhases(po.ingress, pair, o)...)
+		}
+	}
+	return phases, nil
+}
+
+// policePhases are the police variant's phases: the police action on the
+// pod's host-side veth, or, where the kernel lacks it (or, beside another
+// variant, where the environment cannot police), one row saying why.
+func (s Suite) policePhases(so shaping.Options, pair suite.Pair, o suite.Options, caps suite.Caps, others bool) []suite.Phase {
 	if why, ok := caps.Unsupported[suite.CapPolice]; ok {
 		// The kernel under the environment cannot police: that is the result.
-		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, why)}, nil
+		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, why)}
 	}
+	if !caps.Has(suite.CapPolice) && others {
+		// Alone, the variant is refused up front (the runner names what is
+		// missing); beside a variant that can run it is a row saying why.
+		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, "not run: "+caps.Reason(suite.CapPolice))}
+	}
+	police := qosspec.Spec{Setup: qosspec.SpecPolice, RateBps: so.EgressBps, BurstBytes: so.Bursts[0]}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
 		steps := shaping.LimitSteps(so, so.Bursts[0], rep, pair, o.Backend)
@@ -97,7 +206,22 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s at %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.EgressBps), rep+1),
 			Steps: steps, Changes: []suite.Change{{What: suite.CapPolice, Member: pair.Src.Name, QoS: &police}}})
 	}
-	return phases, nil
+	return phases
+}
+
+// ingressPhases are the cni-ingress variant's phases: the bandwidth
+// plugin's ingress limit on the pod (suite.CapPodShaping), the flows into
+// it from its peer.
+func (s Suite) ingressPhases(so shaping.Options, pair suite.Pair, o suite.Options) []suite.Phase {
+	burst := so.Bursts[0]
+	spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, IngressRateBps: so.IngressBps, IngressBurstBytes: burst}
+	var phases []suite.Phase
+	for rep := 0; rep < o.Repeat; rep++ {
+		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s ingress-bandwidth %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.IngressBps), rep+1),
+			Steps:   shaping.LimitSteps(so, burst, rep, pair, o.Backend),
+			Changes: []suite.Change{{What: suite.CapPodShaping, Member: pair.Src.Name, QoS: &spec}}})
+	}
+	return phases
 }
 
 // unsupportedPhase is the policing run on a kernel that cannot police:
@@ -110,34 +234,56 @@ func unsupportedPhase(name string, p suite.Pair, backend string, why string) sui
 	}}}
 }
 
-// Rows implements Suite: the policed flows' rows, or the one row saying
-// the kernel lacks the police action.
+// Rows implements Suite: the limited flows' rows and the rows saying why
+// a variant measured nothing, each labelled with its variant.
 func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
+	var rows []suite.Row
+	var flows []suite.Outcome
 	for _, o := range outcomes {
-		if msg, ok := o.Step.Labels[LabelUnsupported]; ok {
-			return []suite.Row{{Connection: o.Step.Connection, Backend: o.Step.Backend, Src: suite.EndpointLabel(o.Step.Src), Dst: suite.EndpointLabel(o.Step.Dst),
-				Median: map[string]float64{"supported": 0}, Min: map[string]float64{}, Max: map[string]float64{},
-				Labels: map[string]string{LabelUnsupported: msg}}}
+		msg, ok := o.Step.Labels[LabelUnsupported]
+		if !ok {
+			flows = append(flows, o)
+			continue
+		}
+		rows = append(rows, suite.Row{Connection: o.Step.Connection, Backend: o.Step.Backend, Src: suite.EndpointLabel(o.Step.Src), Dst: suite.EndpointLabel(o.Step.Dst),
+			Median: map[string]float64{"supported": 0}, Min: map[string]float64{}, Max: map[string]float64{},
+			Labels: map[string]string{LabelUnsupported: msg, LabelVariant: VariantPolice}})
+	}
+	limited := shaping.LimitRows(flows)
+	for i := range limited {
+		limited[i].Median["supported"] = 1
+		limited[i].Labels[LabelVariant] = VariantPolice
+		if limited[i].Labels[shaping.LabelDirection] == shaping.DirIngress {
+			limited[i].Labels[LabelVariant] = VariantCNIIngress
 		}
 	}
-	rows := shaping.LimitRows(outcomes)
-	for i := range rows {
-		rows[i].Median["supported"] = 1
-	}
-	return rows
+	return append(rows, limited...)
 }
 
-// WriteTable writes the policed flows, or the unsupported line.
+// WriteTable writes the unsupported lines, then the limited flows.
 func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
-	if len(rows) == 1 && rows[0].Labels[LabelUnsupported] != "" {
-		_, err := fmt.Fprintf(w, "policing %s: %s\n", rows[0].Src, rows[0].Labels[LabelUnsupported])
-		return err
+	var limited []suite.Row
+	for _, r := range rows {
+		if msg := r.Labels[LabelUnsupported]; msg != "" {
+			if _, err := fmt.Fprintf(w, "policing %s: %s\n", r.Src, msg); err != nil {
+				return err
+			}
+			continue
+		}
+		limited = append(limited, r)
 	}
-	return shaping.WriteLimitTable(w, rows)
+	if len(limited) == 0 {
+		return nil
+	}
+	return shaping.WriteLimitTable(w, limited)
 }
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return append([]string{"supported"}, shaping.LimitMetrics...) }
 
 // Presentation implements suite.Presenter: as shaping's rows.
-func (Suite) Presentation() suite.Presentation { return shaping.LimitPresentation() }
+func (Suite) Presentation() suite.Presentation {
+	p := shaping.LimitPresentation()
+	p.LabelOrder = append([]string{LabelVariant}, p.LabelOrder...)
+	return p
+}

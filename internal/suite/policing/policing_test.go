@@ -79,3 +79,75 @@ func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
 		}
 	}
 }
+
+// k8sCaps are a cluster's capabilities as far as policing is concerned:
+// the CNI's bandwidth limits, no police action (for the reason given, or
+// refused when why is "").
+func k8sCaps(unsupported string) suite.Caps {
+	c := suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{suite.CapPolice: "no policing here"}}
+	if unsupported != "" {
+		c.Unsupported = map[suite.Cap]string{suite.CapPolice: unsupported}
+	}
+	return c
+}
+
+// TestPolicingCNIIngressIsTheThesisCase: with ingress-bandwidth set, the
+// flows go into the limited pod, UDP at the limit and then at 100 times it
+// (1M against 100M), under the CNI's ingress limit; the police variant
+// beside it is a row saying why it did not run.
+func TestPolicingCNIIngressIsTheThesisCase(t *testing.T) {
+	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M"}}
+	for _, c := range []struct {
+		name string
+		caps suite.Caps
+		why  string
+	}{
+		{"kernel without police", k8sCaps("unsupported: kernel lacks the police action (no such file or directory)"), "unsupported: kernel lacks the police action"},
+		{"environment without police", k8sCaps(""), "not run: no policing here"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			phases, err := Suite{}.Plan(suitetest.LabAgents(), o, c.caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(phases) != 2 || len(phases[0].Changes) != 0 || phases[0].Steps[0].Labels[LabelUnsupported] == "" {
+				t.Fatalf("phases %+v", phases)
+			}
+			ph := phases[1]
+			if len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapPodShaping || ph.Changes[0].QoS.IngressRateBps != 1e6 || ph.Changes[0].QoS.EgressRateBps != 0 {
+				t.Fatalf("changes %+v", ph.Changes)
+			}
+			var rates []uint64
+			for _, st := range ph.Steps {
+				if st.Spec.Kind != "udp" || st.Dst.Name != ph.Changes[0].Member || st.Spec.Timeout == 0 || st.Spec.Duration.D() != 3*time.Second {
+					t.Errorf("step %+v", st)
+				}
+				rates = append(rates, *st.Spec.RateBps)
+			}
+			if !slices.Equal(rates, []uint64{1e6, 100e6}) {
+				t.Errorf("offered %v, want 1M then 100M", rates)
+			}
+			var outs []suite.Outcome
+			for _, ph := range phases {
+				for _, st := range ph.Steps {
+					outs = append(outs, suite.Outcome{Step: st, Result: &probe.Result{}})
+				}
+			}
+			rows := Suite{}.Rows(outs)
+			if len(rows) != 3 || rows[0].Labels[LabelVariant] != VariantPolice || !strings.Contains(rows[0].Labels[LabelUnsupported], c.why) ||
+				rows[1].Labels[LabelVariant] != VariantCNIIngress || rows[2].Labels[shaping.LabelLoad] != shaping.LoadFlood {
+				t.Errorf("rows %+v", rows)
+			}
+			var sb strings.Builder
+			if err := (Suite{}).WriteTable(&sb, rows); err != nil || !strings.Contains(sb.String(), c.why) || !strings.Contains(sb.String(), "flood") {
+				t.Errorf("table %q: %v", sb.String(), err)
+			}
+		})
+	}
+	// Alone, the police variant needs the police action: the runner
+	// refuses it up front where the environment lacks it.
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1}, k8sCaps(""))
+	if err != nil || len(phases) != 1 || len(phases[0].Changes) != 1 || phases[0].Changes[0].What != suite.CapPolice {
+		t.Errorf("police alone: %+v, %v", phases, err)
+	}
+}

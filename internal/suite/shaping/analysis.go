@@ -31,10 +31,13 @@ const (
 	LoadBelow = "below"
 	LoadAt    = "at"
 	LoadAbove = "above"
+	// LoadFlood offers 100 times the limit: the thesis's failing policing
+	// case (1 Mbit/s limit, 100 Mbit/s offered).
+	LoadFlood = "flood"
 )
 
 // LoadFactor is the offered rate over the limit.
-var LoadFactor = map[string]float64{LoadBelow: 0.5, LoadAt: 1, LoadAbove: 2}
+var LoadFactor = map[string]float64{LoadBelow: 0.5, LoadAt: 1, LoadAbove: 2, LoadFlood: 100}
 
 // Interval is the receiver series' resolution.
 const Interval = 100 * time.Millisecond
@@ -49,7 +52,7 @@ type Options struct {
 	IngressBps uint64   // --ingress-bandwidth; 0: no ingress limit
 	Bursts     []uint32 // --burst, bytes; default 32 KiB
 	Protos     []string // tcp, udp (default both)
-	Loads      []string // below, at, above (default all)
+	Loads      []string // below, at, above, flood (default the first three)
 	Time       time.Duration
 	UDPSize    int // default 1400
 	MTU        int // of the shaped pod's link, default 1500
@@ -110,7 +113,7 @@ func (o Options) Validate() error {
 	}
 	for _, l := range o.Loads {
 		if _, ok := LoadFactor[l]; !ok {
-			errs = append(errs, fmt.Errorf("load %q: want below, at or above", l))
+			errs = append(errs, fmt.Errorf("load %q: want below, at, above or flood", l))
 		}
 	}
 	if o.Time < time.Second || o.Time > 10*time.Minute {

@@ -13,7 +13,7 @@ func FlowKeys() []suite.Key {
 	d := Options{}.WithDefaults()
 	return []suite.Key{
 		{Name: "protos", Unit: "list of tcp, udp", Default: strings.Join(d.Protos, ","), Meaning: "protocols of the flows"},
-		{Name: "loads", Unit: "list of below, at, above", Default: strings.Join(d.Loads, ","), Meaning: "offered load against the limit (UDP), one flow each"},
+		{Name: "loads", Unit: "list of below, at, above, flood (100x)", Default: strings.Join(d.Loads, ","), Meaning: "offered load against the limit, one flow each"},
 		{Name: "udp-size", Unit: "bytes", Default: strconv.Itoa(d.UDPSize), Meaning: "UDP datagram payload"},
 	}
 }

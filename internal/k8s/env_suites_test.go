@@ -1,0 +1,104 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
+)
+
+// TestEverySuiteWorksOrIsRefusedOnKubernetes: `cnperf run SUITE --k8s`
+// works for every registered suite or is refused before anything is made,
+// naming the capability the cluster lacks. Each suite is planned against
+// the cluster environment's Caps (as on a node whose kernel lacks the
+// police action); a suite that plans is checked to ask only for what the
+// cluster has, a refused one to be a *suite.LacksError naming each missing
+// capability and its reason, with no run created and no change made (the
+// Env has no client: a change would panic).
+func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
+	env := &Env{kernels: []KernelTC{{Node: "node1", Kernel: "6.18", Missing: map[string]string{"police": "unsupported: kernel lacks the police action (no such file or directory)"}}}}
+	caps := env.Caps()
+	// What each suite must do today; a suite not listed must still work or
+	// be refused as below.
+	want := map[string]string{
+		"baseline": "works", "capacity": "works", "shaping": "works", "policing": "works",
+		// A cluster has one backend; without --backends naming it the suite
+		// says so before anything is made.
+		"cni-compare": "works",
+	}
+	reg := builtin.Registry()
+	for _, name := range reg.Names() {
+		t.Run(name, func(t *testing.T) {
+			s, _ := reg.Get(name)
+			fake := suitetest.NewFakeAPI()
+			r := &suite.Runner{API: fake, Env: env, Poll: time.Millisecond}
+			o := suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}
+			_, phases, err := r.Plan(context.Background(), s, o)
+			if err == nil {
+				for _, ph := range phases {
+					for _, c := range ph.Changes {
+						if !caps.Has(c.What) {
+							t.Errorf("phase %q asks for %s, which the cluster lacks", ph.Name, c.What)
+						}
+					}
+				}
+				if w := want[name]; w != "" && w != "works" {
+					t.Errorf("planned, want %s", w)
+				}
+				return
+			}
+			var le *suite.LacksError
+			if !errors.As(err, &le) {
+				t.Fatalf("neither planned nor refused naming a capability: %v", err)
+			}
+			for i, c := range le.Missing {
+				if caps.Has(c) || !strings.Contains(err.Error(), string(c)) || le.Why[i] == "" || !strings.Contains(err.Error(), le.Why[i]) {
+					t.Errorf("refusal does not name %s and why: %v", c, err)
+				}
+			}
+			if w := want[name]; w == "works" {
+				t.Errorf("refused, want it to work: %v", err)
+			}
+			if _, err := r.Run(context.Background(), s, o); !errors.Is(err, suite.ErrEnvLacks) || len(fake.Created) != 0 {
+				t.Errorf("run: %v, %d runs created", err, len(fake.Created))
+			}
+		})
+	}
+	if !slices.Contains(reg.Names(), "policing") {
+		t.Fatal("no policing suite registered")
+	}
+}
+
+// TestPolicingOnAClusterIsTheCNIAndAnUnsupportedRow: on nodes whose kernel
+// lacks the police action, `policing --k8s --set ingress-bandwidth=1M`
+// plans the CNI's ingress limit (a change the cluster makes) and one row
+// saying why the police action was not tried; on nodes that have it, the
+// police variant is a row saying cnperf does not police a node's veth.
+func TestPolicingOnAClusterIsTheCNIAndAnUnsupportedRow(t *testing.T) {
+	s, _ := builtin.Registry().Get("policing")
+	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M"}}
+	for _, c := range []struct {
+		kernels []KernelTC
+		why     string
+	}{
+		{[]KernelTC{{Node: "node1", Kernel: "6.18", Missing: map[string]string{"police": "unsupported: kernel lacks the police action (no such file or directory)"}}, {Node: "node2", Kernel: "6.18"}},
+			"node node1 (kernel 6.18): unsupported: kernel lacks the police action"},
+		{[]KernelTC{{Node: "node1", Err: "pod failed"}}, "node node1: could not try the police action: pod failed"},
+		{[]KernelTC{{Node: "node1"}, {Node: "node2"}}, "not run: cnperf does not put the police action on a cluster node's veth yet (the kernels of node1, node2 have it)"},
+	} {
+		r := &suite.Runner{API: suitetest.NewFakeAPI(), Env: &Env{kernels: c.kernels}}
+		_, phases, err := r.Plan(context.Background(), s, o)
+		if err != nil {
+			t.Fatalf("%v: %v", c.kernels, err)
+		}
+		if len(phases) != 2 || !strings.HasPrefix(phases[0].Steps[0].Labels["unsupported"], c.why) || len(phases[1].Changes) != 1 || phases[1].Changes[0].What != suite.CapPodShaping {
+			t.Errorf("%v: phases %+v", c.kernels, phases)
+		}
+	}
+}
