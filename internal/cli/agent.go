@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/agent"
+	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
@@ -16,6 +21,7 @@ import (
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		serverURL, token string
+		tokenFile        string
 		caFile           string
 		id               agent.Identity
 		port, parallel   int
@@ -32,22 +38,20 @@ also reflects STAMP) and a STAMP reflector on POD_IP:--stamp-port, beats
 once a second, runs the server's tasks (at most --max-parallel at once) and
 delivers every result until the server acknowledges it. With --state-dir
 the results not yet delivered are kept on disk (DIR/outbox) and delivered
-by the next process after a crash or restart, exactly once. The token is
-CNPERF_TOKEN (the server's agent token) or --token.`,
+by the next process after a crash or restart, exactly once.
+
+Authentication: outside Kubernetes CNPERF_TOKEN (or --token) is the
+server's join token: the agent joins once and keeps its own credential in
+--state-dir/token (0600), which it uses from then on, also after a
+restart. On Kubernetes --token-file names a projected ServiceAccount
+token, re-read before every request (the kubelet rotates it); no join.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if serverURL == "" {
 				return fmt.Errorf("no server: set --server or CNPERF_SERVER")
 			}
-			if token == "" {
-				return fmt.Errorf("no token: set CNPERF_TOKEN (the server's agent token) or --token")
-			}
-			// A long poll waits up to the server's MaxWait; the client's
-			// timeout must exceed it.
-			cl, err := client.New(serverURL, token, client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}),
-				client.WithCAFile(caFile))
-			if err != nil {
-				return err
+			if token == "" && tokenFile == "" {
+				return fmt.Errorf("no token: set CNPERF_TOKEN (the server's join token) or --token, or --token-file")
 			}
 			ident := agent.IdentityFromEnv(os.LookupEnv)
 			fl := cmd.Flags()
@@ -63,6 +67,30 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 			override("node-name", &ident.NodeName, id.NodeName)
 			override("node-ip", &ident.NodeIP, id.NodeIP)
 			ident.HostNetwork = id.HostNetwork
+			if err := ident.Complete(); err != nil {
+				return err
+			}
+			// A long poll waits up to the server's MaxWait; the client's
+			// timeout must exceed it.
+			copts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}), client.WithCAFile(caFile)}
+			if tokenFile != "" {
+				copts = append(copts, client.WithTokenFile(tokenFile))
+			}
+			cl, err := client.New(serverURL, token, copts...)
+			if err != nil {
+				return err
+			}
+			log := g.logger(st)
+			if tokenFile == "" {
+				cred, joined, err := joinOnce(cmd.Context(), cl, stateDir, ident.PodUID)
+				if err != nil {
+					return err
+				}
+				if joined {
+					log.Info("agent joined the server; its credential is kept", "pod_uid", ident.PodUID, "file", filepath.Join(stateDir, agent.CredentialFile))
+				}
+				cl = cl.WithToken(cred)
+			}
 			if port == 0 {
 				port = -1 // any free port
 			}
@@ -72,7 +100,7 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 			a, err := agent.New(agent.Options{
 				StampPort: stampPort,
 				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
-				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: g.logger(st),
+				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: log,
 				StateDir: stateDir,
 			})
 			if err != nil {
@@ -84,7 +112,8 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl := cmd.Flags()
 	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
-	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "agent token (default $CNPERF_TOKEN)")
+	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
+	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")
 	fl.StringVar(&id.PodNamespace, "pod-namespace", "", "pod namespace (default $POD_NAMESPACE)")
 	fl.StringVar(&id.PodUID, "pod-uid", "", "pod UID (default $POD_UID)")
@@ -94,7 +123,33 @@ CNPERF_TOKEN (the server's agent token) or --token.`,
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
-	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the outbox of undelivered results (default: memory only)")
+	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the agent's credential (file token, 0600; needed to join) and the outbox of undelivered results (default: memory only)")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
+}
+
+// joinOnce returns the agent's credential (agent.Credential), retrying
+// for up to 30 s while the server cannot be reached (it may be starting);
+// a refusal (4xx) ends at once.
+func joinOnce(ctx context.Context, cl *client.Client, stateDir, uid string) (string, bool, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cred, joined, err := agent.Credential(ctx, cl, stateDir, uid)
+		st := api.StatusOf(err)
+		if err == nil || (st >= 400 && st < 500) || st == 0 && !isNetworkError(err) || time.Now().After(deadline) {
+			return cred, joined, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// isNetworkError reports whether err is a failure to reach the server.
+func isNetworkError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &ne) || errors.As(err, &oe)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/report"
 )
 
@@ -19,6 +21,7 @@ func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var format string
 	var tolerance float64
 	var failOn, only bool
+	var by string
 	cmd := &cobra.Command{
 		Use:   "compare RUN_A RUN_B [RUN...]",
 		Short: "Compare runs of one suite and flag figures that got worse beyond their run-to-run spread",
@@ -28,7 +31,10 @@ min–max on the worse side and its median moved by more than --tolerance
 percent: a difference inside the spread the repetitions showed is noise,
 not a regression. Runs of different single backends (host-gw vs vxlan)
 are compared connection by connection; two runs of one cni-compare (its
-host-gw and vxlan runs) are compared with each other.
+host-gw and vxlan runs) are compared with each other. --by FIELD pools the
+runs by what they ran on (--by kernel, --by os_image, --by cni, --by
+backend, ...; every run stores its environment) and compares the groups,
+the first group being the reference.
 
 Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 		Args: cobra.RangeArgs(2, 6),
@@ -74,6 +80,11 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 				}
 				reps = append(reps, rep)
 			}
+			if by != "" {
+				if reps, err = report.GroupBy(suites(), reps, by); err != nil {
+					return err
+				}
+			}
 			cmp, err := report.Compare(reps, report.CompareOptions{Tolerance: tolerance / 100})
 			if err != nil {
 				return err
@@ -102,6 +113,7 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 	fl.StringVar(&format, "format", "text", "output format: text, md, json")
 	fl.Float64Var(&tolerance, "tolerance", 5, "percent the median must also move by to be flagged")
 	fl.BoolVar(&failOn, "fail-on-regression", false, "exit with status 3 when a figure got worse")
+	fl.StringVar(&by, "by", "", "group the runs by a field of the environment they ran on ("+strings.Join(hostinfo.Fields, ", ")+") and compare the groups")
 	fl.BoolVar(&only, "only-this-run", false, "compare the runs alone, not the other phases or backends of their suite runs (automatic when two runs share one)")
 	return cmd
 }

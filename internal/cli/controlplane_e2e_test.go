@@ -183,7 +183,8 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		// Identity from the Downward API variables, as in a pod.
 		env := []string{"CNPERF_TOKEN=a-e2e", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name,
 			"POD_IP=" + ip, "NODE_NAME=node-" + name, "NODE_IP=" + ip}
-		return start(t, name, bin, env, "agent", "--server", base, "--responder-port", "0", "--max-parallel", "2")
+		return start(t, name, bin, env, "agent", "--server", base, "--responder-port", "0", "--max-parallel", "2",
+			"--state-dir", filepath.Join(dir, name))
 	}
 	a, b := agent("pod-a", "127.0.0.2"), agent("pod-b", "127.0.0.3")
 	a.waitFor(t, "agent ready", 20*time.Second)
@@ -310,16 +311,43 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		t.Errorf("cnperf run --csv and cnperf report --format csv differ:\n%s\n---\n%s", runCSV, reportCSV)
 	}
 
-	// 6. SIGTERM: every process ends cleanly and promptly.
+	// 6. Identity: each agent joined once and keeps its credential in
+	// --state-dir/token (one line, 0600); restarted, it uses it without
+	// joining again; revoked, it is refused.
+	if !strings.Contains(a.out.String(), "agent joined the server") {
+		t.Errorf("agent a did not log its join")
+	}
+	tokFile := filepath.Join(dir, "pod-a", "token")
+	fi, err := os.Stat(tokFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credential file: %v, %v; want mode 0600", fi, err)
+	}
+	tok, _ := os.ReadFile(tokFile)
+	if !strings.HasPrefix(string(tok), api.CredentialPrefix) || strings.Count(string(tok), "\n") != 1 {
+		t.Errorf("credential file holds %d bytes, not one line with a credential", len(tok))
+	}
 	a.stop(t, 15*time.Second)
+	a2 := agent("pod-a", "127.0.0.2")
+	a2.waitFor(t, "agent ready", 20*time.Second)
+	if strings.Contains(a2.out.String(), "agent joined") {
+		t.Errorf("restarted agent joined again instead of using its credential")
+	}
+	out, errOut, err := cnperf("agents", "revoke", "uid-pod-a", "--server", base, "--token", "u-e2e")
+	if err != nil || !strings.Contains(out, "revoked the credential of agent uid-pod-a") {
+		t.Fatalf("cnperf agents revoke: %v %s %s", err, out, errOut)
+	}
+	a2.waitFor(t, "unknown or revoked agent credential", 10*time.Second)
+
+	// 7. SIGTERM: every process ends cleanly and promptly.
+	a2.stop(t, 15*time.Second)
 	b.stop(t, 15*time.Second)
 	srv.stop(t, 15*time.Second)
-	for _, p := range []*proc{a, b, srv} {
+	for _, p := range []*proc{a, a2, b, srv} {
 		if n := countLines(p.out.String(), "level=ERROR"); n > 0 {
 			t.Errorf("%s logged %d errors:\n%s", p.name, n, p.out.String())
 		}
 	}
-	if !strings.Contains(a.out.String(), "agent stopped") || !strings.Contains(srv.out.String(), "server stopped") {
+	if !strings.Contains(a2.out.String(), "agent stopped") || !strings.Contains(srv.out.String(), "server stopped") {
 		t.Errorf("no clean stop logged")
 	}
 }

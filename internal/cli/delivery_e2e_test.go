@@ -121,7 +121,7 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 	a := agentA("agent-a")
 	b := start(t, "agent-b", bin, []string{"CNPERF_TOKEN=a-kill", "POD_NAME=pod-b", "POD_NAMESPACE=e2e", "POD_UID=uid-pod-b",
 		"POD_IP=127.0.0.3", "NODE_NAME=node-b", "NODE_IP=127.0.0.3"},
-		"agent", "--server", base, "--responder-port", "0", "--stamp-port", "0")
+		"agent", "--server", base, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, "state-b"))
 	a.waitFor(t, "agent ready", 20*time.Second)
 	b.waitFor(t, "agent ready", 20*time.Second)
 

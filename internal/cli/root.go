@@ -87,6 +87,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newServerCommand(g, st),
 		newAgentCommand(g, st),
 		newClientsCommand(st),
+		newAgentsCommand(st),
 		newTaskCommand(st),
 		newRunCommand(g, st),
 		newReportCommand(g, st),

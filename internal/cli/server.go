@@ -23,6 +23,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var mo meshFlags
 	var lf limitFlags
 	var tlsCert, tlsKey string
+	var requireCreds bool
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -30,7 +31,10 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 list clients and create tasks (the seed's /api/v1 endpoints, or /api/v2).
 
 Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
---agent-token-file); they must differ. Store: --db sqlite:PATH (default),
+--agent-token-file); they must differ. The agent token is a join token: an
+agent joins with it once and gets a credential of its own, bound to its
+pod uid; it cannot speak for an agent that joined (nor, with
+--require-agent-credentials, for any agent). Store: --db sqlite:PATH (default),
 --db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
 (MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).
 TLS: --tls-cert and --tls-key serve HTTPS (agents and the CLI then verify
@@ -59,14 +63,16 @@ the --max-* and --min-* flags.`,
 					return err
 				}
 			}
-			return runServer(cmd.Context(), g, st, listen, dsn, userTok, agentTok, mo, lim, tlsCfg)
+			opts := server.Options{UserToken: userTok, AgentToken: agentTok, Limits: lim, RequireAgentCredentials: requireCreds}
+			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", envOr("CNPERF_SERVER_LISTEN", ":8080"), "HOST:PORT to serve HTTP on")
 	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH, postgres://... or mysql://...")
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
-	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agent token (instead of CNPERF_AGENT_TOKEN)")
+	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
+	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
 	mo.register(cmd)
 	lf.register(cmd)
 	fl.StringVar(&tlsCert, "tls-cert", envOr("CNPERF_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain); needs --tls-key")
@@ -94,7 +100,9 @@ func readToken(kind, env, file string) (string, error) {
 	return tok, nil
 }
 
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, userTok, agentTok string, mo meshFlags, lim server.Limits, tlsCfg *tls.Config) error {
+// runServer serves opts (its Store, Logger and Probers filled in here)
+// until ctx ends.
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn string, opts server.Options, mo meshFlags, tlsCfg *tls.Config) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
@@ -102,7 +110,8 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn, u
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Options{Store: db, UserToken: userTok, AgentToken: agentTok, Logger: log, Probers: probers(), Limits: lim})
+	opts.Store, opts.Logger, opts.Probers = db, log, probers()
+	srv, err := server.New(opts)
 	if err != nil {
 		return errors.Join(err, db.Close())
 	}

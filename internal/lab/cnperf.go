@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/certs"
 )
@@ -175,7 +176,15 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
 			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
 			"POD_IP="+podIP, "NODE_NAME="+node, "NODE_IP="+nodeIP)
-		argv := []string{o.Binary, "agent", "--server", cp.URL, "--ca-file", cp.CAFile, "--responder-port", strconv.Itoa(DefaultResponderPort)}
+		// Each agent joins with the join token and keeps its own
+		// credential in its state directory, as on a bare host.
+		uid := l.Name + "-" + name
+		stateDir := filepath.Join(o.Dir, "agents", name)
+		if err := freshCredential(ctx, c, stateDir, uid); err != nil {
+			return err
+		}
+		argv := []string{o.Binary, "agent", "--server", cp.URL, "--ca-file", cp.CAFile, "--responder-port", strconv.Itoa(DefaultResponderPort),
+			"--state-dir", stateDir}
 		if host {
 			argv = append(argv, "--host-network")
 		}
@@ -184,7 +193,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 			return fmt.Errorf("start agent %s: %w", name, err)
 		}
 		started = append(started, member{ns, lf})
-		uids[l.Name+"-"+name] = true
+		uids[uid] = true
 		return nil
 	}
 	for _, p := range l.Pods {
@@ -223,6 +232,23 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	}
 	l.log.Info("lab control plane up", "lab", l.Name, "server", cp.URL, "agents", cp.Agents)
 	return cp, nil
+}
+
+// freshCredential clears the agent's state directory and revokes any
+// credential the server holds for uid (a database kept with --db, or the
+// lab's own from an earlier start, has the credential of the agent an
+// earlier lab of this name started): each start's agents are new
+// processes, as new pods are, and join afresh.
+func freshCredential(ctx context.Context, c *client.Client, stateDir, uid string) error {
+	if err := os.RemoveAll(stateDir); err != nil {
+		return fmt.Errorf("agent state of %s: %w", uid, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.RevokeAgent(rctx, uid); err != nil && api.StatusOf(err) != http.StatusNotFound {
+		return fmt.Errorf("revoke the earlier credential of %s: %w", uid, err)
+	}
+	return nil
 }
 
 // Client returns an API client that reaches the server from this process:

@@ -18,8 +18,10 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
+	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -76,7 +78,9 @@ type output struct {
 	Suite   string           `json:"suite"`
 	Options json.RawMessage  `json:"options"`
 	Rows    []map[string]any `json:"rows"`
-	SLO     []struct {
+	// Environment is what the run ran on.
+	Environment *hostinfo.Environment `json:"environment"`
+	SLO         []struct {
 		Objective struct {
 			Connection string `json:"connection"`
 			Expr       string `json:"expr"`
@@ -165,7 +169,27 @@ func TestLabRunBaseline(t *testing.T) {
 			t.Errorf("%v: %v repetitions, want 2", row["connection"], row["repetitions"])
 		}
 	}
+	checkEnvironment(t, out.Environment, "host-gw")
 	checkStored(t, db, out)
+}
+
+// checkEnvironment checks the environment block a lab run carries: the
+// lab as CNI with its backend, and per node the kernel, CPUs, memory,
+// MTUs, offloads and congestion control.
+func checkEnvironment(t *testing.T, env *hostinfo.Environment, backend string) {
+	t.Helper()
+	if env == nil {
+		t.Fatal("the run carries no environment block")
+	}
+	if env.Platform != "lab" || env.CNI != lab.CNIName || env.Backend != backend || len(env.Nodes) != 2 || len(env.Notes) != 0 {
+		t.Fatalf("environment = %+v", env)
+	}
+	for _, n := range env.Nodes {
+		if n.Kernel == "" || n.CPUs < 1 || n.MemoryBytes == 0 || n.UnderlayMTU != 1500 || n.PodMTU == 0 || n.CongestionControl == "" || len(n.Offload) == 0 {
+			t.Errorf("node %s: %+v", n.Name, n)
+		}
+	}
+	t.Logf("environment: %+v", *env)
 }
 
 // checkStored serves the lab server's database again and rebuilds the rows
@@ -203,6 +227,14 @@ func checkStored(t *testing.T, db string, out output) {
 	}
 	if len(rows) != len(out.Rows) {
 		t.Fatalf("%d rows rebuilt, %d printed", len(rows), len(out.Rows))
+	}
+	// cnperf report RUN --json carries the environment stored with the run.
+	stored, err := report.FromRuns(builtin.Registry(), runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Environment == nil || out.Environment == nil || len(stored.Environment.Nodes) != len(out.Environment.Nodes) || stored.Environment.Backend != out.Environment.Backend {
+		t.Errorf("stored environment %+v, printed %+v", stored.Environment, out.Environment)
 	}
 	for i, r := range rows {
 		printed, _ := cnperftest.Num(out.Rows[i], "throughput_bps.receiver")

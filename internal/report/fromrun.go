@@ -69,6 +69,9 @@ func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 			return nil, fmt.Errorf("runs of different suites (%s, %s) cannot share one report", name, p.Suite)
 		}
 		name = p.Suite
+		if r.Environment == nil {
+			r.Environment = p.Environment
+		}
 		if r.Params == nil {
 			r.Params = map[string]string{"time": p.Options.Time.String(), "repeat": fmt.Sprint(p.Options.Repeat)}
 			for k, v := range p.Options.Set {

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"math"
 	"sort"
 	"time"
@@ -22,6 +23,9 @@ type Report struct {
 	Progress  Progress          `json:"progress"`
 	CreatedAt time.Time         `json:"created_at,omitzero"`
 	Params    map[string]string `json:"params,omitempty"` // suite options, shown as given
+	// Environment is what the run ran on (kernel, CPUs, MTUs, CNI, ...),
+	// as its environment described it.
+	Environment *hostinfo.Environment `json:"environment,omitempty"`
 
 	Rows     []suite.Row     `json:"rows"`
 	Outcomes []suite.Outcome `json:"outcomes,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -24,6 +25,8 @@ type Output struct {
 	Suite   string        `json:"suite"`
 	Options suite.Options `json:"options"`
 	Rows    []suite.Row   `json:"rows"`
+	// Environment is what the run ran on (the first report's).
+	Environment *hostinfo.Environment `json:"environment,omitempty"`
 	// Checks are the SLO evaluations, when objectives were given.
 	Checks []suite.Check `json:"slo,omitempty"`
 	// Outcomes are the measurements behind the rows (for reports' charts).
@@ -39,6 +42,9 @@ func NewOutput(reps ...suite.Report) Output {
 		out.RunIDs = append(out.RunIDs, r.RunIDs...)
 		out.Rows = append(out.Rows, r.Rows...)
 		out.Outcomes = append(out.Outcomes, r.Outcomes...)
+		if out.Environment == nil {
+			out.Environment = r.Environment
+		}
 	}
 	if len(out.RunIDs) > 0 {
 		out.RunID = out.RunIDs[0]
@@ -246,6 +252,12 @@ func (o Output) WriteMarkdown(w io.Writer) error {
 func (o Output) write(w io.Writer, md bool) error {
 	var b strings.Builder
 	b.WriteString(o.header() + "\n")
+	for _, l := range EnvironmentLines(o.Environment) {
+		if md {
+			l = "> " + strings.TrimSpace(l)
+		}
+		b.WriteString(l + "\n")
+	}
 	for _, be := range o.backends() {
 		title := "backend " + be
 		if be == "" {
@@ -356,6 +368,7 @@ func (o Output) Report(p suite.Presentation) *Report {
 	rep.Present = p
 	rep.AddSuiteCharts()
 	rep.Status = api.RunSucceeded
+	rep.Environment = o.Environment
 	rep.Params = map[string]string{"time": o.Options.Time.String(), "repeat": fmt.Sprint(o.Options.Repeat), "runs": fmt.Sprint(len(o.RunIDs))}
 	return rep
 }

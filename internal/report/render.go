@@ -35,6 +35,7 @@ func Funcs() template.FuncMap {
 		"pct":       func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) },
 		"fmtv":      Format,
 		"slug":      func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
+		"envLines":  EnvironmentLines,
 		"hasPrefix": strings.HasPrefix,
 		"dict": func(kv ...any) (map[string]any, error) {
 			if len(kv)%2 != 0 {

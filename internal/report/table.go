@@ -226,6 +226,9 @@ func (r *Report) Title() string {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(r.Title() + "\n")
+	for _, l := range EnvironmentLines(r.Environment) {
+		b.WriteString(l + "\n")
+	}
 	for _, n := range r.Notes {
 		b.WriteString("note: " + n + "\n")
 	}
@@ -247,6 +250,9 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# cnperf %s\n\n", r.Title())
+	for _, l := range EnvironmentLines(r.Environment) {
+		b.WriteString("> " + strings.TrimSpace(l) + "\n")
+	}
 	for _, n := range r.Notes {
 		b.WriteString("> " + n + "\n")
 	}

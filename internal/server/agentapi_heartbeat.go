@@ -147,9 +147,18 @@ func contains(ss []string, s string) bool {
 }
 
 func (s *Server) handleHeartbeatV1(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, true, api.MaxBody, nil, s.heartbeat)(w, r)
+	jsonCall(s, true, api.MaxBody, s.heartbeatFromCaller, s.heartbeat)(w, r)
 }
 
 func (s *Server) handleHeartbeatV2(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, false, api.MaxBody, nil, s.heartbeat)(w, r)
+	jsonCall(s, false, api.MaxBody, s.heartbeatFromCaller, s.heartbeat)(w, r)
+}
+
+// heartbeatFromCaller refuses a heartbeat for another agent than the
+// caller (403).
+func (s *Server) heartbeatFromCaller(r *http.Request, hb *api.Heartbeat) error {
+	if err := checkLen("pod_uid", hb.PodUID, MaxUIDLen); err != nil {
+		return err
+	}
+	return s.actFor(r, hb.PodUID)
 }

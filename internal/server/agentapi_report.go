@@ -63,11 +63,17 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 }
 
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, true, api.MaxReportBody, nil, s.report)(w, r)
+	jsonCall(s, true, api.MaxReportBody, s.reportByOwner, s.report)(w, r)
 }
 
 func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, false, api.MaxReportBody, reportMatchesPath, s.report)(w, r)
+	check := func(r *http.Request, rep *api.Report) error {
+		if err := reportMatchesPath(r, rep); err != nil {
+			return err
+		}
+		return s.reportByOwner(r, rep)
+	}
+	jsonCall(s, false, api.MaxReportBody, check, s.report)(w, r)
 }
 
 // reportMatchesPath takes the task id from the path when the body has none
@@ -79,4 +85,16 @@ func reportMatchesPath(r *http.Request, rep *api.Report) error {
 		return api.BadRequest("task_id", "%q differs from the task id in the path %q", rep.TaskID, id)
 	}
 	return nil
+}
+
+// reportByOwner refuses a report by another agent than the task's source
+// (403), before anything is stored.
+func (s *Server) reportByOwner(r *http.Request, rep *api.Report) error {
+	if rep.TaskID == "" {
+		return api.BadRequest("task_id", "missing")
+	}
+	if err := checkLens(MaxUIDLen, "task_id", rep.TaskID, "pod_uid", rep.PodUID); err != nil {
+		return err
+	}
+	return s.actForTask(r, rep.TaskID, rep.PodUID, false)
 }

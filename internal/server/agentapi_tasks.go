@@ -136,6 +136,9 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, error) {
 func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 	uid, err := agentUID(r)
 	if err == nil {
+		err = s.actFor(r, uid)
+	}
+	if err == nil {
 		err = s.knownAgent(r.Context(), uid)
 	}
 	if err != nil {
@@ -188,6 +191,9 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 	uid, err := agentUID(r)
 	if err == nil {
+		err = s.actFor(r, uid)
+	}
+	if err == nil {
 		err = s.knownAgent(r.Context(), uid)
 	}
 	if err != nil {
@@ -215,15 +221,19 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.offers.ack(req.PodUID, t.TaskID)
 		return taskV2(t), nil
 	}
-	jsonCall(s, false, api.MaxBody, startNamesAgent, start)(w, r)
+	jsonCall(s, false, api.MaxBody, s.startByOwner, start)(w, r)
 }
 
-// startNamesAgent refuses a start request without the agent's pod uid.
-func startNamesAgent(_ *http.Request, req *api.StartRequest) error {
+// startByOwner refuses a start request without the agent's pod uid, or
+// by another agent than the task's source (403).
+func (s *Server) startByOwner(r *http.Request, req *api.StartRequest) error {
 	if req.PodUID == "" {
 		return api.BadRequest("pod_uid", "missing")
 	}
-	return checkLen("pod_uid", req.PodUID, MaxUIDLen)
+	if err := checkLen("pod_uid", req.PodUID, MaxUIDLen); err != nil {
+		return err
+	}
+	return s.actForTask(r, r.PathValue("id"), req.PodUID, false)
 }
 
 func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
@@ -249,6 +259,10 @@ func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	if err := s.actForTask(r, id, req.PodUID, true); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
 	if !s.disp.served(id, req.PodUID, req.Port, req.Error) {
 		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no server hand-off waiting for task %s at agent %s", id, req.PodUID)})
 		return

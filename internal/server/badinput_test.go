@@ -51,12 +51,12 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		{"fetch bad wait", "GET", "/api/v2/agent/tasks?pod_uid=uid-a&wait=soon", nil, 400, "wait"},
 		{"report malformed", "POST", "/api/v1/internal/report_task", []byte(`{"task_id":1}`), 400, "task_id"},
 		{"report unknown task", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.TaskID = "no-such-task" }), 404, "not found"},
-		{"report other agent", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.PodUID = "uid-b" }), 404, "not found"},
+		{"report other agent", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.PodUID = "uid-b" }), 403, "belongs to agent"},
 		{"report bad status", "POST", "/api/v1/internal/report_task", rep(func(r *api.Report) { r.State = ""; r.TaskStatus = 2 }), 400, "task_status"},
 		{"report result not JSON", "POST", "/api/v2/agent/tasks/" + id + "/report", []byte(`{"pod_uid":"uid-a","report_id":"r","state":"succeeded","result":"x"`), 400, "malformed JSON"},
 		{"report id mismatch", "POST", "/api/v2/agent/tasks/other/report", rep(func(*api.Report) {}), 400, "task_id"},
 		{"report huge", "POST", "/api/v1/internal/report_task", huge, 413, "body larger than"},
-		{"start other agent", "POST", "/api/v2/agent/tasks/" + id + "/start", []byte(`{"pod_uid":"uid-b"}`), 404, "not found"},
+		{"start other agent", "POST", "/api/v2/agent/tasks/" + id + "/start", []byte(`{"pod_uid":"uid-b"}`), 403, "belongs to agent"},
 		{"serving bad port", "POST", "/api/v2/agent/tasks/" + id + "/serving", []byte(`{"pod_uid":"uid-b","port":70000}`), 400, "port"},
 	}
 	for _, c := range cases {

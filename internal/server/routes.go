@@ -61,6 +61,11 @@ func (s *Server) table() []route {
 		{method: "GET", path: "/api/v2/agents", auth: user, handler: s.handleAgentsV2,
 			summary: "List agents", query: []param{{"all", "1 to include offline agents", false}, {"node", "node name", false}}, answer: []api.Agent{}},
 
+		{method: "POST", path: "/api/v2/agents/{uid}/revoke", auth: user, handler: s.handleRevoke,
+			summary: "End an agent's credential (it may join again with the join token)", answer: api.Revoked{}},
+
+		{method: "POST", path: "/api/v2/agent/join", auth: agent, handler: s.handleJoin,
+			summary: "Join with the join token: answers the agent's own credential, once per pod uid", body: api.JoinRequest{}, answer: api.JoinReply{}},
 		{method: "POST", path: "/api/v2/agent/heartbeat", auth: agent, handler: s.handleHeartbeatV2,
 			summary: "Agent heartbeat", body: api.Heartbeat{}, answer: api.HeartbeatReply{}},
 		{method: "GET", path: "/api/v2/agent/tasks", auth: agent, handler: s.handleFetch,

@@ -53,12 +53,20 @@ const (
 	DefaultProbeOverhead = 30 * time.Second
 )
 
-// Options configure a Server. Store and both tokens are required.
+// Options configure a Server. Store, the user token and a way to
+// authenticate agents (AgentToken, AgentReviewer or both) are required.
 type Options struct {
 	Store store.Store
-	// UserToken authorises the external (user) endpoints, AgentToken the
-	// internal (agent) ones.
+	// UserToken authorises the external (user) endpoints. AgentToken is
+	// the agents' join token (CNPERF_AGENT_TOKEN): it joins an agent, which
+	// then uses its own credential (identity.go).
 	UserToken, AgentToken string
+	// AgentReviewer, when set, authenticates agents by other tokens (on
+	// Kubernetes: ServiceAccount tokens, by TokenReview).
+	AgentReviewer AgentReviewer
+	// RequireAgentCredentials: the join token only joins, and never acts
+	// for an agent, not even one that never joined (a seed v1 client).
+	RequireAgentCredentials bool
 	// Now is the clock (nil: time.Now). Tests inject one.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -91,6 +99,7 @@ type Server struct {
 	offers  *offers // tasks handed out, not yet acknowledged (redispatch.go)
 	openapi []byte
 	extras  *extras // dashboard and /metrics (dashboard.go)
+	creds   credCache
 }
 
 // New checks opts and returns a server.
@@ -101,8 +110,8 @@ func New(opts Options) (*Server, error) {
 	if opts.UserToken == "" {
 		return nil, errors.New("server: no user token (set CNPERF_USER_TOKEN or --user-token-file)")
 	}
-	if opts.AgentToken == "" {
-		return nil, errors.New("server: no agent token (set CNPERF_AGENT_TOKEN or --agent-token-file)")
+	if opts.AgentToken == "" && opts.AgentReviewer == nil {
+		return nil, errors.New("server: no agent join token (set CNPERF_AGENT_TOKEN or --agent-token-file) and no ServiceAccount token review")
 	}
 	if opts.UserToken == opts.AgentToken {
 		return nil, errors.New("server: the user and agent tokens must differ")
@@ -223,10 +232,10 @@ const (
 )
 
 func (s *Server) auth(r role, v1 bool, h http.HandlerFunc) http.HandlerFunc {
-	want := s.opts.UserToken
 	if r == roleAgent {
-		want = s.opts.AgentToken
+		return s.authAgent(v1, h) // identity.go
 	}
+	want := s.opts.UserToken
 	return func(w http.ResponseWriter, req *http.Request) {
 		got, ok := bearer(req)
 		if !ok {

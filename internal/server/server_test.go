@@ -471,7 +471,7 @@ func testReportDedupe(t *testing.T, dsn string) {
 		{"retry", rep, true, 0},
 		{"same result, another report id", func() api.Report { r := rep; r.ReportID = "r2"; return r }(), true, 0},
 		{"another result", func() api.Report { r := rep; r.ReportID = "r2"; r.TaskResult = "other"; return r }(), false, 409},
-		{"another agent", func() api.Report { r := rep; r.PodUID = "uid-b"; r.ReportID = "r3"; return r }(), false, 404},
+		{"another agent", func() api.Report { r := rep; r.PodUID = "uid-b"; r.ReportID = "r3"; return r }(), false, 403},
 		{"not final", func() api.Report { r := rep; r.State = "running"; return r }(), false, 400},
 	}
 	for _, c := range cases {
@@ -658,7 +658,7 @@ func testIperfHandoff(t *testing.T, dsn string) {
 	if len(fb.Serve) != 1 || fb.Serve[0].TaskID != ids[0] || !fb.Serve[0].UDP || fb.Serve[0].Tool != "iperf" || fb.Serve[0].Bind != "10.244.2.7" {
 		t.Fatalf("destination serve request: %+v", fb)
 	}
-	if err := f.agent.Serving(ctx, ids[0], api.Serving{PodUID: "uid-a", Port: 5999}); api.StatusOf(err) != 404 {
+	if err := f.agent.Serving(ctx, ids[0], api.Serving{PodUID: "uid-a", Port: 5999}); api.StatusOf(err) != 403 {
 		t.Errorf("serving from the wrong agent: %v", err)
 	}
 	if err := f.agent.Serving(ctx, ids[0], api.Serving{PodUID: "uid-b", Port: 5999}); err != nil {

@@ -363,6 +363,18 @@ type Store interface {
 	// returns them.
 	ExpireDeadlines(ctx context.Context, now time.Time) ([]Task, error)
 
+	// CreateCredential stores an agent's credential (CreatedAt = now).
+	// The agent holding one already, or the hash being taken: ErrConflict.
+	CreateCredential(ctx context.Context, c Credential, now time.Time) (Credential, error)
+	// CredentialByHash returns the credential with this hash, or
+	// ErrNotFound.
+	CredentialByHash(ctx context.Context, hash string) (Credential, error)
+	// GetCredential returns the agent's credential, or ErrNotFound.
+	GetCredential(ctx context.Context, podUID string) (Credential, error)
+	// RevokeCredential deletes the agent's credential and returns it; none:
+	// ErrNotFound.
+	RevokeCredential(ctx context.Context, podUID string) (Credential, error)
+
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	// CheckWrite makes one small real write (a row of its own, rewritten

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/probe"
 )
 
@@ -28,6 +29,9 @@ type RunParams struct {
 	Phases     int     `json:"phases"`
 	Options    Options `json:"options"`
 	Steps      []Step  `json:"steps"`
+	// Environment is what the run ran on (kernel, CPUs, MTUs, CNI, ...),
+	// when its environment could say.
+	Environment *hostinfo.Environment `json:"environment,omitempty"`
 }
 
 // outcomes pairs the run's tasks (by id order) with the steps.

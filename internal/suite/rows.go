@@ -70,6 +70,10 @@ type Row struct {
 	// Series are a suite's per-interval figures (shaping's receiver rate
 	// per 100 ms), written as top-level JSON arrays.
 	Series map[string][]float64
+	// Texts are figures whose value is a word (qos-priority's
+	// wire_dscp.encap: "vxlan" or "none"), written nested by their dotted
+	// names beside the numbers; unlike Labels they do not name the row.
+	Texts map[string]string
 
 	// values are each figure's per-repetition values, in repetition order,
 	// for statistics other than median, min and max (an SLO's "p95"); nil
@@ -236,6 +240,9 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	for k, v := range r.Series {
 		obj[k] = v
 	}
+	for k, v := range r.Texts {
+		put(obj, k, v)
+	}
 	return json.Marshal(obj)
 }
 
@@ -243,19 +250,24 @@ func (r Row) MarshalJSON() ([]byte, error) {
 func nest(flat map[string]float64) map[string]any {
 	out := map[string]any{}
 	for name, v := range flat {
-		parts := strings.Split(name, ".")
-		cur := out
-		for _, p := range parts[:len(parts)-1] {
-			next, ok := cur[p].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				cur[p] = next
-			}
-			cur = next
-		}
-		cur[parts[len(parts)-1]] = v
+		put(out, name, v)
 	}
 	return out
+}
+
+// put sets the dotted name in out to v, making the nested objects.
+func put(out map[string]any, name string, v any) {
+	parts := strings.Split(name, ".")
+	cur := out
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			cur[p] = next
+		}
+		cur = next
+	}
+	cur[parts[len(parts)-1]] = v
 }
 
 // SetOverhead sets OverheadPct on every row that has one (see Overhead).

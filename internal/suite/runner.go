@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/hostinfo"
 )
 
 // API is the part of the server's API the Runner uses;
@@ -48,6 +49,9 @@ type Report struct {
 	RunIDs  []string `json:"run_ids"`
 	Options Options  `json:"options"`
 	Rows    []Row    `json:"rows"`
+	// Environment is what the run ran on, when the Env can say
+	// (Describer); it is stored with every phase's run too.
+	Environment *hostinfo.Environment `json:"environment,omitempty"`
 	// Outcomes are the steps with their results, in plan order.
 	Outcomes []Outcome `json:"-"`
 }
@@ -138,6 +142,7 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 	if inv == "" {
 		inv = newInvocation()
 	}
+	rep.Environment = r.describe(ctx, log)
 	total := 0
 	for _, ph := range phases {
 		total += len(ph.Steps)
@@ -152,7 +157,7 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 			continue
 		}
 		params := RunParams{APIVersion: ParamsAPIVersion, Suite: s.Name(), Invocation: inv, Phase: ph.Name,
-			PhaseIndex: i, Phases: len(phases), Options: o}
+			PhaseIndex: i, Phases: len(phases), Options: o, Environment: rep.Environment}
 		outs, id, err := r.runPhase(ctx, ph, params, pr, done)
 		if id != "" {
 			rep.RunIDs = append(rep.RunIDs, id)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,10 +24,11 @@ import (
 
 // Client calls one cnperf server.
 type Client struct {
-	base   string
-	token  string
-	hc     *http.Client
-	caFile string
+	base      string
+	token     string
+	tokenFile string // when set, the token is read from it for every request
+	hc        *http.Client
+	caFile    string
 }
 
 // Option configures a Client.
@@ -41,6 +43,19 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 // It applies to the client's own transport or one set by WithHTTPClient
 // whose Transport is nil or an *http.Transport.
 func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path } }
+
+// WithTokenFile makes the client read its bearer token from path before
+// every request instead of using a fixed one: a Kubernetes projected
+// ServiceAccount token, which the kubelet rotates in place.
+func WithTokenFile(path string) Option { return func(c *Client) { c.tokenFile = path } }
+
+// WithToken returns a copy of the client that sends token instead (an
+// agent switching from the join token to its own credential).
+func (c *Client) WithToken(token string) *Client {
+	cp := *c
+	cp.token, cp.tokenFile = token, ""
+	return &cp
+}
 
 // DefaultTimeout bounds every request, long polls included.
 const DefaultTimeout = 70 * time.Second
@@ -118,8 +133,16 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	tok := c.token
+	if c.tokenFile != "" {
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: read token: %w", method, path, err)
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -247,6 +270,19 @@ func (c *Client) Serving(ctx context.Context, taskID string, s api.Serving) erro
 func (c *Client) Report(ctx context.Context, r api.Report) (api.ReportReply, error) {
 	var out api.ReportReply
 	return out, c.v2(ctx, http.MethodPost, "/api/v2/agent/tasks/"+url.PathEscape(r.TaskID)+"/report", nil, r, &out)
+}
+
+// Join asks for the agent's own credential with the join token; the
+// answer's Token is shown this once.
+func (c *Client) Join(ctx context.Context, podUID string) (api.JoinReply, error) {
+	var out api.JoinReply
+	return out, c.v2(ctx, http.MethodPost, "/api/v2/agent/join", nil, api.JoinRequest{PodUID: podUID}, &out)
+}
+
+// RevokeAgent ends an agent's credential (user token).
+func (c *Client) RevokeAgent(ctx context.Context, podUID string) (api.Revoked, error) {
+	var out api.Revoked
+	return out, c.v2(ctx, http.MethodPost, "/api/v2/agents/"+url.PathEscape(podUID)+"/revoke", nil, nil, &out)
 }
 
 // CreateRun creates a v2 run.

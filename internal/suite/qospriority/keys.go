@@ -29,6 +29,8 @@ func (Suite) Keys() []suite.Key {
 		{Name: "variants", Unit: "list of " + strings.Join(Variants, ", "),
 			Default: "host-gw: " + strings.Join(DefaultVariants("host-gw"), ",") + "; vxlan: " + strings.Join(DefaultVariants("vxlan"), ","),
 			Meaning: "where the queue is and what it does (see docs/qos.md)"},
+		{Name: "placements", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
+			Meaning: "where the flows and their bottleneck are: pods on one node, or on two"},
 		{Name: "markings", Unit: "list of none, a TOS byte (0x10) or a DSCP (EF, 46)", Default: strings.Join(marks, ","), Meaning: "marks of the foreground flow and ping, one cell each"},
 		{Name: "high-dscp", Unit: "list of DSCPs", Default: strings.Join(high, ","), Meaning: "code points the HTB tree's high class takes"},
 		{Name: "bottleneck-rate", Unit: "bit/s", Default: suite.KeyRate(d.BottleneckRateBps), Meaning: "rate of the bottleneck on the sending node's uplink"},

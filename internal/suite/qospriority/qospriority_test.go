@@ -103,8 +103,8 @@ func TestQoSPriorityPlan(t *testing.T) {
 		t.Fatalf("%d phases, want %d (one per marked marking, beside the unmarked one)", len(phases), want)
 	}
 	for _, ph := range phases {
-		if !ph.Concurrent || len(ph.Steps) != 5 {
-			t.Fatalf("phase %q: concurrent %v with %d steps, want 5 concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
+		if !ph.Concurrent || len(ph.Steps) != 7 {
+			t.Fatalf("phase %q: concurrent %v with %d steps, want 5 flows and 2 wire watches, concurrent", ph.Name, ph.Concurrent, len(ph.Steps))
 		}
 		v := ph.Steps[0].Labels[LabelVariant]
 		if (v == VariantNone) != (len(ph.Changes) == 0) {
@@ -129,7 +129,8 @@ func TestQoSPriorityPlan(t *testing.T) {
 		if ph.Steps[1].Labels["tos"] != "0" {
 			t.Errorf("phase %q: the unmarked reference is not first", ph.Name)
 		}
-		for i := 1; i < len(ph.Steps); i += 2 {
+		checkWireWatch(t, ph)
+		for i := 1; i < 5; i += 2 {
 			fg, ping := ph.Steps[i], ph.Steps[i+1]
 			if fg.Measure != MeasureForeground || ping.Measure != suite.MeasurePing {
 				t.Fatalf("measures %s %s", fg.Measure, ping.Measure)
@@ -357,6 +358,26 @@ func TestOffloadSetting(t *testing.T) {
 				t.Fatal("no udp steps planned")
 			}
 		})
+	}
+}
+
+// checkWireWatch: the phase's marked foreground sends from a fixed port,
+// and the host-network agents of both nodes watch that flow (5-tuple) on
+// their underlay, for as long as the background runs.
+func checkWireWatch(t *testing.T, ph suite.Phase) {
+	t.Helper()
+	bg, fg := ph.Steps[0], ph.Steps[3]
+	if fg.Spec.TOS == nil || fg.Spec.SourcePort < wirePortBase || ph.Steps[1].Spec.SourcePort != 0 {
+		t.Errorf("phase %q: marked foreground source port %d, unmarked %d: want a fixed port for the marked one only", ph.Name, fg.Spec.SourcePort, ph.Steps[1].Spec.SourcePort)
+	}
+	for i, at := range []struct{ on, peer string }{{bg.Src.Node, bg.Dst.Node}, {bg.Dst.Node, bg.Src.Node}} {
+		w := ph.Steps[5+i]
+		want := probe.WatchFlow{Proto: "udp", Src: bg.Src.IP, Dst: bg.Dst.IP, SrcPort: fg.Spec.SourcePort, DstPort: 5201}
+		if w.Measure != MeasureWire || w.Spec.Kind != probe.KindWire || !w.Src.HostNetwork || w.Src.Node != at.on || w.Dst.Node != at.peer ||
+			w.Spec.Watch == nil || *w.Spec.Watch != want || w.Spec.Duration != bg.Spec.Duration || w.Exclusive ||
+			w.Labels[LabelMarking] != fg.Labels[LabelMarking] || w.Repeat != fg.Repeat {
+			t.Errorf("phase %q: watch %d %+v (flow %+v), want one on %s's host agent for %+v", ph.Name, i, w, w.Spec.Watch, at.on, want)
+		}
 	}
 }
 

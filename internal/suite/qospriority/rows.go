@@ -69,6 +69,7 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 		delete(rows[i].Labels, "tos")
 		delete(rows[i].Labels, labelPlacement)
 	}
+	setWireEncap(rows, outcomes)
 	for _, v := range Verdicts(rows) {
 		for i := range rows {
 			if rows[i].Labels[LabelVariant] == v.Variant && rows[i].Connection == v.Connection {
@@ -114,6 +115,8 @@ func qosFigures(o suite.Outcome) (map[string]float64, map[string][]float64) {
 			pick("rtt_ms."+k, "rtt_ms."+k)
 		}
 		pick("loss_pct", "ping.loss_pct")
+	case MeasureWire:
+		return wireFigures(o), nil
 	case MeasureBackground:
 		pick("throughput_bps.receiver", "background_throughput_bps")
 		pick("loss_pct", "background_loss_pct")

@@ -113,6 +113,8 @@ func verdictFor(variant string, rows []suite.Row) (v Verdict) {
 		where = "on the path as it is"
 	}
 	defer func() { v.Text += arrival(*best) }()
+	// Where the mark was on the sending node's wire, when a watch saw it.
+	wire, lost, seen := wireNote(*best)
 	switch {
 	case b < QueueingMs:
 		v.Effect = "none"
@@ -123,9 +125,20 @@ func verdictFor(variant string, rows []suite.Row) (v Verdict) {
 	case v.Factor >= PartialFactor:
 		v.Effect = "partial"
 		v.Text = fmt.Sprintf("partial: %s cut p99 %.1f× (%s ms → %s ms), less than the %g× of a priority queue", name, v.Factor, suite.FormatMs(b), suite.FormatMs(m), ProtectFactor)
+	case seen && lost:
+		v.Effect = "none"
+		v.Text = fmt.Sprintf("no effect: %s, so a queue on the underlay cannot see it (p99 unmarked %s ms, %s %s ms)", wire, suite.FormatMs(b), name, suite.FormatMs(m))
+		return v
+	case seen:
+		v.Effect = "none"
+		v.Text = fmt.Sprintf("no effect: mark on the wire but no queue honoured it (%s; p99 unmarked %s ms, %s %s ms)", wireOuter(*best), suite.FormatMs(b), name, suite.FormatMs(m))
+		return v
 	default:
 		v.Effect = "none"
 		v.Text = fmt.Sprintf("no effect: the queue where packets wait ignores the mark (p99 unmarked %s ms, %s %s ms)", suite.FormatMs(b), name, suite.FormatMs(m))
+	}
+	if seen {
+		v.Text += "; " + wire
 	}
 	return v
 }

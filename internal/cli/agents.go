@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// newAgentsCommand holds the verbs that manage agents' identities.
+func newAgentsCommand(st Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agents",
+		Short: "Manage agents' credentials (revoke)",
+	}
+	cmd.AddCommand(newAgentsRevokeCommand(st))
+	return cmd
+}
+
+func newAgentsRevokeCommand(st Streams) *cobra.Command {
+	var rf remoteFlags
+	cmd := &cobra.Command{
+		Use:   "revoke POD_UID",
+		Short: "End an agent's own credential: its calls are refused (401) from now on",
+		Long: `Revoke the credential an agent received when it joined with the join token
+(POST /api/v2/agents/POD_UID/revoke, user token). The agent's calls are
+refused with 401 from then on (within 10 s on other server replicas). The
+pod uid may join again with the join token: an agent does so after its
+--state-dir/token file is removed and it restarts.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := rf.client()
+			if err != nil {
+				return err
+			}
+			rv, err := cl.RevokeAgent(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("revoke %s: %w", args[0], err)
+			}
+			if rf.asJSON {
+				return printJSON(st.Out, rv)
+			}
+			_, err = fmt.Fprintf(st.Out, "revoked the credential of agent %s (issued %s)\n", rv.PodUID, rv.CreatedAt.Format("2006-01-02 15:04:05Z07:00"))
+			return err
+		},
+	}
+	rf.register(cmd)
+	return cmd
+}

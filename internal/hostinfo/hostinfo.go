@@ -1,0 +1,204 @@
+// Package hostinfo describes what a run ran on, the "which machine" behind
+// every figure: per node the kernel, OS image, CPUs, memory, the MTU of the
+// pod and underlay interfaces, TCP congestion control and the underlay's
+// offload state, and the CNI with its version and mode. The CNI studies
+// compare per distribution and their CPU figures depend on core count, so
+// a run is only comparable with another when this is known.
+//
+// The types are plain data (stored with a run's params); the readers work
+// in the calling thread's network namespace (see internal/nsthread).
+package hostinfo
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment is what one run ran on.
+type Environment struct {
+	// Platform is "lab" (cnperf's namespace lab) or "kubernetes".
+	Platform   string `json:"platform"`
+	CNI        string `json:"cni,omitempty"`
+	CNIVersion string `json:"cni_version,omitempty"`
+	// Backend is the CNI's mode (host-gw, vxlan, direct, ...).
+	Backend string `json:"backend,omitempty"`
+	Nodes   []Node `json:"nodes"`
+	// Notes say what could not be read, and why.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Node is one node of the environment.
+type Node struct {
+	Name        string `json:"name"`
+	Kernel      string `json:"kernel,omitempty"`
+	OSImage     string `json:"os_image,omitempty"`
+	CPUs        int    `json:"cpus,omitempty"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	// UnderlayMTU is the MTU of the node's interface toward the other
+	// nodes; PodMTU that of a pod's interface on the node.
+	UnderlayMTU       int    `json:"underlay_mtu,omitempty"`
+	PodMTU            int    `json:"pod_mtu,omitempty"`
+	CongestionControl string `json:"congestion_control,omitempty"`
+	// Offload is the underlay's segmentation and receive offloads (tso,
+	// gso, gro: on or off).
+	Offload map[string]bool `json:"offload,omitempty"`
+}
+
+// Get returns the named field of n as text, for grouping runs ("kernel",
+// "os_image", "cpus", "cpu_model", "memory_bytes", "underlay_mtu",
+// "pod_mtu", "congestion_control", "offload"); ok is false for an
+// unknown name.
+func (n Node) Get(field string) (string, bool) {
+	switch field {
+	case "kernel":
+		return n.Kernel, true
+	case "os_image", "os":
+		return n.OSImage, true
+	case "cpus":
+		return strconv.Itoa(n.CPUs), true
+	case "cpu_model":
+		return n.CPUModel, true
+	case "memory_bytes", "memory":
+		return strconv.FormatUint(n.MemoryBytes, 10), true
+	case "underlay_mtu", "mtu":
+		return strconv.Itoa(n.UnderlayMTU), true
+	case "pod_mtu":
+		return strconv.Itoa(n.PodMTU), true
+	case "congestion_control":
+		return n.CongestionControl, true
+	case "offload":
+		return offloadText(n.Offload), true
+	}
+	return "", false
+}
+
+// Fields are the names Get and Environment.Get take.
+var Fields = []string{"platform", "cni", "cni_version", "backend", "kernel", "os_image", "cpus", "cpu_model", "memory_bytes", "underlay_mtu", "pod_mtu", "congestion_control", "offload"}
+
+// Get returns the named field of the environment as text: its own fields,
+// or a node field with the distinct values of all nodes joined by ", ".
+func (e Environment) Get(field string) (string, bool) {
+	switch field {
+	case "platform":
+		return e.Platform, true
+	case "cni":
+		return e.CNI, true
+	case "cni_version":
+		return e.CNIVersion, true
+	case "backend":
+		return e.Backend, true
+	}
+	if _, ok := (Node{}).Get(field); !ok {
+		return "", false
+	}
+	var vals []string
+	for _, n := range e.Nodes {
+		v, _ := n.Get(field)
+		if v != "" && v != "0" && !contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	return strings.Join(vals, ", "), true
+}
+
+func contains(vs []string, v string) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func offloadText(m map[string]bool) string {
+	var parts []string
+	for _, k := range []string{"tso", "gso", "gro"} {
+		if v, ok := m[k]; ok {
+			state := "off"
+			if v {
+				state = "on"
+			}
+			parts = append(parts, k+" "+state)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Machine reads what the machine the calling process runs on is: kernel
+// release, OS image (PRETTY_NAME of os-release), CPUs, CPU model and
+// memory. In the lab every node is this machine.
+func Machine() (Node, error) {
+	var n Node
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return n, fmt.Errorf("uname: %w", err)
+	}
+	n.Kernel = unix.ByteSliceToString(uts.Release[:])
+	n.CPUs = runtime.NumCPU()
+	n.OSImage = osImage()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		n.CPUModel = cpuModel(b)
+	}
+	mem, err := memTotal()
+	if err != nil {
+		return n, err
+	}
+	n.MemoryBytes = mem
+	return n, nil
+}
+
+// osImage is os-release's PRETTY_NAME ("Debian GNU/Linux 12 (bookworm)").
+func osImage() string {
+	for _, p := range []string{"/etc/os-release", "/usr/lib/os-release"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				return strings.Trim(v, `"'`)
+			}
+		}
+	}
+	return ""
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel(cpuinfo []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// memTotal is /proc/meminfo's MemTotal in bytes.
+func memTotal() (uint64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("memory: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(v)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseUint(f[0], 10, 64)
+				if err == nil {
+					return kb * 1024, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("memory: no MemTotal in /proc/meminfo")
+}

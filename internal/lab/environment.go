@@ -1,0 +1,64 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cnperf/cnperf/internal/hostinfo"
+)
+
+// CNIName is the CNI the lab's environment names: the lab plays the part
+// of the CNI (bridge per node, host-gw or VXLAN between nodes).
+const CNIName = "cnperf-lab"
+
+// Environment says what the lab is, for the runs made on it: every node
+// is this machine (kernel, OS, CPUs, memory), with its own underlay MTU,
+// offloads and TCP congestion control (a namespace's own), and the MTU
+// of its first pod's interface.
+func (l *Lab) Environment(ctx context.Context) (*hostinfo.Environment, error) {
+	m, err := hostinfo.Machine()
+	env := &hostinfo.Environment{Platform: "lab", CNI: CNIName, Backend: l.Config.Backend}
+	if env.Backend == "" {
+		env.Backend = "host-gw"
+	}
+	if l.Config.VXLANInheritTOS {
+		env.Backend += " (tos inherit)"
+	}
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range l.Nodes {
+		if err := ctx.Err(); err != nil {
+			return env, errors.Join(append(errs, err)...)
+		}
+		node := m
+		node.Name = n.Name
+		err := Do(n.NS, func() error {
+			var errs []error
+			var err error
+			if node.UnderlayMTU, err = hostinfo.LinkMTU(nodeUplink); err != nil {
+				errs = append(errs, err)
+			}
+			if node.Offload, err = hostinfo.Offload(nodeUplink); err != nil {
+				errs = append(errs, err)
+			}
+			if node.CongestionControl, err = hostinfo.CongestionControl(); err != nil {
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+		}
+		for _, p := range l.Pods {
+			if p.Node == n.Name {
+				node.PodMTU = p.MTU
+				break
+			}
+		}
+		env.Nodes = append(env.Nodes, node)
+	}
+	return env, errors.Join(errs...)
+}
