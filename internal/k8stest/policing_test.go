@@ -3,28 +3,31 @@ package k8stest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/cnperf/cnperf/internal/k8s"
 )
 
-// policingFlow and policingDrain are the thesis case's flow length and the
-// environment's draining flow (k8s.Env's default DrainTime).
-const (
-	policingFlow  = 3 * time.Second
-	policingDrain = 3 * time.Second
-)
+// policingFlow is the length of each of the thesis case's flows.
+const policingFlow = 3 * time.Second
 
 // runPolicing runs the thesis's failing case on the cluster: the CNI's
 // ingress limit of 1 Mbit/s on a pod (kubernetes.io/ingress-bandwidth),
 // UDP into it at the limit and then at 100 Mbit/s. It must end within its
-// planned time (the flows and the bucket's drain) plus 30 s with a row
+// planned time (the flows' lengths) plus 30 s with a row
 // giving the rate, the loss and the time to conform, and the police
 // action's row must say why it was not used (this kernel lacks it).
-func runPolicing(ctx context.Context, t *testing.T, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
-	planned := 2*policingFlow + policingDrain
+func runPolicing(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
+	planned := 2 * policingFlow
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchStandIns(wctx, t, kc) }()
+	defer func() { stopWatch(); <-watched }()
 	t0 := time.Now()
 	out, errOut, err := cnp(planned+5*time.Minute, "run", "policing", "--k8s", "--time", policingFlow.String(), "--repeat", "1",
 		"--set", "ingress-bandwidth=1M", "--cni-conf-dir", cniDir, "--json")
@@ -45,8 +48,14 @@ func runPolicing(ctx context.Context, t *testing.T, cnp cnpFunc, cniDir string, 
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 	rec.add(t, want, out)
-	t.Logf("policing --k8s --set ingress-bandwidth=1M in %v (planned %v: two %v flows and a %v drain); qdiscs the CNI installed for %s:\n  %s",
-		took.Round(100*time.Millisecond), planned, policingFlow, policingDrain, res.Shaping.Pod, strings.Join(k8s.DescribeQdiscs(res.Shaping.Links), "\n  "))
+	t.Logf("progress:\n%s", errOut)
+	defer func() {
+		if t.Failed() {
+			t.Logf("output:\n%s", out)
+		}
+	}()
+	t.Logf("policing --k8s --set ingress-bandwidth=1M in %v (planned %v: two %v flows); qdiscs the CNI installed for %s:\n  %s",
+		took.Round(100*time.Millisecond), planned, policingFlow, res.Shaping.Pod, strings.Join(k8s.DescribeQdiscs(res.Shaping.Links), "\n  "))
 	if took > planned+30*time.Second {
 		t.Errorf("took %v, want within the planned %v plus 30 s", took.Round(100*time.Millisecond), planned)
 	}
@@ -115,5 +124,33 @@ func runCapacity(t *testing.T, cnp cnpFunc, cniDir string, want CNIFacts, rec *c
 	checkCNILabels(t, res.Rows, want)
 	for _, r := range res.Rows {
 		t.Logf("capacity %s in %v: %v", r.Connection, time.Since(t0).Round(time.Second), r.Median)
+	}
+}
+
+// watchStandIns logs the stand-in agent pods' container states while a
+// suite runs (a restart or an OOM kill says why a flow found no responder).
+func watchStandIns(ctx context.Context, t *testing.T, kc *k8s.Client) {
+	seen := map[string]string{}
+	for ctx.Err() == nil {
+		pods, err := kc.Kube.CoreV1().Pods(kc.NS()).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=shaped"})
+		if err == nil {
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					st := fmt.Sprintf("phase %s ready %v restarts %d", p.Status.Phase, cs.Ready, cs.RestartCount)
+					if cs.LastTerminationState.Terminated != nil {
+						lt := cs.LastTerminationState.Terminated
+						st += fmt.Sprintf(", last exit %d %s: %s", lt.ExitCode, lt.Reason, lt.Message)
+					}
+					if seen[p.Name] != st {
+						seen[p.Name] = st
+						t.Logf("stand-in %s: %s", p.Name, st)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }

@@ -148,6 +148,11 @@ type Change struct {
 	Member string `json:"member"`
 	// QoS is the set-up, for qdisc, shaping and police changes.
 	QoS *qosspec.Spec `json:"qos,omitempty"`
+	// AsMade asks the environment to leave a bandwidth limit as it makes
+	// it: on Kubernetes the CNI's token bucket is then not drained first,
+	// so the flows meet the burst a fresh pod gets (policing's cni-ingress
+	// variant, as the thesis met it).
+	AsMade bool `json:"as_made,omitempty"`
 	// For is how long the phase needs the change: its longest step. The
 	// Runner fills it when the suite leaves it 0. An environment that has
 	// an agent hold the change (Kubernetes) bounds the hold's lifetime by
