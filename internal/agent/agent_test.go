@@ -198,13 +198,20 @@ type running struct {
 // agent starts an agent on ip and waits until it is ready.
 func (e *env) agent(name, ip string) *running {
 	e.t.Helper()
+	return e.agentIn(name, ip, false)
+}
+
+// agentIn starts an agent as agent does, in the host network when
+// hostNetwork is set.
+func (e *env) agentIn(name, ip string, hostNetwork bool) *running {
+	e.t.Helper()
 	cl, err := client.New(e.url, agentTok, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	a, err := New(Options{
 		Client:   cl,
-		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip},
+		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip, HostNetwork: hostNetwork},
 		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
 	})

@@ -159,6 +159,15 @@ func (a *Agent) runJob(j *job) {
 	a.mu.Unlock()
 	a.signalFreed()
 
+	if t.Type == api.TypeQoSHold {
+		res, err := a.hold(ctx, log, t)
+		if errors.Is(err, errNotStarted) {
+			log.Info("task not started", "err", err)
+			return
+		}
+		a.finish(ctx, log, j, rep, res, "", err)
+		return
+	}
 	if err := a.markStarted(ctx, t.TaskID); err != nil {
 		// The server no longer wants it (cancelled or ended meanwhile):
 		// nothing to run, nothing to report.
@@ -168,6 +177,46 @@ func (a *Agent) runJob(j *job) {
 	log.Info("task started", "dst", t.DstPodIP)
 	res, raw, err := a.executeWithQoS(ctx, log, t)
 	a.finish(ctx, log, j, rep, res, raw, err)
+}
+
+// errNotStarted: the server refused a task's start (it was cancelled or
+// ended meanwhile), so nothing is reported.
+var errNotStarted = errors.New("the server refused the start")
+
+// hold runs a qos-hold task: it applies the set-up first and only then
+// tells the server the task started, so a running hold is one whose
+// set-up is in place; it keeps the set-up until the spec's duration has
+// passed (succeeded) or the task ends otherwise (cancelled when its
+// environment is done with it, timed out, the agent stopping), and
+// removes it. The duration and the task's timeout bound the set-up's
+// life on the agent itself, whatever becomes of whoever asked for it.
+func (a *Agent) hold(ctx context.Context, log *slog.Logger, t api.AgentTask) (*probe.Result, error) {
+	if t.QoS == nil || t.Spec == nil || t.Spec.Duration <= 0 {
+		return nil, errors.New("qos-hold task without a set-up or a duration")
+	}
+	note, undo, err := a.applyQoS(ctx, log, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.markStarted(ctx, t.TaskID); err != nil {
+		if uerr := undo(); uerr != nil {
+			log.Warn("qos remove after a refused start failed", "err", uerr)
+		}
+		return nil, fmt.Errorf("%w: %v", errNotStarted, err)
+	}
+	start := time.Now()
+	timer := time.NewTimer(t.Spec.Duration.D())
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	res := &probe.Result{Notes: []string{note, fmt.Sprintf("qos: held for %.1f s", time.Since(start).Seconds())}}
+	if uerr := undo(); uerr != nil {
+		res.Notes = append(res.Notes, "qos: removing the set-up failed: "+uerr.Error())
+		return res, fmt.Errorf("qos: remove the set-up: %w", uerr)
+	}
+	return res, nil
 }
 
 // markStarted tells the server the task starts. A refusal (409: the task

@@ -14,8 +14,10 @@ import (
 )
 
 // applyQoS applies the task's QoS set-up on the agent's own interface (the
-// one holding its pod IP). It returns a note saying what was applied and
-// an undo that removes it again and reports how that went. Tasks with a
+// one holding its pod IP), or, for a qos-hold task given to a
+// host-network agent, on the node's interface of its route to the
+// destination agent. It returns a note saying what was applied and an
+// undo that removes it again and reports how that went. Tasks with a
 // set-up run one at a time: a second waits until the first removed its.
 func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask) (note string, undo func() error, err error) {
 	spec := *t.QoS
@@ -23,12 +25,22 @@ func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask)
 	if err != nil {
 		return "", nil, fmt.Errorf("qos set-up refused: %w", err)
 	}
-	if a.id.HostNetwork {
-		return "", nil, errors.New("qos set-up refused: the agent runs in the host network and will not change the node's interface")
+	findLink := func() (string, error) {
+		ip, err := netip.ParseAddr(a.id.PodIP)
+		if err != nil {
+			return "", fmt.Errorf("qos: pod IP %q: %w", a.id.PodIP, err)
+		}
+		return qos.LinkWithAddr("", ip)
 	}
-	ip, err := netip.ParseAddr(a.id.PodIP)
-	if err != nil {
-		return "", nil, fmt.Errorf("qos: pod IP %q: %w", a.id.PodIP, err)
+	if a.id.HostNetwork {
+		if t.Type != api.TypeQoSHold {
+			return "", nil, errors.New("qos set-up refused: the agent runs in the host network and will not change the node's interface (only a qos-hold task, which names the node's interface toward its destination, does)")
+		}
+		dst, err := netip.ParseAddr(t.DstPodIP)
+		if err != nil {
+			return "", nil, fmt.Errorf("qos: destination IP %q: %w", t.DstPodIP, err)
+		}
+		findLink = func() (string, error) { return qos.LinkToward("", dst) }
 	}
 	select {
 	case a.qosSlot <- struct{}{}:
@@ -36,12 +48,25 @@ func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask)
 		return "", nil, fmt.Errorf("qos: waiting for another task's set-up to end: %w", ctx.Err())
 	}
 	release := func() { <-a.qosSlot }
-	link, err := qos.LinkWithAddr("", ip)
+	link, err := findLink()
 	if err != nil {
 		release()
 		return "", nil, fmt.Errorf("qos: find the agent's interface: %w", err)
 	}
 	target := qos.Target{Link: link}
+	if a.id.HostNetwork {
+		// The node's interface: never replace a qdisc someone put there
+		// (the kernel's default root has handle 0:0).
+		st, err := qos.Show(target)
+		if err != nil {
+			release()
+			return "", nil, fmt.Errorf("qos: read the node's interface %s: %w", link, err)
+		}
+		if r, ok := st.Root(); ok && r.Handle != "0:0" {
+			release()
+			return "", nil, fmt.Errorf("qos set-up refused: the node's interface %s already has a root qdisc of its own (%s %s), which cnperf will not replace", link, r.Kind, r.Handle)
+		}
+	}
 	if err := qos.Apply(ctx, target, setup); err != nil {
 		release()
 		// An *qos.UnsupportedError already reads "unsupported: kernel

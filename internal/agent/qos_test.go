@@ -264,3 +264,120 @@ func TestRunRefusesBadQoS(t *testing.T) {
 		t.Errorf("%d tasks stored after refused runs", page.Total)
 	}
 }
+
+// TestAgentHoldsQoS: a qos-hold task's set-up is in place by the time the
+// task runs, stays until the task is cancelled (or its duration passes,
+// then the task succeeds), and is gone afterwards; a host-network agent
+// holds it on the node's interface of its route to the destination; a
+// hold without a set-up or a duration is refused at create time.
+func TestAgentHoldsQoS(t *testing.T) {
+	_, link := qosLink(t)
+	e := newEnv(t)
+	e.agent("hsrc", qosAgentIP.String())
+	e.agentIn("hnode", "127.0.0.1", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	acl, err := client.New(e.url, agentTok, client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acl.Heartbeat(ctx, api.Heartbeat{PodName: "hdst", PodUID: "uid-hdst", PodIP: qosFarIP.String(),
+		NodeName: "node-hdst", ResponderAddr: net.JoinHostPort(qosFarIP.String(), "5201"), BootID: "hdst"}); err != nil {
+		t.Fatal(err)
+	}
+	htb := &qos.Spec{Setup: qos.SpecHTBPriority, RateBps: 100_000_000, DSCP: []int{46}}
+	target := qos.Target{Link: link}
+	hold := func(src string, d time.Duration) string {
+		t.Helper()
+		run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: src, Dst: "hdst", Type: api.TypeQoSHold,
+			Spec: &probe.Spec{Duration: probe.Duration(d)}, QoS: htb}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Tasks[0].TaskID
+	}
+	waitFinal := func(id string) api.TaskV2 {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, err := e.user.GetTask(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if api.TerminalState(got.State) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s after 20s", id, got.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, src := range []string{"hsrc", "hnode"} {
+		// Running means held: the tree is there the moment the task runs.
+		id := hold(src, time.Minute)
+		e.waitRunning(id, 10*time.Second)
+		if !rootIs(t, target, "htb") {
+			t.Fatalf("%s: the hold runs but %s has no htb at its root", src, link)
+		}
+		if _, err := e.user.CancelTask(ctx, id, "phase done"); err != nil {
+			t.Fatal(err)
+		}
+		if got := waitFinal(id); got.State != api.StateCancelled {
+			t.Errorf("%s: cancelled hold ended %s (%s)", src, got.State, got.Reason)
+		}
+		// The agent hears of the cancellation with its next heartbeat or
+		// fetch (about a second) and removes the tree.
+		t0 := time.Now()
+		for rootIs(t, target, "htb") {
+			if time.Since(t0) > 10*time.Second {
+				t.Fatalf("%s: htb still on %s 10s after the hold was cancelled", src, link)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("%s: htb removed %v after the cancel", src, time.Since(t0).Round(time.Millisecond))
+	}
+	// A node's interface with a root qdisc of its own is left alone.
+	if err := qos.Apply(ctx, target, qos.TBF{Rate: 50_000_000, BurstBytes: 32000}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFinal(hold("hnode", time.Minute))
+	if got.State != api.StateFailed || !strings.Contains(got.Reason, "already has a root qdisc of its own (tbf") || !rootIs(t, target, "tbf") {
+		t.Errorf("hold over a node's own qdisc: %s %q, tbf kept %v", got.State, got.Reason, rootIs(t, target, "tbf"))
+	}
+	if err := qos.Remove(target, qos.TBF{Rate: 50_000_000, BurstBytes: 32000}); err != nil {
+		t.Fatal(err)
+	}
+	// Its duration bounds it on the agent: it ends by itself, succeeded.
+	t0 := time.Now()
+	got = waitFinal(hold("hsrc", 500*time.Millisecond))
+	var res probe.Result
+	_ = json.Unmarshal(got.Result, &res)
+	if got.State != api.StateSucceeded || rootIs(t, target, "htb") || !strings.Contains(strings.Join(res.Notes, "\n"), "qos: held for") {
+		t.Errorf("hold of 500ms: %s %q, notes %q, htb left %v", got.State, got.Reason, res.Notes, rootIs(t, target, "htb"))
+	}
+	t.Logf("a 500 ms hold ended by itself %v after it was created", time.Since(t0).Round(time.Millisecond))
+	// A host-network agent still refuses a probe task's set-up.
+	rr := api.RunTask{Src: "hnode", Dst: "hdst", Spec: &probe.Spec{Kind: "rr", Count: 1}, QoS: htb}
+	run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{rr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFinal(run.Tasks[0].TaskID); got.State != api.StateFailed || !strings.Contains(got.Reason, "host network") {
+		t.Errorf("probe task with qos on a host-network agent: %s %q", got.State, got.Reason)
+	}
+	for _, c := range []struct {
+		task  api.RunTask
+		field string
+	}{
+		{api.RunTask{Src: "hsrc", Dst: "hdst", Type: api.TypeQoSHold, Spec: &probe.Spec{Duration: probe.Duration(time.Second)}}, "tasks[0].qos"},
+		{api.RunTask{Src: "hsrc", Dst: "hdst", Type: api.TypeQoSHold, QoS: htb}, "tasks[0].spec.duration"},
+		{api.RunTask{Src: "hsrc", Dst: "hdst", Type: api.TypeQoSHold, QoS: htb, Spec: &probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second)}}, "tasks[0].spec"},
+	} {
+		_, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{c.task}})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != c.field {
+			t.Errorf("%+v: got %v, want 400 naming %s", c.task, err, c.field)
+		}
+	}
+}

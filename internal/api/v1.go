@@ -90,6 +90,13 @@ const (
 	TypeTraceroute = "traceroute"
 	// TypeProbe is a v2 task running one of cnperf's own probes.
 	TypeProbe = "probe"
+	// TypeQoSHold is a v2 task that only holds its QoS set-up: the source
+	// agent applies it before it reports the task started, keeps it for
+	// the spec's duration or until the task is cancelled, and removes it
+	// (on a pod agent: its own interface; on a host-network agent: the
+	// node's interface of its route to the destination agent). An
+	// environment uses it to keep a qdisc in place for a whole phase.
+	TypeQoSHold = "qos-hold"
 )
 
 // V1Types lists the task types of the v1 API.

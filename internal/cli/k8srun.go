@@ -42,6 +42,9 @@ type k8sOutput struct {
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
 	// Kernels is what detect pods found of the police action on the nodes.
 	Kernels []k8s.KernelTC `json:"node_kernels,omitempty"`
+	// Holds are the qdiscs agents held for the phases (qos-priority's
+	// pod-htb and node-htb).
+	Holds []k8s.Hold `json:"qos_holds,omitempty"`
 }
 
 // runOnK8s runs the suite on the cluster: it records the cluster's facts,
@@ -72,7 +75,11 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		fa, err := c.Facts(ctx, k.cniDir, 2*time.Minute)
 		factsc <- factsOut{fa, err}
 	}()
-	env := &k8s.Env{Client: c, CNIConfDir: k.cniDir}
+	allowNode, err := f.opts.AllowNodeQdisc()
+	if err != nil {
+		return err
+	}
+	env := &k8s.Env{Client: c, CNIConfDir: k.cniDir, AllowNodeQdisc: allowNode}
 	probed := make(chan error, 1)
 	go func() {
 		var err error
@@ -116,6 +123,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	}
 	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts, Kernels: env.Kernels()}
 	labelCNI(out.Rows, facts)
+	out.Holds = env.Holds()
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
 	}

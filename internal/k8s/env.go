@@ -26,9 +26,10 @@ type ServerAPI = suite.API
 // annotations on the node of the pod named, which stands in for it in the
 // phase's steps, its token bucket drained first by one unthrottled flow
 // (containerd hands the plugin a burst of 2^32-1 bits, so a fresh bucket
-// lets hundreds of megabytes through at line rate). What it cannot do yet
-// its Caps say, so the runner refuses such suites before anything is
-// made.
+// lets hundreds of megabytes through at line rate). A qdisc on a pod's
+// interface, or with AllowNodeQdisc on a node's, is held for the phase by
+// the agent that owns the interface (hold.go). What it cannot do yet its
+// Caps say, so the runner refuses such suites before anything is made.
 type Env struct {
 	Client *Client
 	// Server is the cnperf server's API; a shaped pod's agent registers
@@ -41,11 +42,19 @@ type Env struct {
 	// 2 min); DrainTime is the draining flow's length (default 3 s).
 	Timeout   time.Duration
 	DrainTime time.Duration
+	// AllowNodeQdisc lets the environment put a qdisc on a node's
+	// interface (suite.CapNodeQdisc; --set allow-node-qdisc=true); without
+	// it such a suite is refused before anything is made.
+	AllowNodeQdisc bool
+	// HoldSlack is what a held qdisc may outlive its phase's longest step
+	// (DefaultHoldSlack when 0); see hold.go.
+	HoldSlack time.Duration
 
 	mu       sync.Mutex                // guards the fields below
 	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for
 	applied  *suite.Applied
 	shaped   []Shaped
+	holds    []Hold
 	kernels  []KernelTC // what Probe found on each node
 }
 
@@ -78,14 +87,18 @@ type DrainResult struct {
 
 // Caps implements suite.Env.
 func (e *Env) Caps() suite.Caps {
-	return e.withKernels(suite.Caps{Have: []suite.Cap{suite.CapPodShaping}, Why: map[suite.Cap]string{
-		suite.CapNodeQdisc: "cnperf changes no node of a cluster yet (a qdisc on a node's interface will be opt-in)",
-		suite.CapPodQdisc:  "on Kubernetes an agent puts a qdisc on its interface around one task only (task QoS), not around a whole phase yet",
+	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodQdisc}, Why: map[suite.Cap]string{
+		suite.CapNodeQdisc: nodeQdiscWhy,
 		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
 		suite.CapPolice:    "cnperf does not put the police action on a cluster node's veth yet",
 		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
 		suite.CapService:   "cnperf creates no Services yet",
-	}})
+	}}
+	if e.AllowNodeQdisc {
+		caps.Have = append(caps.Have, suite.CapNodeQdisc)
+		delete(caps.Why, suite.CapNodeQdisc)
+	}
+	return e.withKernels(caps)
 }
 
 // Shaped returns the shaped pods the environment started, in order.
@@ -95,10 +108,14 @@ func (e *Env) Shaped() []Shaped {
 	return append([]Shaped(nil), e.shaped...)
 }
 
-// Apply implements suite.Env: a bandwidth limit (suite.CapPodShaping) on
-// a fresh annotated agent pod on the named pod's node; the undo deletes
-// it.
+// Apply implements suite.Env: a qdisc on a pod's or a node's interface
+// held by the agent that owns it for the phase (hold.go); a bandwidth
+// limit (suite.CapPodShaping) on a fresh annotated agent pod on the named
+// pod's node, which the undo deletes.
 func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if c.What == suite.CapPodQdisc || c.What == suite.CapNodeQdisc {
+		return e.hold(ctx, c)
+	}
 	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
 	}

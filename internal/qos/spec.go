@@ -3,6 +3,7 @@ package qos
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -120,4 +121,28 @@ func LinkWithAddr(nsPath string, ip netip.Addr) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no interface holds %s: %w", ip, ErrLinkNotFound)
+}
+
+// LinkToward returns the name of the interface the namespace at nsPath
+// ("" for the caller's) routes dst through: a node's way to another node
+// or pod. An address of the namespace itself (the route through lo) is
+// an error, as is a destination without a route.
+func LinkToward(nsPath string, dst netip.Addr) (string, error) {
+	c, err := openConn(nsPath)
+	if err != nil {
+		return "", err
+	}
+	defer c.close()
+	routes, err := c.h.RouteGet(dst.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return "", fmt.Errorf("no route to %s: %v: %w", dst, err, ErrLinkNotFound)
+	}
+	link, err := c.h.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return "", fmt.Errorf("link of the route to %s: %w", dst, err)
+	}
+	if link.Attrs().Flags&net.FlagLoopback != 0 {
+		return "", fmt.Errorf("%s is this namespace's own address (route through %s): %w", dst, link.Attrs().Name, ErrLinkNotFound)
+	}
+	return link.Attrs().Name, nil
 }

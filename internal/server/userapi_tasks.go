@@ -201,9 +201,34 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		t.Spec = b
 		if t.Timeout == 0 {
-			t.Timeout = sp.DurationOr(10*time.Second) + DefaultProbeOverhead
+			t.Timeout = sp.DurationOr(10*time.Second) + sp.StartDelay.D() + DefaultProbeOverhead
 		}
 		t.Exclusive = exclusiveByDefault(typ, &sp)
+	case typ == api.TypeQoSHold:
+		// The hold's spec is its duration alone; its set-up is stored
+		// beside it under "qos", as a probe task's is.
+		if rt.QoS == nil {
+			return store.Task{}, api.BadRequest(prefix+"qos", "missing: a %s task holds a QoS set-up", typ)
+		}
+		if rt.Param != "" {
+			return store.Task{}, api.BadRequest(prefix+"param", "only for v1 tool types")
+		}
+		if rt.Spec == nil || rt.Spec.Duration <= 0 {
+			return store.Task{}, api.BadRequest(prefix+"spec.duration", "missing: how long the %s task holds its set-up at most", typ)
+		}
+		if (*rt.Spec != probe.Spec{Duration: rt.Spec.Duration}) {
+			return store.Task{}, api.BadRequest(prefix+"spec", "a %s task's spec takes only duration", typ)
+		}
+		b, err := json.Marshal(probe.Spec{Duration: rt.Spec.Duration})
+		if err != nil {
+			return store.Task{}, fmt.Errorf("encode spec: %w", err)
+		}
+		if t.Spec, err = withQoS(prefix, b, *rt.QoS); err != nil {
+			return store.Task{}, err
+		}
+		if t.Timeout == 0 {
+			t.Timeout = rt.Spec.Duration.D() + DefaultProbeOverhead
+		}
 	case api.IsV1Type(typ):
 		if rt.Spec != nil {
 			return store.Task{}, api.BadRequest(prefix+"spec", "only for probe tasks; a %s task takes param", typ)
@@ -224,13 +249,13 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		t.Exclusive = exclusiveByDefault(typ, nil)
 	default:
-		return store.Task{}, api.BadRequest(prefix+"type", "unknown task type %q (want probe, %s)", typ, strings.Join(api.V1Types, ", "))
+		return store.Task{}, api.BadRequest(prefix+"type", "unknown task type %q (want probe, %s, %s)", typ, api.TypeQoSHold, strings.Join(api.V1Types, ", "))
 	}
 	if rt.Exclusive != nil {
 		t.Exclusive = *rt.Exclusive
 	}
 	timeoutField := "timeout" // given, or implied by the spec or the param
-	if rt.Timeout == 0 && typ == api.TypeProbe {
+	if rt.Timeout == 0 && (typ == api.TypeProbe || typ == api.TypeQoSHold) {
 		timeoutField = "spec.duration"
 	} else if rt.Timeout == 0 {
 		timeoutField = "param"

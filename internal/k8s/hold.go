@@ -1,0 +1,192 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// A qdisc change on a cluster (suite.CapPodQdisc, suite.CapNodeQdisc) is
+// held by the agent that owns the interface, for the whole phase: the
+// environment gives that agent a qos-hold task (api.TypeQoSHold) through
+// the server, waits until it runs (the agent applies the set-up before it
+// reports the start), and cancels it in the undo (the agent removes the
+// set-up when it hears of the cancellation, within about a second). The
+// hold's duration, the phase's need (Change.For) plus HoldSlack, bounds
+// its life on the agent itself: a run that dies leaves nothing behind for
+// longer.
+
+// DefaultHoldSlack is what a hold may outlive its phase's longest step:
+// dispatch, the phase's polling, a loaded node.
+const DefaultHoldSlack = time.Minute
+
+// nodeQdiscWhy says what a node qdisc would change, for the refusal
+// without the opt-in.
+const nodeQdiscWhy = "a qdisc on a node's interface changes the node's own network, for every pod on it: " +
+	"the sending node's host-network agent would put the set-up (qos-priority's node-htb: the HTB priority tree) " +
+	"at the root of the node's interface toward the other node, in place of the kernel's default qdisc there, " +
+	"for each phase, and remove it afterwards (an interface with a qdisc of its own is refused, not replaced); " +
+	"opt in with --set " + suite.SetAllowNodeQdisc + "=true"
+
+// holdEnds picks the agents of a hold among the agent pods that run: for
+// a pod's qdisc the pod itself (and itself as the destination, which the
+// hold does not use); for a node's qdisc the node's host-network agent
+// and, as the destination whose route names the interface, the
+// host-network agent of another node (the first by name).
+func holdEnds(agents []Agent, c suite.Change) (src, dst Agent, err error) {
+	ready := make([]Agent, 0, len(agents))
+	for _, a := range agents {
+		if a.Ready {
+			ready = append(ready, a)
+		}
+	}
+	sort.SliceStable(ready, func(i, j int) bool { return ready[i].Node < ready[j].Node })
+	switch c.What {
+	case suite.CapPodQdisc:
+		for _, a := range ready {
+			if a.Name == c.Member && !a.HostNetwork {
+				return a, a, nil
+			}
+		}
+		return src, dst, fmt.Errorf("no ready agent pod %s to hold %s", c.Member, c)
+	case suite.CapNodeQdisc:
+		var found, other bool
+		for _, a := range ready {
+			switch {
+			case !a.HostNetwork:
+			case a.Node == c.Member && !found:
+				src, found = a, true
+			case a.Node != c.Member && !other:
+				dst, other = a, true
+			}
+		}
+		if !found || !other {
+			return src, dst, fmt.Errorf("%s needs a ready host-network agent on node %s and on another node (cnperf-agent-host)", c, c.Member)
+		}
+		return src, dst, nil
+	}
+	return src, dst, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
+}
+
+// hold has the agent that owns the change's interface hold it; the undo
+// ends the hold.
+func (e *Env) hold(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if c.QoS == nil {
+		return nil, fmt.Errorf("%s change without a set-up", c.What)
+	}
+	if c.What == suite.CapNodeQdisc && !e.AllowNodeQdisc {
+		return nil, fmt.Errorf("%s refused: %s", c, nodeQdiscWhy)
+	}
+	agents, err := e.Client.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	src, dst, err := holdEnds(agents, c)
+	if err != nil {
+		return nil, err
+	}
+	return e.holdOn(ctx, c, src, dst)
+}
+
+// holdOn creates the hold from src (toward dst), waits until it runs and
+// returns its undo.
+func (e *Env) holdOn(ctx context.Context, c suite.Change, src, dst Agent) (func(context.Context) error, error) {
+	slack := e.HoldSlack
+	if slack <= 0 {
+		slack = DefaultHoldSlack
+	}
+	need := c.For
+	if need <= 0 {
+		need = 5 * time.Minute
+	}
+	life := need + slack
+	run, err := e.Server.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: src.UID, Dst: dst.UID, Type: api.TypeQoSHold,
+		Spec: &probe.Spec{Duration: probe.Duration(life)}, QoS: c.QoS}}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: create the hold on %s: %w", c, src.Name, err)
+	}
+	where := src.Name
+	if c.What == suite.CapNodeQdisc {
+		where = fmt.Sprintf("%s (node %s, its interface toward %s)", src.Name, src.Node, dst.Node)
+	}
+	end := func(ctx context.Context, why string) error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := e.Server.CancelRun(cctx, run.ID, why); err != nil {
+			return fmt.Errorf("%s: end the hold on %s (run %s): %w", c, where, run.ID, err)
+		}
+		return nil
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if len(run.Tasks) == 1 {
+			switch st := run.Tasks[0].State; {
+			case st == api.StateRunning:
+				e.mu.Lock()
+				e.holds = append(e.holds, Hold{Change: c.String(), Agent: src.Name, Node: src.Node, RunID: run.ID})
+				e.mu.Unlock()
+				return e.holdUndo(c, where, run.ID, end), nil
+			case api.TerminalState(st):
+				return nil, fmt.Errorf("%s: the hold on %s ended %s: %s", c, where, st, run.Tasks[0].Reason)
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, errors.Join(fmt.Errorf("%s: the hold on %s did not start within %v (state %s)", c, where, timeout, holdState(run)),
+				ctx.Err(), end(ctx, "the hold did not start in time"))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+		got, err := e.Server.GetRun(ctx, run.ID)
+		if err == nil {
+			run = got
+		}
+	}
+}
+
+// holdUndo ends a running hold. A hold that already ended by itself (its
+// duration passed) means the phase ran longer than its hold: an error, as
+// part of the phase ran without the set-up.
+func (e *Env) holdUndo(c suite.Change, where, runID string, end func(context.Context, string) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		got, err := e.Server.GetRun(ctx, runID)
+		if err == nil && len(got.Tasks) == 1 && api.TerminalState(got.Tasks[0].State) {
+			t := got.Tasks[0]
+			return fmt.Errorf("%s: the hold on %s ended (%s: %s) before its phase did, so part of the phase ran without it", c, where, t.State, t.Reason)
+		}
+		return end(ctx, "phase done")
+	}
+}
+
+func holdState(r api.Run) string {
+	if len(r.Tasks) == 1 {
+		return r.Tasks[0].State
+	}
+	return r.State
+}
+
+// Hold is a qdisc change an agent held for a phase.
+type Hold struct {
+	Change string `json:"change"`
+	Agent  string `json:"agent"`
+	Node   string `json:"node"`
+	RunID  string `json:"run_id"`
+}
+
+// Holds returns the holds the environment made, in order.
+func (e *Env) Holds() []Hold {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Hold(nil), e.holds...)
+}

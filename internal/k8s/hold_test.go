@@ -1,0 +1,176 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+var holdAgents = []Agent{
+	{Name: "cnperf-agent-a1", UID: "u-a1", Node: "n1", Ready: true},
+	{Name: "cnperf-agent-host-1", UID: "u-h1", Node: "n1", HostNetwork: true, Ready: true},
+	{Name: "cnperf-agent-a2", UID: "u-a2", Node: "n2", Ready: true},
+	{Name: "cnperf-agent-host-2", UID: "u-h2", Node: "n2", HostNetwork: true, Ready: true},
+	{Name: "cnperf-agent-host-9", UID: "u-h9", Node: "n2", HostNetwork: true, Ready: false},
+}
+
+// TestHoldEnds: a pod's qdisc is held by the pod's own agent; a node's by
+// its host-network agent, toward the host-network agent of another node;
+// agents that are not ready are never chosen.
+func TestHoldEnds(t *testing.T) {
+	htb := &qosspec.Spec{Setup: qosspec.SpecHTBPriority, RateBps: 1e9, DSCP: []int{46}}
+	for _, c := range []struct {
+		change   suite.Change
+		src, dst string
+		err      string
+	}{
+		{suite.Change{What: suite.CapPodQdisc, Member: "cnperf-agent-a2", QoS: htb}, "u-a2", "u-a2", ""},
+		{suite.Change{What: suite.CapNodeQdisc, Member: "n2", QoS: htb}, "u-h2", "u-h1", ""},
+		{suite.Change{What: suite.CapNodeQdisc, Member: "n1", QoS: htb}, "u-h1", "u-h2", ""},
+		{suite.Change{What: suite.CapPodQdisc, Member: "cnperf-agent-host-2", QoS: htb}, "", "", "no ready agent pod"},
+		{suite.Change{What: suite.CapNodeQdisc, Member: "n3", QoS: htb}, "", "", "host-network agent on node n3"},
+		{suite.Change{What: suite.CapPolice, Member: "cnperf-agent-a2", QoS: htb}, "", "", "cannot make"},
+	} {
+		src, dst, err := holdEnds(holdAgents, c.change)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want %q", c.change, err, c.err)
+			}
+			continue
+		}
+		if err != nil || src.UID != c.src || dst.UID != c.dst {
+			t.Errorf("%s: %s → %s, %v; want %s → %s", c.change, src.UID, dst.UID, err, c.src, c.dst)
+		}
+	}
+}
+
+// holdServer is a server whose hold task runs after startAfter polls
+// (or ends with endState), and is cancelled by CancelRun.
+type holdServer struct {
+	suite.API
+	mu         sync.Mutex
+	created    []api.RunCreate
+	polls      int
+	startAfter int
+	endState   string // the task ends so instead of running
+	state      string
+	cancelled  []string
+}
+
+func (s *holdServer) CreateRun(_ context.Context, rc api.RunCreate) (api.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.created = append(s.created, rc)
+	s.state = api.StateDispatched
+	return s.run(), nil
+}
+
+func (s *holdServer) run() api.Run {
+	return api.Run{ID: "r1", State: api.RunRunning, Tasks: []api.TaskV2{{TaskID: "t1", State: s.state, Reason: "because"}}}
+}
+
+func (s *holdServer) GetRun(context.Context, string) (api.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.polls++
+	if s.polls >= s.startAfter && s.state == api.StateDispatched {
+		s.state = api.StateRunning
+		if s.endState != "" {
+			s.state = s.endState
+		}
+	}
+	return s.run(), nil
+}
+
+func (s *holdServer) CancelRun(_ context.Context, id, reason string) (api.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelled = append(s.cancelled, id+": "+reason)
+	s.state = api.StateCancelled
+	return s.run(), nil
+}
+
+// TestHoldOn: the change is made once the hold runs (its life the phase's
+// need plus the slack), and undone by cancelling it; a hold that fails is
+// an error with the agent's reason; one that ended by itself before the
+// undo says the phase outlived it; one that never starts is cancelled.
+func TestHoldOn(t *testing.T) {
+	htb := &qosspec.Spec{Setup: qosspec.SpecHTBPriority, RateBps: 1e9, DSCP: []int{46}}
+	c := suite.Change{What: suite.CapNodeQdisc, Member: "n2", QoS: htb, For: 3 * time.Second}
+	src, dst := holdAgents[3], holdAgents[1]
+	ctx := context.Background()
+
+	s := &holdServer{startAfter: 2}
+	e := &Env{Server: s, HoldSlack: 10 * time.Second}
+	undo, err := e.holdOn(ctx, c, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := s.created[0].Tasks[0]
+	if task.Type != api.TypeQoSHold || task.Src != "u-h2" || task.Dst != "u-h1" || task.QoS != htb || task.Spec.Duration.D() != 13*time.Second {
+		t.Errorf("hold task %+v (spec %+v)", task, task.Spec)
+	}
+	if len(s.cancelled) != 0 {
+		t.Fatalf("cancelled before the undo: %v", s.cancelled)
+	}
+	if err := undo(ctx); err != nil || len(s.cancelled) != 1 {
+		t.Errorf("undo: %v, cancelled %v", err, s.cancelled)
+	}
+	if h := e.Holds(); len(h) != 1 || h[0].Agent != src.Name || h[0].RunID != "r1" {
+		t.Errorf("holds %+v", h)
+	}
+
+	s = &holdServer{startAfter: 1, endState: api.StateFailed}
+	e = &Env{Server: s}
+	if _, err := e.holdOn(ctx, c, src, dst); err == nil || !strings.Contains(err.Error(), "ended failed: because") {
+		t.Errorf("failed hold: %v", err)
+	}
+
+	s = &holdServer{startAfter: 1}
+	e = &Env{Server: s}
+	undo, err = e.holdOn(ctx, c, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.state = api.StateSucceeded // its duration passed during the phase
+	if err := undo(ctx); err == nil || !strings.Contains(err.Error(), "before its phase did") {
+		t.Errorf("undo of a hold that ended by itself: %v", err)
+	}
+
+	s = &holdServer{startAfter: 1 << 30}
+	e = &Env{Server: s, Timeout: 300 * time.Millisecond}
+	if _, err := e.holdOn(ctx, c, src, dst); err == nil || !strings.Contains(err.Error(), "did not start") || len(s.cancelled) != 1 {
+		t.Errorf("hold that never starts: %v, cancelled %v", err, s.cancelled)
+	}
+}
+
+// TestNodeQdiscOptIn: without allow-node-qdisc the cluster lacks the
+// node qdisc, and the refusal says what it would change and how to opt
+// in; with it, the capability is there.
+func TestNodeQdiscOptIn(t *testing.T) {
+	err := (&Env{}).Caps().Lacks("qos-priority", suite.CapNodeQdisc)
+	var le *suite.LacksError
+	if !errors.As(err, &le) {
+		t.Fatalf("err %v", err)
+	}
+	for _, want := range []string{"root of the node's interface toward the other node", "remove it afterwards", "--set allow-node-qdisc=true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	caps := (&Env{AllowNodeQdisc: true}).Caps()
+	if !caps.Has(suite.CapNodeQdisc) || !caps.Has(suite.CapPodQdisc) || caps.Kind != suite.KindKubernetes {
+		t.Errorf("caps with the opt-in: %+v", caps)
+	}
+	if _, err := (&Env{}).hold(context.Background(), suite.Change{What: suite.CapNodeQdisc, Member: "n1",
+		QoS: &qosspec.Spec{Setup: qosspec.SpecPfifoFast}}); err == nil || !strings.Contains(err.Error(), "allow-node-qdisc") {
+		t.Errorf("hold without the opt-in: %v", err)
+	}
+}
