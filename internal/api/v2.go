@@ -45,6 +45,11 @@ type RunTask struct {
 	// applies on its own interface (the one holding its pod IP) while the
 	// probe runs, and removes afterwards.
 	QoS *qosspec.Spec `json:"qos,omitempty"`
+	// Via, for a probe task to the destination's responder, is the
+	// address (IP:PORT, the responder's port) of a Service in front of the
+	// destination agent: the probe's target becomes it instead of the
+	// responder's own address.
+	Via string `json:"via,omitempty"`
 }
 
 // Run is a run as v2 answers it.

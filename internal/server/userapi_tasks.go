@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -130,6 +131,25 @@ func exclusiveByDefault(typ string, sp *probe.Spec) bool {
 	return false
 }
 
+// checkVia checks a task's Via (a Service in front of the destination's
+// responder, see api.RunTask): an IP:PORT literal on the responder's own
+// port, so a task can only ever reach a responder's port, never an
+// arbitrary service.
+func checkVia(via, responder string) (string, error) {
+	ap, err := netip.ParseAddrPort(via)
+	if err != nil {
+		return "", fmt.Errorf("%q: want IP:PORT of a Service in front of the destination's responder", via)
+	}
+	rp, err := netip.ParseAddrPort(responder)
+	if err != nil {
+		return "", fmt.Errorf("the destination's responder address %q is not IP:PORT", responder)
+	}
+	if ap.Port() != rp.Port() {
+		return "", fmt.Errorf("%q: port %d is not the destination responder's port %d", via, ap.Port(), rp.Port())
+	}
+	return ap.String(), nil
+}
+
 // v2Task turns one run task into a store task, filling the probe's target
 // from the destination agent.
 func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Task, error) {
@@ -176,12 +196,22 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		case probe.KindPing, probe.KindTrace, probe.KindWire:
 			// A wire watch's target is the peer node: its route names
 			// the device watched.
+			if rt.Via != "" {
+				return store.Task{}, api.BadRequest(prefix+"via", "only for probes to the destination's responder, not %s", kind)
+			}
 			sp.Target = dst.PodIP
 		default:
 			if dst.ResponderAddr == "" {
 				return store.Task{}, api.BadRequest(prefix+"dst", "agent %s has no responder address", dst.PodUID)
 			}
 			sp.Target = dst.ResponderAddr
+			if rt.Via != "" {
+				via, err := checkVia(rt.Via, dst.ResponderAddr)
+				if err != nil {
+					return store.Task{}, api.BadRequest(prefix+"via", "%v", err)
+				}
+				sp.Target = via
+			}
 		}
 		if s.opts.Probers != nil {
 			if err := s.opts.Probers.Validate(sp); err != nil {
@@ -235,6 +265,9 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		if rt.QoS != nil {
 			return store.Task{}, api.BadRequest(prefix+"qos", "only for probe tasks")
+		}
+		if rt.Via != "" {
+			return store.Task{}, api.BadRequest(prefix+"via", "only for probe tasks")
 		}
 		if err := api.CheckParamText(prefix+"param", rt.Param); err != nil {
 			return store.Task{}, err
