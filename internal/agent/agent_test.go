@@ -22,6 +22,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
+	"github.com/cnperf/cnperf/internal/probe/wirewatch"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -157,7 +158,7 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	srv, err := server.New(server.Options{Store: st, UserToken: userTok, AgentToken: agentTok,
-		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{})})
+		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{})})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func (e *env) agentIn(name, ip string, hostNetwork bool) *running {
 	a, err := New(Options{
 		Client:   cl,
 		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip, HostNetwork: hostNetwork},
-		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
+		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
 	})
 	if err != nil {
@@ -280,6 +281,8 @@ func TestAgentRunsProbes(t *testing.T) {
 	run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{
 		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: "tcp", Duration: probe.Duration(500 * time.Millisecond)}},
 		{Src: "b", Dst: "a", Spec: &probe.Spec{Kind: "rr", Count: 200}},
+		// Through the return-address handshake, with the task's key.
+		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: "udp", Reverse: true, Duration: probe.Duration(300 * time.Millisecond)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +307,10 @@ func TestAgentRunsProbes(t *testing.T) {
 		case "rr":
 			if res.RTTms == nil || res.RTTms.Count == 0 {
 				t.Errorf("rr result without RTTs: %s", got.Result)
+			}
+		case "udp":
+			if res.Packets == nil || res.Packets.Received == 0 {
+				t.Errorf("udp reverse result without packets: %s", got.Result)
 			}
 		default:
 			t.Errorf("unexpected result kind %q", res.Kind)
@@ -469,5 +476,25 @@ func TestStorableText(t *testing.T) {
 		if got := storableText(tt.in); got != tt.want {
 			t.Errorf("storableText(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestAgentRefusesWireInPod: a wire watch watches the node's underlay, so
+// only a host-network agent runs one; a pod's agent fails the task saying
+// so.
+func TestAgentRefusesWireInPod(t *testing.T) {
+	e := newEnv(t)
+	e.agent("a", "127.0.0.2")
+	e.agent("b", "127.0.0.3")
+	run, err := e.user.CreateRun(context.Background(), api.RunCreate{Tasks: []api.RunTask{
+		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: probe.KindWire, Duration: probe.Duration(time.Second),
+			Watch: &probe.WatchFlow{Proto: "udp", Src: "127.0.0.2", Dst: "127.0.0.3", DstPort: 5201}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.wait(run.Tasks[0].TaskID, 30*time.Second)
+	if got.State != api.StateFailed || !strings.Contains(got.Reason, "host-network agent") {
+		t.Errorf("wire watch on a pod's agent: state %s reason %q, want failed naming the host-network agent", got.State, got.Reason)
 	}
 }

@@ -251,7 +251,12 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	// tool's output is made storable, not dropped.
 	rep.TaskResult = storableText(raw)
 	if res != nil {
-		res.Raw = storableText(res.Raw)
+		// The output goes once, as TaskResult (stored apart from the
+		// typed result), not a second time inside the result.
+		if rep.TaskResult == "" {
+			rep.TaskResult = storableText(res.Raw)
+		}
+		res.Raw = ""
 		for i, n := range res.Notes {
 			res.Notes[i] = storableText(n)
 		}
@@ -327,7 +332,7 @@ func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, st
 		if spec.Source == "" && !a.id.HostNetwork {
 			spec.Source = a.id.PodIP
 		}
-		res, err := a.opts.Probers.Run(ctx, spec, probe.Env{Logger: a.log.With("task_id", t.TaskID)})
+		res, err := a.opts.Probers.Run(ctx, spec, probe.Env{Logger: a.log.With("task_id", t.TaskID), TestKey: t.TestKey})
 		return res, "", err
 	case api.IsV1Type(t.Type):
 		target := t.DstPodIP

@@ -93,7 +93,8 @@ type output struct {
 }
 
 // positive are the figures every baseline row must have above zero, with
-// the same keys under min and max.
+// the same keys under min and max (pod-service has no ping: a ClusterIP
+// answers none).
 var positive = []string{
 	"throughput_bps.sender", "throughput_bps.receiver", "bytes.sender", "bytes.receiver",
 	"cpu_pct.sender", "cpu_pct.receiver", "udp.throughput_bps.receiver", "rtt_ms.avg", "ping.rtt_ms.avg",
@@ -104,11 +105,12 @@ func checkRows(t *testing.T, out output, backends []string) {
 	if out.RunID == "" || len(out.RunIDs) != len(backends) || out.RunIDs[0] != out.RunID {
 		t.Errorf("run_id %q, run_ids %v: want one run per backend", out.RunID, out.RunIDs)
 	}
-	if len(out.Rows) != 3*len(backends) {
-		t.Fatalf("%d rows, want %d", len(out.Rows), 3*len(backends))
+	conns := len(suite.ConnectionOrder)
+	if len(out.Rows) != conns*len(backends) {
+		t.Fatalf("%d rows, want %d", len(out.Rows), conns*len(backends))
 	}
 	for i, row := range out.Rows {
-		wantConn, wantBackend := suite.ConnectionOrder[i%3], backends[i/3]
+		wantConn, wantBackend := suite.ConnectionOrder[i%conns], backends[i/conns]
 		if row["connection"] != wantConn || row["backend"] != wantBackend {
 			t.Errorf("row %d: %v on %v, want %s on %s", i, row["connection"], row["backend"], wantConn, wantBackend)
 		}
@@ -121,6 +123,9 @@ func checkRows(t *testing.T, out output, backends []string) {
 		lo, _ := row["min"].(map[string]any)
 		hi, _ := row["max"].(map[string]any)
 		for _, k := range positive {
+			if k == "ping.rtt_ms.avg" && wantConn == suite.PodService {
+				continue
+			}
 			v, ok := cnperftest.Num(row, k)
 			vlo, ok1 := cnperftest.Num(lo, k)
 			vhi, ok2 := cnperftest.Num(hi, k)
@@ -133,6 +138,20 @@ func checkRows(t *testing.T, out output, backends []string) {
 		}
 		if _, ok := row["overhead_pct"]; ok != (wantConn != suite.NodeNode) {
 			t.Errorf("row %d (%s): overhead_pct present %v", i, wantConn, ok)
+		}
+		if wantConn == suite.PodService {
+			// Through the Service: the ClusterIP in the row, and what the
+			// DNAT costs against the same pods' path without it.
+			if dst, _ := row["dst"].(string); !strings.HasPrefix(dst, "10.96.") {
+				t.Errorf("row %d (%s): dst %q, want the Service's ClusterIP first", i, wantConn, dst)
+			}
+			so, _ := row["service_overhead"].(map[string]any)
+			if _, ok := cnperftest.Num(so, "tcp_pct"); !ok {
+				t.Errorf("row %d (%s): service_overhead %v lacks tcp_pct", i, wantConn, row["service_overhead"])
+			}
+			if _, ok := cnperftest.Num(so, "rr_added_ms"); !ok {
+				t.Errorf("row %d (%s): service_overhead %v lacks rr_added_ms", i, wantConn, row["service_overhead"])
+			}
 		}
 	}
 }
@@ -152,8 +171,8 @@ func TestLabRunBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := runJSONExit(t, 3, bin, labName(t), t.TempDir(), "baseline", "--time", "1s", "--repeat", "2", "--db", db, "--slo", slo)
-	if len(out.SLO) != 4 {
-		t.Fatalf("%d SLO checks, want 4 (loss on 3 rows, throughput on node-node)", len(out.SLO))
+	if len(out.SLO) != 5 {
+		t.Fatalf("%d SLO checks, want 5 (loss on 4 rows, throughput on node-node)", len(out.SLO))
 	}
 	for _, c := range out.SLO {
 		if want := c.Objective.Expr == "loss_pct < 50"; c.Pass != want {

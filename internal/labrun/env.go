@@ -17,12 +17,27 @@ type Links interface {
 	Link(role, member string) (netns, dev string, err error)
 }
 
+// Services makes the lab's ClusterIP-style Services; *lab.Lab implements
+// it.
+type Services interface {
+	ServiceFor(pod string, port int) (lab.Service, error)
+	AddService(ctx context.Context, pod string, port int) (lab.Service, error)
+	RemoveService(ctx context.Context, svc lab.Service) error
+}
+
 // Env is a lab as the environment of a suite: it makes the suite's
 // changes with netlink from this process (traffic control on the lab's
-// links, tos inherit on its VXLAN devices), so it needs CAP_NET_ADMIN
-// like the lab itself.
+// links, tos inherit on its VXLAN devices) and Services with iptables in
+// the lab's node namespaces, so it needs CAP_NET_ADMIN like the lab
+// itself.
 type Env struct {
-	links Links
+	links    Links
+	services Services // nil when the lab given cannot make Services
+	// servicesOK says why Services cannot be made here (nil: they can).
+	servicesOK func() error
+
+	mu  sync.Mutex
+	via map[string]string // pod → its Service's IP:PORT, while made
 	// show reads a link's qdiscs and detect the kernel's features; tests
 	// replace them.
 	show   func(qos.Target) (qos.State, error)
@@ -33,7 +48,11 @@ type Env struct {
 }
 
 // NewEnv returns the environment of the lab whose links l resolves.
-func NewEnv(l Links) *Env { return &Env{links: l, show: qos.Show, detect: qos.Detect} }
+func NewEnv(l Links) *Env {
+	e := &Env{links: l, show: qos.Show, detect: qos.Detect, servicesOK: lab.ServicesAvailable, via: map[string]string{}}
+	e.services, _ = l.(Services)
+	return e
+}
 
 // detectTimeout bounds the detection of the kernel's features.
 const detectTimeout = 10 * time.Second
@@ -44,7 +63,15 @@ const detectTimeout = 10 * time.Second
 func (e *Env) Caps() suite.Caps {
 	e.once.Do(func() {
 		e.caps = suite.Caps{Kind: suite.KindLab, Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
-			Why: map[suite.Cap]string{suite.CapService: "the lab has no Services yet"}}
+			Why: map[suite.Cap]string{}}
+		switch {
+		case e.services == nil:
+			e.caps.Why[suite.CapService] = "this lab cannot make Services"
+		case e.servicesOK() != nil:
+			e.caps.Why[suite.CapService] = e.servicesOK().Error()
+		default:
+			e.caps.Have = append(e.caps.Have, suite.CapService)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
 		defer cancel()
 		needs := qos.Police{}.Needs()
@@ -103,6 +130,13 @@ func (e *Env) target(c suite.Change) (qos.Target, qos.Setup, error) {
 // rate the lab gave that link (else the bottleneck would never hold a
 // queue).
 func (e *Env) Check(_ context.Context, c suite.Change) error {
+	if c.What == suite.CapService {
+		if e.services == nil {
+			return errors.New("this lab cannot make Services")
+		}
+		_, err := e.services.ServiceFor(c.Member, c.Port)
+		return err
+	}
 	t, _, err := e.target(c)
 	if err != nil || c.What != suite.CapNodeQdisc || c.QoS == nil || c.QoS.RateBps == 0 {
 		return err
@@ -120,6 +154,9 @@ func (e *Env) Check(_ context.Context, c suite.Change) error {
 
 // Apply implements suite.Env.
 func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if c.What == suite.CapService {
+		return e.applyService(ctx, c)
+	}
 	t, setup, err := e.target(c)
 	if err != nil {
 		return nil, err
@@ -186,4 +223,40 @@ func (e *Env) inheritTOS(ns, node string) (func(context.Context) error, error) {
 		done[dev] = tos
 	}
 	return func(context.Context) error { return restore(done) }, nil
+}
+
+// applyService makes a Service in front of the pod c.Member (see
+// lab.Lab.AddService); Rewrite then points the phase's Service steps to
+// it, and the undo removes it.
+func (e *Env) applyService(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if e.services == nil {
+		return nil, errors.New("this lab cannot make Services")
+	}
+	svc, err := e.services.AddService(ctx, c.Member, c.Port)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.via[c.Member] = svc.Addr()
+	e.mu.Unlock()
+	return func(ctx context.Context) error {
+		e.mu.Lock()
+		delete(e.via, c.Member)
+		e.mu.Unlock()
+		return e.services.RemoveService(ctx, svc)
+	}, nil
+}
+
+// Rewrite implements suite.Rewriter: a step through a Service dials the
+// Service made in front of its destination.
+func (e *Env) Rewrite(st suite.Step) suite.Step {
+	if !st.Service {
+		return st
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v, ok := e.via[st.Dst.Name]; ok {
+		st.Via = v
+	}
+	return st
 }

@@ -3,9 +3,11 @@ package labrun
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -70,5 +72,71 @@ func TestEnvCaps(t *testing.T) {
 		if !caps.Has(suite.CapNodeQdisc) || !caps.Has(suite.CapPodShaping) || !caps.Has(suite.CapVXLANTOS) {
 			t.Errorf("caps %+v", caps)
 		}
+	}
+}
+
+// fakeServiceLab is a lab that records the Services made and removed.
+type fakeServiceLab struct {
+	fakeLinks
+	made, removed []string
+}
+
+func (f *fakeServiceLab) ServiceFor(pod string, port int) (lab.Service, error) {
+	if pod == "nobody" {
+		return lab.Service{}, errors.New(`lab x has no pod "nobody"`)
+	}
+	return lab.Service{Pod: pod, ClusterIP: netip.MustParseAddr("10.96.1.2"), PodIP: netip.MustParseAddr("10.244.1.2"), Port: port}, nil
+}
+
+func (f *fakeServiceLab) AddService(_ context.Context, pod string, port int) (lab.Service, error) {
+	s, err := f.ServiceFor(pod, port)
+	if err == nil {
+		f.made = append(f.made, s.Addr())
+	}
+	return s, err
+}
+
+func (f *fakeServiceLab) RemoveService(_ context.Context, s lab.Service) error {
+	f.removed = append(f.removed, s.Addr())
+	return nil
+}
+
+// TestEnvService: the lab has Services where iptables is there (else the
+// reason); a service change makes one, the phase's Service steps to its
+// pod dial it (others are left alone), and the undo removes it.
+func TestEnvService(t *testing.T) {
+	if caps := NewEnv(fakeLinks{}).Caps(); caps.Has(suite.CapService) || caps.Why[suite.CapService] == "" {
+		t.Errorf("links without Services: caps %+v, want a reason for %s", caps, suite.CapService)
+	}
+	f := &fakeServiceLab{}
+	e := NewEnv(f)
+	e.servicesOK = func() error { return errors.New("the lab's Services need iptables") }
+	if caps := e.Caps(); caps.Has(suite.CapService) || !strings.Contains(caps.Why[suite.CapService], "iptables") {
+		t.Errorf("without iptables: caps %+v", caps)
+	}
+	e = NewEnv(f)
+	e.servicesOK = func() error { return nil }
+	if !e.Caps().Has(suite.CapService) {
+		t.Fatalf("caps %+v lack %s", e.Caps(), suite.CapService)
+	}
+	if err := e.Check(context.Background(), suite.Change{What: suite.CapService, Member: "nobody", Port: 5201}); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Errorf("check of a missing pod: %v", err)
+	}
+	undo, err := e.Apply(context.Background(), suite.Change{What: suite.CapService, Member: "n1-p1", Port: 5201})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := suite.Endpoint{Name: "n1-p1"}
+	if got := e.Rewrite(suite.Step{Service: true, Dst: dst}); got.Via != "10.96.1.2:5201" {
+		t.Errorf("service step via %q, want 10.96.1.2:5201", got.Via)
+	}
+	if got := e.Rewrite(suite.Step{Dst: dst}); got.Via != "" {
+		t.Errorf("plain step via %q, want none", got.Via)
+	}
+	if err := undo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Rewrite(suite.Step{Service: true, Dst: dst}); got.Via != "" || len(f.made) != 1 || len(f.removed) != 1 {
+		t.Errorf("after undo: via %q, made %v, removed %v", got.Via, f.made, f.removed)
 	}
 }

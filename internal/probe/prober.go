@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // A Prober measures one property of the path from this host to a peer.
@@ -67,6 +68,15 @@ func (r *Registry) Run(ctx context.Context, spec Spec, env Env) (*Result, error)
 	}
 	if err := p.Validate(spec); err != nil {
 		return nil, fmt.Errorf("invalid %s probe: %w", spec.Kind, err)
+	}
+	if d := spec.StartDelay.D(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting %v before the %s probe: %w", d, spec.Kind, context.Cause(ctx))
+		case <-t.C:
+		}
 	}
 	return p.Run(ctx, spec, env)
 }

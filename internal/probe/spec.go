@@ -70,6 +70,11 @@ type Spec struct {
 	SourcePort int `json:"source_port,omitempty"`
 
 	Duration Duration `json:"duration,omitempty"` // test length; 0 means the kind's default
+	// StartDelay waits this long before measuring (at most MaxStartDelay),
+	// so that a companion task of the same run (a wire watch) is ready
+	// before the first packet.
+	StartDelay Duration `json:"start_delay,omitempty"`
+
 	Interval Duration `json:"interval,omitempty"` // interval reports (tcp, udp) or packet interval (ping)
 	Streams  int      `json:"streams,omitempty"`  // parallel streams (tcp)
 	Reverse  bool     `json:"reverse,omitempty"`  // responder sends, client receives
@@ -113,6 +118,9 @@ type Spec struct {
 	// connection's set-up; 0 means the kind's default.
 	Timeout Duration `json:"timeout,omitempty"`
 }
+
+// MaxStartDelay bounds Spec.StartDelay.
+const MaxStartDelay = 10 * time.Second
 
 // Offload modes (Spec.Offload).
 const (
@@ -186,6 +194,9 @@ func (s Spec) ValidateCommon(needPort bool) error {
 	if s.Duration < 0 {
 		errs = append(errs, fmt.Errorf("duration %v: must not be negative", s.Duration.D()))
 	}
+	if s.StartDelay < 0 || s.StartDelay.D() > MaxStartDelay {
+		errs = append(errs, fmt.Errorf("start_delay %v: must be 0 to %v", s.StartDelay.D(), MaxStartDelay))
+	}
 	if s.Interval < 0 {
 		errs = append(errs, fmt.Errorf("interval %v: must not be negative", s.Interval.D()))
 	}
@@ -229,6 +240,10 @@ type Env struct {
 	// (stamp's HMAC). It travels beside the spec, never in it, so it is
 	// neither stored nor reported with the task.
 	AuthKey []byte
+	// TestKey, when set, is the session's test key for a responder that
+	// serves only scheduled tests (tcp, udp, rr; see KeyChecker). Like
+	// AuthKey it travels beside the spec, never in it.
+	TestKey string
 }
 
 // Log returns the env's logger, or one that discards.

@@ -182,6 +182,13 @@ func (o Output) baselineTable(backend string) ([]string, [][]string) {
 		} else if r.Connection == suite.NodeNode {
 			ov = "reference"
 		}
+		if so := r.ServiceOverhead; so != nil && so.TCPPct != nil {
+			ov += fmt.Sprintf(" (vs cross node: TCP %+.1f %%", -*so.TCPPct)
+			if so.RRAddedMs != nil {
+				ov += fmt.Sprintf(", RR %+.1f µs", 1000**so.RRAddedMs)
+			}
+			ov += ")"
+		}
 		lines = append(lines, append(line, ov))
 	}
 	return head, lines

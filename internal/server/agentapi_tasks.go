@@ -168,6 +168,7 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 		tasks, serve, cancel := s.disp.mail(uid)
 		tasks = append(claimed, tasks...)
 		if len(tasks) > 0 || len(serve) > 0 || len(cancel) > 0 || wait == 0 {
+			s.giveTestKeys(ctx, tasks)
 			if tasks == nil {
 				tasks = []api.AgentTask{}
 			}
@@ -207,7 +208,7 @@ func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Task, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, taskV1(t))
+		out = append(out, taskV1(t, ""))
 	}
 	s.okV1(w, out)
 }

@@ -45,6 +45,7 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		{"heartbeat no uid", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.PodUID = "" }), 400, "pod_uid"},
 		{"heartbeat bad ip", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.PodIP = "10.244.3" }), 400, "pod_ip"},
 		{"heartbeat bad responder", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.ResponderAddr = "nope" }), 400, "responder_addr"},
+		{"heartbeat bad responder key", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.ResponderKey = "abc" }), 400, "responder_key"},
 		{"heartbeat unknown field", "POST", "/api/v2/agent/heartbeat", []byte(`{"pod_uid":"x","cpu":1}`), 400, "cpu"},
 		{"heartbeat huge", "POST", "/api/v2/agent/heartbeat", append([]byte(`{"pod_name":"`), bytes.Repeat([]byte("x"), api.MaxBody+1)...), 413, "body larger than"},
 		{"get_tasks no uid", "GET", "/api/v1/internal/get_tasks", nil, 400, "pod_uid"},
@@ -74,7 +75,7 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		t.Errorf("%d agents after refused heartbeats, want 2", len(as))
 	}
 	task, err := f.st.GetTask(ctx, id)
-	if err != nil || task.State != store.TaskDispatched || task.ReportID != "" || task.RawResult != "" {
+	if err != nil || task.State != store.TaskDispatched || task.ReportID != "" || task.RawSize != 0 {
 		t.Errorf("task after refused reports: %s report %q %v", task.State, task.ReportID, err)
 	}
 	if n := f.taskTotal(); n != 1 {
@@ -98,6 +99,10 @@ func testBadRunInput(t *testing.T, dsn string) {
 		{"unknown pod", `{"tasks":[{"src":"pod-a","dst":"no-such-pod","spec":{"kind":"rr"}}]}`, "no-such-pod"},
 		{"malformed", `{"tasks":[{"src":"pod-a"`, "malformed JSON"},
 		{"negative timeout", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"timeout":-1}]}`, "timeout"},
+		{"via not an address", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"via":"svc.example:5201"}]}`, "tasks[0].via"},
+		{"via on another port", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"rr"},"via":"10.96.1.2:22"}]}`, "not the destination responder's port 5201"},
+		{"via on a ping", `{"tasks":[{"src":"pod-a","dst":"pod-b","spec":{"kind":"ping"},"via":"10.96.1.2:5201"}]}`, "tasks[0].via"},
+		{"via on a tool task", `{"tasks":[{"src":"pod-a","dst":"pod-b","type":"ping","param":"-c 1","via":"10.96.1.2:5201"}]}`, "tasks[0].via"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

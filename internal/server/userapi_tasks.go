@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,7 +119,14 @@ func (s *Server) handleTaskV1(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, true, wrapNotFound(err, "task "+id))
 		return
 	}
-	s.okV1(w, taskV1(t))
+	raw := ""
+	if t.RawSize > 0 {
+		if raw, err = s.st.TaskOutput(r.Context(), id); err != nil {
+			s.fail(w, r, true, wrapNotFound(err, "task "+id))
+			return
+		}
+	}
+	s.okV1(w, taskV1(t, raw))
 }
 
 // throughputKinds are exclusive by default.
@@ -128,6 +138,25 @@ func exclusiveByDefault(typ string, sp *probe.Spec) bool {
 		return sp != nil && (sp.Kind == probe.KindTCP || sp.Kind == probe.KindUDP)
 	}
 	return false
+}
+
+// checkVia checks a task's Via (a Service in front of the destination's
+// responder, see api.RunTask): an IP:PORT literal on the responder's own
+// port, so a task can only ever reach a responder's port, never an
+// arbitrary service.
+func checkVia(via, responder string) (string, error) {
+	ap, err := netip.ParseAddrPort(via)
+	if err != nil {
+		return "", fmt.Errorf("%q: want IP:PORT of a Service in front of the destination's responder", via)
+	}
+	rp, err := netip.ParseAddrPort(responder)
+	if err != nil {
+		return "", fmt.Errorf("the destination's responder address %q is not IP:PORT", responder)
+	}
+	if ap.Port() != rp.Port() {
+		return "", fmt.Errorf("%q: port %d is not the destination responder's port %d", via, ap.Port(), rp.Port())
+	}
+	return ap.String(), nil
 }
 
 // v2Task turns one run task into a store task, filling the probe's target
@@ -176,12 +205,22 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		case probe.KindPing, probe.KindTrace, probe.KindWire:
 			// A wire watch's target is the peer node: its route names
 			// the device watched.
+			if rt.Via != "" {
+				return store.Task{}, api.BadRequest(prefix+"via", "only for probes to the destination's responder, not %s", kind)
+			}
 			sp.Target = dst.PodIP
 		default:
 			if dst.ResponderAddr == "" {
 				return store.Task{}, api.BadRequest(prefix+"dst", "agent %s has no responder address", dst.PodUID)
 			}
 			sp.Target = dst.ResponderAddr
+			if rt.Via != "" {
+				via, err := checkVia(rt.Via, dst.ResponderAddr)
+				if err != nil {
+					return store.Task{}, api.BadRequest(prefix+"via", "%v", err)
+				}
+				sp.Target = via
+			}
 		}
 		if s.opts.Probers != nil {
 			if err := s.opts.Probers.Validate(sp); err != nil {
@@ -201,7 +240,7 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		t.Spec = b
 		if t.Timeout == 0 {
-			t.Timeout = sp.DurationOr(10*time.Second) + DefaultProbeOverhead
+			t.Timeout = sp.DurationOr(10*time.Second) + sp.StartDelay.D() + DefaultProbeOverhead
 		}
 		t.Exclusive = exclusiveByDefault(typ, &sp)
 	case typ == api.TypeQoSHold:
@@ -235,6 +274,9 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		}
 		if rt.QoS != nil {
 			return store.Task{}, api.BadRequest(prefix+"qos", "only for probe tasks")
+		}
+		if rt.Via != "" {
+			return store.Task{}, api.BadRequest(prefix+"via", "only for probe tasks")
 		}
 		if err := api.CheckParamText(prefix+"param", rt.Param); err != nil {
 			return store.Task{}, err
@@ -327,6 +369,21 @@ func (s *Server) handleTaskGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, taskV2(t))
+}
+
+// handleTaskRaw answers a task's raw tool output on its own, as text.
+func (s *Server) handleTaskRaw(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	raw, err := s.st.TaskOutput(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, false, wrapNotFound(err, "task "+id))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, raw)
 }
 
 func (s *Server) handleTaskCancel(w http.ResponseWriter, r *http.Request) {

@@ -38,7 +38,10 @@ const (
 	// CapVXLANTOS makes a node's VXLAN tunnel ends copy the inner TOS to
 	// the outer header (tos inherit); Change.Member is the node.
 	CapVXLANTOS Cap = "vxlan-tos"
-	// CapService creates a Service in front of a pod.
+	// CapService creates a ClusterIP-style Service in front of a pod
+	// (Change.Member), forwarding Change.Port (TCP and UDP) to the same
+	// port of the pod; the environment fills the Via of the phase's steps
+	// marked Service with the Service's IP:PORT (see Rewriter).
 	CapService Cap = "service"
 )
 
@@ -148,6 +151,8 @@ type Change struct {
 	Member string `json:"member"`
 	// QoS is the set-up, for qdisc, shaping and police changes.
 	QoS *qosspec.Spec `json:"qos,omitempty"`
+	// Port is, for a Service, the port it forwards (TCP and UDP).
+	Port int `json:"port,omitempty"`
 	// For is how long the phase needs the change: its longest step. The
 	// Runner fills it when the suite leaves it 0. An environment that has
 	// an agent hold the change (Kubernetes) bounds the hold's lifetime by
@@ -158,6 +163,9 @@ type Change struct {
 
 func (c Change) String() string {
 	s := fmt.Sprintf("%s on %s", c.What, c.Member)
+	if c.Port != 0 {
+		s += fmt.Sprintf(" port %d", c.Port)
+	}
 	if c.QoS != nil {
 		s += ": " + c.QoS.String()
 	}

@@ -64,6 +64,10 @@ type Row struct {
 	// OverheadPct is how much lower the TCP receiver throughput is than
 	// node-node's of the same backend (see Overhead; set by SetOverhead).
 	OverheadPct *float64
+	// ServiceOverhead is, on the pod-service row, what the Service adds
+	// to the same pods' path without it (pod-pod cross node); see
+	// SetOverhead.
+	ServiceOverhead *ServiceOverhead
 	// Labels are a suite's own keys of the row (qos-priority's variant,
 	// marking and verdict), written as top-level JSON strings.
 	Labels map[string]string
@@ -111,6 +115,9 @@ func Rows(outcomes []Outcome) []Row {
 		r, ok := rows[k]
 		if !ok {
 			r = &Row{Connection: k.conn, Backend: k.backend, Src: EndpointLabel(o.Step.Src), Dst: EndpointLabel(o.Step.Dst)}
+			if o.Step.Via != "" {
+				r.Dst = o.Step.Via + " -> " + r.Dst
+			}
 			rows[k], values[k], reps[k] = r, map[string][]float64{}, map[int]bool{}
 			if !slices.Contains(order, k.conn) {
 				order = append(order, k.conn)
@@ -234,6 +241,9 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	if r.OverheadPct != nil {
 		obj["overhead_pct"] = *r.OverheadPct
 	}
+	if r.ServiceOverhead != nil {
+		obj["service_overhead"] = r.ServiceOverhead
+	}
 	for k, v := range r.Labels {
 		obj[k] = v
 	}
@@ -270,11 +280,63 @@ func put(out map[string]any, name string, v any) {
 	cur[parts[len(parts)-1]] = v
 }
 
-// SetOverhead sets OverheadPct on every row that has one (see Overhead).
+// ServiceOverhead is what a Service adds to a path: the pod-service
+// row against pod-pod cross node of the same backend (the same pods, the
+// Service's DNAT the only difference). Each figure is present only when
+// both rows have it.
+type ServiceOverhead struct {
+	// TCPPct is how much lower the median TCP receiver throughput is
+	// through the Service, in percent (negative: higher).
+	TCPPct *float64 `json:"tcp_pct,omitempty"`
+	// UDPPct is the same for the UDP receiver throughput.
+	UDPPct *float64 `json:"udp_pct,omitempty"`
+	// RRAddedMs is how much longer the median request/response round
+	// trip (rtt_ms.p50) is through the Service, in milliseconds.
+	RRAddedMs *float64 `json:"rr_added_ms,omitempty"`
+}
+
+// ServiceOverheadOf returns the Service's overhead for a pod-service row
+// (see ServiceOverhead), and false for other rows or when it has no
+// pod-pod cross node row of its backend to compare with.
+func ServiceOverheadOf(rows []Row, r Row) (ServiceOverhead, bool) {
+	if r.Connection != PodService {
+		return ServiceOverhead{}, false
+	}
+	for _, c := range rows {
+		if c.Connection != PodPodCrossNode || c.Backend != r.Backend {
+			continue
+		}
+		var so ServiceOverhead
+		drop := func(key string) *float64 {
+			base, ok1 := c.Median[key]
+			v, ok2 := r.Median[key]
+			if !ok1 || !ok2 || base <= 0 {
+				return nil
+			}
+			pct := 100 * (base - v) / base
+			return &pct
+		}
+		so.TCPPct, so.UDPPct = drop("throughput_bps.receiver"), drop("udp.throughput_bps.receiver")
+		base, ok1 := c.Median["rtt_ms.p50"]
+		v, ok2 := r.Median["rtt_ms.p50"]
+		if ok1 && ok2 {
+			added := v - base
+			so.RRAddedMs = &added
+		}
+		return so, true
+	}
+	return ServiceOverhead{}, false
+}
+
+// SetOverhead sets OverheadPct on every row that has one (see Overhead),
+// and ServiceOverhead on the pod-service rows.
 func SetOverhead(rows []Row) {
 	for i := range rows {
 		if v, ok := Overhead(rows, rows[i]); ok {
 			rows[i].OverheadPct = &v
+		}
+		if so, ok := ServiceOverheadOf(rows, rows[i]); ok {
+			rows[i].ServiceOverhead = &so
 		}
 	}
 }

@@ -87,3 +87,52 @@ func TestRowsMedianAndSpread(t *testing.T) {
 		t.Errorf("row json = %s", b)
 	}
 }
+
+// TestServiceOverhead: the pod-service row's overhead is against pod-pod
+// cross node of its own backend (TCP and UDP throughput drop, rr round
+// trip added), its Dst names the Service's address, and it is in the
+// JSON; other rows have none.
+func TestServiceOverhead(t *testing.T) {
+	step := func(conn, backend, measure, via string) suite.Step {
+		return suite.Step{Connection: conn, Backend: backend, Measure: measure, Via: via,
+			Src: suite.Endpoint{Name: "n2-p1", Node: "n2"}, Dst: suite.Endpoint{Name: "n1-p1", Node: "n1"}}
+	}
+	var outs []suite.Outcome
+	for _, c := range []struct {
+		conn, backend, via string
+		tcp, udp, rr       float64
+	}{
+		{suite.PodPodCrossNode, "vxlan", "", 10e9, 500e6, 0.040},
+		{suite.PodService, "vxlan", "10.96.1.2:5201", 8e9, 450e6, 0.050},
+		{suite.PodPodCrossNode, "host-gw", "", 20e9, 500e6, 0.030},
+	} {
+		outs = append(outs,
+			suite.Outcome{Step: step(c.conn, c.backend, suite.MeasureTCP, c.via), Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: c.tcp, Receiver: c.tcp}}},
+			suite.Outcome{Step: step(c.conn, c.backend, suite.MeasureUDP, c.via), Result: &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: c.udp, Receiver: c.udp}}},
+			suite.Outcome{Step: step(c.conn, c.backend, suite.MeasureRR, c.via), Result: &probe.Result{RTTms: &probe.Summary{P50: c.rr}}})
+	}
+	rows := suite.Rows(outs)
+	suite.SetOverhead(rows)
+	var svc suite.Row
+	for _, r := range rows {
+		if r.Connection == suite.PodService {
+			svc = r
+		} else if r.ServiceOverhead != nil {
+			t.Errorf("%s on %s has a service overhead", r.Connection, r.Backend)
+		}
+	}
+	so := svc.ServiceOverhead
+	if so == nil || so.TCPPct == nil || so.UDPPct == nil || so.RRAddedMs == nil {
+		t.Fatalf("pod-service row %+v: service overhead %+v", svc, so)
+	}
+	if math.Abs(*so.TCPPct-20) > 1e-9 || math.Abs(*so.UDPPct-10) > 1e-9 || math.Abs(*so.RRAddedMs-0.010) > 1e-9 {
+		t.Errorf("service overhead tcp %v %%, udp %v %%, rr %+v ms; want 20, 10, 0.010 (against vxlan's cross node)", *so.TCPPct, *so.UDPPct, *so.RRAddedMs)
+	}
+	if svc.Dst != "10.96.1.2:5201 -> n1-p1@n1" {
+		t.Errorf("dst %q, want the Service's address first", svc.Dst)
+	}
+	b, err := json.Marshal(svc)
+	if err != nil || !strings.Contains(string(b), `"service_overhead":{"tcp_pct":20`) {
+		t.Errorf("json %s (%v) lacks the service overhead", b, err)
+	}
+}

@@ -222,6 +222,11 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 		}
 		ph.Steps = steps
 	}
+	for _, st := range ph.Steps {
+		if st.Service && st.Via == "" {
+			return nil, "", fmt.Errorf("step %s %s to %s needs a Service in front of it, and the environment made none", st.Connection, st.Measure, st.Dst.Name)
+		}
+	}
 	params.Steps = ph.Steps
 	raw, err := json.Marshal(params)
 	if err != nil {

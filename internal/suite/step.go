@@ -13,10 +13,13 @@ const (
 	PodPodSameNode  = "pod-pod same node"
 	PodPodCrossNode = "pod-pod cross node"
 	NodeNode        = "node-node"
+	// PodService is pod-pod cross node through a ClusterIP-style Service
+	// in front of the destination pod (kube-proxy's DNAT on the way).
+	PodService = "pod-service"
 )
 
 // ConnectionOrder is the order rows are shown in.
-var ConnectionOrder = []string{PodPodSameNode, PodPodCrossNode, NodeNode}
+var ConnectionOrder = []string{PodPodSameNode, PodPodCrossNode, NodeNode, PodService}
 
 // Measurements of the baseline.
 const (
@@ -57,6 +60,13 @@ type Step struct {
 	// Applied says how the environment made the phase's changes where it
 	// differs from what the suite asked (see Rewriter).
 	Applied *Applied `json:"applied,omitempty"`
+	// Service says the source reaches Dst's responder through a Service
+	// in front of Dst (a CapService change of the phase on Dst); the
+	// environment fills Via with the Service's address (see Rewriter).
+	Service bool `json:"service,omitempty"`
+	// Via is the address (IP:PORT) the source dials instead of Dst's
+	// responder: the Service's, set by the environment.
+	Via string `json:"via,omitempty"`
 }
 
 // Pair is the source and destination chosen for a connection.
@@ -112,12 +122,13 @@ func PickPairs(eps []Endpoint) (map[string]Pair, error) {
 
 // Task is the step as a run task: from the source agent to the
 // destination agent (by pod uid), the spec without its target (the server
-// fills it from the destination agent), and the step's exclusivity.
+// fills it from the destination agent, or from Via), and the step's
+// exclusivity.
 func (s Step) Task() api.RunTask {
 	sp := s.Spec
 	sp.Target = ""
 	excl := s.Exclusive
-	return api.RunTask{Src: s.Src.ID, Dst: s.Dst.ID, Type: api.TypeProbe, Spec: &sp, Exclusive: &excl}
+	return api.RunTask{Src: s.Src.ID, Dst: s.Dst.ID, Type: api.TypeProbe, Spec: &sp, Exclusive: &excl, Via: s.Via}
 }
 
 // Endpoints turns the server's agents into endpoints, leaving out offline

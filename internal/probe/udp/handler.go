@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -152,8 +153,11 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	// The result goes both ways back: as datagrams (no acknowledgement
 	// needed) and on the control connection (bounded: its window may be
 	// full of reports the client cannot acknowledge).
+	// Only to the control connection's host: the datagrams' source
+	// address is unproven (it may be forged), and a result of up to 60 kB
+	// sent three times must not be aimed at someone else.
 	dgram := false
-	if to := client.Load(); to != nil {
+	if to := client.Load(); to != nil && sameHost(*to, s.Remote) {
 		if d := resultDatagram(s.ID, b); d != nil {
 			for i := 0; i < resultCopies; i++ {
 				if s.WriteTo(d, *to) == nil {
@@ -198,25 +202,11 @@ func drain(ctx context.Context, rx *receiver, sent int64) time.Time {
 
 // serveSend sends to the client (reverse mode) from the shared UDP port.
 func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Spec, timeout time.Duration) error {
-	var peer atomic.Pointer[netip.AddrPort]
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ probe.RxInfo) {
-		if len(pkt) >= probe.PacketHeaderLen && pkt[3]&FlagHello != 0 && peer.Load() == nil {
-			peer.Store(&from)
-		}
-	})
-	wait := min(timeout, helloWait)
-	deadline := time.Now().Add(wait)
-	for peer.Load() == nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no hello datagram from the client within %v: is UDP to the responder's port blocked?", wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+	// Data goes only to an address the client proved is its own.
+	to, err := awaitReturnAddress(ctx, s, min(timeout, helloWait))
+	if err != nil {
+		return err
 	}
-	to := *peer.Load()
 	tos := -1
 	if spec.TOS != nil {
 		tos = *spec.TOS
@@ -264,4 +254,11 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 		s.Log.Debug("client did not confirm the end of the test", "err", err)
 	}
 	return nil
+}
+
+// sameHost reports whether a datagram's source is on the host of the
+// control connection's peer.
+func sameHost(from netip.AddrPort, ctrl net.Addr) bool {
+	c, err := netip.ParseAddrPort(ctrl.String())
+	return err == nil && c.Addr().Unmap() == from.Addr().Unmap()
 }

@@ -1,13 +1,19 @@
 // Package baseline is the suite of the source study's Table 2: pod-pod on
 // one node, pod-pod across nodes and node-node, each measured with TCP
 // throughput, UDP below capacity, UDP request/response and ping (and, with
-// --set stamp=true, a STAMP test), the repetitions interleaved. Its rows are the framework's connection rows
-// (suite.Rows) with each pod path's overhead against node-node.
+// --set stamp=true, a STAMP test), the repetitions interleaved; and, where
+// the environment can make a Service (suite.CapService), pod-service: the
+// cross-node pair again through a ClusterIP-style Service in front of the
+// destination pod (TCP, UDP, request/response; a ClusterIP answers no
+// ping). Its rows are the framework's connection rows (suite.Rows) with
+// each pod path's overhead against node-node, and the Service's against
+// pod-pod cross node.
 package baseline
 
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -26,7 +32,13 @@ type Options struct {
 	// DSCP EF) to the destination's responder on every connection.
 	Stamp      bool
 	StampCount int
-	Backend    string // label carried into the rows
+	// Service adds the pod-service connection (the cross-node pair
+	// through a Service in front of the destination pod).
+	Service bool
+	// serviceAsked says the service setting was given: without it the
+	// row is left out where the environment cannot make a Service.
+	serviceAsked bool
+	Backend      string // label carried into the rows
 }
 
 // StampInterval spaces the stamp step's test packets, as ping's.
@@ -38,7 +50,7 @@ const StampDSCP = 46
 
 // Defaults returns the baseline's defaults.
 func Defaults() Options {
-	return Options{Time: 5 * time.Second, Repeat: 3, UDPRateBps: 500e6, UDPSize: 1200, PingCount: 20, StampCount: 100}
+	return Options{Time: 5 * time.Second, Repeat: 3, UDPRateBps: 500e6, UDPSize: 1200, PingCount: 20, StampCount: 100, Service: true}
 }
 
 // Validate checks the options.
@@ -67,7 +79,9 @@ func (o Options) Validate() error {
 
 // Steps plans the baseline: for each connection and repetition, TCP
 // throughput, UDP at a rate below capacity, UDP request/response and ping,
-// and a STAMP test when o.Stamp is set. Repetitions are interleaved (all connections once, then again) so slow
+// and a STAMP test when o.Stamp is set; with o.Service, the cross-node
+// pair again through a Service (steps marked Service: TCP, UDP, rr, and
+// STAMP when set; no ping). Repetitions are interleaved (all connections once, then again) so slow
 // drift of a shared machine spreads over every row alike. Every step is
 // exclusive, so no measurement shares a node with another one: an RTT taken
 // beside a throughput test on the same node would measure that test's
@@ -84,16 +98,24 @@ func Steps(eps []suite.Endpoint, o Options) ([]suite.Step, error) {
 	for rep := 0; rep < o.Repeat; rep++ {
 		for _, conn := range suite.ConnectionOrder {
 			p, ok := pairs[conn]
+			service := conn == suite.PodService
+			if service {
+				p, ok = pairs[suite.PodPodCrossNode]
+				ok = ok && o.Service
+			}
 			if !ok {
 				continue
 			}
-			measures := []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing}
+			measures := []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR}
+			if !service {
+				measures = append(measures, suite.MeasurePing)
+			}
 			if o.Stamp {
 				measures = append(measures, suite.MeasureStamp)
 			}
 			for _, m := range measures {
 				steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: m, Repeat: rep,
-					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: true})
+					Src: p.Src, Dst: p.Dst, Spec: baselineSpec(m, p.Dst, o), Exclusive: true, Service: service})
 			}
 		}
 	}
@@ -121,9 +143,13 @@ func baselineSpec(measure string, dst suite.Endpoint, o Options) probe.Spec {
 
 // Suite is the baseline as a suite.Suite: one phase measuring pod-pod on
 // one node, pod-pod across nodes and node-node (TCP, UDP below capacity,
-// request/response and ping). Settings (--set): udp-rate (bit/s, e.g.
-// 500M), udp-size (bytes), ping-count, stamp (true adds a STAMP test per
-// connection; default false), stamp-count (test packets, default 100).
+// request/response and ping), and pod-service where the environment can
+// make a Service. Settings (--set): udp-rate (bit/s, e.g. 500M), udp-size
+// (bytes), ping-count, stamp (true adds a STAMP test per connection;
+// default false), stamp-count (test packets, default 100), service (false
+// leaves pod-service out; true insists on it, so an environment without
+// Services refuses the run; by default it is measured where the
+// environment can make a Service).
 type Suite struct{}
 
 // Name implements Suite.
@@ -131,16 +157,12 @@ func (Suite) Name() string { return "baseline" }
 
 // Describe implements Suite.
 func (Suite) Describe() string {
-	return "pod-pod same node, pod-pod cross node, node-node: TCP and UDP throughput, loss, RTT"
+	return "pod-pod same node, pod-pod cross node, node-node, pod-service: TCP and UDP throughput, loss, RTT"
 }
 
 // Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	bo, err := OptionsFrom(s.Name(), o)
-	if err != nil {
-		return nil, err
-	}
-	steps, err := Steps(agents, bo)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +170,39 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]s
 	if o.Backend != "" {
 		name += " on " + o.Backend
 	}
-	return []suite.Phase{{Name: name, Steps: steps}}, nil
+	ph, err := PlanPhase(name, agents, bo, caps)
+	if err != nil {
+		return nil, err
+	}
+	return []suite.Phase{ph}, nil
+}
+
+// PlanPhase is the baseline's one phase, named name: its steps and, when
+// it measures pod-service, the Service in front of the destination pod
+// (a suite.CapService change). Unless the service setting was given, the
+// pod-service row is left out where caps lack Services.
+func PlanPhase(name string, agents []suite.Endpoint, bo Options, caps suite.Caps) (suite.Phase, error) {
+	if !bo.serviceAsked && !caps.Has(suite.CapService) {
+		bo.Service = false
+	}
+	steps, err := Steps(agents, bo)
+	if err != nil {
+		return suite.Phase{}, err
+	}
+	ph := suite.Phase{Name: name, Steps: steps}
+	for _, st := range steps {
+		if !st.Service {
+			continue
+		}
+		_, port, err := net.SplitHostPort(st.Dst.ResponderAddr)
+		n, _ := strconv.Atoi(port)
+		if err != nil || n <= 0 {
+			return ph, fmt.Errorf("pod-service: agent %s has no responder port (responder address %q)", st.Dst.Name, st.Dst.ResponderAddr)
+		}
+		ph.Changes = []suite.Change{{What: suite.CapService, Member: st.Dst.Name, Port: n}}
+		break
+	}
+	return ph, nil
 }
 
 // suite.Rows implements Suite.
@@ -160,7 +214,7 @@ func OptionsFrom(name string, o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return Options{}, fmt.Errorf("suite %s: %w", name, err)
 	}
-	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count", "stamp", "stamp-count"); err != nil {
+	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count", "stamp", "stamp-count", "service"); err != nil {
 		return Options{}, err
 	}
 	bo := Defaults()
@@ -173,12 +227,16 @@ func OptionsFrom(name string, o suite.Options) (Options, error) {
 				return bo, fmt.Errorf("suite %s: udp-rate %q: %w", name, v, err)
 			}
 			bo.UDPRateBps = r
-		case "stamp":
+		case "stamp", "service":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return bo, fmt.Errorf("suite %s: stamp %q: want true or false", name, v)
+				return bo, fmt.Errorf("suite %s: %s %q: want true or false", name, k, v)
 			}
-			bo.Stamp = b
+			if k == "stamp" {
+				bo.Stamp = b
+			} else {
+				bo.Service, bo.serviceAsked = b, true
+			}
 		case "udp-size", "ping-count", "stamp-count":
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -16,6 +16,7 @@ func Keys() []suite.Key {
 		{Name: "ping-count", Unit: "count", Default: strconv.Itoa(d.PingCount), Meaning: "ICMP echoes per path and repetition"},
 		{Name: "stamp", Unit: "true|false", Default: "false", Meaning: "also measure one-way delay with STAMP (RFC 8762) per path"},
 		{Name: "stamp-count", Unit: "count", Default: strconv.Itoa(d.StampCount), Meaning: "STAMP test packets per path and repetition, 10 ms apart"},
+		{Name: "service", Unit: "true|false", Default: "where the environment makes Services", Meaning: "the pod-service row: the cross-node pair through a ClusterIP Service (true insists, false leaves it out)"},
 	}
 }
 

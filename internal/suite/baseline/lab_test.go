@@ -18,15 +18,17 @@ import (
 func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestBaselineStampLab runs `cnperf lab run baseline --set stamp=true` on
-// an idle 2-node lab (one pod per node): every connection's row carries the STAMP figures (a
+// an idle 2-node lab (one pod per node): every connection's row, pod-service's too, carries the STAMP figures (a
 // positive round trip, no loss either way, EF seen by the reflector and on
 // the reply), and `cnperf report RUN_ID` of the stored run shows them.
 func TestBaselineStampLab(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "runs.db")
 	rows, ids := cnperftest.LabRunIDs(t, "baseline", "--set", "stamp=true", "--time", "1s", "--db", db)
-	// One pod per node: pod-pod across nodes and node-node.
-	if len(rows) != 2 || len(ids) != 1 {
-		t.Fatalf("%d rows of %d runs, want the 2 connections of a 2-node lab with one pod each, 1 run", len(rows), len(ids))
+	// One pod per node: pod-pod across nodes, node-node, and pod-service
+	// (STAMP through the lab's Service: the reflector's replies come back
+	// through the DNAT).
+	if len(rows) != 3 || len(ids) != 1 {
+		t.Fatalf("%d rows of %d runs, want the 3 connections of a 2-node lab with one pod each, 1 run", len(rows), len(ids))
 	}
 	for _, r := range rows {
 		rtt, okRTT := cnperftest.Num(r, "stamp.rtt_ms.p50")

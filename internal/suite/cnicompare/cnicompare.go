@@ -28,7 +28,7 @@ func (Suite) Describe() string {
 }
 
 // Plan implements Suite.
-func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	if o.Backend == "" {
 		return nil, errors.New("suite cni-compare: the backend under test is not named (give --backends with the cluster's backend)")
 	}
@@ -36,11 +36,11 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]s
 	if err != nil {
 		return nil, err
 	}
-	steps, err := baseline.Steps(agents, bo)
+	ph, err := baseline.PlanPhase(s.Name()+" on "+o.Backend, agents, bo, caps)
 	if err != nil {
 		return nil, err
 	}
-	return []suite.Phase{{Name: s.Name() + " on " + o.Backend, Steps: steps}}, nil
+	return []suite.Phase{ph}, nil
 }
 
 // Rows implements Suite.

@@ -367,6 +367,9 @@ func TestOffloadSetting(t *testing.T) {
 func checkWireWatch(t *testing.T, ph suite.Phase) {
 	t.Helper()
 	bg, fg := ph.Steps[0], ph.Steps[3]
+	if fg.Spec.StartDelay.D() != wireLead || ph.Steps[1].Spec.StartDelay.D() != wireLead {
+		t.Errorf("phase %q: foregrounds wait %v and %v, want %v (the watches start first)", ph.Name, ph.Steps[1].Spec.StartDelay.D(), fg.Spec.StartDelay.D(), wireLead)
+	}
 	if fg.Spec.TOS == nil || fg.Spec.SourcePort < wirePortBase || ph.Steps[1].Spec.SourcePort != 0 {
 		t.Errorf("phase %q: marked foreground source port %d, unmarked %d: want a fixed port for the marked one only", ph.Name, fg.Spec.SourcePort, ph.Steps[1].Spec.SourcePort)
 	}

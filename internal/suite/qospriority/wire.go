@@ -34,6 +34,12 @@ const (
 	wirePorts    = 4000
 )
 
+// wireLead is how long the foregrounds of a watched phase wait before
+// their first datagram, so the watches' sockets (on other agents, started
+// with the phase) are open first; the background runs a second longer
+// than the foregrounds, so they still run inside it.
+const wireLead = 250 * time.Millisecond
+
 // Row figures of the watches: at the sending node's underlay (the
 // bottleneck's side) under wire_dscp, at the receiving node's under
 // wire_dscp.arrival; the encapsulation seen as the text wire_dscp.encap.
@@ -69,6 +75,12 @@ func withWireWatch(steps []suite.Step, agents []suite.Endpoint, p suite.Pair, id
 		return steps
 	}
 	n := len(steps)
+	for i := 0; i < n; i++ {
+		if steps[i].Measure == MeasureForeground {
+			// Both foregrounds alike, so the pair still compares.
+			steps[i].Spec.StartDelay = probe.Duration(wireLead)
+		}
+	}
 	for i := 0; i < n; i++ {
 		fg := &steps[i]
 		if fg.Measure != MeasureForeground || fg.Spec.TOS == nil {

@@ -133,5 +133,5 @@ func FakeResult(kind string, v float64) *probe.Result {
 
 // LabCaps are the capabilities of a lab whose kernel can police.
 func LabCaps() suite.Caps {
-	return suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapPolice, suite.CapVXLANTOS}}
+	return suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapPolice, suite.CapVXLANTOS, suite.CapService}}
 }
