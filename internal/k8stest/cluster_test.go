@@ -208,6 +208,7 @@ func TestRealCluster(t *testing.T) {
 			t.Run("baseline", func(t *testing.T) {
 				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)
 			})
+			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
 			t.Logf("%s: facts, baseline and shaping in %v", want, time.Since(t0).Round(time.Second))
 		})
