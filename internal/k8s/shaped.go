@@ -53,6 +53,11 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 	}
 	ctr := tmpl
 	ctr.Name = "agent"
+	// No liveness probe: it crosses the pod's own ingress limit, where a
+	// flood's backlog holds it for minutes, and kubelet would restart the
+	// agent mid-test (seen: "connection refused" to its responder). The
+	// environment deletes the pod when the phase ends anyway.
+	ctr.LivenessProbe = nil
 	init := corev1.Container{
 		Name: "iflink", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy,
 		Args:            []string{"k8s", "iflink", "eth0"},

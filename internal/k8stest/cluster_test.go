@@ -210,6 +210,11 @@ func TestRealCluster(t *testing.T) {
 			})
 			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			if i == 0 {
+				// On the first backend only, to keep the harness short.
+				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })
+				t.Run("capacity cross node", func(t *testing.T) { runCapacity(t, cnp, cniDir, want, &rec) })
+			}
 			t.Logf("%s: facts, baseline and shaping in %v", want, time.Since(t0).Round(time.Second))
 		})
 	}
