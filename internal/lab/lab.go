@@ -23,10 +23,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 )
 
