@@ -80,7 +80,7 @@ bench-lab:
 # Serialised by /tmp/cnperf-k8s.lock: two harness runs at once would tear
 # down each other's cluster (fixed namespace and device names). Every CNI
 # runs even when one fails; the target fails if any did.
-K8S_CNIS ?= flannel
+K8S_CNIS ?= flannel calico
 test-k8s: test-deps
 	@st=0; for cni in $(K8S_CNIS); do \
 		echo "== test-k8s: CNI $$cni"; start=$$(date +%s); \

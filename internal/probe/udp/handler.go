@@ -32,7 +32,7 @@ const (
 	// waits for the sender's stop before it ends the test on its own: the
 	// stop travels toward the receiver, where a limiter's queue may hold
 	// it for minutes.
-	stopGrace = 3 * time.Second
+	stopGrace = 2 * time.Second
 	// resultCopies is how often a result datagram is sent.
 	resultCopies = 3
 )
@@ -141,7 +141,12 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	default:
 		return fmt.Errorf("wait for the sender's stop: %w", err)
 	}
-	end := drain(ctx, rx, sent)
+	end := time.Now()
+	if len(notes) == 0 {
+		// Not after ending on its own: datagrams still come, at the
+		// limiter's rate, for as long as its backlog lasts.
+		end = drain(ctx, rx, sent)
+	}
 	stopTicks()
 	<-ticks
 	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), s.UDPReadMode())
