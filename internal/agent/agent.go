@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,10 @@ type Options struct {
 	HeartbeatEvery time.Duration // DefaultHeartbeatEvery when 0
 	PollWait       time.Duration // long-poll wait asked of the server
 	ShutdownGrace  time.Duration // DefaultShutdownGrace when 0
+	// ResponderSecret is the secret the responder's test keys derive from
+	// (probe.ResponderSecretLen bytes; nil: a random one per start, which
+	// is what agents use — tests set it to derive keys themselves).
+	ResponderSecret []byte
 	// StateDir keeps what must survive a restart: the outbox of results
 	// not yet delivered (StateDir/outbox). "" keeps them in memory only.
 	StateDir string
@@ -71,6 +76,9 @@ type Agent struct {
 	ready   chan struct{} // closed when the responder listens and a heartbeat was accepted
 
 	bootID string // chosen at New: a new process, a new ID
+	// secret is the responder's key secret: the server derives each
+	// task's test key from it, the responder checks them with it.
+	secret []byte
 
 	mu       sync.Mutex      // guards jobs, done, stopping and respAddr
 	jobs     map[string]*job // task id → queued or running task
@@ -125,6 +133,13 @@ func New(opts Options) (*Agent, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	secret := opts.ResponderSecret
+	if secret == nil {
+		secret = probe.NewResponderSecret()
+	}
+	if len(secret) != probe.ResponderSecretLen {
+		return nil, fmt.Errorf("agent: responder secret of %d bytes, want %d", len(secret), probe.ResponderSecretLen)
+	}
 	log := opts.Logger.With("pod_uid", id.PodUID)
 	a := &Agent{
 		opts:    opts,
@@ -137,6 +152,7 @@ func New(opts Options) (*Agent, error) {
 		ready:   make(chan struct{}),
 		jobs:    map[string]*job{},
 		bootID:  uuid.NewString(),
+		secret:  append([]byte(nil), secret...),
 	}
 	outDir := ""
 	if opts.StateDir != "" {
@@ -172,10 +188,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		port = 0
 	}
 	resp := probe.NewResponder(a.log, a.opts.Handlers...)
+	// The responder serves only scheduled tests: a session must carry the
+	// test key the server gave its task (derived from a.secret).
+	resp.RequireKeys(probe.NewDerivedKeys(a.secret))
 	// The STAMP reflector answers on the responder's UDP port (so a stamp
 	// task targets the responder address like every other kind) and on
-	// its own port for other tools. Open (unauthenticated): the per-task
-	// key of the trust work does not exist yet.
+	// its own port for other tools. Open (unauthenticated): STAMP packets
+	// name no task, so a per-task key cannot be chosen for them (see
+	// docs/probes.md).
 	refl, err := stamp.NewReflector(stamp.ReflectorOptions{Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("agent: stamp reflector: %w", err)
@@ -243,7 +263,8 @@ func (a *Agent) heartbeat() api.Heartbeat {
 		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
 		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
 		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(), BootID: a.bootID,
-		Undelivered: a.out.taskIDs(maxUndeliveredListed),
+		ResponderKey: hex.EncodeToString(a.secret),
+		Undelivered:  a.out.taskIDs(maxUndeliveredListed),
 	}
 }
 

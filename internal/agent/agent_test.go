@@ -281,6 +281,8 @@ func TestAgentRunsProbes(t *testing.T) {
 	run, err := e.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{
 		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: "tcp", Duration: probe.Duration(500 * time.Millisecond)}},
 		{Src: "b", Dst: "a", Spec: &probe.Spec{Kind: "rr", Count: 200}},
+		// Through the return-address handshake, with the task's key.
+		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: "udp", Reverse: true, Duration: probe.Duration(300 * time.Millisecond)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -305,6 +307,10 @@ func TestAgentRunsProbes(t *testing.T) {
 		case "rr":
 			if res.RTTms == nil || res.RTTms.Count == 0 {
 				t.Errorf("rr result without RTTs: %s", got.Result)
+			}
+		case "udp":
+			if res.Packets == nil || res.Packets.Received == 0 {
+				t.Errorf("udp reverse result without packets: %s", got.Result)
 			}
 		default:
 			t.Errorf("unexpected result kind %q", res.Kind)

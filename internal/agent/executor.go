@@ -327,7 +327,7 @@ func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, st
 		if spec.Source == "" && !a.id.HostNetwork {
 			spec.Source = a.id.PodIP
 		}
-		res, err := a.opts.Probers.Run(ctx, spec, probe.Env{Logger: a.log.With("task_id", t.TaskID)})
+		res, err := a.opts.Probers.Run(ctx, spec, probe.Env{Logger: a.log.With("task_id", t.TaskID), TestKey: t.TestKey})
 		return res, "", err
 	case api.IsV1Type(t.Type):
 		target := t.DstPodIP

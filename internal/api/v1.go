@@ -173,6 +173,10 @@ type Heartbeat struct {
 	// restarted and lost the tasks it held: the server fails them at once
 	// instead of at their deadline.
 	BootID string `json:"boot_id,omitempty"`
+	// ResponderKey is the secret (64 hex digits, new at every agent start)
+	// from which the server derives the test keys of the tasks aimed at
+	// this agent's responder. The server keeps it in memory only.
+	ResponderKey string `json:"responder_key,omitempty"`
 	// Undelivered lists the tasks the agent finished whose reports the
 	// server has not acknowledged yet (kept on disk across a restart): the
 	// agent holds them, so they are neither re-offered nor failed as lost.
@@ -232,6 +236,9 @@ type AgentTask struct {
 	// ServeError, when set, says why the destination could not start its
 	// server; the agent reports the task failed with it.
 	ServeError string `json:"serve_error,omitempty"`
+	// TestKey is the task's one-time key for the destination agent's
+	// responder (probe.Env.TestKey); it expires with Deadline.
+	TestKey string `json:"test_key,omitempty"`
 }
 
 // ServeRequest asks a destination agent to start the server side of an

@@ -26,6 +26,7 @@ type probeFlags struct {
 	peer                  string
 	offload               string
 	authKeyFile           string
+	keyFile               string
 }
 
 func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
@@ -46,6 +47,9 @@ iperf3's or ping's, or the JSON result.`,
 			var res *probe.Result
 			switch f.peer {
 			case "iperf3":
+				if f.keyFile != "" {
+					return fmt.Errorf("--key-file: iperf3's protocol has no place for a test key")
+				}
 				if f.authKeyFile != "" {
 					return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
 				}
@@ -59,6 +63,18 @@ iperf3's or ping's, or the JSON result.`,
 					if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
 						return err
 					}
+				}
+				if f.keyFile != "" {
+					switch spec.Kind {
+					case probe.KindTCP, probe.KindUDP, probe.KindRR:
+					default:
+						return fmt.Errorf("--key-file: only tcp, udp and rr sessions carry a test key")
+					}
+					keys, err := probe.ReadKeyFile(f.keyFile)
+					if err != nil {
+						return err
+					}
+					env.TestKey = keys[0]
 				}
 				if !f.asJSON {
 					env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
@@ -92,6 +108,7 @@ iperf3's or ping's, or the JSON result.`,
 	fl.StringVar(&f.proto, "proto", "", "rr transport: tcp, udp or crr")
 	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping, stamp) or transactions (rr)")
 	fl.StringVar(&f.authKeyFile, "auth-key-file", "", "stamp: authenticated mode with the HMAC key in this file (hex, or raw bytes; at least 16 bytes)")
+	fl.StringVar(&f.keyFile, "key-file", "", "tcp, udp, rr: the test key (the file's first key) for a responder that serves only keyed sessions (`cnperf respond --require-key`)")
 	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
 	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
 	fl.StringVar(&f.offload, "offload", "", "udp: auto (segmentation/receive offload where the kernel has it) or off (real datagrams on the path)")

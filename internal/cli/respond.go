@@ -17,12 +17,20 @@ func newRespondCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		listen, stampKeyFile string
 		withStamp, stateless bool
+		requireKey           bool
+		keyFile              string
 		stampPort            int
 	)
 	cmd := &cobra.Command{
 		Use:   "respond",
 		Short: "Serve every probe kind (tcp, udp, rr) on one TCP+UDP port, and STAMP with --stamp",
 		Long: `Serve every probe kind (tcp, udp, rr) on one TCP+UDP port.
+
+It is open to any client, like iperf3 -s, unless given --require-key: then
+only sessions whose client gives one of --key-file's keys (cnperf probe
+--key-file) are served, and iperf3 clients get iperf3's error state ("test
+authorization failed"). Agents' responders always require a key: the one
+the server gives each task.
 
 With --stamp it is also a STAMP Session-Reflector (RFC 8762, with the RFC 8972
 TLVs Class of Service, Timestamp Information, Extra Padding and HMAC): on UDP
@@ -33,6 +41,16 @@ and then answers only test packets whose HMAC verifies.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := g.logger(st)
 			r := probe.NewResponder(log, handlers()...)
+			if requireKey != (keyFile != "") {
+				return fmt.Errorf("--require-key and --key-file go together: --require-key serves only sessions that carry one of --key-file's keys")
+			}
+			if requireKey {
+				keys, err := probe.ReadKeyFile(keyFile)
+				if err != nil {
+					return err
+				}
+				r.RequireKeys(probe.NewStaticKeys(keys))
+			}
 			if !withStamp && (cmd.Flags().Changed("stamp-port") || stampKeyFile != "" || stateless) {
 				return fmt.Errorf("--stamp-port, --stamp-auth-key-file and --stamp-stateless need --stamp")
 			}
@@ -58,7 +76,11 @@ and then answers only test packets whose HMAC verifies.`,
 			if err := r.Listen(cmd.Context(), listen); err != nil {
 				return err
 			}
-			fmt.Fprintf(st.Out, "cnperf responder listening on %s (tcp and udp)\n", r.Addr())
+			access := "open to any client, like iperf3 -s"
+			if requireKey {
+				access = "only sessions with a key from " + keyFile + "; iperf3 clients refused"
+			}
+			fmt.Fprintf(st.Out, "cnperf responder listening on %s (tcp and udp; %s)\n", r.Addr(), access)
 			if refl == nil {
 				return r.Serve(cmd.Context())
 			}
@@ -83,6 +105,8 @@ and then answers only test packets whose HMAC verifies.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", envOr("CNPERF_LISTEN", ":5201"), "ADDR:PORT to serve on (TCP and UDP)")
+	fl.BoolVar(&requireKey, "require-key", false, "serve only tcp, udp and rr sessions whose client gives a key from --key-file (cnperf probe --key-file); iperf3 clients are refused")
+	fl.StringVar(&keyFile, "key-file", "", "with --require-key: the accepted keys, one per line (at least 16 bytes each; # comments)")
 	fl.BoolVar(&withStamp, "stamp", false, "also reflect STAMP test packets (RFC 8762/8972)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "UDP port of the STAMP reflector, on --listen's address")
 	fl.StringVar(&stampKeyFile, "stamp-auth-key-file", "", "STAMP authenticated mode: HMAC key file (hex, or raw bytes; at least 16 bytes)")

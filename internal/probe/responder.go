@@ -137,6 +137,10 @@ type Responder struct {
 	sessions map[SessionID]*Session
 	conns    map[net.Conn]struct{}
 
+	// keys, when set, admits only sessions whose hello carries a key it
+	// accepts (RequireKeys); nil serves everyone, like iperf3 -s.
+	keys KeyChecker
+
 	packetFns sync.Map      // SessionID → PacketFunc
 	unclaimed UnclaimedFunc // STAMP's reflector, when set
 	// udpReadMode is how the shared UDP reader reads ("gro", "mmsg",
@@ -159,6 +163,20 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 		}
 	}
 	return r
+}
+
+// RequireKeys makes the responder serve only sessions whose hello carries
+// a test key kc admits, checked once per session (never per packet).
+// Connections of the Foreign handler (iperf3, which has no place for a
+// key) are refused with its own error when it is a ForeignRefuser, else
+// closed. Call it before Serve.
+func (r *Responder) RequireKeys(kc KeyChecker) { r.keys = kc }
+
+// ForeignRefuser is implemented by a Foreign handler that can refuse a
+// connection in its own protocol's terms (iperf3's error state) when the
+// responder requires test keys.
+type ForeignRefuser interface {
+	RefuseConn(c net.Conn, pre [4]byte, why string)
 }
 
 // Listen binds the TCP and UDP sockets on addr (HOST:PORT; port 0 picks a
@@ -305,6 +323,14 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 		}
 	default:
 		if r.foreign != nil && r.foreign.Claims(pre) {
+			if r.keys != nil {
+				r.log.Info("session refused", "remote", c.RemoteAddr(), "kind", "iperf3", "err", "a client of another protocol cannot carry a test key")
+				if rf, ok := r.foreign.(ForeignRefuser); ok {
+					rf.RefuseConn(c, pre, "this responder serves only scheduled tests with a test key")
+				}
+				r.drop(c)
+				return
+			}
 			_ = c.SetReadDeadline(time.Time{})
 			r.foreign.ServeConn(ctx, c, pre)
 			r.drop(c)
@@ -358,6 +384,12 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn) {
 	fail := func(err error) {
 		r.log.Info("session refused", "remote", c.RemoteAddr(), "kind", hello.Kind, "err", err)
 		ctrl.SendError(ctx, err)
+	}
+	if r.keys != nil {
+		if err := r.keys.Check(hello.Key, time.Now()); err != nil {
+			fail(err)
+			return
+		}
 	}
 	h, ok := r.handlers[hello.Kind]
 	if !ok {

@@ -240,6 +240,10 @@ type Env struct {
 	// (stamp's HMAC). It travels beside the spec, never in it, so it is
 	// neither stored nor reported with the task.
 	AuthKey []byte
+	// TestKey, when set, is the session's test key for a responder that
+	// serves only scheduled tests (tcp, udp, rr; see KeyChecker). Like
+	// AuthKey it travels beside the spec, never in it.
+	TestKey string
 }
 
 // Log returns the env's logger, or one that discards.

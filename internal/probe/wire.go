@@ -110,6 +110,8 @@ type Message struct {
 	// responder's "ok" before the kind's own protocol starts.
 	Sync int             `json:"sync,omitempty"`
 	Data json.RawMessage `json:"data,omitempty"`
+	// Key, in a hello, is the session's test key (see KeyChecker).
+	Key string `json:"key,omitempty"`
 }
 
 // RemoteError is an error the other end reported on the control connection.
@@ -285,6 +287,12 @@ const clockSyncExchanges = 5
 // hello, waits for the answer and measures the responder's clock (Client.Clock). The dialer's Control applies opts (DSCP on
 // the SYN). Close the client when done.
 func Dial(ctx context.Context, spec Spec, opts SockOpts) (*Client, error) {
+	return DialWithKey(ctx, spec, opts, "")
+}
+
+// DialWithKey is Dial with a test key in the hello (Env.TestKey), for a
+// responder that serves only scheduled tests.
+func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Client, error) {
 	timeout := spec.TimeoutOr(DefaultControlTimeout)
 	d := net.Dialer{Timeout: timeout, Control: opts.Control()}
 	if spec.Source != "" {
@@ -306,7 +314,7 @@ func Dial(ctx context.Context, spec Spec, opts SockOpts) (*Client, error) {
 	}
 	c := &Client{Ctrl: NewControlConn(conn), Session: NewSessionID(), Target: spec.Target, Dialer: d}
 	sp := spec
-	if err := c.Ctrl.Send(dctx, Message{Type: MsgHello, Kind: spec.Kind, Session: c.Session.String(), Spec: &sp, Sync: clockSyncExchanges}); err != nil {
+	if err := c.Ctrl.Send(dctx, Message{Type: MsgHello, Kind: spec.Kind, Session: c.Session.String(), Spec: &sp, Sync: clockSyncExchanges, Key: key}); err != nil {
 		conn.Close()
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -48,6 +49,11 @@ func validateHeartbeat(hb api.Heartbeat) error {
 	if hb.ResponderAddr != "" {
 		if _, _, err := net.SplitHostPort(hb.ResponderAddr); err != nil {
 			return api.BadRequest("responder_addr", "want HOST:PORT: %v", err)
+		}
+	}
+	if hb.ResponderKey != "" {
+		if _, err := probe.ParseResponderSecret(hb.ResponderKey); err != nil {
+			return api.BadRequest("responder_key", "%v", err)
 		}
 	}
 	if len(hb.Running) > 1000 {
@@ -90,6 +96,9 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 	}
 	if restarted, since := s.beats.boot(hb.PodUID, hb.BootID); restarted {
 		s.failLost(ctx, hb, since, now)
+	}
+	if secret, err := probe.ParseResponderSecret(hb.ResponderKey); err == nil {
+		s.keys.set(hb.PodUID, secret)
 	}
 	reply := api.HeartbeatReply{AgentID: id, Cancel: s.disp.takeCancel(hb.PodUID)}
 	// Tasks the agent runs that ended on the server (cancelled, timed out,

@@ -168,6 +168,7 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 		tasks, serve, cancel := s.disp.mail(uid)
 		tasks = append(claimed, tasks...)
 		if len(tasks) > 0 || len(serve) > 0 || len(cancel) > 0 || wait == 0 {
+			s.giveTestKeys(ctx, tasks)
 			if tasks == nil {
 				tasks = []api.AgentTask{}
 			}

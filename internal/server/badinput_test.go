@@ -45,6 +45,7 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		{"heartbeat no uid", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.PodUID = "" }), 400, "pod_uid"},
 		{"heartbeat bad ip", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.PodIP = "10.244.3" }), 400, "pod_ip"},
 		{"heartbeat bad responder", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.ResponderAddr = "nope" }), 400, "responder_addr"},
+		{"heartbeat bad responder key", "POST", "/api/v2/agent/heartbeat", hb(func(h *api.Heartbeat) { h.ResponderKey = "abc" }), 400, "responder_key"},
 		{"heartbeat unknown field", "POST", "/api/v2/agent/heartbeat", []byte(`{"pod_uid":"x","cpu":1}`), 400, "cpu"},
 		{"heartbeat huge", "POST", "/api/v2/agent/heartbeat", append([]byte(`{"pod_name":"`), bytes.Repeat([]byte("x"), api.MaxBody+1)...), 413, "body larger than"},
 		{"get_tasks no uid", "GET", "/api/v1/internal/get_tasks", nil, 400, "pod_uid"},

@@ -47,6 +47,7 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 		res.Failed = append(res.Failed, ts...)
 		s.disp.failStagedFor(a.PodUID, "destination agent went offline before starting its server")
 		s.disp.forget(a.PodUID)
+		s.keys.forget(a.PodUID)
 		s.offers.forget(a.PodUID)
 	}
 	exp, err := s.st.ExpireDeadlines(ctx, now)

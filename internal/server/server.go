@@ -96,7 +96,8 @@ type Server struct {
 	beats   *beatCache
 	reg     *registrar
 	disp    *dispatcher
-	offers  *offers // tasks handed out, not yet acknowledged (redispatch.go)
+	offers  *offers   // tasks handed out, not yet acknowledged (redispatch.go)
+	keys    *testKeys // responder secrets, for the tasks' test keys
 	openapi []byte
 	extras  *extras // dashboard and /metrics (dashboard.go)
 	creds   credCache
@@ -138,6 +139,7 @@ func New(opts Options) (*Server, error) {
 		reg:    &registrar{st: opts.Store},
 		disp:   newDispatcher(),
 		offers: newOffers(),
+		keys:   newTestKeys(),
 	}
 	doc, err := openAPIDocument()
 	if err != nil {

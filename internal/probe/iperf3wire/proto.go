@@ -65,6 +65,7 @@ const (
 	errUnsupported int32 = 13  // "an option you are trying to set is not implemented yet"
 	errUDPBlock    int32 = 20  // "block size invalid"
 	errRecvParams  int32 = 114 // "unable to receive parameters from client"
+	errAuthTest    int32 = 142 // "test authorization failed" (IEAUTHTEST in 3.12, read from its client)
 	errProtocol    int32 = 131 // "protocol does not exist"
 	errStreamID    int32 = 208 // "stream has an invalid id"
 )

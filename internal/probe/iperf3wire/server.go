@@ -103,6 +103,22 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
 	s.serveTest(ctx, c, key)
 }
 
+// RefuseConn refuses a test on a responder that serves only scheduled
+// tests (probe.ForeignRefuser): iperf3 has no place for a test key, so
+// the client gets iperf3's error state with "test authorization failed".
+func (s *Server) RefuseConn(c net.Conn, pre [4]byte, why string) {
+	cookie := make([]byte, CookieSize)
+	copy(cookie, pre[:])
+	// Read the whole cookie first: closing with unread data would reset
+	// the connection and lose the error.
+	_ = c.SetReadDeadline(time.Now().Add(stepTimeout))
+	if _, err := io.ReadFull(c, cookie[len(pre):]); err != nil {
+		return
+	}
+	s.log.Info("iperf3 test refused", "remote", c.RemoteAddr(), "err", why)
+	_ = ctrl{c}.writeError(errAuthTest, 0)
+}
+
 // ClaimsPacket reports whether a datagram without a cnperf header is
 // iperf3's: a UDP stream's 4-byte connect message, or data from a UDP peer
 // of a running test (probe.PacketClaimer; the rest goes to the responder's

@@ -214,7 +214,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	}
 	// rtt_ms needs kernel receive timestamps from the first transaction.
 	defer probe.HoldRxTimestamps(rxStampWait)()
-	cl, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: cfg.tos, RecvTstamp: true})
+	cl, err := probe.DialWithKey(ctx, spec, probe.SockOpts{TOS: cfg.tos, RecvTstamp: true}, env.TestKey)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	log := env.Log().With("probe", probe.KindTCP, "dst", spec.Target)
 	started := env.Clock()()
 	opts := probe.SockOpts{TOS: cfg.tos, WindowBytes: cfg.window, MSS: cfg.mss}
-	cl, err := probe.Dial(ctx, spec, opts)
+	cl, err := probe.DialWithKey(ctx, spec, opts, env.TestKey)
 	if err != nil {
 		return nil, err
 	}

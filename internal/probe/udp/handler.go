@@ -198,25 +198,11 @@ func drain(ctx context.Context, rx *receiver, sent int64) time.Time {
 
 // serveSend sends to the client (reverse mode) from the shared UDP port.
 func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Spec, timeout time.Duration) error {
-	var peer atomic.Pointer[netip.AddrPort]
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ probe.RxInfo) {
-		if len(pkt) >= probe.PacketHeaderLen && pkt[3]&FlagHello != 0 && peer.Load() == nil {
-			peer.Store(&from)
-		}
-	})
-	wait := min(timeout, helloWait)
-	deadline := time.Now().Add(wait)
-	for peer.Load() == nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no hello datagram from the client within %v: is UDP to the responder's port blocked?", wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+	// Data goes only to an address the client proved is its own.
+	to, err := awaitReturnAddress(ctx, s, min(timeout, helloWait))
+	if err != nil {
+		return err
 	}
-	to := *peer.Load()
 	tos := -1
 	if spec.TOS != nil {
 		tos = *spec.TOS

@@ -20,7 +20,14 @@ const (
 	// (JSON after the packet header) beside the control connection, which
 	// may be stalled (see resultDatagram).
 	FlagResult = 2
+	// FlagCookie marks the datagram a reverse-mode responder sends to the
+	// address a hello came from, carrying the cookie the client must echo
+	// on the control connection before any data goes there.
+	FlagCookie = 4
 )
+
+// CookieLen is the size of the cookie after the packet header.
+const CookieLen = 16
 
 // maxResultDatagram bounds a result datagram: beyond it (a long test's
 // intervals) the result goes on the control connection only.

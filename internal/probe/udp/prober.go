@@ -51,7 +51,7 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	ctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
 	defer cancel()
 
-	cli, err := probe.Dial(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()})
+	cli, err := probe.DialWithKey(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()}, env.TestKey)
 	if err != nil {
 		return nil, err
 	}
@@ -293,29 +293,9 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	// Hello datagrams until the responder has seen one.
-	hello := make([]byte, HeaderLen)
-	Packet{Session: cli.Session, Flags: FlagHello}.Put(hello)
-	helloCtx, stopHello := context.WithCancel(ctx)
-	var helloWG sync.WaitGroup
-	helloWG.Add(1)
-	go func() {
-		defer helloWG.Done()
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			_, _ = conn.Write(hello)
-			select {
-			case <-helloCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	err = start(ctx, cli, spec, sd)
-	stopHello()
-	helloWG.Wait()
-	if err != nil {
+	// The return-address handshake: hellos, the responder's cookie to
+	// where they came from, its echo on the control connection.
+	if err := startReverse(ctx, cli, conn, spec, sd); err != nil {
 		return txReport{}, rxReport{}, err
 	}
 

@@ -66,8 +66,8 @@ func (r *receiver) add(pkt []byte, tos int, tosOK bool, kernelNs int64, drops ui
 		r.mu.Unlock()
 		return false
 	}
-	if pkt[3]&FlagHello != 0 {
-		return true
+	if pkt[3]&(FlagHello|FlagCookie) != 0 {
+		return true // the reverse test's handshake, not data
 	}
 	seq := binary.BigEndian.Uint64(pkt[12:20])
 	tx := int64(binary.BigEndian.Uint64(pkt[20:28]))

@@ -9,6 +9,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/baseline"
 	"github.com/cnperf/cnperf/internal/suite/capacity"
 	"github.com/cnperf/cnperf/internal/suite/cnicompare"
+	"github.com/cnperf/cnperf/internal/suite/contention"
 	"github.com/cnperf/cnperf/internal/suite/policing"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
@@ -23,6 +24,7 @@ func Suites() []suite.Suite {
 		shaping.Suite{},
 		policing.Suite{},
 		capacity.Suite{},
+		contention.Suite{},
 	}
 }
 

@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/agent"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// startKeyedAgent runs a server and one agent in this process and returns
+// the agent's responder address; the test knows the agent's responder
+// secret, so it can make the keys the server would give a task.
+func startKeyedAgent(t *testing.T, secret []byte) string {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{Store: st, UserToken: "u-key", AgentToken: "a-key", MaxWait: time.Second, Probers: probers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	srvDone := make(chan struct{})
+	go func() { defer close(srvDone); _ = srv.Run(ctx) }()
+	cl, err := client.New("http://"+ln.Addr().String(), "a-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Options{Client: cl, Probers: probers(), Handlers: handlers(), ResponderPort: -1, StampPort: -1,
+		Identity:        agent.Identity{PodName: "pod-k", PodNamespace: "test", PodUID: "uid-k", PodIP: "127.0.0.4", NodeName: "node-k", NodeIP: "127.0.0.4"},
+		ResponderSecret: secret, PollWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentDone := make(chan struct{})
+	go func() { defer close(agentDone); _ = a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-agentDone
+		<-srvDone
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = hs.Shutdown(sctx)
+		_ = st.Close()
+	})
+	select {
+	case <-a.Ready():
+	case <-agentDone:
+		t.Fatal("agent stopped before it was ready")
+	case <-time.After(15 * time.Second):
+		t.Fatal("agent not ready after 15s")
+	}
+	return a.ResponderAddr()
+}
+
+func writeKey(t *testing.T, key string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestProbeAgentResponderNeedsKey: `cnperf probe tcp --to
+// AGENT_RESPONDER` without a key is refused with a clear message and a
+// non-zero exit; with the key the server would give a task it measures,
+// once; a udp reverse test with its key measures through the return-address
+// handshake; a stock iperf3 client is refused with iperf3's own error.
+func TestProbeAgentResponderNeedsKey(t *testing.T) {
+	secret := probe.NewResponderSecret()
+	addr := startKeyedAgent(t, secret)
+	key := func(task string) string {
+		return writeKey(t, probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute)))
+	}
+	tcpKey := key("task-tcp")
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string // "" = measures
+	}{
+		{"tcp without a key", []string{"probe", "tcp", "--to", addr, "-t", "0.3"}, "serves only scheduled tests"},
+		{"rr without a key", []string{"probe", "rr", "--to", addr, "-c", "10"}, "serves only scheduled tests"},
+		{"tcp with another responder's key", []string{"probe", "tcp", "--to", addr, "-t", "0.3",
+			"--key-file", writeKey(t, probe.DeriveTestKey(probe.NewResponderSecret(), "task-tcp", time.Now().Add(time.Minute)))}, "wrong MAC"},
+		{"tcp with an expired key", []string{"probe", "tcp", "--to", addr, "-t", "0.3",
+			"--key-file", writeKey(t, probe.DeriveTestKey(secret, "task-old", time.Now().Add(-time.Second)))}, "expired"},
+		{"tcp with the task's key", []string{"probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", tcpKey, "--json"}, ""},
+		{"tcp with the same key again", []string{"probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", tcpKey}, "already used"},
+		{"udp reverse with its key", []string{"probe", "udp", "--to", addr, "-t", "0.3", "-R", "-b", "10M", "--key-file", key("task-udp"), "--json"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := cnperf(t, 30*time.Second, c.args...)
+			if c.wantErr != "" {
+				if code == 0 || !strings.Contains(errOut, c.wantErr) || !strings.Contains(errOut, "refused the") {
+					t.Fatalf("exit %d, stderr %q; want a refusal saying %q", code, errOut, c.wantErr)
+				}
+				t.Logf("client says: %s", strings.TrimSpace(errOut))
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var res probe.Result
+			if err := json.Unmarshal([]byte(out), &res); err != nil || res.ThroughputBps == nil || res.ThroughputBps.Receiver <= 0 {
+				t.Fatalf("no throughput in %s (%v)", out, err)
+			}
+		})
+	}
+	iperf3Refused(t, addr)
+}
+
+// iperf3Refused runs a stock iperf3 client against a keyed responder.
+func iperf3Refused(t *testing.T, addr string) {
+	t.Helper()
+	bin, err := exec.LookPath("iperf3")
+	if err != nil {
+		t.Log("iperf3 not installed: its refusal is not checked (scripts/install-test-deps.sh installs it)")
+		return
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "-c", host, "-p", port, "-t", "1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "test authorization failed") {
+		t.Errorf("stock iperf3 against a keyed responder: %v\n%s\nwant iperf3's \"test authorization failed\"", err, out)
+	}
+}
+
+// TestRespondRequireKey: `cnperf respond` is open like iperf3 -s; with
+// --require-key it serves only clients that give a key of its --key-file,
+// and refuses iperf3 clients with iperf3's error state.
+func TestRespondRequireKey(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("# test keys\n0123456789abcdef-one\n0123456789abcdef-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("tooshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"respond", "--require-key"}, "--require-key and --key-file go together"},
+		{[]string{"respond", "--key-file", keys}, "--require-key and --key-file go together"},
+		{[]string{"respond", "--require-key", "--key-file", short}, "line 1: a key of 8 bytes, want at least 16"},
+		{[]string{"respond", "--require-key", "--key-file", filepath.Join(dir, "none")}, "no such file"},
+	} {
+		code, _, errOut := cnperf(t, 10*time.Second, c.args...)
+		if code == 0 || !strings.Contains(errOut, c.wantErr) {
+			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errOut, c.wantErr)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"respond", "--listen", addr, "--require-key", "--key-file", keys}, Streams{In: strings.NewReader(""), Out: out, Err: out})
+	}()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("respond: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("respond did not stop within 10s")
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "only sessions with a key from"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("respond did not say it listens with keys: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, _, errOut := cnperf(t, 30*time.Second, "probe", "tcp", "--to", addr, "-t", "0.3")
+	if code == 0 || !strings.Contains(errOut, "carries no test key") {
+		t.Errorf("no key: exit %d, %q; want the refusal", code, errOut)
+	}
+	code, _, errOut = cnperf(t, 30*time.Second, "probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", writeKey(t, "0123456789abcdef-bad"))
+	if code == 0 || !strings.Contains(errOut, "not one of this responder's keys") {
+		t.Errorf("unlisted key: exit %d, %q; want the refusal", code, errOut)
+	}
+	good := writeKey(t, "0123456789abcdef-two")
+	for i := 0; i < 2; i++ { // a responder's own keys may be used again
+		if code, _, errOut := cnperf(t, 30*time.Second, "probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", good); code != 0 {
+			t.Errorf("listed key, run %d: exit %d: %s", i+1, code, errOut)
+		}
+	}
+	iperf3Refused(t, addr)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

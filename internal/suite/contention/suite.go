@@ -1,0 +1,327 @@
+// Package contention is the suite of flows that compete: N equal flows
+// from different pods into one receiver, through one bottleneck (cross
+// node: a FIFO at a set rate on the sending node's uplink) or into one pod
+// on the same node, as the thesis's Tables 8 and 10 sent two bulk flows
+// into one path. Rows per flow (throughput, loss, retransmits, share of
+// the bottleneck) and per case (Jain's fairness index, the total against
+// the bottleneck, whether the senders backed off).
+package contention
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// SuiteName is the suite's name.
+const SuiteName = "contention"
+
+// Row labels.
+const (
+	LabelPlacement = "placement"
+	LabelProto     = "proto"
+	LabelFlow      = "flow"
+	// LabelBackedOff says, on a case row, whether every sender slowed to
+	// what its flow delivered (congestion control) or kept sending more.
+	LabelBackedOff = "backed_off"
+	// LabelBottleneck names what the flows share: "1 Gbit/s FIFO" or
+	// "receiver".
+	LabelBottleneck = "bottleneck"
+	// FlowAll is the flow label of a case row.
+	FlowAll = "all"
+)
+
+// Placements.
+const (
+	SameNode  = "same-node"
+	CrossNode = "cross-node"
+)
+
+// Options tune the suite.
+type Options struct {
+	Time   time.Duration
+	Repeat int
+	// Flows is the number of competing flows (default 2), each from its own
+	// pod.
+	Flows int
+	// Protos are the flows' protocols, one case each (default udp, tcp).
+	Protos []string
+	// RateBps is each flow's rate; 0 (the default) is unpaced: TCP as its
+	// congestion control allows, UDP offered far above the path (see
+	// unpacedUDP).
+	RateBps uint64
+	// BottleneckRateBps is the FIFO's rate on the sending node's uplink in
+	// the cross-node case (default 1 Gbit/s); QueueBytes its queue (default
+	// 12 ms at the rate, at least 64 KiB).
+	BottleneckRateBps uint64
+	QueueBytes        uint32
+	// Placements are same-node and cross-node (default: both where the
+	// agents allow).
+	Placements []string
+	UDPSize    int
+	Offload    string
+}
+
+var settings = []string{"flows", "protos", "rate", "bottleneck-rate", "queue", "placements", "udp-size", "offload"}
+
+func (o Options) withDefaults() Options {
+	if o.Flows == 0 {
+		o.Flows = 2
+	}
+	if len(o.Protos) == 0 {
+		o.Protos = []string{"udp", "tcp"}
+	}
+	if o.BottleneckRateBps == 0 {
+		o.BottleneckRateBps = 1e9
+	}
+	if o.QueueBytes == 0 {
+		o.QueueBytes = uint32(max(o.BottleneckRateBps/8*12/1000, 64*1024))
+	}
+	if o.UDPSize == 0 {
+		o.UDPSize = 1400
+	}
+	if o.Offload == "" {
+		o.Offload = probe.OffloadAuto
+	}
+	return o
+}
+
+// OptionsFrom reads the common options and the settings.
+func OptionsFrom(o suite.Options) (Options, error) {
+	c := Options{Time: o.Time, Repeat: o.Repeat}
+	if err := o.Validate(); err != nil {
+		return c, fmt.Errorf("suite %s: %w", SuiteName, err)
+	}
+	if err := o.CheckSet(SuiteName, settings...); err != nil {
+		return c, err
+	}
+	for k, v := range o.Set {
+		var err error
+		switch k {
+		case "flows":
+			c.Flows, err = strconv.Atoi(v)
+			if err == nil && (c.Flows < 2 || c.Flows > 16) {
+				err = errors.New("want 2-16 flows")
+			}
+		case "protos":
+			c.Protos = suite.SplitList(v)
+			for _, p := range c.Protos {
+				if p != "udp" && p != "tcp" {
+					err = fmt.Errorf("protocol %q: want udp or tcp", p)
+				}
+			}
+		case "rate", "bottleneck-rate":
+			var r uint64
+			r, err = probe.ParseRate(v)
+			if k == "rate" {
+				c.RateBps = r
+			} else if err == nil && r == 0 {
+				err = errors.New("rate 0: give a rate above 0, e.g. 1G")
+			} else {
+				c.BottleneckRateBps = r
+			}
+		case "queue":
+			var b float64
+			b, err = qosspec.ParseQuantity(v)
+			if err == nil && (b < 1500 || b > math.MaxUint32) {
+				err = errors.New("want at least one full-size packet (1500 bytes) and below 4Gi")
+			}
+			c.QueueBytes = uint32(b)
+		case "placements":
+			c.Placements = suite.SplitList(v)
+			for _, p := range c.Placements {
+				if p != SameNode && p != CrossNode {
+					err = fmt.Errorf("placement %q: want %s or %s", p, SameNode, CrossNode)
+				}
+			}
+		case "udp-size":
+			c.UDPSize, err = strconv.Atoi(v)
+			if err == nil && (c.UDPSize < 16 || c.UDPSize > 65000) {
+				err = errors.New("want 16-65000 bytes")
+			}
+		case "offload":
+			if v != probe.OffloadAuto && v != probe.OffloadOff {
+				err = fmt.Errorf("want %s or %s", probe.OffloadAuto, probe.OffloadOff)
+			}
+			c.Offload = v
+		}
+		if err != nil {
+			return c, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
+		}
+	}
+	return c.withDefaults(), nil
+}
+
+// Suite is the contention suite.
+type Suite struct{}
+
+// Name implements suite.Suite.
+func (Suite) Name() string { return SuiteName }
+
+// Describe implements suite.Suite.
+func (Suite) Describe() string {
+	return "N equal flows into one receiver or through one bottleneck, same node and cross node: per-flow share, Jain's fairness, back-off"
+}
+
+// CheckOptions implements suite.OptionsChecker.
+func (Suite) CheckOptions(o suite.Options) error {
+	_, err := OptionsFrom(o)
+	return err
+}
+
+// senders picks, per placement, the flows' senders (one pod each) and
+// the receiver; a placement the agents cannot give is missing, with the
+// reason.
+func senders(agents []suite.Endpoint, n int) (map[string][]suite.Pair, map[string]string) {
+	pods := map[string][]suite.Endpoint{}
+	var nodes []string
+	for _, e := range agents {
+		if e.HostNetwork {
+			continue
+		}
+		if _, ok := pods[e.Node]; !ok {
+			nodes = append(nodes, e.Node)
+		}
+		pods[e.Node] = append(pods[e.Node], e)
+	}
+	slices.Sort(nodes)
+	out, why := map[string][]suite.Pair{}, map[string]string{}
+	// Cross node: the node with the most pods sends, the first other node
+	// receives.
+	var src string
+	for _, nd := range nodes {
+		if src == "" || len(pods[nd]) > len(pods[src]) {
+			src = nd
+		}
+	}
+	switch {
+	case len(nodes) < 2:
+		why[CrossNode] = "needs pods on two nodes"
+	case len(pods[src]) < n:
+		why[CrossNode] = fmt.Sprintf("needs %d pods on one node to send %d flows (the most on a node: %d)", n, n, len(pods[src]))
+	default:
+		var dst suite.Endpoint
+		for _, nd := range nodes {
+			if nd != src {
+				dst = pods[nd][0]
+				break
+			}
+		}
+		for _, s := range pods[src][:n] {
+			out[CrossNode] = append(out[CrossNode], suite.Pair{Src: s, Dst: dst})
+		}
+	}
+	if src == "" || len(pods[src]) < n+1 {
+		why[SameNode] = fmt.Sprintf("needs %d pods on one node (%d senders and the receiver): make the lab with --pods-per-node %d", n+1, n, n+1)
+	} else {
+		dst := pods[src][0]
+		for _, s := range pods[src][1 : n+1] {
+			out[SameNode] = append(out[SameNode], suite.Pair{Src: s, Dst: dst})
+		}
+	}
+	return out, why
+}
+
+// Plan implements suite.Suite: per repetition, placement and protocol one
+// phase in which every flow runs at once; cross node with a FIFO at the
+// bottleneck rate on the sending node's uplink.
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+	c, err := OptionsFrom(o)
+	if err != nil {
+		return nil, err
+	}
+	pairs, why := senders(agents, c.Flows)
+	placements := c.Placements
+	if len(placements) == 0 {
+		for _, p := range []string{SameNode, CrossNode} {
+			if _, ok := pairs[p]; ok {
+				placements = append(placements, p)
+			}
+		}
+		if len(placements) == 0 {
+			return nil, fmt.Errorf("suite %s: same node %s; cross node %s", s.Name(), why[SameNode], why[CrossNode])
+		}
+	}
+	for _, p := range placements {
+		if _, ok := pairs[p]; !ok {
+			return nil, fmt.Errorf("suite %s: placement %s %s", s.Name(), p, why[p])
+		}
+	}
+	if slices.Contains(placements, CrossNode) && !caps.Has(suite.CapNodeQdisc) {
+		return nil, fmt.Errorf("suite %s: the cross-node bottleneck needs to %s: %s (or --set placements=%s)",
+			s.Name(), suite.CapNodeQdisc.Describe(), caps.Reason(suite.CapNodeQdisc), SameNode)
+	}
+	var phases []suite.Phase
+	for rep := 0; rep < o.Repeat; rep++ {
+		for _, pl := range placements {
+			for _, proto := range c.Protos {
+				ps := pairs[pl]
+				ph := suite.Phase{Name: fmt.Sprintf("%s %s %d×%s, #%d", s.Name(), pl, c.Flows, proto, rep+1), Concurrent: true,
+					Steps: flowSteps(c, pl, proto, rep, ps, o.Backend)}
+				if pl == CrossNode {
+					spec := &qosspec.Spec{Setup: qosspec.SpecBottleneck, RateBps: c.BottleneckRateBps, QueueBytes: c.QueueBytes}
+					ph.Changes = []suite.Change{{What: suite.CapNodeQdisc, Member: ps[0].Src.Node, QoS: spec}}
+				}
+				phases = append(phases, ph)
+			}
+		}
+	}
+	return phases, nil
+}
+
+// bottleneckLabel names what the flows of a placement share.
+func bottleneckLabel(c Options, placement string) string {
+	if placement == CrossNode {
+		return qosspec.FormatBps(c.BottleneckRateBps) + " FIFO"
+	}
+	return "receiver"
+}
+
+// unpacedUDP is the rate of an "unpaced" UDP flood: ten times the
+// bottleneck (cross node) or 10 Gbit/s (same node), far above what the
+// path takes, so the sender sends as fast as it can up to that. A truly
+// unbounded UDP flow is refused by the server (--max-packet-rate).
+func unpacedUDP(c Options, placement string) uint64 {
+	if placement == CrossNode {
+		return 10 * c.BottleneckRateBps
+	}
+	return 10e9
+}
+
+// flowSteps are the phase's flows, one per sender, all to one receiver.
+func flowSteps(c Options, placement, proto string, rep int, pairs []suite.Pair, backend string) []suite.Step {
+	conn := suite.PodPodCrossNode
+	if placement == SameNode {
+		conn = suite.PodPodSameNode
+	}
+	var steps []suite.Step
+	for i, p := range pairs {
+		rate := c.RateBps
+		if rate == 0 && proto == "udp" {
+			rate = unpacedUDP(c, placement)
+		}
+		spec := probe.Spec{Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(c.Time),
+			Timeout: probe.Duration(5 * time.Second)}
+		if proto == "udp" {
+			spec.Kind, spec.Size, spec.Offload = probe.KindUDP, c.UDPSize, c.Offload
+		}
+		if rate != 0 {
+			spec.RateBps = &rate
+		}
+		labels := map[string]string{LabelPlacement: placement, LabelProto: proto,
+			LabelFlow: strconv.Itoa(i + 1), LabelBottleneck: bottleneckLabel(c, placement)}
+		if placement == CrossNode {
+			labels[labelLimit] = strconv.FormatUint(c.BottleneckRateBps, 10)
+		}
+		steps = append(steps, suite.Step{Connection: conn, Backend: backend, Measure: MeasureFlow, Repeat: rep, Src: p.Src, Dst: p.Dst,
+			Spec: spec, Exclusive: true, Labels: labels})
+	}
+	return steps
+}
