@@ -354,5 +354,6 @@ func (Suite) CheckOptions(o suite.Options) error {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
-	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct"}
+	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct",
+		"wire_dscp.outer", "wire_dscp.inner", "wire_dscp.packets", "wire_dscp.arrival.outer", "wire_dscp.arrival.inner", "wire_dscp.arrival.packets"}
 }
