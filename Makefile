@@ -6,7 +6,7 @@ PKGS     := ./...
 # The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test fuzz test-k8s test-deps vet fmt-check bench-probes bench-server bench-lab clean
+.PHONY: all build demo test fuzz test-k8s test-deps vet fmt-check bench-probes bench-server bench-lab bench-answers clean
 
 all: build
 
@@ -58,6 +58,12 @@ bench-probes: build test-deps
 bench-server: build
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
 
+# A run of 1,000 tasks with 8 MB raw outputs each, stored and read back
+# through the API, the CLI and the dashboard; prints the server's peak RSS
+# (target < 300 MB). Writes about 8 GB to the temp dir and takes minutes.
+bench-answers: build
+	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/answerbench -cnperf $(BIN) $(BENCH_ANSWERS_FLAGS)
+
 # Lab up + down of 2x2 and 32x4 on both backends against the targets
 # (< 2 s, < 30 s); needs root. Serialised with other benchmarks.
 bench-lab:
@@ -74,7 +80,7 @@ bench-lab:
 # Serialised by /tmp/cnperf-k8s.lock: two harness runs at once would tear
 # down each other's cluster (fixed namespace and device names). Every CNI
 # runs even when one fails; the target fails if any did.
-K8S_CNIS ?= flannel
+K8S_CNIS ?= flannel calico
 test-k8s: test-deps
 	@st=0; for cni in $(K8S_CNIS); do \
 		echo "== test-k8s: CNI $$cni"; start=$$(date +%s); \

@@ -66,6 +66,28 @@ install_stamp_suite() {
 }
 install_stamp_suite || echo "install-test-deps: stamp-suite set-up failed (the STAMP interop tests will skip)" >&2
 
+# promtool (Prometheus 2.42, Debian's prometheus package) checks and unit-
+# tests deploy/prometheus's alert rules. Only the promtool binary is taken
+# from the package (apt-get download + dpkg-deb -x into a cache), so no
+# Prometheus server is installed or started on this machine.
+PROMTOOL_DIR=${CNPERF_PROMTOOL_DIR:-/var/cache/cnperf-tools/promtool}
+install_promtool() {
+  [ -x "$PROMTOOL_DIR/promtool" ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "install-test-deps: promtool missing; run as root to fetch it (the alert-rule tests will skip)" >&2
+    return 0
+  fi
+  mkdir -p "$PROMTOOL_DIR"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }) &&
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
+    install -m 0755 "$tmp/x/usr/bin/promtool" "$PROMTOOL_DIR/promtool" ||
+    echo "install-test-deps: fetching promtool failed (the alert-rule tests will skip)" >&2
+  rm -rf "$tmp"
+}
+install_promtool
+
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

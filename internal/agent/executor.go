@@ -251,7 +251,12 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	// tool's output is made storable, not dropped.
 	rep.TaskResult = storableText(raw)
 	if res != nil {
-		res.Raw = storableText(res.Raw)
+		// The output goes once, as TaskResult (stored apart from the
+		// typed result), not a second time inside the result.
+		if rep.TaskResult == "" {
+			rep.TaskResult = storableText(res.Raw)
+		}
+		res.Raw = ""
 		for i, n := range res.Notes {
 			res.Notes[i] = storableText(n)
 		}

@@ -62,27 +62,34 @@ type Run struct {
 	CreatedAt        time.Time       `json:"created_at"`
 	FinishedAt       *time.Time      `json:"finished_at,omitempty"`
 	Counts           map[string]int  `json:"counts"`
-	Tasks            []TaskV2        `json:"tasks,omitempty"`
+	// Tasks is one page of the run's tasks (summaries: no raw output),
+	// ordered by id: ?limit= (1-1000, default 1000) and ?after=.
+	Tasks []TaskV2 `json:"tasks,omitempty"`
+	// TasksNextAfter, when non-zero, is the after= value of the next page
+	// of tasks.
+	TasksNextAfter int64 `json:"tasks_next_after,omitempty"`
 }
 
 // TaskV2 is a task as v2 answers it.
 type TaskV2 struct {
-	ID           int64           `json:"id"`
-	TaskID       string          `json:"task_id"`
-	RunID        string          `json:"run_id,omitempty"`
-	Type         string          `json:"type"`
-	Param        string          `json:"param,omitempty"`
-	Spec         json.RawMessage `json:"spec,omitempty"`
-	QoS          *qosspec.Spec   `json:"qos,omitempty"`
-	SrcPodUID    string          `json:"src_pod_uid"`
-	SrcPodIP     string          `json:"src_pod_ip"`
-	DstPodUID    string          `json:"dst_pod_uid"`
-	DstPodIP     string          `json:"dst_pod_ip"`
-	State        string          `json:"state"`
-	Reason       string          `json:"reason,omitempty"`
-	Exclusive    bool            `json:"exclusive"`
-	TimeoutS     float64         `json:"timeout_s"`
-	RawResult    string          `json:"raw_result,omitempty"`
+	ID        int64           `json:"id"`
+	TaskID    string          `json:"task_id"`
+	RunID     string          `json:"run_id,omitempty"`
+	Type      string          `json:"type"`
+	Param     string          `json:"param,omitempty"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	QoS       *qosspec.Spec   `json:"qos,omitempty"`
+	SrcPodUID string          `json:"src_pod_uid"`
+	SrcPodIP  string          `json:"src_pod_ip"`
+	DstPodUID string          `json:"dst_pod_uid"`
+	DstPodIP  string          `json:"dst_pod_ip"`
+	State     string          `json:"state"`
+	Reason    string          `json:"reason,omitempty"`
+	Exclusive bool            `json:"exclusive"`
+	TimeoutS  float64         `json:"timeout_s"`
+	// RawSize is the length in bytes of the raw tool output, which is not
+	// part of a task's answer: GET /api/v2/tasks/{id}/raw reads it.
+	RawSize      int64           `json:"raw_size,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	DispatchedAt *time.Time      `json:"dispatched_at,omitempty"`

@@ -101,6 +101,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.BoolVar(&cfg.VXLANInheritTOS, "vxlan-inherit-tos", false, "VXLAN outer header copies the inner TOS (vxlan backend)")
 	fl.StringVar(&rate, "underlay-rate", "", "limit each node's underlay link, e.g. 1G or 10G (bits/s); default no limit")
 	fl.IntVar(&cfg.MTU, "mtu", lab.DefaultMTU, "underlay MTU (pods get MTU-50 on vxlan)")
+	fl.StringVar(&cfg.UnderlaySegmentation, "underlay-segmentation", lab.SegmentHost, "where the underlay segments: host (veths pass 64 KB batches) or nic (TSO/GSO off on the underlay, MTU-sized packets as a NIC puts on its wire)")
 	fl.StringVar(&podCIDR, "pod-cidr", "", "pod CIDR, one /24 per node (default 10.244.0.0/16)")
 	fl.StringVar(&under, "underlay-cidr", "", "node network (default 10.170.0.0/24)")
 	fl.BoolVar(&asJSON, "json", false, "print the lab as JSON")

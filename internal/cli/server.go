@@ -24,6 +24,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var lf limitFlags
 	var tlsCert, tlsKey string
 	var requireCreds bool
+	var rv reviewFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the v1 (seed) and v2 APIs, dispatch, reaper, store",
@@ -34,7 +35,10 @@ Tokens: CNPERF_USER_TOKEN and CNPERF_AGENT_TOKEN (or --user-token-file and
 --agent-token-file); they must differ. The agent token is a join token: an
 agent joins with it once and gets a credential of its own, bound to its
 pod uid; it cannot speak for an agent that joined (nor, with
---require-agent-credentials, for any agent). Store: --db sqlite:PATH (default),
+--require-agent-credentials, for any agent). On Kubernetes,
+--agent-token-review authenticates agents by their projected
+ServiceAccount tokens with TokenReview instead; no agent token is needed
+then. Store: --db sqlite:PATH (default),
 --db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
 (MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).
 TLS: --tls-cert and --tls-key serve HTTPS (agents and the CLI then verify
@@ -46,8 +50,12 @@ the --max-* and --min-* flags.`,
 			if err != nil {
 				return err
 			}
-			agentTok, err := readToken("agent", "CNPERF_AGENT_TOKEN", agentTokenFile)
+			reviewer, err := rv.reviewer()
 			if err != nil {
+				return err
+			}
+			agentTok, err := readToken("agent", "CNPERF_AGENT_TOKEN", agentTokenFile)
+			if err != nil && (reviewer == nil || agentTokenFile != "") {
 				return err
 			}
 			if err := mo.validate(); err != nil {
@@ -63,7 +71,7 @@ the --max-* and --min-* flags.`,
 					return err
 				}
 			}
-			opts := server.Options{UserToken: userTok, AgentToken: agentTok, Limits: lim, RequireAgentCredentials: requireCreds}
+			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
 		},
 	}
@@ -73,6 +81,7 @@ the --max-* and --min-* flags.`,
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
 	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
+	rv.register(cmd)
 	mo.register(cmd)
 	lf.register(cmd)
 	fl.StringVar(&tlsCert, "tls-cert", envOr("CNPERF_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain); needs --tls-key")

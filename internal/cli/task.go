@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,7 +22,7 @@ func newTaskCommand(st Streams) *cobra.Command {
 		Use:   "task",
 		Short: "Create, get and list tasks on a server",
 	}
-	cmd.AddCommand(newTaskCreateCommand(st), newTaskGetCommand(st), newTaskListCommand(st))
+	cmd.AddCommand(newTaskCreateCommand(st), newTaskGetCommand(st), newTaskListCommand(st), newTaskRawCommand(st))
 	return cmd
 }
 
@@ -209,10 +208,32 @@ func printTask(w io.Writer, t api.TaskV2) error {
 	if len(t.Result) > 0 {
 		fmt.Fprintf(w, "Result:\n%s\n", t.Result)
 	}
-	if t.RawResult != "" {
-		fmt.Fprintf(w, "Raw output:\n%s\n", strings.TrimRight(t.RawResult, "\n"))
+	if t.RawSize > 0 {
+		fmt.Fprintf(w, "Raw output: %d bytes (cnperf task raw %s)\n", t.RawSize, t.TaskID)
 	}
 	return nil
+}
+
+func newTaskRawCommand(st Streams) *cobra.Command {
+	var rf remoteFlags
+	cmd := &cobra.Command{
+		Use:   "raw ID",
+		Short: "Print a task's raw tool output",
+		Long: `Print a task's raw tool output (what ping, iperf, iperf3 or traceroute
+printed) as the server stored it, apart from the typed result that
+` + "`cnperf task get`" + ` shows. Nothing is printed for a task without one.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := rf.client()
+			if err != nil {
+				return err
+			}
+			_, err = cl.TaskRaw(cmd.Context(), args[0], st.Out)
+			return err
+		},
+	}
+	rf.register(cmd)
+	return cmd
 }
 
 func newTaskListCommand(st Streams) *cobra.Command {

@@ -29,7 +29,10 @@ type Environment struct {
 	CNIVersion string `json:"cni_version,omitempty"`
 	// Backend is the CNI's mode (host-gw, vxlan, direct, ...).
 	Backend string `json:"backend,omitempty"`
-	Nodes   []Node `json:"nodes"`
+	// UnderlaySegmentation is where the lab's underlay segments ("host":
+	// 64 KB batches cross it; "nic": MTU-sized packets, as on a wire).
+	UnderlaySegmentation string `json:"underlay_segmentation,omitempty"`
+	Nodes                []Node `json:"nodes"`
 	// Notes say what could not be read, and why.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -81,7 +84,7 @@ func (n Node) Get(field string) (string, bool) {
 }
 
 // Fields are the names Get and Environment.Get take.
-var Fields = []string{"platform", "cni", "cni_version", "backend", "kernel", "os_image", "cpus", "cpu_model", "memory_bytes", "underlay_mtu", "pod_mtu", "congestion_control", "offload"}
+var Fields = []string{"platform", "cni", "cni_version", "backend", "underlay_segmentation", "kernel", "os_image", "cpus", "cpu_model", "memory_bytes", "underlay_mtu", "pod_mtu", "congestion_control", "offload"}
 
 // Get returns the named field of the environment as text: its own fields,
 // or a node field with the distinct values of all nodes joined by ", ".
@@ -95,6 +98,8 @@ func (e Environment) Get(field string) (string, bool) {
 		return e.CNIVersion, true
 	case "backend":
 		return e.Backend, true
+	case "underlay_segmentation":
+		return e.UnderlaySegmentation, true
 	}
 	if _, ok := (Node{}).Get(field); !ok {
 		return "", false

@@ -154,17 +154,25 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	fail := func(err error) (func(context.Context) error, error) {
 		return nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
 	}
-	uid := string(sa.Pod.UID)
-	ep, err := e.registered(ctx, uid, sa.Pod.Name, timeout)
-	if err != nil {
+	// The agent's registration and the read-back of the CNI's qdiscs (an
+	// inspector pod) at once.
+	type reg struct {
+		ep  suite.Endpoint
+		err error
+	}
+	regc := make(chan reg, 1)
+	go func() {
+		ep, err := e.registered(ctx, string(sa.Pod.UID), sa.Pod.Name, timeout)
+		regc <- reg{ep, err}
+	}()
+	links, lerr := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
+	r := <-regc
+	if err := errors.Join(r.err, lerr); err != nil {
 		return fail(err)
 	}
-	links, err := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
-	if err != nil {
-		return fail(err)
-	}
+	ep := r.ep
 	sh := Shaped{Pod: sa.Pod.Name, Node: sa.Node, Annotations: bw, Links: links}
-	if peer := drainPeer(agents, member.Node); peer != nil {
+	if peer := drainPeer(agents, member.Node); peer != nil && !c.AsMade {
 		sh.Drain = e.drain(ctx, ep, *peer, c.QoS.EgressRateBps == 0)
 	}
 	applied := *c.QoS

@@ -53,6 +53,11 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 	}
 	ctr := tmpl
 	ctr.Name = "agent"
+	// No liveness probe: it crosses the pod's own ingress limit, where a
+	// flood's backlog holds it for minutes, and kubelet would restart the
+	// agent mid-test (seen: "connection refused" to its responder). The
+	// environment deletes the pod when the phase ends anyway.
+	ctr.LivenessProbe = nil
 	init := corev1.Container{
 		Name: "iflink", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy,
 		Args:            []string{"k8s", "iflink", "eth0"},
@@ -103,15 +108,35 @@ func shortID() string {
 	return hex.EncodeToString(b)
 }
 
-// agentStateVolumes gives the agent's --state-dir mount ("state", an
-// emptyDir in the DaemonSets) its volume in a pod made from the agent's
-// container template.
+// agentStateVolumes gives the volumes an agent's container template
+// mounts their volumes in a pod made from it: the --state-dir mount
+// ("state", an emptyDir in the DaemonSets) and the agent's identity
+// ("agent-token", its projected ServiceAccount token, audience cnperf).
 func agentStateVolumes(ctr corev1.Container) []corev1.Volume {
 	var vols []corev1.Volume
 	for _, m := range ctr.VolumeMounts {
-		if m.Name == "state" {
+		switch m.Name {
+		case "state":
 			vols = append(vols, corev1.Volume{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		case AgentTokenVolume:
+			vols = append(vols, agentTokenVolume())
 		}
 	}
 	return vols
 }
+
+// AgentTokenVolume is the name of the agents' token volume.
+const AgentTokenVolume = "agent-token"
+
+// agentTokenVolume is the projected ServiceAccount token agents present
+// to the server, as the DaemonSets mount it.
+func agentTokenVolume() corev1.Volume {
+	return corev1.Volume{Name: AgentTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "cnperf", ExpirationSeconds: ptrTo(int64(600)), Path: "token"}}},
+	}}}
+}
+
+// AgentVolumes returns the volumes a pod made from the agent's container
+// template needs for its mounts (its state directory and its token).
+func AgentVolumes(ctr corev1.Container) []corev1.Volume { return agentStateVolumes(ctr) }

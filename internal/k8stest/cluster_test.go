@@ -208,13 +208,27 @@ func TestRealCluster(t *testing.T) {
 			t.Run("baseline", func(t *testing.T) {
 				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)
 			})
+			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			if i == 0 {
+				// On the first backend only, to keep the harness short.
+				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })
+				t.Run("capacity cross node", func(t *testing.T) { runCapacity(t, cnp, cniDir, want, &rec) })
+			}
 			t.Logf("%s: facts, baseline and shaping in %v", want, time.Since(t0).Round(time.Second))
 		})
 	}
 	if len(backends) > 1 && baselines[backends[0]] != "" && baselines[backends[1]] != "" {
 		t.Logf("baseline %s (reference) against %s, from the stored runs:\n%s", backends[0], backends[1],
 			compareRuns(ctx, t, kc, cnp, baselines[backends[0]], baselines[backends[1]]))
+		name := cl.CNI.Facts().Name
+		tbl, err := seed002Table(name, [2]string{backends[0], backends[1]},
+			fromServer(ctx, t, kc, cnp, "compare", baselines[backends[0]], baselines[backends[1]], "--format", "json"))
+		if err != nil {
+			t.Errorf("seed 002's table: %v", err)
+		} else {
+			t.Logf("seed 002's table on %s (cnperf compare of the stored baselines; 2 s runs on a shared 2-core machine, the seed 10 s on bare metal):\n%s", name, tbl)
+		}
 	}
 	if path := os.Getenv(EnvReport); path != "" {
 		if err := rec.write(path); err != nil {

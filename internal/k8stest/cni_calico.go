@@ -42,8 +42,12 @@ const calicoPool = "default-ipv4-ippool"
 // then Felix (iptables-nft dataplane) as a supervised process in the node's
 // namespace, restarted when it exits 129 to apply a changed setting, as a
 // DaemonSet's kubelet would. Pods get the calico CNI plugin with
-// calico-ipam, then portmap and bandwidth, as Calico's own manifest chains
-// them. Its credentials are its own: the calico-node and calico-cni-plugin
+// calico-ipam, then portmap, as Calico's own manifest chains them: no
+// bandwidth plugin, because Felix itself honours the
+// kubernetes.io/ingress-bandwidth and egress-bandwidth annotations (and
+// Calico's own qos.projectcalico.org ones) with the same qdiscs, and the
+// plugin then fails every such pod's ADD ("create ingress qdisc: file
+// exists"). Its credentials are its own: the calico-node and calico-cni-plugin
 // ServiceAccounts, ClusterRoles and bindings of Calico's manifest, and
 // tokens from the TokenRequest API, never the admin's. See
 // docs/kubernetes.md for every setting and why.
@@ -58,7 +62,7 @@ type Calico struct {
 // Facts name Calico, its backend, release and plugins.
 func (k *Calico) Facts() CNIFacts {
 	return CNIFacts{Name: "calico", Backend: k.Backend, Version: CalicoVersion, PodMTU: calicoMTU(k.Backend),
-		Plugins: []string{"calico", "portmap", "bandwidth"}}
+		Plugins: []string{"calico", "portmap"}}
 }
 
 // Backends are CalicoBackends.
@@ -367,7 +371,7 @@ func serviceAccountKubeconfig(ctx context.Context, c *Cluster, ns, name string) 
 }
 
 // writeConflist writes the node's CNI configuration as Calico's manifest
-// does (calico with calico-ipam, portmap, bandwidth) with the per-node
+// does (calico with calico-ipam, portmap) with the per-node
 // names and paths the nodes need on one file system, and the backend's MTU.
 // Any other conflist is removed (the runtime takes the first by name).
 func (k *Calico) writeConflist(c *Cluster, n *Node) error {
@@ -392,7 +396,6 @@ func calicoConflist(node, dir, kubeconfig string, mtu int) []byte {
 				"mtu": mtu, "ipam": map[string]any{"type": "calico-ipam"}, "policy": map[string]any{"type": "k8s"},
 				"kubernetes": map[string]any{"kubeconfig": kubeconfig}},
 			map[string]any{"type": "portmap", "snat": true, "capabilities": map[string]bool{"portMappings": true}},
-			map[string]any{"type": "bandwidth", "capabilities": map[string]bool{"bandwidth": true}},
 		},
 	}
 	b, _ := json.MarshalIndent(conf, "", "  ")

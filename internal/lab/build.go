@@ -107,6 +107,11 @@ func buildNode(l *Lab, be backend, i int, under *nsHandles, brIndex int) (devs [
 			return devs, err
 		}
 	}
+	if c.UnderlaySegmentation == SegmentNIC {
+		if err := segmentLikeNIC(n.NS, nodeUplink, under.name, port); err != nil {
+			return devs, err
+		}
+	}
 	// The underlay routes replies to this node's pods through the node.
 	if err := uh.RouteAdd(&netlink.Route{Dst: ipNet(n.PodCIDR), Gw: net.IP(n.IP.Addr().AsSlice())}); err != nil {
 		return devs, fmt.Errorf("underlay route to %s: %w", n.PodCIDR, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cnperf/cnperf/internal/ethtool"
 	"github.com/cnperf/cnperf/internal/hostinfo"
 )
 
@@ -24,6 +25,10 @@ func (l *Lab) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 	}
 	if l.Config.VXLANInheritTOS {
 		env.Backend += " (tos inherit)"
+	}
+	env.UnderlaySegmentation = l.Config.UnderlaySegmentation
+	if env.UnderlaySegmentation == "" {
+		env.UnderlaySegmentation = SegmentHost
 	}
 	var errs []error
 	if err != nil {
@@ -61,4 +66,19 @@ func (l *Lab) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 		env.Nodes = append(env.Nodes, node)
 	}
 	return env, errors.Join(errs...)
+}
+
+// segmentLikeNIC turns TSO and GSO off on both ends of a node's underlay
+// veth (the node's eth0 and the underlay bridge's port), so the kernel
+// segments every batch before the veth, as a NIC puts MTU-sized frames on
+// its wire.
+func segmentLikeNIC(nodeNS, nodeDev, underNS, portDev string) error {
+	off := map[string]bool{ethtool.TSO: false, ethtool.GSO: false}
+	if err := Do(nodeNS, func() error { return ethtool.Set(nodeDev, off) }); err != nil {
+		return fmt.Errorf("underlay segmentation nic: %w", err)
+	}
+	if err := Do(underNS, func() error { return ethtool.Set(portDev, off) }); err != nil {
+		return fmt.Errorf("underlay segmentation nic: %w", err)
+	}
+	return nil
 }

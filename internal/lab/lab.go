@@ -74,6 +74,14 @@ type Config struct {
 	// UnderlayRateBps, when above 0, limits each node's underlay link
 	// (node side egress) with tbf, like a NIC of that speed.
 	UnderlayRateBps uint64 `json:"underlay_rate_bps,omitempty"`
+	// UnderlaySegmentation is where the node underlay segments TCP and
+	// UDP batches: "host" (the default: veths keep GSO and TSO, so 64 KB
+	// batches cross the underlay as one packet) or "nic" (TSO and GSO off
+	// on both ends of every node's underlay link, so the node segments
+	// before its "wire", as a NIC does: every packet on the underlay is
+	// MTU-sized and pays its per-packet costs, VXLAN encapsulation
+	// included). See docs/lab.md.
+	UnderlaySegmentation string `json:"underlay_segmentation,omitempty"`
 	// MTU of the underlay links and bridges (default 1500). Pods get it on
 	// host-gw and MTU-50 on vxlan.
 	MTU int `json:"mtu"`
@@ -141,6 +149,9 @@ func (c Config) Validate() error {
 	if c.VXLANInheritTOS && c.Backend != BackendVXLAN {
 		return fmt.Errorf("vxlan-inherit-tos needs the vxlan backend, not %s", c.Backend)
 	}
+	if c.UnderlaySegmentation != "" && c.UnderlaySegmentation != SegmentHost && c.UnderlaySegmentation != SegmentNIC {
+		return fmt.Errorf("underlay segmentation %q: want %s or %s", c.UnderlaySegmentation, SegmentHost, SegmentNIC)
+	}
 	if c.MTU < 1280 || c.MTU > 9000 {
 		return fmt.Errorf("mtu %d: want 1280 to 9000", c.MTU)
 	}
@@ -149,6 +160,12 @@ func (c Config) Validate() error {
 	}
 	return checkCIDRs(c)
 }
+
+// Underlay segmentation settings (Config.UnderlaySegmentation).
+const (
+	SegmentHost = "host"
+	SegmentNIC  = "nic"
+)
 
 // Underlay is the namespace the nodes meet in.
 type Underlay struct {

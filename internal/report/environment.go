@@ -26,6 +26,9 @@ func EnvironmentLines(env *hostinfo.Environment) []string {
 	if env.Backend != "" {
 		head += ", backend " + env.Backend
 	}
+	if env.UnderlaySegmentation != "" {
+		head += ", underlay segmentation " + env.UnderlaySegmentation
+	}
 	lines := []string{head}
 	var order []string
 	names := map[string][]string{}

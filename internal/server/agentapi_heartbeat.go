@@ -169,5 +169,11 @@ func (s *Server) heartbeatFromCaller(r *http.Request, hb *api.Heartbeat) error {
 	if err := checkLen("pod_uid", hb.PodUID, MaxUIDLen); err != nil {
 		return err
 	}
-	return s.actFor(r, hb.PodUID)
+	if err := s.actFor(r, hb.PodUID); err != nil {
+		return err
+	}
+	if c := callerOf(r); c.podName != "" && hb.PodName != c.podName {
+		return forbidden("pod_name", "this %s is bound to pod %q, not %q", c.via, c.podName, hb.PodName)
+	}
+	return nil
 }

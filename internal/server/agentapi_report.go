@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -44,6 +45,7 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	if len(rep.Result) > 0 && !json.Valid(rep.Result) {
 		return api.ReportReply{}, api.BadRequest("result", "not valid JSON")
 	}
+	rep.Result, rep.TaskResult = splitRaw(rep.Result, rep.TaskResult)
 	t, dup, err := s.st.Complete(ctx, store.Report{
 		TaskID: rep.TaskID, AgentUID: rep.PodUID, ReportID: rep.ReportID, State: store.TaskState(state),
 		RawResult: rep.TaskResult, Result: rep.Result, Reason: rep.Reason,
@@ -62,8 +64,39 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	return api.ReportReply{TaskID: t.TaskID, State: string(t.State), Duplicate: dup}, nil
 }
 
+// splitRaw takes a tool's output out of a typed result ("raw"), so the
+// typed result stays small: the output is kept as the task's raw output
+// (stored apart) unless the report carries one already (agents send the
+// same text in both).
+func splitRaw(result json.RawMessage, raw string) (json.RawMessage, string) {
+	if !bytes.Contains(result, []byte(`"raw"`)) {
+		return result, raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(result, &m) != nil {
+		return result, raw // not an object: kept as it is
+	}
+	inner, ok := m["raw"]
+	if !ok {
+		return result, raw
+	}
+	var s string
+	if json.Unmarshal(inner, &s) != nil {
+		return result, raw
+	}
+	delete(m, "raw")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return result, raw
+	}
+	if raw == "" {
+		raw = s
+	}
+	return out, raw
+}
+
 func (s *Server) handleReportV1(w http.ResponseWriter, r *http.Request) {
-	jsonCall(s, true, api.MaxReportBody, s.reportByOwner, s.report)(w, r)
+	s.gateBigReport(w, r, jsonCall(s, true, api.MaxReportBody, s.reportByOwner, s.report))
 }
 
 func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +106,33 @@ func (s *Server) handleReportV2(w http.ResponseWriter, r *http.Request) {
 		}
 		return s.reportByOwner(r, rep)
 	}
-	jsonCall(s, false, api.MaxReportBody, check, s.report)(w, r)
+	s.gateBigReport(w, r, jsonCall(s, false, api.MaxReportBody, check, s.report))
+}
+
+// Reports of 1 MiB or more (or of unknown length) are read, decoded and
+// stored at most bigReportSlots at a time: each costs about three times
+// its size in memory while it is handled (body, decoded text, the
+// database's copy), so without a bound a thousand agents reporting 8 MB
+// outputs at once would need gigabytes. The others wait (their bodies
+// unread) for a slot or for their request to end; agents retry with the
+// same report id, so nothing is stored twice.
+const (
+	bigReportBody  = 1 << 20
+	bigReportSlots = 2
+)
+
+func (s *Server) gateBigReport(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	if r.ContentLength >= 0 && r.ContentLength < bigReportBody {
+		h(w, r)
+		return
+	}
+	select {
+	case s.bigReports <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	defer func() { <-s.bigReports }()
+	h(w, r)
 }
 
 // reportMatchesPath takes the task id from the path when the body has none

@@ -208,7 +208,7 @@ func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Task, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, taskV1(t))
+		out = append(out, taskV1(t, ""))
 	}
 	s.okV1(w, out)
 }

@@ -75,7 +75,7 @@ func testBadAgentInput(t *testing.T, dsn string) {
 		t.Errorf("%d agents after refused heartbeats, want 2", len(as))
 	}
 	task, err := f.st.GetTask(ctx, id)
-	if err != nil || task.State != store.TaskDispatched || task.ReportID != "" || task.RawResult != "" {
+	if err != nil || task.State != store.TaskDispatched || task.ReportID != "" || task.RawSize != 0 {
 		t.Errorf("task after refused reports: %s report %q %v", task.State, task.ReportID, err)
 	}
 	if n := f.taskTotal(); n != 1 {

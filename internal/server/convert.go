@@ -23,14 +23,16 @@ func agentV2(a store.Agent) api.Agent {
 	}
 }
 
-func taskV1(t store.Task) api.Task {
+// taskV1 converts a task to the seed's shape; raw is its tool output
+// (TaskResult), read apart from the task.
+func taskV1(t store.Task, raw string) api.Task {
 	return api.Task{
 		ID: t.ID, TaskID: t.TaskID,
 		SrcPodUID: t.SrcPodUID, SrcPodID: t.SrcPodUID, SrcPodIP: t.SrcPodIP,
 		DstPodUID: t.DstPodUID, DstPodID: t.DstPodUID, DstPodIP: t.DstPodIP,
 		TaskParam: t.Param, TaskType: t.Type,
 		TaskStatus: api.TaskStatusCode(string(t.State)), TaskState: string(t.State), TaskReason: t.Reason,
-		TaskResult: t.RawResult, CreateTime: t.CreatedAt, UpdateTime: t.UpdatedAt,
+		TaskResult: raw, CreateTime: t.CreatedAt, UpdateTime: t.UpdatedAt,
 	}
 }
 
@@ -39,7 +41,7 @@ func taskV2(t store.Task) api.TaskV2 {
 		ID: t.ID, TaskID: t.TaskID, RunID: t.RunID, Type: t.Type, Param: t.Param, Spec: t.Spec,
 		SrcPodUID: t.SrcPodUID, SrcPodIP: t.SrcPodIP, DstPodUID: t.DstPodUID, DstPodIP: t.DstPodIP,
 		State: string(t.State), Reason: t.Reason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
-		RawResult: t.RawResult, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
+		RawSize: t.RawSize, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
 		StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline, UpdatedAt: t.UpdatedAt,
 		QoS: storedQoS(t.Spec),
 	}

@@ -63,8 +63,8 @@ func testStoreHygiene(t *testing.T, dsn string) {
 		t.Errorf("%d agents after refused heartbeats, want 2", len(as))
 	}
 	task, err := f.st.GetTask(ctx, id)
-	if err != nil || task.State != store.TaskDispatched || task.RawResult != "" {
-		t.Errorf("task after refused reports and cancel: %s %q %v", task.State, task.RawResult, err)
+	if err != nil || task.State != store.TaskDispatched || task.RawSize != 0 {
+		t.Errorf("task after refused reports and cancel: %s %d bytes %v", task.State, task.RawSize, err)
 	}
 	if n := f.taskTotal(); n != 1 {
 		t.Errorf("%d tasks, want 1", n)

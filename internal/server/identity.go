@@ -57,8 +57,9 @@ const (
 
 // caller is the authenticated agent of a request.
 type caller struct {
-	uid string // the agent's pod uid; "" for the join token
-	via string
+	uid     string // the agent's pod uid; "" for the join token
+	podName string // the pod's name, when the token says it (ServiceAccount tokens)
+	via     string
 }
 
 type callerKey struct{}
@@ -169,7 +170,7 @@ func (s *Server) identify(ctx context.Context, tok string) (caller, error) {
 		s.creds.put(hash, c.PodUID, now, 2*s.opts.Limits.MaxAgents)
 		return caller{uid: c.PodUID, via: viaCredential}, nil
 	}
-	if s.opts.AgentReviewer != nil {
+	if s.opts.AgentReviewer != nil && strings.Count(tok, ".") == 2 { // only JWTs are worth a review
 		ra, err := s.opts.AgentReviewer.Review(ctx, tok)
 		if errors.Is(err, ErrTokenRefused) {
 			s.log.Warn("agent token refused", "err", err)
@@ -179,7 +180,7 @@ func (s *Server) identify(ctx context.Context, tok string) (caller, error) {
 			s.log.Error("token review failed", "err", err)
 			return caller{}, &api.Error{Status: http.StatusServiceUnavailable, Message: "token review failed (see the server log)"}
 		}
-		return caller{uid: ra.PodUID, via: viaServiceAccount}, nil
+		return caller{uid: ra.PodUID, podName: ra.PodName, via: viaServiceAccount}, nil
 	}
 	return caller{}, unauthorized("wrong token for this endpoint")
 }

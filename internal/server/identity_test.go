@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -170,5 +173,64 @@ func TestJoinTokenScope(t *testing.T) {
 				t.Errorf("made-up credential: %d %s, want 401", status, body)
 			}
 		})
+	}
+}
+
+// fakeReviewer stands for TokenReview: it knows tokens by value.
+type fakeReviewer map[string]ReviewedAgent
+
+func (f fakeReviewer) Review(_ context.Context, tok string) (ReviewedAgent, error) {
+	if tok == "api.down.x" {
+		return ReviewedAgent{}, errors.New("connection refused")
+	}
+	a, ok := f[tok]
+	if !ok {
+		return ReviewedAgent{}, fmt.Errorf("%w: token of system:serviceaccount:cnperf:intruder, not of an agent's service account", ErrTokenRefused)
+	}
+	return a, nil
+}
+
+// TestServiceAccountAgents: with an AgentReviewer and no join token, a
+// reviewed token speaks for its own pod (uid and name from the token's
+// bound claims) and no other; a refused token is 401, a failed review 503.
+func TestServiceAccountAgents(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+t.TempDir()+"/cnperf.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rev := fakeReviewer{"sa.k.x": {PodUID: "uid-k", PodName: "cnperf-agent-k", Username: "system:serviceaccount:cnperf:cnperf-agent"}}
+	srv, err := New(Options{Store: st, UserToken: userTok, AgentReviewer: rev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	f := &fixture{t: t, ts: ts}
+	hb := func(uid, name string) []byte {
+		return []byte(fmt.Sprintf(`{"pod_uid":%q,"pod_name":%q,"pod_ip":"10.244.1.5","node_name":"node-1"}`, uid, name))
+	}
+	cases := []struct {
+		name, token string
+		body        []byte
+		want        int
+	}{
+		{"own pod", "sa.k.x", hb("uid-k", "cnperf-agent-k"), http.StatusOK},
+		{"another uid", "sa.k.x", hb("uid-a", "cnperf-agent-k"), http.StatusForbidden},
+		{"another pod name", "sa.k.x", hb("uid-k", "cnperf-agent-a"), http.StatusForbidden},
+		{"another service account", "sa.intruder.x", hb("uid-k", "cnperf-agent-k"), http.StatusUnauthorized},
+		{"review fails", "api.down.x", hb("uid-k", "cnperf-agent-k"), http.StatusServiceUnavailable},
+		{"no token", "", hb("uid-k", "cnperf-agent-k"), http.StatusUnauthorized},
+		{"not a JWT (no review)", "agent-secret", hb("uid-k", "cnperf-agent-k"), http.StatusUnauthorized},
+	}
+	for _, c := range cases {
+		status, body := f.do("POST", "/api/v2/agent/heartbeat", c.token, c.body)
+		t.Logf("%-24s -> %d %s", c.name, status, strings.TrimSpace(string(body)))
+		if status != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, status, body, c.want)
+		}
+	}
+	if status, _ := f.do("POST", "/api/v2/agent/join", "sa.k.x", []byte(`{"pod_uid":"uid-k"}`)); status != http.StatusForbidden {
+		t.Errorf("join with a ServiceAccount token: %d, want 403", status)
 	}
 }

@@ -98,9 +98,12 @@ type Server struct {
 	disp    *dispatcher
 	offers  *offers   // tasks handed out, not yet acknowledged (redispatch.go)
 	keys    *testKeys // responder secrets, for the tasks' test keys
-	openapi []byte
-	extras  *extras // dashboard and /metrics (dashboard.go)
-	creds   credCache
+	// bigReports holds a slot per large report being handled
+	// (agentapi_report.go).
+	bigReports chan struct{}
+	openapi    []byte
+	extras     *extras // dashboard and /metrics (dashboard.go)
+	creds      credCache
 }
 
 // New checks opts and returns a server.
@@ -131,15 +134,16 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
-		st:     opts.Store,
-		log:    opts.Logger,
-		now:    opts.Now,
-		opts:   opts,
-		beats:  newBeatCache(),
-		reg:    &registrar{st: opts.Store},
-		disp:   newDispatcher(),
-		offers: newOffers(),
-		keys:   newTestKeys(),
+		st:         opts.Store,
+		log:        opts.Logger,
+		now:        opts.Now,
+		opts:       opts,
+		beats:      newBeatCache(),
+		reg:        &registrar{st: opts.Store},
+		disp:       newDispatcher(),
+		offers:     newOffers(),
+		keys:       newTestKeys(),
+		bigReports: make(chan struct{}, bigReportSlots),
 	}
 	doc, err := openAPIDocument()
 	if err != nil {

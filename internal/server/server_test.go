@@ -489,8 +489,9 @@ func testReportDedupe(t *testing.T, dsn string) {
 		})
 	}
 	task, _ := f.user.GetTask(ctx, ids[0])
-	if task.RawResult != "raw" {
-		t.Errorf("stored result %q", task.RawResult)
+	var raw bytes.Buffer
+	if _, err := f.user.TaskRaw(ctx, ids[0], &raw); err != nil || raw.String() != "raw" || task.RawSize != 3 {
+		t.Errorf("stored output %q (%d bytes) %v", raw.String(), task.RawSize, err)
 	}
 }
 
@@ -552,8 +553,9 @@ func testRestart(t *testing.T, dsn string) {
 	}
 	want := map[string]string{ids[0]: "zero", ids[1]: "one", ids[2]: ""}
 	for _, task := range page.Tasks {
-		if !api.TerminalState(task.State) || task.RawResult != want[task.TaskID] {
-			t.Errorf("task %s: state %s result %q", task.TaskID, task.State, task.RawResult)
+		var raw bytes.Buffer
+		if _, err := g.user.TaskRaw(ctx, task.TaskID, &raw); err != nil || !api.TerminalState(task.State) || raw.String() != want[task.TaskID] {
+			t.Errorf("task %s: state %s output %q %v", task.TaskID, task.State, raw.String(), err)
 		}
 	}
 	// Nothing is handed out twice.

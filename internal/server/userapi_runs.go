@@ -105,19 +105,35 @@ func (s *Server) runTasks(ctx context.Context, id string) ([]store.Task, error) 
 	}
 }
 
+// handleRunGet answers a run with its counts and one page of its tasks
+// (?limit=, default the most, 1000, so a client that does not page reads
+// runs of up to 1000 tasks whole; ?after=). Tasks carry no raw output, so
+// an answer stays bounded by the page whatever the tools printed.
 func (s *Server) handleRunGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	p, err := pageOf(r)
+	if err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if p.Limit == 0 {
+		p.Limit = store.MaxPageLimit
+	}
 	run, err := s.st.GetRun(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, false, wrapNotFound(err, "run "+id))
 		return
 	}
-	ts, err := s.runTasks(r.Context(), id)
+	ts, _, err := s.st.ListTasks(r.Context(), store.TaskFilter{RunID: id}, p)
 	if err != nil {
 		s.fail(w, r, false, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runV2(run, ts))
+	out := runV2(run, ts)
+	if pageFull(p, len(ts)) {
+		out.TasksNextAfter = ts[len(ts)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleRunCancel(w http.ResponseWriter, r *http.Request) {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,7 +119,14 @@ func (s *Server) handleTaskV1(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, true, wrapNotFound(err, "task "+id))
 		return
 	}
-	s.okV1(w, taskV1(t))
+	raw := ""
+	if t.RawSize > 0 {
+		if raw, err = s.st.TaskOutput(r.Context(), id); err != nil {
+			s.fail(w, r, true, wrapNotFound(err, "task "+id))
+			return
+		}
+	}
+	s.okV1(w, taskV1(t, raw))
 }
 
 // throughputKinds are exclusive by default.
@@ -360,6 +369,21 @@ func (s *Server) handleTaskGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, taskV2(t))
+}
+
+// handleTaskRaw answers a task's raw tool output on its own, as text.
+func (s *Server) handleTaskRaw(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	raw, err := s.st.TaskOutput(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, false, wrapNotFound(err, "task "+id))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, raw)
 }
 
 func (s *Server) handleTaskCancel(w http.ResponseWriter, r *http.Request) {

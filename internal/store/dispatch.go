@@ -28,8 +28,19 @@ func nodeKey(node sql.NullString, podUID string) string {
 }
 
 // sameOutcome reports whether a finished task already holds what r says.
-func sameOutcome(t Task, r Report) bool {
-	return t.State == r.State && t.Reason == r.Reason && t.RawResult == r.RawResult && sameJSON(t.Result, r.Result)
+func (s *sqlStore) sameOutcome(ctx context.Context, tx *sql.Tx, t Task, r Report) (bool, error) {
+	if t.State != r.State || t.Reason != r.Reason || t.RawSize != int64(len(r.RawResult)) || !sameJSON(t.Result, r.Result) {
+		return false, nil
+	}
+	if t.RawSize == 0 {
+		return true, nil
+	}
+	var raw string
+	err := tx.QueryRowContext(ctx, s.d.rebind("SELECT raw FROM task_outputs WHERE task_id = ?"), t.TaskID).Scan(&raw)
+	if err != nil {
+		return false, fmt.Errorf("read output of task %s: %w", t.TaskID, err)
+	}
+	return raw == r.RawResult, nil
 }
 
 // sameJSON compares two JSON texts ignoring insignificant white space (a
@@ -212,10 +223,16 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		if err != nil {
 			return err
 		}
+		same := false
+		if t.SrcPodUID == r.AgentUID && t.ReportID != r.ReportID && t.State.Terminal() {
+			if same, err = s.sameOutcome(ctx, tx, t, r); err != nil {
+				return err
+			}
+		}
 		switch {
 		case t.SrcPodUID != r.AgentUID:
 			return fmt.Errorf("task %s of agent %s: %w", r.TaskID, r.AgentUID, ErrNotFound)
-		case t.ReportID == r.ReportID, t.State.Terminal() && sameOutcome(t, r):
+		case t.ReportID == r.ReportID, same:
 			// The same report again, or the same result under another
 			// report id (the agent ran a re-offered task twice, or lost
 			// the id): delivered once, nothing written.
@@ -226,9 +243,16 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		case t.State == TaskPending:
 			return fmt.Errorf("report %s for task %s: %w: task was never dispatched", r.ReportID, r.TaskID, ErrConflict)
 		}
+		if r.RawResult != "" {
+			// Apart from the task row (see TaskOutput); a task completes
+			// once, so there is no row yet.
+			if _, err := tx.ExecContext(ctx, s.d.rebind("INSERT INTO task_outputs (task_id, raw) VALUES (?, ?)"), t.TaskID, r.RawResult); err != nil {
+				return fmt.Errorf("store output of task %s: %w", r.TaskID, err)
+			}
+		}
 		ts := s.d.timeArg(now)
-		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_result = ?, result = ?, report_id = ?, finished_at = ?, updated_at = ?",
-			string(r.State), r.Reason, r.RawResult, s.jsOrNil(r.Result), r.ReportID, ts, ts), scanTask)
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_size = ?, result = ?, report_id = ?, finished_at = ?, updated_at = ?",
+			string(r.State), r.Reason, int64(len(r.RawResult)), s.jsOrNil(r.Result), r.ReportID, ts, ts), scanTask)
 		if err != nil {
 			return fmt.Errorf("complete task %s: %w", r.TaskID, err)
 		}

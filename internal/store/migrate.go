@@ -28,7 +28,9 @@ func migrate(ctx context.Context, db *sql.DB, d dialect) error {
 	if err != nil {
 		return fmt.Errorf("migration lock for %s: %w", d.name(), err)
 	}
-	var opts []goose.ProviderOption
+	// Out of order: migrations are numbered by whoever writes them, and one
+	// numbered lower may land after a higher one was applied somewhere.
+	opts := []goose.ProviderOption{goose.WithAllowOutofOrder(true)}
 	if locker != nil {
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}

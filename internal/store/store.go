@@ -166,9 +166,12 @@ type Task struct {
 	Param     string          // v1 task_param text
 	Spec      json.RawMessage // v2 probe spec (probe.Spec JSON); nil for v1
 	State     TaskState
-	Reason    string          // why it failed, timed out or was cancelled
-	RawResult string          // tool output (the seed's TaskResult)
-	Result    json.RawMessage // typed probe.Result JSON; nil when none
+	Reason    string // why it failed, timed out or was cancelled
+	// RawSize is the length in bytes of the raw tool output (the seed's
+	// TaskResult), which is stored apart (TaskOutput) so that task rows,
+	// listings and run answers stay small.
+	RawSize int64
+	Result  json.RawMessage // typed probe.Result JSON; nil when none
 	// Exclusive marks a throughput test: no two exclusive tasks are
 	// dispatched or running at once on a node that an endpoint of either is
 	// on, unless the task's run allows concurrency.
@@ -325,6 +328,9 @@ type Store interface {
 	CreateTasks(ctx context.Context, runID string, tasks []Task, now time.Time) ([]Task, error)
 	// GetTask returns the task with this public TaskID, or ErrNotFound.
 	GetTask(ctx context.Context, taskID string) (Task, error)
+	// TaskOutput returns the task's raw tool output ("" when it has none).
+	// Unknown task: ErrNotFound.
+	TaskOutput(ctx context.Context, taskID string) (string, error)
 	// ListTasks returns one page of tasks matching f ordered by ID, and the
 	// total number of matching tasks (ignoring the page).
 	ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task, int, error)

@@ -73,7 +73,7 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 		}
 		seen[t.TaskID] = i
 		t.RunID = runID
-		t.State, t.Reason, t.RawResult, t.Result, t.ReportID = TaskPending, "", "", nil, ""
+		t.State, t.Reason, t.RawSize, t.Result, t.ReportID = TaskPending, "", 0, nil, ""
 		t.Deadline, t.DispatchedAt, t.StartedAt, t.FinishedAt = nil, nil, nil, nil
 		t.CreatedAt, t.UpdatedAt = now, now
 		out[i] = t
@@ -105,6 +105,18 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, "id"))
 		}
 	}
 	return out, nil
+}
+
+func (s *sqlStore) TaskOutput(ctx context.Context, taskID string) (string, error) {
+	var raw sql.NullString
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT o.raw FROM tasks t LEFT JOIN task_outputs o ON o.task_id = t.task_id WHERE t.task_id = ?`), taskID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("task %s: %w", taskID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read output of task %s: %w", taskID, err)
+	}
+	return raw.String, nil
 }
 
 func (s *sqlStore) GetTask(ctx context.Context, taskID string) (Task, error) {

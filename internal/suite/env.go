@@ -151,6 +151,11 @@ type Change struct {
 	Member string `json:"member"`
 	// QoS is the set-up, for qdisc, shaping and police changes.
 	QoS *qosspec.Spec `json:"qos,omitempty"`
+	// AsMade asks the environment to leave a bandwidth limit as it makes
+	// it: on Kubernetes the CNI's token bucket is then not drained first,
+	// so the flows meet the burst a fresh pod gets (policing's cni-ingress
+	// variant, as the thesis met it).
+	AsMade bool `json:"as_made,omitempty"`
 	// Port is, for a Service, the port it forwards (TCP and UDP).
 	Port int `json:"port,omitempty"`
 	// For is how long the phase needs the change: its longest step. The

@@ -22,6 +22,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
+	"github.com/cnperf/cnperf/internal/probe/wirewatch"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -41,7 +42,7 @@ type cluster struct {
 }
 
 func probers() *probe.Registry {
-	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{})
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, wirewatch.Prober{})
 }
 
 // newCluster starts the server. nodes × podsPerNode pod agents and one

@@ -291,10 +291,68 @@ func (c *Client) CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, erro
 	return r, c.v2(ctx, http.MethodPost, "/api/v2/runs", nil, rc, &r)
 }
 
-// GetRun returns a run with its tasks.
+// GetRun returns a run with all its tasks (summaries, no raw output),
+// reading the server's pages of tasks one after another.
 func (c *Client) GetRun(ctx context.Context, id string) (api.Run, error) {
+	var all api.Run
+	var after int64
+	for page := 0; ; page++ {
+		r, err := c.GetRunPage(ctx, id, 0, after)
+		if err != nil {
+			return api.Run{}, err
+		}
+		if page == 0 {
+			all = r
+		} else {
+			all.Tasks = append(all.Tasks, r.Tasks...)
+		}
+		if r.TasksNextAfter == 0 || r.TasksNextAfter <= after {
+			all.TasksNextAfter = 0
+			return all, nil
+		}
+		after = r.TasksNextAfter
+	}
+}
+
+// GetRunPage returns a run with one page of its tasks: at most limit (0:
+// the server's default) after the task id after.
+func (c *Client) GetRunPage(ctx context.Context, id string, limit int, after int64) (api.Run, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
 	var r api.Run
-	return r, c.v2(ctx, http.MethodGet, "/api/v2/runs/"+url.PathEscape(id), nil, nil, &r)
+	return r, c.v2(ctx, http.MethodGet, "/api/v2/runs/"+url.PathEscape(id), q, nil, &r)
+}
+
+// TaskRaw copies a task's raw tool output to w, as the server streams it
+// (no size limit: outputs are stored whole), and returns its length.
+func (c *Client) TaskRaw(ctx context.Context, id string, w io.Writer) (int64, error) {
+	path := "/api/v2/tasks/" + url.PathEscape(id) + "/raw"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, errorFrom(resp.StatusCode, data)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("GET %s: read output: %w", path, err)
+	}
+	return n, nil
 }
 
 // ListRuns returns one page of runs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -31,7 +32,7 @@ const (
 	// waits for the sender's stop before it ends the test on its own: the
 	// stop travels toward the receiver, where a limiter's queue may hold
 	// it for minutes.
-	stopGrace = 3 * time.Second
+	stopGrace = 2 * time.Second
 	// resultCopies is how often a result datagram is sent.
 	resultCopies = 3
 )
@@ -140,7 +141,12 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	default:
 		return fmt.Errorf("wait for the sender's stop: %w", err)
 	}
-	end := drain(ctx, rx, sent)
+	end := time.Now()
+	if len(notes) == 0 {
+		// Not after ending on its own: datagrams still come, at the
+		// limiter's rate, for as long as its backlog lasts.
+		end = drain(ctx, rx, sent)
+	}
 	stopTicks()
 	<-ticks
 	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), s.UDPReadMode())
@@ -152,8 +158,11 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	// The result goes both ways back: as datagrams (no acknowledgement
 	// needed) and on the control connection (bounded: its window may be
 	// full of reports the client cannot acknowledge).
+	// Only to the control connection's host: the datagrams' source
+	// address is unproven (it may be forged), and a result of up to 60 kB
+	// sent three times must not be aimed at someone else.
 	dgram := false
-	if to := client.Load(); to != nil {
+	if to := client.Load(); to != nil && sameHost(*to, s.Remote) {
 		if d := resultDatagram(s.ID, b); d != nil {
 			for i := 0; i < resultCopies; i++ {
 				if s.WriteTo(d, *to) == nil {
@@ -250,4 +259,11 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 		s.Log.Debug("client did not confirm the end of the test", "err", err)
 	}
 	return nil
+}
+
+// sameHost reports whether a datagram's source is on the host of the
+// control connection's peer.
+func sameHost(from netip.AddrPort, ctrl net.Addr) bool {
+	c, err := netip.ParseAddrPort(ctrl.String())
+	return err == nil && c.Addr().Unmap() == from.Addr().Unmap()
 }

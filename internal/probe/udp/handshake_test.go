@@ -137,3 +137,58 @@ func TestReverseSpoofedHello(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardResultNotToForgedSource: a forward test's result datagram
+// goes only to the control connection's host; data datagrams forged from
+// another address (127.0.0.2 here, the control connection is from
+// 127.0.0.1) do not make the responder send its result there.
+func TestForwardResultNotToForgedSource(t *testing.T) {
+	addr := probetest.Start(t, NewHandler())
+	raddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+	if err != nil {
+		t.Skipf("cannot bind 127.0.0.2: %v", err)
+	}
+	defer victim.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	spec := probe.Spec{Kind: probe.KindUDP, Target: addr, Duration: probe.Duration(200 * time.Millisecond), RateBps: rate(1_000_000)}
+	cli, err := probe.DialWithKey(ctx, spec, probe.SockOpts{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	sd, _ := json.Marshal(startData{})
+	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: sd}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Ctrl.Expect(ctx, probe.MsgStart); err != nil {
+		t.Fatal(err)
+	}
+	pkt := make([]byte, 200)
+	Packet{Session: cli.Session, Seq: 0, SentNs: time.Now().UnixNano()}.Put(pkt)
+	if _, err := victim.WriteToUDP(pkt, raddr); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	tx, _ := json.Marshal(txReport{Sent: 1, Bytes: 200, DurationNs: int64(200 * time.Millisecond)})
+	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: tx}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := cli.Ctrl.Expect(ctx, probe.MsgResult)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), msgInterval) {
+			t.Fatalf("no result on the control connection: %v (%+v)", err, m)
+		}
+	}
+	_ = victim.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := victim.Read(make([]byte, 1<<16)); err == nil {
+		t.Fatalf("the forged source got a %d-byte datagram", n)
+	}
+}

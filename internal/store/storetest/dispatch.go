@@ -42,8 +42,11 @@ func testDedupe(t *testing.T, st store.Store) {
 			wantErr(t, c.name, err, c.wantErr)
 			continue
 		}
-		if err != nil || dup != c.wantDup || got.RawResult != "first" || got.State != store.TaskFailed || got.Reason != "exit 2" {
+		if err != nil || dup != c.wantDup || got.RawSize != int64(len("first")) || got.State != store.TaskFailed || got.Reason != "exit 2" {
 			t.Errorf("%s: %+v dup=%v %v", c.name, got, dup, err)
+		}
+		if raw, err := st.TaskOutput(ctx, task.TaskID); raw != "first" || err != nil {
+			t.Errorf("%s: stored output %q %v", c.name, raw, err)
 		}
 	}
 }

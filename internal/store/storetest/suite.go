@@ -145,7 +145,7 @@ func testRestart(t *testing.T, open func(t *testing.T) store.Store, st store.Sto
 	}
 	results := map[string]string{}
 	for _, l := range list {
-		results[l.TaskID] = l.RawResult
+		results[l.TaskID], _ = st2.TaskOutput(ctx, l.TaskID)
 	}
 	if results[ts[0].TaskID] != "zero" || results[ts[1].TaskID] != "one" {
 		t.Errorf("results after reopen: %v", results)

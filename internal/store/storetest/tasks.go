@@ -56,7 +56,13 @@ func testLifeCycle(t *testing.T, st store.Store) {
 	if err != nil || dup {
 		t.Fatalf("complete: %v dup=%v", err, dup)
 	}
-	if done.State != store.TaskSucceeded || done.RawResult != "PING ..." || !done.FinishedAt.Equal(at(9)) || !done.UpdatedAt.Equal(at(9)) || done.ReportID != "r1" {
+	if raw, err := st.TaskOutput(ctx, task.TaskID); raw != "PING ..." || err != nil {
+		t.Errorf("output %q %v, want the raw output stored apart", raw, err)
+	}
+	if _, err := st.TaskOutput(ctx, "no-such-task"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("output of an unknown task: %v, want ErrNotFound", err)
+	}
+	if done.State != store.TaskSucceeded || done.RawSize != int64(len("PING ...")) || !done.FinishedAt.Equal(at(9)) || !done.UpdatedAt.Equal(at(9)) || done.ReportID != "r1" {
 		t.Errorf("completed %+v", done)
 	}
 	var parsed map[string]any

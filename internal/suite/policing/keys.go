@@ -13,6 +13,6 @@ func (Suite) Keys() []suite.Key {
 		{Name: "ingress-bandwidth", Unit: "bit/s, a Kubernetes quantity (1M)", Default: "none (with variants=cni-ingress: the rate)",
 			Meaning: "the CNI bandwidth plugin's limit on what the pod receives (kubernetes.io/ingress-bandwidth); setting it adds the cni-ingress variant: UDP at the limit and at 100x it, unless protos/loads say otherwise"},
 		{Name: "variants", Unit: "list of police, cni-ingress", Default: "police, and cni-ingress when ingress-bandwidth is set",
-			Meaning: "what limits the flows into the pod: the police action, the CNI's ingress limit"},
+			Meaning: "what polices the pod: the police action (what it sends), the CNI's ingress limit (what it receives)"},
 	}, shaping.FlowKeys()...)
 }

@@ -1,7 +1,7 @@
-// Package policing is the suite of limits on what a pod receives, the two
-// ways the thesis (seed 004) tried them: the police action on arrival at
-// the pod's host-side veth, and the CNI bandwidth plugin's ingress limit
-// (kubernetes.io/ingress-bandwidth). Like shaping, it measures the
+// Package policing is the suite of policing a pod's traffic, the two ways
+// the thesis (seed 004) tried it: the police action on what the pod sends,
+// on arrival at its host-side veth, and the CNI bandwidth plugin's limit on
+// what it receives (kubernetes.io/ingress-bandwidth). Like shaping, it measures the
 // receiver's rate per 100 ms and the loss below, at and above the rate, or
 // gives one row saying why the kernel cannot police.
 package policing
@@ -36,13 +36,13 @@ const (
 	VariantCNIIngress = "cni-ingress"
 )
 
-// Suite limits what a pod receives and measures, like shaping, the
-// receiver's rate per 100 ms and the loss of the flows into it. Two
+// Suite polices a pod's traffic and measures, like shaping, the
+// receiver's rate per 100 ms and the loss of the limited flows. Two
 // variants:
 //
-//   - police: an ingress qdisc on the pod's host-side veth, a match-all u32
-//     filter and the police action dropping what exceeds the rate (TCP and
-//     UDP below, at and above it). On a kernel without the police action
+//   - police: what the pod sends, on arrival at its host-side veth (ingress
+//     qdisc, match-all u32 filter, the police action dropping what exceeds
+//     the rate), TCP and UDP below, at and above it. On a kernel without the police action
 //     (act_police) the variant is one row saying so, with a short ping
 //     between the pods so the row is stored with a run.
 //   - cni-ingress: the CNI bandwidth plugin's ingress limit
@@ -67,7 +67,7 @@ func (Suite) Name() string { return SuiteName }
 
 // Describe implements Suite.
 func (Suite) Describe() string {
-	return "limits on what a pod receives (police action, CNI ingress-bandwidth): receiver rate and loss, or why the kernel cannot police"
+	return "policing a pod: the police action on what it sends, the CNI's ingress-bandwidth on what it receives; receiver rate and loss, or why the kernel cannot police"
 }
 
 var policingSettings = []string{"rate", "burst", "ingress-bandwidth", "variants", "protos", "loads", "udp-size"}
@@ -210,8 +210,9 @@ func (s Suite) policePhases(so shaping.Options, pair suite.Pair, o suite.Options
 }
 
 // ingressPhases are the cni-ingress variant's phases: the bandwidth
-// plugin's ingress limit on the pod (suite.CapPodShaping), the flows into
-// it from its peer.
+// plugin's ingress limit on the pod (suite.CapPodShaping), as made (a
+// fresh pod's bucket, not drained first: the time to conform shows the
+// burst the CNI gives), the flows into it from its peer.
 func (s Suite) ingressPhases(so shaping.Options, pair suite.Pair, o suite.Options) []suite.Phase {
 	burst := so.Bursts[0]
 	spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, IngressRateBps: so.IngressBps, IngressBurstBytes: burst}
@@ -219,7 +220,7 @@ func (s Suite) ingressPhases(so shaping.Options, pair suite.Pair, o suite.Option
 	for rep := 0; rep < o.Repeat; rep++ {
 		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s ingress-bandwidth %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.IngressBps), rep+1),
 			Steps:   shaping.LimitSteps(so, burst, rep, pair, o.Backend),
-			Changes: []suite.Change{{What: suite.CapPodShaping, Member: pair.Src.Name, QoS: &spec}}})
+			Changes: []suite.Change{{What: suite.CapPodShaping, Member: pair.Src.Name, QoS: &spec, AsMade: true}}})
 	}
 	return phases
 }

@@ -114,7 +114,7 @@ func TestPolicingCNIIngressIsTheThesisCase(t *testing.T) {
 				t.Fatalf("phases %+v", phases)
 			}
 			ph := phases[1]
-			if len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapPodShaping || ph.Changes[0].QoS.IngressRateBps != 1e6 || ph.Changes[0].QoS.EgressRateBps != 0 {
+			if len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapPodShaping || ph.Changes[0].QoS.IngressRateBps != 1e6 || ph.Changes[0].QoS.EgressRateBps != 0 || !ph.Changes[0].AsMade {
 				t.Fatalf("changes %+v", ph.Changes)
 			}
 			var rates []uint64

@@ -27,7 +27,10 @@ func TestShapingLab(t *testing.T) {
 			t.Fatalf("row lacks figures: %v", r)
 		}
 		first, _ := cnperftest.Num(r, "first_interval_bps")
-		t.Logf("%v: steady %.3f Mbit/s, goodput %.3f, first 100 ms %.3f, conform %v s", r["proto"], steady/1e6, good/1e6, first/1e6, r["time_to_conform_s"])
+		t.Logf("%v: steady %.3f Mbit/s, goodput %.3f, first 100 ms %.3f, conform %v s, retransmits %v", r["proto"], steady/1e6, good/1e6, first/1e6, r["time_to_conform_s"], r["retransmits"])
+		if _, ok := cnperftest.Num(r, "retransmits"); ok != (r["proto"] == "tcp") {
+			t.Errorf("%v: retransmits present %v, want on the TCP row only", r["proto"], ok)
+		}
 		if dev := math.Abs(steady-good) / good; dev > 0.05 {
 			t.Errorf("%v: steady state %.3f Mbit/s is %.1f %% off the %.3f Mbit/s the limit allows", r["proto"], steady/1e6, 100*dev, good/1e6)
 		}

@@ -268,6 +268,11 @@ func shapingFigures(o suite.Outcome) (map[string]float64, map[string][]float64) 
 	if v := o.Result.LossPct; v != nil {
 		out["loss_pct"] = *v
 	}
+	if v := o.Result.Retransmits; v != nil {
+		// TCP's retransmissions: the thesis prefers shaping to policing
+		// because a policer's drops make TCP resend (§7).
+		out["retransmits"] = float64(*v)
+	}
 	ser := SeriesBps(o.Result.Intervals, Interval, o.Step.Spec.Duration.D())
 	if len(ser) == 0 {
 		return out, nil
@@ -290,17 +295,17 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error { return WriteLimit
 
 func WriteLimitTable(w io.Writer, rows []suite.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "direction\tproto\tload\tburst\tlimit Mbit/s\toffered\tgoodput\tsteady\terr %\tfirst 100ms\tovershoot %\tconform s\tloss %\t")
+	fmt.Fprintln(tw, "direction\tproto\tload\tburst\tlimit Mbit/s\toffered\tgoodput\tsteady\terr %\tfirst 100ms\tovershoot %\tconform s\tloss %\tretransmits\t")
 	mb := func(r suite.Row, k string) string { return suite.FormatOpt(suite.Scaled(suite.Fig(r, k), 1e6), "%.2f") }
 	for _, r := range rows {
 		conform := "never"
 		if p := suite.Fig(r, "time_to_conform_s"); p != nil {
 			conform = fmt.Sprintf("%.1f", *p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad],
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad],
 			r.Labels[LabelBurst], mb(r, labelLimit), mb(r, "offered_bps"), mb(r, "goodput_bps"), mb(r, "steady_state_bps"),
 			suite.FormatOpt(suite.Fig(r, "steady_state_error_pct"), "%+.1f"), mb(r, "first_interval_bps"), suite.FormatOpt(suite.Fig(r, "overshoot_pct"), "%+.0f"),
-			conform, suite.FormatOpt(suite.Fig(r, "loss_pct"), "%.2f"))
+			conform, suite.FormatOpt(suite.Fig(r, "loss_pct"), "%.2f"), suite.FormatOpt(suite.Fig(r, "retransmits"), "%.0f"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
