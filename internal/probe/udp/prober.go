@@ -117,7 +117,20 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 type ctrlEvents struct {
 	msgs chan probe.Message // stop or result
 	err  chan error
-	live atomic.Int64 // interval reports passed on
+
+	mu     sync.Mutex // guards live and closed
+	live   int        // interval reports passed on
+	closed bool       // no more live reports are passed on
+}
+
+// closeLive stops passing live interval reports on and returns how many
+// were: the result (which may come as a datagram, ahead of reports still
+// on the control connection) passes on the rest, each once.
+func (ev *ctrlEvents) closeLive() int {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.closed = true
+	return ev.live
 }
 
 func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, onMsg func()) *ctrlEvents {
@@ -134,10 +147,14 @@ func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, on
 			}
 			if m.Type == msgInterval {
 				var iv probe.Interval
-				if json.Unmarshal(m.Data, &iv) == nil && env.OnInterval != nil {
-					env.OnInterval(iv)
+				ev.mu.Lock()
+				if !ev.closed {
+					if json.Unmarshal(m.Data, &iv) == nil && env.OnInterval != nil {
+						env.OnInterval(iv)
+					}
+					ev.live++
 				}
-				ev.live.Add(1)
+				ev.mu.Unlock()
 				continue
 			}
 			ev.msgs <- m
@@ -232,8 +249,9 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 		return txReport{}, rxReport{}, fmt.Errorf("decode the responder's result: %w", err)
 	}
 	// Intervals closed after the live reports stopped (the last one).
+	live := ev.closeLive()
 	if env.OnInterval != nil {
-		for _, iv := range rx.Intervals[min(int(ev.live.Load()), len(rx.Intervals)):] {
+		for _, iv := range rx.Intervals[min(live, len(rx.Intervals)):] {
 			env.OnInterval(iv)
 		}
 	}
