@@ -60,13 +60,13 @@ func run() error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sizes := []size{{2, 2, 2 * time.Second}, {32, 4, 30 * time.Second}}
+	if *cpOnly {
+		sizes = nil
+	}
 	if len(sizes) > 0 {
 		fmt.Printf("%-8s %-14s %10s %10s %10s %8s\n", "backend", "size", "up", "down", "total", "target")
 	}
 	var failed []string
-	if *cpOnly {
-		sizes = nil
-	}
 	for _, be := range strings.Split(*backends, ",") {
 		for _, s := range sizes {
 			for i := 0; i < *repeat; i++ {
