@@ -30,8 +30,9 @@ func (Suite) Keys() []suite.Key {
 			Default: "cluster: " + strings.Join(DefaultVariantsFor(suite.KindKubernetes, ""), ",") +
 				"; lab host-gw: " + strings.Join(DefaultVariants("host-gw"), ",") + "; lab vxlan: " + strings.Join(DefaultVariants("vxlan"), ","),
 			Meaning: "where the queue is and what it does (see docs/qos.md)"},
-		{Name: "placements", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
+		{Name: "placement", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
 			Meaning: "where the flows and their bottleneck are: pods on one node, or on two"},
+		{Name: "placements", Unit: "as placement", Default: "as placement", Meaning: "the same as placement (kept for runs written with it)"},
 		{Name: "markings", Unit: "list of none, a TOS byte (0x10) or a DSCP (EF, 46)", Default: strings.Join(marks, ","), Meaning: "marks of the foreground flow and ping, one cell each"},
 		{Name: "high-dscp", Unit: "list of DSCPs", Default: strings.Join(high, ","), Meaning: "code points the HTB tree's high class takes"},
 		{Name: "bottleneck-rate", Unit: "bit/s", Default: suite.KeyRate(d.BottleneckRateBps), Meaning: "rate of the bottleneck (the HTB tree or FIFO on the sending pod's interface or node's uplink); below the path's capacity"},
