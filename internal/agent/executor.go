@@ -268,7 +268,9 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	switch {
 	case cause != nil && (errors.Is(cause, errCancelledByServer) || errors.Is(cause, errShutdown)):
 		rep.State, rep.Reason = api.StateCancelled, cause.Error()
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || deadlinePassed(ctx):
+		// (A probe whose socket deadline, set from ctx's, fired a moment
+		// before ctx's own timer still ran out of time.)
 		rep.State = api.StateTimedOut
 		rep.Reason = fmt.Sprintf("ran past its time limit (timeout %.0fs)", j.task.TimeoutS)
 		if err != nil {
@@ -402,4 +404,10 @@ func (d *doneSet) add(id string) {
 	d.ring[d.next] = id
 	d.ids[id] = struct{}{}
 	d.next = (d.next + 1) % doneSetSize
+}
+
+// deadlinePassed reports whether ctx has a deadline that is already past.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -200,3 +200,157 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 	b.stop(t, 15*time.Second)
 	srv.stop(t, 15*time.Second)
 }
+
+// TestServerSIGKILLDeliversEveryResultOnce: the real server is killed with
+// SIGKILL while a run of 200 tasks is in flight and restarted on the same
+// database; every task ends succeeded and no result is stored twice.
+func TestServerSIGKILLDeliversEveryResultOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := cnperftest.Binary(t)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	serverArgs := []string{"server", "--listen", addr, "--db", "sqlite:" + filepath.Join(dir, "cnperf.db")}
+	srvEnv := []string{"CNPERF_USER_TOKEN=u-skill", "CNPERF_AGENT_TOKEN=a-skill"}
+	srv := start(t, "server", bin, srvEnv, serverArgs...)
+	srv.waitFor(t, "server listening", 20*time.Second)
+
+	target, _ := url.Parse(base)
+	gate := &reportGate{proxy: httputil.NewSingleHostReverseProxy(target), open: true,
+		tried: map[string]int{}, taken: map[string]int{}, dups: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: gate, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	gateURL := "http://" + ln.Addr().String()
+	for _, a := range []struct{ name, ip string }{{"pod-a", "127.0.0.2"}, {"pod-b", "127.0.0.3"}} {
+		p := start(t, a.name, bin, []string{"CNPERF_TOKEN=a-skill", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
+			"POD_IP=" + a.ip, "NODE_NAME=node-" + a.name, "NODE_IP=" + a.ip},
+			"agent", "--server", gateURL, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, a.name))
+		p.waitFor(t, "agent ready", 20*time.Second)
+	}
+	user := httpc{t: t, base: base, token: "u-skill"}
+	const n = 200
+	rc := api.RunCreate{AllowConcurrency: true}
+	for i := range n {
+		src, dst := "pod-a", "pod-b"
+		if i%2 == 1 {
+			src, dst = dst, src
+		}
+		rc.Tasks = append(rc.Tasks, api.RunTask{Src: src, Dst: dst, Spec: &probe.Spec{Kind: "rr", Count: 20}})
+	}
+	var run api.Run
+	if code := user.call("POST", "/api/v2/runs", rc, &run); code != http.StatusCreated || len(run.Tasks) != n {
+		t.Fatalf("create run: %d, %d tasks", code, len(run.Tasks))
+	}
+	stored := func() int {
+		gate.mu.Lock()
+		defer gate.mu.Unlock()
+		return len(gate.taken)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for stored() < n/4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d results stored after 60s", stored())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	atKill := stored()
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	time.Sleep(time.Second)
+	srv2 := start(t, "server-restarted", bin, srvEnv, serverArgs...)
+	srv2.waitFor(t, "server listening", 20*time.Second)
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		id := run.ID
+		run = api.Run{} // a fresh map for the counts
+		user.call("GET", "/api/v2/runs/"+id, nil, &run)
+		if run.State != api.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run still running 90s after the restart: %v", run.Counts)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	twice := 0
+	for _, k := range gate.taken {
+		if k > 1 {
+			twice++
+		}
+	}
+	t.Logf("server SIGKILLed after %d of %d results; run %s: %v; stored twice: %d", atKill, n, run.State, run.Counts, twice)
+	if run.State != api.RunSucceeded || run.Counts[api.StateSucceeded] != n {
+		t.Errorf("run %s, counts %v: want all %d succeeded", run.State, run.Counts, n)
+	}
+	if twice != 0 {
+		t.Errorf("%d results stored twice", twice)
+	}
+}
+
+// TestAgentSIGKILLMidTaskFails: an agent killed with SIGKILL while its
+// task runs (and not restarted) has the task failed by the server within
+// 13 s: offline after 10 s of silence, found by the reaper (every 3 s).
+func TestAgentSIGKILLMidTaskFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := cnperftest.Binary(t)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-mid", "CNPERF_AGENT_TOKEN=a-mid"},
+		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
+	srv.waitFor(t, "server listening", 20*time.Second)
+	agents := map[string]*proc{}
+	for _, a := range []struct{ name, ip string }{{"pod-a", "127.0.0.2"}, {"pod-b", "127.0.0.3"}} {
+		p := start(t, a.name, bin, []string{"CNPERF_TOKEN=a-mid", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
+			"POD_IP=" + a.ip, "NODE_NAME=node-" + a.name, "NODE_IP=" + a.ip},
+			"agent", "--server", base, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, a.name))
+		p.waitFor(t, "agent ready", 20*time.Second)
+		agents[a.name] = p
+	}
+	user := httpc{t: t, base: base, token: "u-mid"}
+	var run api.Run
+	if code := user.call("POST", "/api/v2/runs", api.RunCreate{Tasks: []api.RunTask{
+		{Src: "pod-a", Dst: "pod-b", Spec: &probe.Spec{Kind: "tcp", Duration: probe.Duration(60 * time.Second)}},
+	}}, &run); code != http.StatusCreated || len(run.Tasks) != 1 {
+		t.Fatalf("create run: %d %+v", code, run)
+	}
+	id := run.Tasks[0].TaskID
+	var task api.TaskV2
+	deadline := time.Now().Add(30 * time.Second)
+	for task.State != api.StateRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s never ran: %s", id, task.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+		user.call("GET", "/api/v2/tasks/"+id, nil, &task)
+	}
+	killed := time.Now()
+	if err := agents["pod-a"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for !api.TerminalState(task.State) {
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("task %s still %s 30s after its agent was killed", id, task.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+		user.call("GET", "/api/v2/tasks/"+id, nil, &task)
+	}
+	took := time.Since(killed)
+	t.Logf("agent killed mid-task; task %s after %v: %q", task.State, took.Round(100*time.Millisecond), task.Reason)
+	if task.State != api.StateFailed || took > 13500*time.Millisecond {
+		t.Errorf("task %s %q after %v, want failed within 13 s", task.State, task.Reason, took)
+	}
+}

@@ -44,6 +44,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 		lf                   labFlags
 		cfg                  lab.Config
 		rate, podCIDR, under string
+		nodeRates            []string
 		asJSON, withCnperf   bool
 	)
 	cmd := &cobra.Command{
@@ -55,12 +56,8 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 				return err
 			}
 			cfg.Name, cfg.StateDir = lf.name, lf.stateDir
-			if rate != "" {
-				r, err := probe.ParseRate(rate)
-				if err != nil {
-					return fmt.Errorf("--underlay-rate: %w", err)
-				}
-				cfg.UnderlayRateBps = r
+			if err := underlayRates(&cfg, rate, nodeRates); err != nil {
+				return err
 			}
 			for _, c := range []struct {
 				flag, val string
@@ -101,6 +98,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.BoolVar(&cfg.VXLANInheritTOS, "vxlan-inherit-tos", false, "VXLAN outer header copies the inner TOS (vxlan backend)")
 	fl.StringVar(&rate, "underlay-rate", "", "limit each node's underlay link, e.g. 1G or 10G (bits/s); default no limit")
 	fl.IntVar(&cfg.MTU, "mtu", lab.DefaultMTU, "underlay MTU (pods get MTU-50 on vxlan)")
+	fl.StringArrayVar(&nodeRates, "node-underlay-rate", nil, "limit one node's underlay link both ways, NODE=RATE (n3=100M); repeatable")
 	fl.StringVar(&cfg.UnderlaySegmentation, "underlay-segmentation", lab.SegmentHost, "where the underlay segments: host (veths pass 64 KB batches) or nic (TSO/GSO off on the underlay, MTU-sized packets as a NIC puts on its wire)")
 	fl.StringVar(&podCIDR, "pod-cidr", "", "pod CIDR, one /24 per node (default 10.244.0.0/16)")
 	fl.StringVar(&under, "underlay-cidr", "", "node network (default 10.170.0.0/24)")
@@ -260,4 +258,31 @@ func formatBits(bps uint64) string {
 	default:
 		return fmt.Sprintf("%d bit/s", bps)
 	}
+}
+
+// underlayRates sets the lab's underlay limits from --underlay-rate and
+// the repeatable --node-underlay-rate NODE=RATE.
+func underlayRates(cfg *lab.Config, rate string, nodeRates []string) error {
+	if rate != "" {
+		r, err := probe.ParseRate(rate)
+		if err != nil {
+			return fmt.Errorf("--underlay-rate: %w", err)
+		}
+		cfg.UnderlayRateBps = r
+	}
+	for _, nr := range nodeRates {
+		node, v, ok := strings.Cut(nr, "=")
+		if !ok || node == "" {
+			return fmt.Errorf("--node-underlay-rate %q: want NODE=RATE, e.g. n3=100M", nr)
+		}
+		r, err := probe.ParseRate(v)
+		if err != nil {
+			return fmt.Errorf("--node-underlay-rate %q: %w", nr, err)
+		}
+		if cfg.NodeUnderlayRates == nil {
+			cfg.NodeUnderlayRates = map[string]uint64{}
+		}
+		cfg.NodeUnderlayRates[node] = r
+	}
+	return nil
 }

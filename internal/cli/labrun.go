@@ -8,7 +8,6 @@ import (
 
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
-	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // defaultLabRunName is the lab name of `cnperf lab run`, apart from the
@@ -21,6 +20,7 @@ func newLabRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		lf       labFlags
 		cfg      lab.Config
 		rate     string
+		nodeRate []string
 		backend  string
 		logLevel string
 		db       string
@@ -65,12 +65,8 @@ Needs root (CAP_NET_ADMIN).`,
 				}
 				db = abs
 			}
-			if rate != "" {
-				r, err := probe.ParseRate(rate)
-				if err != nil {
-					return fmt.Errorf("--underlay-rate: %w", err)
-				}
-				cfg.UnderlayRateBps = r
+			if err := underlayRates(&cfg, rate, nodeRate); err != nil {
+				return err
 			}
 			out, err := labrun.Run(cmd.Context(), labrun.Config{
 				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
@@ -94,6 +90,7 @@ Needs root (CAP_NET_ADMIN).`,
 	fl.BoolVar(&cfg.VXLANInheritTOS, "vxlan-inherit-tos", false, "VXLAN outer header copies the inner TOS")
 	fl.StringVar(&rate, "underlay-rate", "", "limit each node's underlay link, e.g. 1G (bits/s); default no limit")
 	fl.IntVar(&cfg.MTU, "mtu", lab.DefaultMTU, "underlay MTU (pods get MTU-50 on vxlan)")
+	fl.StringArrayVar(&nodeRate, "node-underlay-rate", nil, "limit one node's underlay link both ways, NODE=RATE (n3=100M); repeatable")
 	fl.StringVar(&cfg.UnderlaySegmentation, "underlay-segmentation", lab.SegmentHost, "where the underlay segments: host (veths pass 64 KB batches) or nic (TSO/GSO off on the underlay, MTU-sized packets as a NIC puts on its wire)")
 	fl.StringVar(&db, "db", "", "keep the server's runs in this SQLite file (default: a temporary one, removed after the run); serve it later with cnperf server --db sqlite:PATH")
 	fl.StringVar(&logLevel, "agent-log-level", "info", "log level of the lab's server and agents (their logs are kept when the run fails)")

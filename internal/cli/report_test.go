@@ -45,11 +45,16 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 	user, _ := client.New(ts.URL, "u-tok")
 	agent, _ := client.New(ts.URL, "a-tok")
 	outs := reporttest.Baseline([]string{"host-gw"}, 2, 1)
+	endpoints := map[string]suite.Endpoint{}
+	beat := func(e suite.Endpoint) {
+		if _, err := agent.Heartbeat(ctx, api.Heartbeat{PodName: e.Name, PodUID: e.ID, PodIP: e.IP, NodeName: e.Node, HostNetwork: e.HostNetwork, ResponderAddr: e.ResponderAddr}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, o := range outs[:12] { // the endpoints of the first repetition's steps
 		for _, e := range []suite.Endpoint{o.Step.Src, o.Step.Dst} {
-			if _, err := agent.Heartbeat(ctx, api.Heartbeat{PodName: e.Name, PodUID: e.ID, PodIP: e.IP, NodeName: e.Node, HostNetwork: e.HostNetwork, ResponderAddr: e.ResponderAddr}); err != nil {
-				t.Fatal(err)
-			}
+			endpoints[e.ID] = e
+			beat(e)
 		}
 	}
 	store1 := func(scale float64, inv string) string {
@@ -79,6 +84,11 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 		for left := len(outs); left > 0; {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d tasks not reported", left)
+			}
+			// The fake agents heartbeat as real ones do, so none goes
+			// offline while fetches wait for a destination's test key.
+			for _, e := range endpoints {
+				beat(e)
 			}
 			for _, uid := range []string{"uid-a1", "uid-b1", "uid-a2", "uid-h1", "uid-h2"} {
 				rep, err := agent.Fetch(ctx, uid, 0)

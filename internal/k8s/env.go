@@ -50,6 +50,8 @@ type Env struct {
 	// (DefaultHoldSlack when 0); see hold.go.
 	HoldSlack time.Duration
 
+	svc services // the Services made for the current phase (service.go)
+
 	mu       sync.Mutex                // guards the fields below
 	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for
 	applied  *suite.Applied
@@ -87,12 +89,11 @@ type DrainResult struct {
 
 // Caps implements suite.Env.
 func (e *Env) Caps() suite.Caps {
-	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodQdisc}, Why: map[suite.Cap]string{
+	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodQdisc, suite.CapService}, Why: map[suite.Cap]string{
 		suite.CapNodeQdisc: nodeQdiscWhy,
 		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
 		suite.CapPolice:    "cnperf does not put the police action on a cluster node's veth yet",
 		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
-		suite.CapService:   "cnperf creates no Services yet",
 	}}
 	if e.AllowNodeQdisc {
 		caps.Have = append(caps.Have, suite.CapNodeQdisc)
@@ -115,6 +116,9 @@ func (e *Env) Shaped() []Shaped {
 func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
 	if c.What == suite.CapPodQdisc || c.What == suite.CapNodeQdisc {
 		return e.hold(ctx, c)
+	}
+	if c.What == suite.CapService {
+		return e.applyService(ctx, c)
 	}
 	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
@@ -194,6 +198,7 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 // Rewrite implements suite.Rewriter: the shaped pod stands in for the pod
 // the change named, and the steps say which burst the CNI chose.
 func (e *Env) Rewrite(st suite.Step) suite.Step {
+	st = e.svc.rewrite(st)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ep := range []*suite.Endpoint{&st.Src, &st.Dst} {

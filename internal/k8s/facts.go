@@ -98,9 +98,9 @@ type Facts struct {
 	// "host-gw", "direct"); rows carry it as `backend`.
 	Backend string `json:"backend,omitempty"`
 	// CNIVersion is the CNI's release where the cluster says it (Calico:
-	// its ClusterInformation's calicoVersion; an identity that may not get
-	// clusterinformations.crd.projectcalico.org leaves it empty); rows
-	// carry it as `cni_version`.
+	// its ClusterInformation's calicoVersion, which the ClusterRole
+	// cnperf-cluster-reader may get; an identity that may not leaves it
+	// empty); rows carry it as `cni_version`.
 	CNIVersion string `json:"cni_version,omitempty"`
 	ProxyMode  string `json:"kube_proxy_mode"`
 	PodMTU     int    `json:"pod_mtu,omitempty"`

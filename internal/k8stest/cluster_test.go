@@ -212,6 +212,7 @@ func TestRealCluster(t *testing.T) {
 			})
 			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.
 				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })

@@ -176,8 +176,9 @@ func checkCNILabels(t *testing.T, rows []row, want CNIFacts) {
 	}
 }
 
-// runBaseline runs the baseline on the cluster (three connections,
-// positive figures), records it and returns its run id.
+// runBaseline runs the baseline on the cluster (four connections, the
+// Service path among them, positive figures), records it and returns its
+// run id.
 func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) string {
 	t0 := time.Now()
 	out, errOut, err := cnp(10*time.Minute, "run", "baseline", "--k8s", "--time", "2s", "--repeat", "1", "--cni-conf-dir", cniDir, "--json")
@@ -201,15 +202,34 @@ func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc,
 		t.Logf("%-20s tcp %8.0f Mbit/s  udp loss %5.2f %%  rtt avg %.3f ms  (%s -> %s)", r.Connection,
 			r.Median["throughput_bps.receiver"]/1e6, r.Median["loss_pct"], r.Median["rtt_ms.avg"], r.Src, r.Dst)
 	}
-	for _, conn := range []string{"pod-pod same node", "pod-pod cross node", "node-node"} {
+	conns := []string{"pod-pod same node", "pod-pod cross node", "node-node", "pod-service"}
+	for _, conn := range conns {
 		r, ok := got[conn]
 		if !ok {
 			t.Errorf("no %q row", conn)
 			continue
 		}
-		for _, k := range []string{"throughput_bps.receiver", "throughput_bps.sender", "rtt_ms.avg"} {
+		for _, k := range []string{"throughput_bps.receiver", "throughput_bps.sender", "rtt_ms.avg", "udp.throughput_bps.receiver"} {
 			if !(r.Median[k] > 0) {
 				t.Errorf("%s: %s = %v, want positive", conn, k, r.Median[k])
+			}
+		}
+	}
+	checkServiceRow(ctx, t, kc, got["pod-service"], got["pod-pod cross node"])
+	// The record holds the same four rows.
+	if n := len(rec.Suites); n == 0 || len(rec.Suites[n-1].Rows) < len(conns) {
+		t.Errorf("record: the baseline's rows missing (%d suites)", n)
+	} else {
+		recorded := map[string]bool{}
+		for _, raw := range rec.Suites[n-1].Rows {
+			var r row
+			if err := json.Unmarshal(raw, &r); err == nil {
+				recorded[r.Connection] = true
+			}
+		}
+		for _, conn := range conns {
+			if !recorded[conn] {
+				t.Errorf("record: baseline on %s has no %q row", want.Backend, conn)
 			}
 		}
 	}
@@ -227,6 +247,33 @@ func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc,
 		t.Errorf("cluster facts missing: %+v", res.Cluster)
 	}
 	return res.RunID
+}
+
+// checkServiceRow checks the pod-service row: the probes went to a
+// ClusterIP of the cluster's service range (10.97.0.0/16) through a
+// Service in front of the cross-node row's destination pod, the row
+// carries what the Service costs against pod-pod cross node, and the
+// Service and the pod's label are gone after the run.
+func checkServiceRow(ctx context.Context, t *testing.T, kc *k8s.Client, svc, cross row) {
+	t.Helper()
+	via, dst, ok := strings.Cut(svc.Dst, " -> ")
+	if !ok || !strings.HasPrefix(via, "10.97.") || dst != cross.Dst {
+		t.Errorf("pod-service dst %q: want a ClusterIP in 10.97.0.0/16, then the cross-node destination %q", svc.Dst, cross.Dst)
+	}
+	if _, ok := svc.Median["service_overhead.tcp_pct"]; !ok {
+		t.Errorf("pod-service row lacks service_overhead.tcp_pct: %v", svc.Median)
+	}
+	t.Logf("pod-service via %s: TCP %.0f Mbit/s (cross node %.0f), rr p50 %.3f ms (cross node %.3f), service_overhead: tcp %.1f %%, udp %.1f %%, rr %+.3f ms",
+		via, svc.Median["throughput_bps.receiver"]/1e6, cross.Median["throughput_bps.receiver"]/1e6, svc.Median["rtt_ms.p50"], cross.Median["rtt_ms.p50"],
+		svc.Median["service_overhead.tcp_pct"], svc.Median["service_overhead.udp_pct"], svc.Median["service_overhead.rr_added_ms"])
+	svcs, err := kc.Kube.CoreV1().Services(kc.NS()).List(ctx, metav1.ListOptions{LabelSelector: k8s.RunServiceLabel + "=true"})
+	if err != nil || len(svcs.Items) != 0 {
+		t.Errorf("run Services left after the baseline: %d (%v)", len(svcs.Items), err)
+	}
+	pods, err := kc.Kube.CoreV1().Pods(kc.NS()).List(ctx, metav1.ListOptions{LabelSelector: k8s.ServiceSelectorLabel})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods still labelled for a run Service after the baseline: %d (%v)", len(pods.Items), err)
+	}
 }
 
 // runShaping runs shaping with a 10M egress annotation: the CNI's qdiscs

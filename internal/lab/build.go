@@ -102,7 +102,20 @@ func buildNode(l *Lab, be backend, i int, under *nsHandles, brIndex int) (devs [
 	if err := nh.nl.LinkSetUp(up); err != nil {
 		return devs, fmt.Errorf("set %s up: %w", nodeUplink, err)
 	}
-	if c.UnderlayRateBps > 0 {
+	if r, ok := c.NodeUnderlayRates[n.Name]; ok {
+		// This node's link is slower, both ways: its egress and the
+		// underlay port's egress toward it.
+		if err := addTBF(nh.nl, up, r); err != nil {
+			return devs, err
+		}
+		pl, err := uh.LinkByName(port)
+		if err != nil {
+			return devs, fmt.Errorf("find %s: %w", port, err)
+		}
+		if err := addTBF(uh, pl, r); err != nil {
+			return devs, err
+		}
+	} else if c.UnderlayRateBps > 0 {
 		if err := addTBF(nh.nl, up, c.UnderlayRateBps); err != nil {
 			return devs, err
 		}

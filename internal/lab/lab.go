@@ -25,6 +25,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -74,6 +76,10 @@ type Config struct {
 	// UnderlayRateBps, when above 0, limits each node's underlay link
 	// (node side egress) with tbf, like a NIC of that speed.
 	UnderlayRateBps uint64 `json:"underlay_rate_bps,omitempty"`
+	// NodeUnderlayRates limits single nodes' underlay links (by node name,
+	// "n3"), in both directions, like a slower NIC on that node; it takes
+	// precedence over UnderlayRateBps for the nodes it names.
+	NodeUnderlayRates map[string]uint64 `json:"node_underlay_rates,omitempty"`
 	// UnderlaySegmentation is where the node underlay segments TCP and
 	// UDP batches: "host" (the default: veths keep GSO and TSO, so 64 KB
 	// batches cross the underlay as one packet) or "nic" (TSO and GSO off
@@ -148,6 +154,15 @@ func (c Config) Validate() error {
 	}
 	if c.VXLANInheritTOS && c.Backend != BackendVXLAN {
 		return fmt.Errorf("vxlan-inherit-tos needs the vxlan backend, not %s", c.Backend)
+	}
+	for name, r := range c.NodeUnderlayRates {
+		k, err := strconv.Atoi(strings.TrimPrefix(name, "n"))
+		if !strings.HasPrefix(name, "n") || err != nil || k < 1 || k > c.Nodes {
+			return fmt.Errorf("node underlay rate for %q: no such node (nodes are n1 to n%d)", name, c.Nodes)
+		}
+		if r < minUnderlayRate || r > maxUnderlayRate {
+			return fmt.Errorf("node underlay rate %d bit/s for %s: want 1 Mbit/s to 1 Tbit/s", r, name)
+		}
 	}
 	if c.UnderlaySegmentation != "" && c.UnderlaySegmentation != SegmentHost && c.UnderlaySegmentation != SegmentNIC {
 		return fmt.Errorf("underlay segmentation %q: want %s or %s", c.UnderlaySegmentation, SegmentHost, SegmentNIC)

@@ -54,28 +54,108 @@ func newProcTable() *procTable { return &procTable{done: map[int]chan struct{}{}
 // the process (SIGTERM, then SIGKILL after 3 s). The process outlives the
 // caller; Lab.Down or the package's Down stops it.
 func (l *Lab) StartProcess(nsName string, argv []string, env []string, logFile string) (*ProcessRecord, error) {
+	recs, err := l.StartProcesses([]ProcessSpec{{NS: nsName, Argv: argv, Env: env, Log: logFile}})
+	if err != nil {
+		return nil, err
+	}
+	return &recs[0], nil
+}
+
+// ProcessSpec is one process for StartProcesses: argv run in the lab
+// namespace NS with Env (nil: this process's), output appended to Log.
+type ProcessSpec struct {
+	NS   string
+	Argv []string
+	Env  []string
+	Log  string
+}
+
+// startWorkers bounds the processes StartProcesses forks at once: forks
+// serialise in the kernel and in Go's fork lock anyway, a few workers
+// overlap the namespace switches, log opens and /proc reads around them.
+const startWorkers = 4
+
+// StartProcesses starts every spec as StartProcess does, a few at once,
+// and records them all in the state file with one write, not one per
+// process (a 32x4 lab's 160 agents rewrote a growing state file 160 times,
+// under the directory lock, one after another). A process that fails to
+// start stops the batch: those started are recorded (Down stops them;
+// Down also finds the lab's processes by namespace, so a crash between
+// start and record leaks nothing) and the error names the failing one.
+func (l *Lab) StartProcesses(specs []ProcessSpec) ([]ProcessRecord, error) {
+	recs := make([]ProcessRecord, len(specs))
+	errs := make([]error, len(specs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(startWorkers, len(specs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				recs[i], errs[i] = l.spawn(specs[i])
+			}
+		}()
+	}
+	for i := range specs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var started []ProcessRecord
+	for i := range specs {
+		if errs[i] == nil {
+			started = append(started, recs[i])
+		}
+	}
+	var serr error
+	if len(started) > 0 {
+		serr = withDirLock(l.stateDir, func() error {
+			// Merge with records other processes may have added.
+			if cur, lerr := load(stateFile(l.stateDir, l.Name)); lerr == nil {
+				l.Processes = cur.Processes
+			}
+			l.Processes = append(l.Processes, started...)
+			return l.save()
+		})
+	}
+	if serr != nil {
+		for _, r := range started {
+			_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		}
+		return nil, fmt.Errorf("record %d processes: %w", len(started), serr)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// spawn starts one process in its namespace and has it reaped; it does
+// not record it.
+func (l *Lab) spawn(sp ProcessSpec) (ProcessRecord, error) {
+	nsName, argv, env, logFile := sp.NS, sp.Argv, sp.Env, sp.Log
 	if len(argv) == 0 {
-		return nil, errors.New("start process: empty command")
+		return ProcessRecord{}, errors.New("start process: empty command")
 	}
 	if !slices.Contains(l.Namespaces, nsName) {
-		return nil, fmt.Errorf("start process: %s is not a namespace of lab %s", nsName, l.Name)
+		return ProcessRecord{}, fmt.Errorf("start process: %s is not a namespace of lab %s", nsName, l.Name)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		return nil, fmt.Errorf("start process: %w", err)
+		return ProcessRecord{}, fmt.Errorf("start process: %w", err)
 	}
 	out, err := os.Open(os.DevNull)
 	if err != nil {
-		return nil, err
+		return ProcessRecord{}, err
 	}
 	if logFile != "" {
 		_ = out.Close()
 		if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
-			return nil, fmt.Errorf("log dir: %w", err)
+			return ProcessRecord{}, fmt.Errorf("log dir: %w", err)
 		}
 		out, err = os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("open log: %w", err)
+			return ProcessRecord{}, fmt.Errorf("open log: %w", err)
 		}
 	}
 	defer out.Close()
@@ -88,12 +168,12 @@ func (l *Lab) StartProcess(nsName string, argv []string, env []string, logFile s
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	ns, err := netns.GetFromName(nsName)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", nsName, err)
+		return ProcessRecord{}, fmt.Errorf("open netns %s: %w", nsName, err)
 	}
 	err = nsthread.Do(ns, nsName, cmd.Start)
 	_ = ns.Close()
 	if err != nil {
-		return nil, fmt.Errorf("start %s in %s: %w", argv[0], nsName, err)
+		return ProcessRecord{}, fmt.Errorf("start %s in %s: %w", argv[0], nsName, err)
 	}
 	pid := cmd.Process.Pid
 	done := make(chan struct{})
@@ -105,21 +185,8 @@ func (l *Lab) StartProcess(nsName string, argv []string, env []string, logFile s
 		close(done)
 	}()
 	ticks, _ := startTicks(pid)
-	rec := ProcessRecord{PID: pid, StartTicks: ticks, NS: nsName, Argv: slices.Clone(argv), Log: logFile, StartedAt: time.Now().UTC()}
-	err = withDirLock(l.stateDir, func() error {
-		// Merge with records other processes may have added.
-		if cur, lerr := load(stateFile(l.stateDir, l.Name)); lerr == nil {
-			l.Processes = cur.Processes
-		}
-		l.Processes = append(l.Processes, rec)
-		return l.save()
-	})
-	if err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		return nil, fmt.Errorf("record process %d: %w", pid, err)
-	}
 	l.log.Debug("lab process started", "lab", l.Name, "ns", nsName, "pid", pid, "argv", argv)
-	return &rec, nil
+	return ProcessRecord{PID: pid, StartTicks: ticks, NS: nsName, Argv: slices.Clone(argv), Log: logFile, StartedAt: time.Now().UTC()}, nil
 }
 
 // procStat returns a process's state letter and start time in ticks.

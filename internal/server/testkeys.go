@@ -56,7 +56,10 @@ func (s *Server) giveTestKeys(ctx context.Context, ts []api.AgentTask) {
 	missing := map[string]bool{} // destinations waited for in vain
 	for i := range ts {
 		t := &ts[i]
-		if t.Type != api.TypeProbe || t.Spec == nil || t.TestKey != "" {
+		// Derived afresh at every hand-out (a re-offer too): a destination
+		// that restarted since has a new secret.
+		t.TestKey = ""
+		if t.Type != api.TypeProbe || t.Spec == nil {
 			continue
 		}
 		switch t.Spec.Kind {

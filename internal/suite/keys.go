@@ -35,8 +35,8 @@ func KeysOf(s Suite) []Key {
 	return nil
 }
 
-// CheckKeys refuses the settings of o that s does not document, naming
-// them and the keys s takes. It needs no agents or network, so the CLI
+// CheckKeys refuses the settings of o that s does not document (other
+// than the environment's, EnvSettings), naming them and the keys s takes. It needs no agents or network, so the CLI
 // calls it before it builds a lab or creates a run. A suite that
 // documents no keys is left to its own Plan.
 func CheckKeys(s Suite, o Options) error {
@@ -50,7 +50,7 @@ func CheckKeys(s Suite, o Options) error {
 	}
 	var bad []string
 	for name := range o.Set {
-		if !slices.Contains(known, name) {
+		if !slices.Contains(known, name) && !slices.Contains(EnvSettings, name) {
 			bad = append(bad, name)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/capacity"
 	"github.com/cnperf/cnperf/internal/suite/cnicompare"
 	"github.com/cnperf/cnperf/internal/suite/contention"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
 	"github.com/cnperf/cnperf/internal/suite/policing"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
@@ -25,6 +26,7 @@ func Suites() []suite.Suite {
 		policing.Suite{},
 		capacity.Suite{},
 		contention.Suite{},
+		matrix.Suite{},
 	}
 }
 

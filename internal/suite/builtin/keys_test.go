@@ -55,6 +55,11 @@ func TestKeysDocumentWhatSuitesTake(t *testing.T) {
 			if err := suite.CheckKeys(s, o); err != nil {
 				t.Errorf("CheckKeys refused a documented key: %v", err)
 			}
+			// The environment's settings are every suite's.
+			o.Set = map[string]string{suite.SetAllowNodeQdisc: "true"}
+			if err := suite.CheckKeys(s, o); err != nil {
+				t.Errorf("CheckKeys refused the environment's %s: %v", suite.SetAllowNodeQdisc, err)
+			}
 		})
 	}
 }

@@ -12,6 +12,7 @@ func (Suite) Keys() []suite.Key {
 	d := Options{}.withDefaults()
 	return []suite.Key{
 		{Name: "paths", Unit: "list of same-node, cross-node, node-node", Default: "all three", Meaning: "the paths searched"},
+		{Name: "placement", Unit: "as paths", Default: "as paths", Meaning: "the same as paths, by the name the other QoS suites use"},
 		{Name: "loss", Unit: "percent", Default: strconv.FormatFloat(d.LossThresholdPct, 'g', -1, 64), Meaning: "receiver loss a rate must stay below"},
 		{Name: "start", Unit: "bit/s", Default: suite.KeyRate(d.StartBps), Meaning: "the search's first rate (doubled until loss appears)"},
 		{Name: "min", Unit: "bit/s", Default: suite.KeyRate(d.MinBps), Meaning: "lowest rate tried"},

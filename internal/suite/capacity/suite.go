@@ -39,7 +39,7 @@ func (Suite) Describe() string {
 	return "per path, the highest UDP rate with receiver loss below a threshold (default 0.1 %), found by search and re-tested"
 }
 
-var capacitySettings = []string{"paths", "loss", "start", "min", "max", "precision", "trial-time", "size", "offload"}
+var capacitySettings = []string{"paths", "placement", "loss", "start", "min", "max", "precision", "trial-time", "size", "offload"}
 
 // pathNames are the short names the paths setting takes.
 var pathNames = map[string]string{"same-node": suite.PodPodSameNode, "cross-node": suite.PodPodCrossNode, "node-node": suite.NodeNode}
@@ -48,6 +48,12 @@ var pathNames = map[string]string{"same-node": suite.PodPodSameNode, "cross-node
 // means every path.
 func capacityPaths(o suite.Options) ([]string, error) {
 	v, ok := o.Set["paths"]
+	if p, named := o.Set["placement"]; named {
+		if ok {
+			return nil, fmt.Errorf("suite %s: give paths or placement, not both (placement is its other name)", SuiteName)
+		}
+		v, ok = p, true
+	}
 	if !ok {
 		return suite.ConnectionOrder, nil
 	}

@@ -40,7 +40,7 @@ func TestPlan(t *testing.T) {
 		t.Errorf("one flow: %v", err)
 	}
 	o.Set = nil
-	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suite.Caps{}); err == nil || !strings.Contains(err.Error(), "placements=same-node") {
+	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suite.Caps{}); err == nil || !strings.Contains(err.Error(), "placement=same-node") {
 		t.Errorf("no node qdisc: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ type Options struct {
 	Offload    string
 }
 
-var settings = []string{"flows", "protos", "rate", "bottleneck-rate", "queue", "placements", "udp-size", "offload"}
+var settings = []string{"flows", "protos", "rate", "bottleneck-rate", "queue", "placement", "placements", "udp-size", "offload"}
 
 func (o Options) withDefaults() Options {
 	if o.Flows == 0 {
@@ -134,7 +134,7 @@ func OptionsFrom(o suite.Options) (Options, error) {
 				err = errors.New("want at least one full-size packet (1500 bytes) and below 4Gi")
 			}
 			c.QueueBytes = uint32(b)
-		case "placements":
+		case "placement", "placements":
 			c.Placements = suite.SplitList(v)
 			for _, p := range c.Placements {
 				if p != SameNode && p != CrossNode {
@@ -255,7 +255,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 		}
 	}
 	if slices.Contains(placements, CrossNode) && !caps.Has(suite.CapNodeQdisc) {
-		return nil, fmt.Errorf("suite %s: the cross-node bottleneck needs to %s: %s (or --set placements=%s)",
+		return nil, fmt.Errorf("suite %s: the cross-node bottleneck needs to %s: %s (or --set placement=%s)",
 			s.Name(), suite.CapNodeQdisc.Describe(), caps.Reason(suite.CapNodeQdisc), SameNode)
 	}
 	var phases []suite.Phase

@@ -27,13 +27,15 @@ func (Suite) Keys() []suite.Key {
 	}
 	return []suite.Key{
 		{Name: "variants", Unit: "list of " + strings.Join(Variants, ", "),
-			Default: "host-gw: " + strings.Join(DefaultVariants("host-gw"), ",") + "; vxlan: " + strings.Join(DefaultVariants("vxlan"), ","),
+			Default: "cluster: " + strings.Join(DefaultVariantsFor(suite.KindKubernetes, ""), ",") +
+				"; lab host-gw: " + strings.Join(DefaultVariants("host-gw"), ",") + "; lab vxlan: " + strings.Join(DefaultVariants("vxlan"), ","),
 			Meaning: "where the queue is and what it does (see docs/qos.md)"},
-		{Name: "placements", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
+		{Name: "placement", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
 			Meaning: "where the flows and their bottleneck are: pods on one node, or on two"},
+		{Name: "placements", Unit: "as placement", Default: "as placement", Meaning: "the same as placement (kept for runs written with it)"},
 		{Name: "markings", Unit: "list of none, a TOS byte (0x10) or a DSCP (EF, 46)", Default: strings.Join(marks, ","), Meaning: "marks of the foreground flow and ping, one cell each"},
 		{Name: "high-dscp", Unit: "list of DSCPs", Default: strings.Join(high, ","), Meaning: "code points the HTB tree's high class takes"},
-		{Name: "bottleneck-rate", Unit: "bit/s", Default: suite.KeyRate(d.BottleneckRateBps), Meaning: "rate of the bottleneck on the sending node's uplink"},
+		{Name: "bottleneck-rate", Unit: "bit/s", Default: suite.KeyRate(d.BottleneckRateBps), Meaning: "rate of the bottleneck (the HTB tree or FIFO on the sending pod's interface or node's uplink); below the path's capacity"},
 		{Name: "background-rate", Unit: "bit/s", Default: "twice bottleneck-rate", Meaning: "rate of the background UDP flood"},
 		{Name: "queue", Unit: "bytes (1.5M, 64Ki)", Default: "12 ms at bottleneck-rate, at least 64Ki", Meaning: "the bottleneck's queue"},
 		{Name: "background", Unit: "udp|tcp", Default: d.BackgroundProto, Meaning: "a paced UDP flood, or one unpaced TCP stream"},

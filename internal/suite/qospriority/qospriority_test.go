@@ -490,6 +490,9 @@ func TestQoSVerdictsPerPlacement(t *testing.T) {
 		if _, ok := r.Labels[labelPlacement]; ok {
 			t.Errorf("row %v keeps the internal placement label", r.Labels)
 		}
+		if want := map[string]string{suite.PodPodSameNode: PlacementSameNode, suite.PodPodCrossNode: PlacementCrossNode}[r.Connection]; r.Texts[labelPlacement] != want {
+			t.Errorf("row on %s carries placement %q, want %q", r.Connection, r.Texts[labelPlacement], want)
+		}
 	}
 	var sb strings.Builder
 	if err := (Suite{}).WriteTable(&sb, rows); err != nil {

@@ -67,6 +67,17 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 			rows[i].Median["tos"], rows[i].Median["dscp"] = float64(tos), float64(tos>>2)
 		}
 		delete(rows[i].Labels, "tos")
+		// The row's connection names its placement; the JSON also says
+		// it in the --set form (placement: same-node, cross-node), outside
+		// the row's name.
+		for short, conn := range placementConnection {
+			if conn == rows[i].Labels[labelPlacement] {
+				if rows[i].Texts == nil {
+					rows[i].Texts = map[string]string{}
+				}
+				rows[i].Texts[labelPlacement] = short
+			}
+		}
 		delete(rows[i].Labels, labelPlacement)
 	}
 	setWireEncap(rows, outcomes)

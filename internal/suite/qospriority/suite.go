@@ -58,7 +58,7 @@ func (Suite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
+var qosPrioritySettings = []string{"variants", "placement", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
 
 // OptionsFrom turns the common options and settings into
 // Options; variants default to those the backend can show in the lab.
@@ -84,7 +84,7 @@ func optionsFor(o suite.Options, kind string) (Options, error) {
 			for _, x := range strings.Split(v, ",") {
 				q.Variants = append(q.Variants, strings.TrimSpace(x))
 			}
-		case "placements":
+		case "placement", "placements": // placement is #21's name; placements stays
 			for _, x := range strings.Split(v, ",") {
 				q.Placements = append(q.Placements, strings.TrimSpace(x))
 			}
@@ -234,6 +234,9 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 		setups[v] = vs
 	}
 	_, asked := o.Set["placements"]
+	if _, named := o.Set["placement"]; named {
+		asked = true
+	}
 	groups := markingGroups(q.Markings)
 	var phases []suite.Phase
 	for _, pl := range q.Placements {

@@ -1,0 +1,133 @@
+package matrix_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/server"
+	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
+)
+
+// TestMain removes the cnperf binary the end-to-end tests built.
+func TestMain(m *testing.M) { cnperftest.Main(m) }
+
+// TestMatrixLab: six lab nodes, n3's underlay link at 100 Mbit/s both
+// ways: rows for all 30 ordered pairs within 2 minutes, every pair of n3
+// and n3 itself flagged as outliers and no other node; and, from the
+// stored tasks' start and end times, no node was ever in two throughput
+// tests at once.
+func TestMatrixLab(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "runs.db")
+	cnperftest.Binary(t) // built before the clock starts
+	start := time.Now()
+	rows, runIDs := cnperftest.LabRunIDs(t, "matrix", "--nodes", "6", "--time", "1s", "--node-underlay-rate", "n3=100M", "--db", db)
+	took := time.Since(start)
+	t.Logf("matrix of 6 nodes: %d rows, %d runs in %v", len(rows), len(runIDs), took.Round(time.Second))
+	if took > 2*time.Minute {
+		t.Errorf("took %v, want within 2 minutes", took)
+	}
+	pairs, nodes := 0, map[string]string{}
+	for _, r := range rows {
+		out, _ := r[matrix.LabelOutlier].(string)
+		if n, ok := r[matrix.LabelNode].(string); ok {
+			nodes[n] = out
+			continue
+		}
+		pairs++
+		src, dst := r[matrix.LabelSrc].(string), r[matrix.LabelDst].(string)
+		tput, _ := cnperftest.Num(r, "throughput_bps.receiver")
+		// Round trips on a shared host are noisy: a pair without n3 may be
+		// flagged for one, never for its throughput or loss.
+		involved := src == "n3" || dst == "n3"
+		if involved && out == "" || !involved && (strings.Contains(out, "TCP throughput") || strings.Contains(out, "UDP loss")) {
+			t.Errorf("pair %s → %s (%.2f Gbit/s): outlier %q, want throughput or loss flagged exactly when n3 is in it", src, dst, tput/1e9, out)
+		}
+		if out != "" {
+			t.Logf("outlier %s → %s: %s", src, dst, out)
+		}
+		if src == "n3" && !strings.Contains(out, "TCP throughput") {
+			t.Errorf("pair %s → %s: outlier reason %q does not name the throughput", src, dst, out)
+		}
+	}
+	if pairs != 30 {
+		t.Errorf("%d pair rows, want 30", pairs)
+	}
+	if nodes["n3"] == "" || len(nodes) != 6 {
+		t.Errorf("nodes %v: want six, n3 flagged", nodes)
+	}
+	checkNoOverlap(t, db, runIDs)
+}
+
+// checkNoOverlap reads the stored runs back and checks, per node, that
+// its throughput tasks (tcp, udp) never overlapped in time.
+func checkNoOverlap(t *testing.T, db string, runIDs []string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, "sqlite:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	c, err := client.New(hs.URL, "user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct {
+		from, to time.Time
+		what     string
+	}
+	busy := map[string][]span{}
+	n := 0
+	for _, id := range runIDs {
+		run, err := c.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("stored run %s: %v", id, err)
+		}
+		p, _, err := suite.OutcomesFromRun(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks := append([]api.TaskV2(nil), run.Tasks...)
+		sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
+		for i, task := range tasks {
+			step := p.Steps[i]
+			if step.Measure != suite.MeasureTCP && step.Measure != suite.MeasureUDP {
+				continue
+			}
+			if task.StartedAt == nil || task.FinishedAt == nil {
+				t.Errorf("task %s (%s %s → %s) has no start or end time", task.TaskID, step.Measure, step.Src.Node, step.Dst.Node)
+				continue
+			}
+			n++
+			s := span{*task.StartedAt, *task.FinishedAt, step.Measure + " " + step.Src.Node + "→" + step.Dst.Node}
+			for _, node := range []string{step.Src.Node, step.Dst.Node} {
+				for _, o := range busy[node] {
+					if s.from.Before(o.to) && o.from.Before(s.to) {
+						t.Errorf("node %s in two throughput tests at once: %s and %s", node, s.what, o.what)
+					}
+				}
+				busy[node] = append(busy[node], s)
+			}
+		}
+	}
+	if n != 60 {
+		t.Errorf("%d throughput tasks with times, want 60 (tcp and udp per pair)", n)
+	}
+	t.Logf("%d throughput tasks, no node in two at once", n)
+}

@@ -1,0 +1,280 @@
+package matrix
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// labelMADs carries k of median ± k·MAD on the steps, so Rows (which sees
+// only outcomes) knows it.
+const labelMADs = "outlier_mads"
+
+// The figures of a pair row, and which way each is worse.
+// Rates and times spread by factors, so their outliers are judged on a
+// log scale (a pair at a tenth of the others is as far off as one at ten
+// times); loss is judged as it is.
+var pairFigures = []struct {
+	name, from string
+	measure    string
+	higherBad  bool
+	logScale   bool
+	what       string
+}{
+	{"throughput_bps.receiver", "throughput_bps.receiver", suite.MeasureTCP, false, true, "TCP throughput"},
+	{"rtt_ms.p99", "rtt_ms.p99", suite.MeasureRR, true, true, ""},
+	{"udp.loss_pct", "loss_pct", suite.MeasureUDP, true, false, "UDP loss"},
+	{"rtt_ms.p50", "rtt_ms.p50", suite.MeasureRR, true, true, "RR round trip p50"},
+	// The RR p99 is a row figure too, but not judged: a tail on a shared
+	// host is too noisy to call a pair slow.
+	{"ping.rtt_ms.avg", "rtt_ms.avg", suite.MeasurePing, true, true, "ping round trip"},
+}
+
+// Rows implements suite.Suite: a row per ordered pair (in node order),
+// outliers labelled with the reason; then a summary row per node.
+func (Suite) Rows(outs []suite.Outcome) []suite.Row {
+	k := 3.0
+	for _, o := range outs {
+		if v, err := strconv.ParseFloat(o.Step.Labels[labelMADs], 64); err == nil && v > 0 {
+			k = v
+			break
+		}
+	}
+	rows := suite.LabelRows(outs, []string{LabelSrc, LabelDst}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
+		m := map[string]float64{}
+		got := probe.Metrics(o.Result)
+		for _, f := range pairFigures {
+			if f.measure == o.Step.Measure {
+				if v, ok := got[f.from]; ok && !math.IsNaN(v) {
+					m[f.name] = v
+				}
+			}
+		}
+		return m, nil
+	})
+	slices.SortStableFunc(rows, func(a, b suite.Row) int {
+		return strings.Compare(a.Labels[LabelSrc]+"\x00"+a.Labels[LabelDst], b.Labels[LabelSrc]+"\x00"+b.Labels[LabelDst])
+	})
+	for i := range rows {
+		rows[i].Labels[LabelPair] = rows[i].Labels[LabelSrc] + " → " + rows[i].Labels[LabelDst]
+	}
+	flagOutliers(rows, k)
+	return append(rows, nodeSummaries(rows)...)
+}
+
+// flagOutliers labels each pair whose figure lies beyond the median ±
+// k·MAD of all pairs on its worse side (MAD scaled by 1.4826, the normal
+// consistency constant; rates and times on a log scale), and at least
+// 25 % below the median (throughput), 50 % above it (round trips) or one
+// point above it (loss), so a tight cluster does not flag noise.
+func flagOutliers(rows []suite.Row, k float64) {
+	for _, f := range pairFigures {
+		if f.what == "" {
+			continue // a figure of the row, not judged
+		}
+		tr := func(v float64) float64 { return v }
+		if f.logScale {
+			tr = func(v float64) float64 { return math.Log(math.Max(v, 1e-12)) }
+		}
+		var vs, raw []float64
+		for _, r := range rows {
+			if v, ok := r.Median[f.name]; ok {
+				vs, raw = append(vs, tr(v)), append(raw, v)
+			}
+		}
+		if len(vs) < 3 {
+			continue
+		}
+		med, rawMed := suite.Median(vs), suite.Median(raw)
+		dev := make([]float64, len(vs))
+		for i, v := range vs {
+			dev[i] = math.Abs(v - med)
+		}
+		mad := 1.4826 * suite.Median(dev)
+		for i := range rows {
+			v, ok := rows[i].Median[f.name]
+			if !ok {
+				continue
+			}
+			worse := v < rawMed
+			if f.higherBad {
+				worse = v > rawMed
+			}
+			d := math.Abs(tr(v) - med)
+			small := math.Abs(v-rawMed) <= 0.25*math.Abs(rawMed)
+			if f.higherBad && f.logScale {
+				small = v <= 1.5*rawMed // latency: at least half again the median
+			}
+			if !f.logScale {
+				small = math.Abs(v-rawMed) <= 1
+			}
+			if !worse || d <= k*mad || small {
+				continue
+			}
+			times := ""
+			if f.logScale && rawMed > 0 {
+				times = fmt.Sprintf(" (%.2gx)", v/rawMed)
+			}
+			reason := fmt.Sprintf("%s %s is beyond the pairs' median %s%s by more than %g MADs", f.what, format(f.name, v), format(f.name, rawMed), times, k)
+			if cur := rows[i].Labels[LabelOutlier]; cur != "" {
+				reason = cur + "; " + reason
+			}
+			rows[i].Labels[LabelOutlier] = reason
+		}
+	}
+}
+
+// format writes a figure with its unit.
+func format(name string, v float64) string {
+	switch {
+	case strings.HasPrefix(name, "throughput"):
+		return fmt.Sprintf("%.3g Gbit/s", v/1e9)
+	case strings.HasSuffix(name, "loss_pct"):
+		return fmt.Sprintf("%.3g %%", v)
+	}
+	return fmt.Sprintf("%.3g ms", v)
+}
+
+// nodeSummaries are a row per node: the median TCP throughput of its
+// pairs out and in, its RR round trip out, and the cluster's medians
+// beside them; a node is an outlier when at least half its pairs out or
+// in are.
+func nodeSummaries(pairs []suite.Row) []suite.Row {
+	var nodes []string
+	for _, r := range pairs {
+		for _, n := range []string{r.Labels[LabelSrc], r.Labels[LabelDst]} {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	sort.Strings(nodes)
+	all := func(name string, keep func(suite.Row) bool) (float64, bool) {
+		var vs []float64
+		for _, r := range pairs {
+			if v, ok := r.Median[name]; ok && keep(r) {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			return 0, false
+		}
+		return suite.Median(vs), true
+	}
+	var out []suite.Row
+	for _, n := range nodes {
+		row := suite.Row{Connection: "node summary", Labels: map[string]string{LabelNode: n}, Median: map[string]float64{}, Min: map[string]float64{}, Max: map[string]float64{}}
+		set := func(name, from string, keep func(suite.Row) bool) {
+			if v, ok := all(from, keep); ok {
+				row.Median[name], row.Min[name], row.Max[name] = v, v, v
+			}
+		}
+		outOf := func(r suite.Row) bool { return r.Labels[LabelSrc] == n }
+		into := func(r suite.Row) bool { return r.Labels[LabelDst] == n }
+		every := func(suite.Row) bool { return true }
+		set("throughput_out_bps", "throughput_bps.receiver", outOf)
+		set("throughput_in_bps", "throughput_bps.receiver", into)
+		set("cluster_throughput_bps", "throughput_bps.receiver", every)
+		set("rtt_out_ms.p50", "rtt_ms.p50", outOf)
+		set("cluster_rtt_ms.p50", "rtt_ms.p50", every)
+		var reasons []string
+		for _, dir := range []struct {
+			name string
+			keep func(suite.Row) bool
+		}{{"out", outOf}, {"in", into}} {
+			total, bad := 0, 0
+			for _, r := range pairs {
+				if dir.keep(r) {
+					total++
+					if r.Labels[LabelOutlier] != "" {
+						bad++
+					}
+				}
+			}
+			if total > 0 && 2*bad >= total && bad > 0 {
+				reasons = append(reasons, fmt.Sprintf("%d of its %d pairs %s are outliers", bad, total, dir.name))
+			}
+		}
+		if len(reasons) > 0 {
+			row.Labels[LabelOutlier] = strings.Join(reasons, "; ")
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// RowMetrics implements suite.MetricLister.
+func (Suite) RowMetrics() []string {
+	return []string{"udp.loss_pct", "ping.rtt_ms.avg", "throughput_out_bps", "throughput_in_bps", "cluster_throughput_bps", "rtt_out_ms.p50", "cluster_rtt_ms.p50"}
+}
+
+// Presentation implements suite.Presenter: heat maps (sender ×
+// receiver) of throughput, round trip and loss; outliers as notes.
+func (Suite) Presentation() suite.Presentation {
+	hint := func(title, metric, label string) suite.MatrixHint {
+		return suite.MatrixHint{Title: title, Metric: metric, Label: label, RowKey: LabelSrc, RowTitle: "sender node", ColKey: LabelDst, ColTitle: "receiver node"}
+	}
+	return suite.Presentation{LabelOrder: []string{LabelSrc, LabelDst, LabelNode}, Conclusion: LabelOutlier, ConclusionOf: LabelPair,
+		Matrices: []suite.MatrixHint{
+			hint("TCP throughput between nodes", "throughput_bps.receiver", "receiver throughput"),
+			hint("RR round trip between nodes (p50)", "rtt_ms.p50", "round trip p50"),
+			hint("UDP loss between nodes", "udp.loss_pct", "loss at the set rate"),
+		}}
+}
+
+// WriteTable implements suite.TableWriter: the pairs, the nodes, then
+// the outliers.
+func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sender\treceiver\tTCP Gbit/s\tUDP loss %\tRR p50 ms\tRR p99 ms\tping ms\toutlier\t")
+	g := func(r suite.Row, name string, div float64, f string) string {
+		return suite.FormatOpt(suite.Scaled(suite.Fig(r, name), div), f)
+	}
+	var nodes []suite.Row
+	for _, r := range rows {
+		if r.Labels[LabelNode] != "" {
+			nodes = append(nodes, r)
+			continue
+		}
+		flag := ""
+		if r.Labels[LabelOutlier] != "" {
+			flag = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelSrc], r.Labels[LabelDst], g(r, "throughput_bps.receiver", 1e9, "%.2f"),
+			g(r, "udp.loss_pct", 1, "%.2f"), g(r, "rtt_ms.p50", 1, "%.3f"), g(r, "rtt_ms.p99", 1, "%.3f"), g(r, "ping.rtt_ms.avg", 1, "%.3f"), flag)
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+	fmt.Fprintln(tw, "node\tout Gbit/s\tin Gbit/s\tcluster Gbit/s\tRR out p50 ms\tcluster p50 ms\t\toutlier\t")
+	for _, r := range nodes {
+		flag := ""
+		if r.Labels[LabelOutlier] != "" {
+			flag = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", r.Labels[LabelNode], g(r, "throughput_out_bps", 1e9, "%.2f"), g(r, "throughput_in_bps", 1e9, "%.2f"),
+			g(r, "cluster_throughput_bps", 1e9, "%.2f"), g(r, "rtt_out_ms.p50", 1, "%.3f"), g(r, "cluster_rtt_ms.p50", 1, "%.3f"), flag)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		name := r.Labels[LabelPair]
+		if name == "" {
+			name = "node " + r.Labels[LabelNode]
+		}
+		if o := r.Labels[LabelOutlier]; o != "" {
+			fmt.Fprintf(w, "outlier %s: %s\n", name, o)
+		}
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "error %s: %s\n", name, e)
+		}
+	}
+	return nil
+}

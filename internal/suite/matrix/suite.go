@@ -1,0 +1,213 @@
+// Package matrix is the suite that measures a whole cluster: for every
+// ordered pair of nodes, TCP throughput, UDP loss at a set rate, the
+// request/response round trip and ping, scheduled in rounds of disjoint
+// pairs so no node is in two measurements at once (2(N-1) rounds for N
+// nodes). Rows per pair, a summary per node against the cluster, and
+// outliers flagged with the reason (beyond the median ± k MAD over all
+// pairs).
+package matrix
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// SuiteName is the suite's name.
+const SuiteName = "matrix"
+
+// Labels of the rows.
+const (
+	LabelSrc = "src_node"
+	LabelDst = "dst_node"
+	// LabelPair names a pair row ("n1 → n3"), for notes.
+	LabelPair = "pair"
+	// LabelNode names a node summary row.
+	LabelNode = "node"
+	// LabelOutlier holds why a pair or node is an outlier ("" when not).
+	LabelOutlier = "outlier"
+	// LabelRound is the round a step ran in (1-based), kept on the steps.
+	LabelRound = "round"
+)
+
+// Options tune the suite.
+type Options struct {
+	Time   time.Duration
+	Repeat int
+	// Endpoints are "pods" (a pod per node, the pod network; default) or
+	// "hosts" (the host-network agents, the nodes' own network).
+	Endpoints  string
+	UDPRateBps uint64
+	UDPSize    int
+	PingCount  int
+	// OutlierMADs is k in median ± k·MAD (default 3).
+	OutlierMADs float64
+}
+
+var settings = []string{"endpoints", "udp-rate", "udp-size", "ping-count", "outlier-mads"}
+
+func (o Options) withDefaults() Options {
+	if o.Endpoints == "" {
+		o.Endpoints = "pods"
+	}
+	if o.UDPRateBps == 0 {
+		o.UDPRateBps = 500e6
+	}
+	if o.UDPSize == 0 {
+		o.UDPSize = 1200
+	}
+	if o.PingCount == 0 {
+		o.PingCount = 10
+	}
+	if o.OutlierMADs == 0 {
+		o.OutlierMADs = 3
+	}
+	return o
+}
+
+// OptionsFrom reads the common options and the settings.
+func OptionsFrom(o suite.Options) (Options, error) {
+	m := Options{Time: o.Time, Repeat: o.Repeat}
+	if err := o.Validate(); err != nil {
+		return m, fmt.Errorf("suite %s: %w", SuiteName, err)
+	}
+	if err := o.CheckSet(SuiteName, settings...); err != nil {
+		return m, err
+	}
+	for k, v := range o.Set {
+		var err error
+		switch k {
+		case "endpoints":
+			if v != "pods" && v != "hosts" {
+				err = errors.New("want pods or hosts")
+			}
+			m.Endpoints = v
+		case "udp-rate":
+			m.UDPRateBps, err = probe.ParseRate(v)
+			if err == nil && m.UDPRateBps == 0 {
+				err = errors.New("rate 0: give a rate below the paths' capacity, e.g. 500M")
+			}
+		case "udp-size", "ping-count":
+			var n int
+			n, err = strconv.Atoi(v)
+			if err == nil && n < 1 {
+				err = errors.New("want a positive whole number")
+			}
+			if k == "udp-size" {
+				m.UDPSize = n
+			} else {
+				m.PingCount = n
+			}
+		case "outlier-mads":
+			m.OutlierMADs, err = strconv.ParseFloat(v, 64)
+			if err == nil && (m.OutlierMADs <= 0 || m.OutlierMADs > 100) {
+				err = errors.New("want above 0, e.g. 3")
+			}
+		}
+		if err != nil {
+			return m, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
+		}
+	}
+	return m.withDefaults(), nil
+}
+
+// Suite is the node-pair matrix.
+type Suite struct{}
+
+// Name implements suite.Suite.
+func (Suite) Name() string { return SuiteName }
+
+// Describe implements suite.Suite.
+func (Suite) Describe() string {
+	return "every ordered node pair: TCP throughput, UDP loss, RR and ping, in rounds of disjoint pairs; per-node summary and outliers"
+}
+
+// CheckOptions implements suite.OptionsChecker.
+func (Suite) CheckOptions(o suite.Options) error {
+	_, err := OptionsFrom(o)
+	return err
+}
+
+// endpoints picks one agent per node (a pod, or the host-network agent),
+// nodes in name order.
+func endpoints(agents []suite.Endpoint, kind string) []suite.Endpoint {
+	per := map[string]suite.Endpoint{}
+	for _, e := range agents {
+		if e.HostNetwork != (kind == "hosts") {
+			continue
+		}
+		if cur, ok := per[e.Node]; !ok || e.Name < cur.Name {
+			per[e.Node] = e
+		}
+	}
+	var out []suite.Endpoint
+	for _, e := range per {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b suite.Endpoint) int {
+		if a.Node < b.Node {
+			return -1
+		}
+		if a.Node > b.Node {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Plan implements suite.Suite: per repetition one phase per round, each
+// pair of the round measuring TCP, UDP, RR and ping one after another
+// (all exclusive, so the server also keeps a node to one measurement at
+// a time).
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
+	m, err := OptionsFrom(o)
+	if err != nil {
+		return nil, err
+	}
+	eps := endpoints(agents, m.Endpoints)
+	if len(eps) < 2 {
+		return nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
+	}
+	conn := suite.PodPodCrossNode
+	if m.Endpoints == "hosts" {
+		conn = suite.NodeNode
+	}
+	rounds := Rounds(len(eps))
+	var phases []suite.Phase
+	for rep := 0; rep < o.Repeat; rep++ {
+		for ri, round := range rounds {
+			var steps []suite.Step
+			for _, p := range round {
+				src, dst := eps[p[0]], eps[p[1]]
+				for _, measure := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+					steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: measure, Repeat: rep,
+						Src: src, Dst: dst, Spec: spec(measure, dst, m), Exclusive: true,
+						Labels: map[string]string{LabelSrc: src.Node, LabelDst: dst.Node, LabelRound: strconv.Itoa(ri + 1),
+							labelMADs: strconv.FormatFloat(m.OutlierMADs, 'g', -1, 64)}})
+				}
+			}
+			phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s round %d of %d (%d pairs), #%d", s.Name(), ri+1, len(rounds), len(round), rep+1), Steps: steps})
+		}
+	}
+	return phases, nil
+}
+
+func spec(measure string, dst suite.Endpoint, m Options) probe.Spec {
+	d := probe.Duration(m.Time)
+	switch measure {
+	case suite.MeasureTCP:
+		return probe.Spec{Kind: probe.KindTCP, Target: dst.ResponderAddr, Duration: d}
+	case suite.MeasureUDP:
+		rate := m.UDPRateBps
+		return probe.Spec{Kind: probe.KindUDP, Target: dst.ResponderAddr, Duration: d, RateBps: &rate, Size: m.UDPSize}
+	case suite.MeasureRR:
+		return probe.Spec{Kind: probe.KindRR, Target: dst.ResponderAddr, Proto: "udp", Duration: probe.Duration(min(m.Time, time.Second))}
+	}
+	return probe.Spec{Kind: probe.KindPing, Target: dst.IP, Count: m.PingCount, Interval: probe.Duration(10 * time.Millisecond)}
+}
