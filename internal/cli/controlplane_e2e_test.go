@@ -51,6 +51,18 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// startServer starts `cnperf server` on a free loopback port with its
+// SQLite database in dir, user token u-TAG and agent (join) token a-TAG,
+// and waits until it listens.
+func startServer(t *testing.T, bin, dir, tag string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-" + tag, "CNPERF_AGENT_TOKEN=a-" + tag},
+		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
+	srv.waitFor(t, "server listening", 20*time.Second)
+	return srv, addr
+}
+
 func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
@@ -174,11 +186,8 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := cnperftest.Binary(t)
-	addr := freeAddr(t)
+	srv, addr := startServer(t, bin, dir, "e2e")
 	base := "http://" + addr
-	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-e2e", "CNPERF_AGENT_TOKEN=a-e2e"},
-		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
-	srv.waitFor(t, "server listening", 20*time.Second)
 	agent := func(name, ip string) *proc {
 		// Identity from the Downward API variables, as in a pod.
 		env := []string{"CNPERF_TOKEN=a-e2e", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name,

@@ -94,11 +94,8 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := cnperftest.Binary(t)
-	addr := freeAddr(t)
+	srv, addr := startServer(t, bin, dir, "kill")
 	base := "http://" + addr
-	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-kill", "CNPERF_AGENT_TOKEN=a-kill"},
-		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
-	srv.waitFor(t, "server listening", 20*time.Second)
 
 	target, _ := url.Parse(base)
 	gate := &reportGate{proxy: httputil.NewSingleHostReverseProxy(target),
@@ -307,11 +304,8 @@ func TestAgentSIGKILLMidTaskFails(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := cnperftest.Binary(t)
-	addr := freeAddr(t)
+	_, addr := startServer(t, bin, dir, "mid")
 	base := "http://" + addr
-	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-mid", "CNPERF_AGENT_TOKEN=a-mid"},
-		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
-	srv.waitFor(t, "server listening", 20*time.Second)
 	agents := map[string]*proc{}
 	for _, a := range []struct{ name, ip string }{{"pod-a", "127.0.0.2"}, {"pod-b", "127.0.0.3"}} {
 		p := start(t, a.name, bin, []string{"CNPERF_TOKEN=a-mid", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,

@@ -123,20 +123,12 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
+	timeout := e.waitTimeout()
 	agents, err := e.Client.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var member *Agent
-	for i := range agents {
-		if agents[i].Name == c.Member {
-			member = &agents[i]
-		}
-	}
+	member := agentNamed(agents, c.Member)
 	if member == nil {
 		return nil, fmt.Errorf("no agent pod %s to shape", c.Member)
 	}
@@ -322,4 +314,25 @@ func tbfBurst(links []LinkTC) uint32 {
 		}
 	}
 	return b
+}
+
+// waitTimeout bounds starting a pod, a hold or a Service and waiting for
+// it (Env.Timeout, default 2 min).
+func (e *Env) waitTimeout() time.Duration {
+	if e.Timeout > 0 {
+		return e.Timeout
+	}
+	return 2 * time.Minute
+}
+
+// agentNamed returns the agent whose pod is named name (the last one
+// listed when names repeat), or nil.
+func agentNamed(agents []Agent, name string) *Agent {
+	var member *Agent
+	for i := range agents {
+		if agents[i].Name == name {
+			member = &agents[i]
+		}
+	}
+	return member
 }

@@ -123,10 +123,7 @@ func (e *Env) holdOn(ctx context.Context, c suite.Change, src, dst Agent) (func(
 		}
 		return nil
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
+	timeout := e.waitTimeout()
 	deadline := time.Now().Add(timeout)
 	for {
 		if len(run.Tasks) == 1 {

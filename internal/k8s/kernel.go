@@ -118,10 +118,7 @@ func (e *Env) Probe(ctx context.Context, caps ...suite.Cap) error {
 	if !slices.Contains(caps, suite.CapPolice) {
 		return nil
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
+	timeout := e.waitTimeout()
 	agents, err := e.Client.Agents(ctx)
 	if err != nil {
 		return err

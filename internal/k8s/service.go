@@ -203,20 +203,12 @@ func (s *services) rewrite(st suite.Step) suite.Step {
 // another node (kube-proxy programs each node on its own schedule after
 // the endpoint is ready), and returns its removal.
 func (e *Env) applyService(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
+	timeout := e.waitTimeout()
 	agents, err := e.Client.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var member *Agent
-	for i := range agents {
-		if agents[i].Name == c.Member {
-			member = &agents[i]
-		}
-	}
+	member := agentNamed(agents, c.Member)
 	if member == nil || member.HostNetwork {
 		return nil, fmt.Errorf("no agent pod %s to put a Service in front of", c.Member)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,14 +15,11 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/server"
-	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
@@ -217,21 +213,7 @@ func checkEnvironment(t *testing.T, env *hostinfo.Environment, backend string) {
 func checkStored(t *testing.T, db string, out output) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	c, err := client.New(hs.URL, "user")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := cnperftest.ServeDB(t, db)
 	var runs []api.Run
 	for _, id := range out.RunIDs {
 		run, err := c.GetRun(ctx, id)

@@ -2,10 +2,7 @@ package suite
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"strconv"
-	"strings"
 )
 
 // Key is one setting a suite takes as --set KEY=VALUE, documented for
@@ -48,21 +45,10 @@ func CheckKeys(s Suite, o Options) error {
 	for _, key := range k.Keys() {
 		known = append(known, key.Name)
 	}
-	var bad []string
-	for name := range o.Set {
-		if !slices.Contains(known, name) && !slices.Contains(EnvSettings, name) {
-			bad = append(bad, name)
-		}
+	if err := o.CheckSet(s.Name(), known...); err != nil {
+		return fmt.Errorf("%w; see cnperf suites", err)
 	}
-	if len(bad) == 0 {
-		return nil
-	}
-	sort.Strings(bad)
-	want := "none"
-	if len(known) > 0 {
-		want = strings.Join(known, ", ")
-	}
-	return fmt.Errorf("suite %s: unknown setting %s (it takes: %s; see cnperf suites)", s.Name(), strings.Join(bad, ", "), want)
+	return nil
 }
 
 // KeyRate writes a default rate the way --set takes it ("500M", "1G",

@@ -2,7 +2,6 @@ package baseline_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
-	"github.com/cnperf/cnperf/internal/server"
-	"github.com/cnperf/cnperf/internal/store"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
@@ -57,22 +54,12 @@ func TestBaselineStampLab(t *testing.T) {
 	}
 
 	// cnperf report RUN_ID, from the server serving the run's database.
-	st, err := store.Open(context.Background(), "sqlite:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
+	url, _ := cnperftest.ServeDB(t, db)
 	for _, c := range []struct{ format, want string }{
 		{"text", "STAMP round trip p50"}, {"csv", "stamp.rtt_ms.p50"}, {"json", `"stamp"`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		out, err := exec.CommandContext(ctx, cnperftest.Binary(t), "report", ids[0], "--server", hs.URL, "--token", "user", "--format", c.format).CombinedOutput()
+		out, err := exec.CommandContext(ctx, cnperftest.Binary(t), "report", ids[0], "--server", url, "--token", "user", "--format", c.format).CombinedOutput()
 		cancel()
 		if err != nil {
 			t.Fatalf("cnperf report %s --format %s: %v\n%s", ids[0], c.format, err, out)

@@ -2,7 +2,6 @@ package matrix_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -10,10 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
-	"github.com/cnperf/cnperf/internal/server"
-	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
@@ -73,21 +69,7 @@ func TestMatrixLab(t *testing.T) {
 func checkNoOverlap(t *testing.T, db string, runIDs []string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, "sqlite:"+db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := server.New(server.Options{Store: st, UserToken: "user", AgentToken: "agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	c, err := client.New(hs.URL, "user")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := cnperftest.ServeDB(t, db)
 	type span struct {
 		from, to time.Time
 		what     string
