@@ -18,8 +18,8 @@ import (
 )
 
 // The suites' lab tests run `cnperf lab run SUITE --json` as a user does,
-// on a fresh 2-node lab with one pod per node (unless they give --nodes
-// or --pods-per-node), with short flows, and
+// on a fresh 2-node lab with one pod per node and one repetition (unless
+// they give --nodes, --pods-per-node or --repeat), with short flows, and
 // assert ratios and bounds with margins. They need root.
 
 // LabRun runs `cnperf lab run ARGS --json` on a lab named q + random and
@@ -51,8 +51,8 @@ func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []st
 	defer cancel()
 	argv := append([]string{"lab", "run"}, args...)
 	argv = append(argv, "--json", "--name", name, "--state-dir", stateDir,
-		"--repeat", "1", "--log-level", "warn", "--agent-log-level", "warn")
-	for flag, def := range map[string]string{"--nodes": "2", "--pods-per-node": "1"} {
+		"--log-level", "warn", "--agent-log-level", "warn")
+	for flag, def := range map[string]string{"--nodes": "2", "--pods-per-node": "1", "--repeat": "1"} {
 		if !slices.Contains(args, flag) {
 			argv = append(argv, flag, def)
 		}
