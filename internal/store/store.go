@@ -381,6 +381,13 @@ type Store interface {
 	// ErrNotFound.
 	RevokeCredential(ctx context.Context, podUID string) (Credential, error)
 
+	// HoldLease takes or renews the leader lease name for holder until
+	// now+ttl (leases.go): held when free, already the holder's, or
+	// expired at now; otherwise the current holder is reported.
+	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends holder's hold of name (nothing when not held).
+	ReleaseLease(ctx context.Context, name, holder string) error
+
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	// CheckWrite makes one small real write (a row of its own, rewritten
