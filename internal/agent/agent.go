@@ -273,6 +273,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.opts.HeartbeatEvery)
 	defer t.Stop()
 	failing := false
+	server := "" // the replica the last accepted heartbeat went to
 	for {
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		reply, err := a.cl.Heartbeat(bctx, a.heartbeat())
@@ -285,9 +286,15 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			failing = true
 		case err == nil:
 			if failing {
-				a.log.Info("heartbeat accepted again")
+				a.log.Info("heartbeat accepted again", "server", a.cl.Base())
 			}
 			failing = false
+			if base := a.cl.Base(); base != server {
+				if server != "" {
+					a.log.Info("agent moved to another server", "server", base, "from", server)
+				}
+				server = base
+			}
 			a.markReady()
 			if len(reply.Cancel) > 0 {
 				a.cancelTasks(reply.Cancel, errCancelledByServer)

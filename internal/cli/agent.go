@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"path/filepath"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
-		serverURL, token string
+		servers          []string
+		token            string
 		tokenFile        string
 		caFile           string
 		id               agent.Identity
@@ -47,6 +49,7 @@ restart. On Kubernetes --token-file names a projected ServiceAccount
 token, re-read before every request (the kubelet rotates it); no join.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			serverURL := strings.Join(servers, ",")
 			if serverURL == "" {
 				return fmt.Errorf("no server: set --server or CNPERF_SERVER")
 			}
@@ -110,7 +113,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
+	fl.StringSliceVar(&servers, "server", splitList(envOr("CNPERF_SERVER", "")), "server URL, e.g. http://cnperf-server:8080; repeat it (or give a comma list) for replicas: the agent uses the first and moves to the next when it fails")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
 	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
@@ -152,4 +155,15 @@ func isNetworkError(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
 	return errors.As(err, &ne) || errors.As(err, &oe)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

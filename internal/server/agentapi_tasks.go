@@ -264,7 +264,7 @@ func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	if !s.disp.served(id, req.PodUID, req.Port, req.Error) {
+	if !s.disp.served(id, req.PodUID, req.Port, req.Error) && !s.servedElsewhere(id, req) {
 		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no server hand-off waiting for task %s at agent %s", id, req.PodUID)})
 		return
 	}
