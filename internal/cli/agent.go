@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,14 +21,14 @@ import (
 
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
-		servers          []string
-		token            string
-		tokenFile        string
-		caFile           string
-		id               agent.Identity
-		port, parallel   int
-		stampPort        int
-		stateDir         string
+		servers        []string
+		token          string
+		tokenFile      string
+		caFile         string
+		id             agent.Identity
+		port, parallel int
+		stampPort      int
+		stateDir       string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
