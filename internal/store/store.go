@@ -287,7 +287,9 @@ type Store interface {
 	// (free or busy), in one transaction, a few hundred rows per statement
 	// (touches sharing a status and time share a statement). Agents that
 	// are unknown or offline are left alone (their next heartbeat goes
-	// through UpsertHeartbeat). Returns the rows changed.
+	// through UpsertHeartbeat), and so is an agent whose stored time is
+	// later than the touch's (server replicas: one the agent left may
+	// flush an older time). Returns the rows changed.
 	TouchAgents(ctx context.Context, touches []Touch) (int, error)
 	// GetAgent returns the agent with this pod UID, or ErrNotFound.
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
