@@ -21,7 +21,7 @@ func runShapingCalicoAsMade(ctx context.Context, t *testing.T, kc *k8s.Client, c
 	t0 := time.Now()
 	out, errOut, err := cnp(10*time.Minute, "run", "shaping", "--k8s", "--time", "8s", "--repeat", "1",
 		"--set", "egress-bandwidth=100M", "--set", "annotations=calico", "--set", "drain=false",
-		"--set", "protos=tcp", "--set", "loads=flood", "--cni-conf-dir", cniDir, "--json")
+		"--set", "protos=tcp", "--set", "loads=flood", "--set", "placement=cross-node", "--cni-conf-dir", cniDir, "--json")
 	if err != nil {
 		t.Fatalf("cnperf run shaping --k8s (calico annotations, as made): %v\n%s\n%s", err, out, errOut)
 	}

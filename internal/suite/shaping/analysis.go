@@ -64,6 +64,10 @@ type Options struct {
 	// annotations that ask for the limit: suite.AnnotationsKubernetes (the
 	// default) or suite.AnnotationsCalico.
 	Annotations string
+	// Placements are suite.PlacementSameNode and PlacementCrossNode: the
+	// shaped pod's peer on its own node or on another (default: both
+	// where the agents allow).
+	Placements []string
 }
 
 // DefaultBurst is the burst when none is given: 32 KiB, which conforms
@@ -129,6 +133,9 @@ func (o Options) Validate() error {
 	}
 	if o.UDPSize < 64 || o.UDPSize > 8900 {
 		errs = append(errs, fmt.Errorf("udp size %d: want 64-8900 bytes", o.UDPSize))
+	}
+	if err := suite.CheckPlacements(o.Placements); err != nil {
+		errs = append(errs, err)
 	}
 	if o.MTU < 1280 || o.MTU > 9000 {
 		errs = append(errs, fmt.Errorf("mtu %d: want 1280-9000", o.MTU))
