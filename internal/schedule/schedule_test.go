@@ -50,7 +50,9 @@ func TestPrepareRefusesBadInput(t *testing.T) {
 		{"negative repeat", func(s *api.ScheduleCreate) { s.Repeat = -1 }, "options", "repeat -1"},
 		{"unknown key", func(s *api.ScheduleCreate) { s.Set = map[string]string{"rate": "1G"} }, "set", "unknown setting rate (it takes: endpoints"},
 		{"bad value", func(s *api.ScheduleCreate) { s.Set = map[string]string{"udp-rate": "fast"} }, "set", "fast"},
-		{"bad slo", func(s *api.ScheduleCreate) { s.SLO = json.RawMessage(`{"apiVersion":"cnperf/v1","objectives":[{"expr":"nosuch < 1"}]}`) }, "slo", "nosuch"},
+		{"bad slo", func(s *api.ScheduleCreate) {
+			s.SLO = json.RawMessage(`{"apiVersion":"cnperf/v1","objectives":[{"expr":"nosuch < 1"}]}`)
+		}, "slo", "nosuch"},
 	} {
 		sc := ok
 		c.edit(&sc)
