@@ -41,6 +41,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -92,6 +93,15 @@ type Options struct {
 	// LeaseTTL is how long the reaper's leader lease lasts unless renewed
 	// (DefaultLeaseTTL); it is renewed every ReapEvery.
 	LeaseTTL time.Duration
+	// ScheduleMinEvery is the shortest interval a schedule may have
+	// (schedule.DefaultMinEvery, 1 min; tests lower it).
+	ScheduleMinEvery time.Duration
+	// ScheduleTick is how often due schedules are looked for (1 s);
+	// ScheduleBeat how often a running one is beaten (5 s).
+	ScheduleTick, ScheduleBeat time.Duration
+	// NoSchedules: this server starts no scheduled runs (the API still
+	// stores schedules; another server on the database runs them).
+	NoSchedules bool
 }
 
 // Server serves the API. Create it with New, serve Handler, and call Run
@@ -150,6 +160,7 @@ func New(opts Options) (*Server, error) {
 	if opts.ReplicaID == "" {
 		opts.ReplicaID = NewReplicaID()
 	}
+	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
 		st:         opts.Store,
@@ -206,6 +217,13 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.runBus(ctx) })
 	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
 	wg.Go(func() { s.loop(ctx, s.opts.ReapEvery, s.reapIfLeader) })
+	if !s.opts.NoSchedules {
+		sched, err := s.scheduler()
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { sched.Run(ctx) })
+	}
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
