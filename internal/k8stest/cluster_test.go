@@ -159,6 +159,14 @@ func TestRealCluster(t *testing.T) {
 		}
 	}
 
+	// The Helm chart installed with the real helm in a namespace of its
+	// own, `kubectl cnperf` through the real kubectl, a baseline on the
+	// chart's agents, and uninstalled before the deploy below (one CNI
+	// only, to keep the harness short).
+	if cl.CNI.Facts().Name == "flannel" {
+		t.Run("helm chart and kubectl plugin", func(t *testing.T) { helmChart(ctx, t, cl, kc, root, cnperf, cniDir) })
+	}
+
 	// 1. The manifests applied; server and agents Running on both nodes.
 	t0 := time.Now()
 	out, errOut, err := cnp(6*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "5m")
