@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/k8s"
 )
 
@@ -179,6 +180,93 @@ func serverTLS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, a
 		t.Errorf("re-deploy restarted the server (%s -> %s)", server.Name, p.Name)
 	}
 	t.Logf("re-deploy: CA and serving certificate kept, server pod %s kept:\n%s", server.Name, grepLines(out, "cnperf-ca", "cnperf-server-tls"))
+
+	// Re-deploy as a NodePort and back: each time the certificate's names
+	// change, so it is re-issued under the same CA, the server rolls, and
+	// the agents come back online over TLS.
+	for _, step := range []struct {
+		args []string
+		why  string
+		ips  bool
+	}{
+		{[]string{"--node-port", "30001"}, "names lack 10.250.0.", true},
+		{nil, "names no longer wanted: 10.250.0.", false},
+	} {
+		before := serverPod(ctx, t, kc)
+		t0 := time.Now()
+		args := append([]string{"k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "3m"}, step.args...)
+		out, errOut, err := cnp(4*time.Minute, args...)
+		if err != nil {
+			t.Fatalf("deploy %v: %v\n%s\n%s", step.args, err, out, errOut)
+		}
+		if !strings.Contains(out, step.why) {
+			t.Errorf("deploy %v: want a new certificate because %q:\n%s", step.args, step.why, out)
+		}
+		caNow, _ := kc.Kube.CoreV1().Secrets(ns).Get(ctx, k8s.CASecret, metav1.GetOptions{})
+		if string(caNow.Data["ca.key"]) != string(caSecret.Data["ca.key"]) {
+			t.Errorf("deploy %v replaced the CA", step.args)
+		}
+		if p := serverPod(ctx, t, kc); p.UID == before.UID {
+			t.Errorf("deploy %v: the server did not roll to the new certificate", step.args)
+		}
+		n := waitOnline(ctx, t, kc, len(agents), 90*time.Second)
+		fw2, err := kc.ForwardServer(ctx, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc, _ := fw2.HTTPClient(30 * time.Second)
+		resp, _, err := get(hc, fw2.URL)
+		fw2.Close()
+		if err != nil {
+			t.Fatalf("verified https after the rotation: %v", err)
+		}
+		var hasIP bool
+		for _, ip := range resp.TLS.PeerCertificates[0].IPAddresses {
+			hasIP = hasIP || strings.HasPrefix(ip.String(), "10.250.0.")
+		}
+		if hasIP != step.ips {
+			t.Errorf("deploy %v: certificate addresses %v", step.args, resp.TLS.PeerCertificates[0].IPAddresses)
+		}
+		t.Logf("deploy %v in %v: %s; server rolled; %d agents online over TLS again; certificate names %v %v", step.args,
+			time.Since(t0).Round(time.Second), grepLines(out, "cnperf-server-tls"), n,
+			resp.TLS.PeerCertificates[0].DNSNames, resp.TLS.PeerCertificates[0].IPAddresses)
+	}
+}
+
+// waitOnline waits until at least want agents are online at the server
+// (read over the verified port-forward) and returns how many are.
+func waitOnline(ctx context.Context, t *testing.T, kc *k8s.Client, want int, within time.Duration) int {
+	t.Helper()
+	tok, _, err := kc.Tokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	n := 0
+	for {
+		fw, err := kc.ForwardServer(ctx, 30*time.Second)
+		if err == nil {
+			cl, cerr := client.New(fw.URL, tok, fw.ClientOptions()...)
+			if cerr != nil {
+				fw.Close()
+				t.Fatal(cerr)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			as, lerr := cl.Clients(rctx, false)
+			cancel()
+			fw.Close()
+			if lerr == nil {
+				n = len(as)
+				if n >= want {
+					return n
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d agents online after %v, want %d (last error %v)", n, within, want, err)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 func status(resp *http.Response, err error) string {
