@@ -8,13 +8,16 @@ import (
 )
 
 // FlowKeys are the settings that shape the flows of every suite built on
-// this one's steps (shaping, policing): protos, loads and udp-size.
+// this one's steps (shaping, policing): protos, loads, udp-size and
+// placement.
 func FlowKeys() []suite.Key {
 	d := Options{}.WithDefaults()
 	return []suite.Key{
 		{Name: "protos", Unit: "list of tcp, udp", Default: strings.Join(d.Protos, ","), Meaning: "protocols of the flows"},
 		{Name: "loads", Unit: "list of below, at, above, flood (100x)", Default: strings.Join(d.Loads, ","), Meaning: "offered load against the limit, one flow each"},
 		{Name: "udp-size", Unit: "bytes", Default: strconv.Itoa(d.UDPSize), Meaning: "UDP datagram payload"},
+		{Name: "placement", Unit: "list of same-node, cross-node", Default: "both where the agents allow",
+			Meaning: "the limited pod's peer on its own node or on another; rows and verdicts per placement"},
 	}
 }
 
