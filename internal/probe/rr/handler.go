@@ -16,7 +16,6 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
-	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // Handler is the responder side of the rr probe. It opens no sockets: UDP
@@ -281,7 +280,6 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 		}
 		var krx int64
 		for got := 0; got < len(buf); {
-			udpio.WaitReadableRaw(fd, udpio.SpinWaitMax)
 			n, ts, errno := rx.recv(fd, buf[got:], 0)
 			switch {
 			case errno == unix.EAGAIN || errno == unix.EINTR:
