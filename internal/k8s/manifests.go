@@ -30,6 +30,10 @@ type DeployOptions struct {
 	PostgresSecret  string            // Secret with key "dsn": the server uses PostgreSQL, no PVC
 	// ServerArgs are appended to the server's arguments (e.g. log level).
 	ServerArgs []string
+	// TLS: the server answers HTTPS only, with the certificate in
+	// ServingSecret, and agents verify it with the CA in CABundle
+	// (overlays/tls). Deploy makes both.
+	TLS bool
 }
 
 // Validate checks the options.
@@ -151,7 +155,29 @@ func Render(opts DeployOptions) ([]runtime.Object, error) {
 		}
 		out = append(out, obj)
 	}
+	if opts.PostgresSecret != "" {
+		// Server replicas on PostgreSQL keep one up through voluntary
+		// disruptions: the overlay's own PodDisruptionBudget.
+		pdb, err := overlayObject(postgresPDB)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pdb)
+	}
 	return out, nil
+}
+
+// postgresPDB is overlays/postgres's PodDisruptionBudget, applied with
+// PostgresSecret as kubectl applies it with the overlay.
+const postgresPDB = "overlays/postgres/server-pdb.yaml"
+
+// overlayObject decodes an overlay's file holding one whole object.
+func overlayObject(file string) (runtime.Object, error) {
+	b, err := fs.ReadFile(manifests.Files, file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return DecodeStrict(Document{File: file, YAML: b})
 }
 
 // ToUnstructured converts a typed object for the dynamic client, with its
