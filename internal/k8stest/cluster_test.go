@@ -220,6 +220,10 @@ func TestRealCluster(t *testing.T) {
 			})
 			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			if want.Name == "calico" && i == 0 {
+				// Calico's own annotation and its default bucket, as made.
+				t.Run("shaping calico annotations as made", func(t *testing.T) { runShapingCalicoAsMade(ctx, t, kc, cnp, cniDir, want, &rec) })
+			}
 			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.

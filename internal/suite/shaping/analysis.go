@@ -56,6 +56,14 @@ type Options struct {
 	Time       time.Duration
 	UDPSize    int // default 1400
 	MTU        int // of the shaped pod's link, default 1500
+	// NoDrain (--set drain=false, Kubernetes only) leaves the CNI's token
+	// bucket as a fresh pod gets it: the first flows meet its default
+	// burst, which then shows in the overshoot and time-to-conform figures.
+	NoDrain bool
+	// Annotations (--set annotations, Kubernetes only) names the pod
+	// annotations that ask for the limit: suite.AnnotationsKubernetes (the
+	// default) or suite.AnnotationsCalico.
+	Annotations string
 	// Placements are suite.PlacementSameNode and PlacementCrossNode: the
 	// shaped pod's peer on its own node or on another (default: both
 	// where the agents allow).

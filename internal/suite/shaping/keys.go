@@ -27,5 +27,7 @@ func (Suite) Keys() []suite.Key {
 		{Name: "egress-bandwidth", Unit: "bit/s, a Kubernetes quantity (10M, 1G)", Default: "10M when no ingress-bandwidth is given", Meaning: "limit on what the pod sends (kubernetes.io/egress-bandwidth)"},
 		{Name: "ingress-bandwidth", Unit: "bit/s, a Kubernetes quantity", Default: "none", Meaning: "limit on what the pod receives (kubernetes.io/ingress-bandwidth)"},
 		{Name: "burst", Unit: "list of bytes (32Ki,4Mi)", Default: FormatBytes(DefaultBurst), Meaning: "token bucket sizes, one phase each (the lab only: on Kubernetes the CNI chooses it)"},
+		{Name: "drain", Unit: "true or false", Default: "true", Meaning: "Kubernetes only: empty the CNI's token bucket with one unthrottled flow first; false measures the bucket a fresh pod gets (its default burst in the overshoot and time-to-conform figures)"},
+		{Name: "annotations", Unit: "kubernetes or calico", Default: "kubernetes", Meaning: "Kubernetes only: ask for the limit with kubernetes.io/*-bandwidth, or with Calico's own qos.projectcalico.org/*Bandwidth (Felix applies both; default burst 4 Gibit = 512 MiB)"},
 	}, FlowKeys()...)
 }

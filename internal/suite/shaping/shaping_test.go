@@ -155,6 +155,11 @@ func TestShapingPlanAndRows(t *testing.T) {
 		if r.Median["time_to_conform_s"] != 0.2 || math.Abs(r.Median["overshoot_pct"]-100) > 1e-9 {
 			t.Errorf("%v: conform %v overshoot %v", r.Labels, r.Median["time_to_conform_s"], r.Median["overshoot_pct"])
 		}
+		// What came above the expected rate before conforming: two
+		// intervals of 100 ms at twice it.
+		if want := 2 * r.Median["expected_bps"] * 0.1 / 8; math.Abs(r.Median["excess_bytes"]-want) > 1e-6*want {
+			t.Errorf("%v: excess %v bytes, want %v", r.Labels, r.Median["excess_bytes"], want)
+		}
 		if len(r.Series["intervals_bps"]) != 20 {
 			t.Errorf("series of %d", len(r.Series["intervals_bps"]))
 		}
@@ -194,6 +199,10 @@ func TestShapingBadInput(t *testing.T) {
 		{map[string]string{"protos": "sctp"}, `protocol "sctp"`},
 		{map[string]string{"loads": "way-above"}, `load "way-above"`},
 		{map[string]string{"burst": "1k"}, "full-size packet"},
+		{map[string]string{"drain": "maybe"}, `drain "maybe"`},
+		{map[string]string{"annotations": "cilium"}, "want kubernetes or calico"},
+		{map[string]string{"drain": "false"}, `only on Kubernetes`},
+		{map[string]string{"annotations": "calico"}, `only on Kubernetes`},
 	} {
 		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.LabCaps())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -238,5 +247,32 @@ func TestRowsCarryTheAppliedBurst(t *testing.T) {
 	rows := Suite{}.Rows([]suite.Outcome{{Step: st, Result: &probe.Result{Intervals: ivs}}})
 	if len(rows) != 1 || rows[0].Labels[LabelBurst] != "537MB (CNI)" || rows[0].Median["burst_bytes"] != 536870911 {
 		t.Errorf("rows %+v", rows)
+	}
+}
+
+// TestShapingAsMadeWithCalicoAnnotations: drain=false and
+// annotations=calico reach the environment's change (a fresh pod's bucket
+// as the CNI makes it, asked for with Calico's own annotations); by
+// default the bucket is drained and the kubernetes.io annotations ask.
+func TestShapingAsMadeWithCalicoAnnotations(t *testing.T) {
+	k8s := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping}}
+	for _, tc := range []struct {
+		set       map[string]string
+		asMade    bool
+		annotated string
+	}{
+		{map[string]string{}, false, ""},
+		{map[string]string{"drain": "false", "annotations": "calico"}, true, suite.AnnotationsCalico},
+		{map[string]string{"drain": "true", "annotations": "kubernetes"}, false, suite.AnnotationsKubernetes},
+	} {
+		phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: tc.set}, k8s)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.set, err)
+		}
+		for _, ph := range phases {
+			if len(ph.Changes) != 1 || ph.Changes[0].AsMade != tc.asMade || ph.Changes[0].Annotations != tc.annotated {
+				t.Errorf("%v: changes %+v, want as made %v, annotations %q", tc.set, ph.Changes, tc.asMade, tc.annotated)
+			}
+		}
 	}
 }

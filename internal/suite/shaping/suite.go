@@ -61,7 +61,7 @@ func (Suite) Describe() string {
 	return "pod bandwidth limits as the CNI bandwidth plugin sets them: receiver rate per 100 ms, steady state, overshoot, time to conform"
 }
 
-var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size", "placement"}
+var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size", "placement", "drain", "annotations"}
 
 // OptionsFrom turns the common options and settings into
 // Options (default: egress 10M).
@@ -89,6 +89,15 @@ func OptionsFrom(o suite.Options) (Options, error) {
 			so.IngressBps, err = qosspec.ParseBandwidth(v)
 		case "burst":
 			so.Bursts, err = ParseBursts(v)
+		case "drain":
+			var drain bool
+			drain, err = strconv.ParseBool(v)
+			so.NoDrain = !drain
+		case "annotations":
+			so.Annotations = v
+			if v != suite.AnnotationsKubernetes && v != suite.AnnotationsCalico {
+				err = fmt.Errorf("want %s or %s", suite.AnnotationsKubernetes, suite.AnnotationsCalico)
+			}
 		default:
 			err = so.SetFlowKey(k, v)
 		}
@@ -135,6 +144,11 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	if _, set := o.Set["burst"]; set && caps.Has(CapPodShaping) && !caps.Has(suite.CapPodBurst) {
 		return nil, fmt.Errorf("suite %s: --set burst: %s", s.Name(), caps.Reason(suite.CapPodBurst))
 	}
+	for _, k := range []string{"drain", "annotations"} {
+		if _, set := o.Set[k]; set && caps.Kind != suite.KindKubernetes {
+			return nil, fmt.Errorf("suite %s: --set %s: only on Kubernetes (a CNI's token bucket, a pod's annotations); this environment is %q", s.Name(), k, caps.Kind)
+		}
+	}
 	placed, err := suite.PlacedPairs(agents, so.Placements)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
@@ -152,7 +166,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 				}
 				phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s %s, burst %s, #%d", s.Name(), pp.Placement, pp.Pair.Src.Name, FormatBytes(burst), rep+1),
 					Steps:   LimitSteps(so, burst, rep, pp, o.Backend),
-					Changes: []suite.Change{{What: CapPodShaping, Member: pp.Pair.Src.Name, QoS: &spec}}})
+					Changes: []suite.Change{{What: CapPodShaping, Member: pp.Pair.Src.Name, QoS: &spec, AsMade: so.NoDrain, Annotations: so.Annotations}}})
 			}
 		}
 	}
@@ -286,6 +300,18 @@ func shapingFigures(o suite.Outcome) (map[string]float64, map[string][]float64) 
 	out["steady_state_mean_bps"] = a.SteadyMeanBps
 	out["overshoot_pct"] = 100 * (a.FirstBps - expected) / expected
 	out["steady_state_error_pct"] = 100 * (a.SteadyBps - expected) / expected
+	// excess_bytes: what arrived above the expected rate before the flow
+	// conformed (to the end when it never did, then a lower bound): the
+	// token bucket the flow met, measured, beside the burst read back.
+	end := len(ser)
+	if a.ConformS != nil {
+		end = min(end, int(*a.ConformS/Interval.Seconds()+0.5))
+	}
+	excess := 0.0
+	for _, bps := range ser[:end] {
+		excess += max(0, bps-expected) * Interval.Seconds() / 8
+	}
+	out["excess_bytes"] = excess
 	if a.ConformS != nil {
 		out["time_to_conform_s"] = *a.ConformS
 	}
