@@ -152,15 +152,18 @@ func (a *Agent) holdSession(ctx context.Context) {
 				a.cancelTasks(c, errCancelledByServer)
 			}
 		},
-		OnDown: func(err error, opened bool) {
+		OnDown: func(err error, held bool) {
 			a.link.sess.Store(nil)
-			if !opened {
-				// No session to be had: poll until one opens.
+			if !held {
+				// No session to be had, or not for long: poll until one
+				// opens.
 				if !a.sess.fallback.Swap(true) || !loggedDown {
 					a.log.Warn("no agent session; polling meanwhile", "err", err)
 				}
 				loggedDown = true
 			} else {
+				// A held session ended (a server restart): reconnect
+				// first, poll only if that fails.
 				a.log.Warn("agent session lost; reconnecting", "err", err)
 			}
 			signal(a.sess.changed)

@@ -384,9 +384,11 @@ type SessionLoop struct {
 	Hello   func() api.Heartbeat
 	OnOffer func(*Session, api.FetchReply)
 	// OnUp is called when a session was welcomed; OnDown when one ended
-	// or could not be opened (opened says which), with the reason.
+	// or could not be opened, with the reason; held says the session had
+	// lasted sessionHeld (30 s) or more: one that could not be opened, or
+	// ended sooner (a proxy that cannot carry it), was not held.
 	OnUp   func(*Session)
-	OnDown func(err error, opened bool)
+	OnDown func(err error, held bool)
 	// OnKeepalive, when set, gets each keep-alive's round trip (or error).
 	OnKeepalive func(rtt time.Duration, err error)
 	// BackoffMin and BackoffMax bound the reconnect back-off (1 s and
@@ -444,10 +446,11 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 			if ctx.Err() != nil {
 				return
 			}
+			held := time.Since(opened) >= sessionHeld
 			if l.OnDown != nil {
-				l.OnDown(err, true)
+				l.OnDown(err, held)
 			}
-			if time.Since(opened) >= sessionHeld {
+			if held {
 				attempt = 1
 				wait = time.Duration(l.Rand() * float64(l.BackoffMin))
 			}
