@@ -7,9 +7,18 @@
 # harness), and builds stamp-suite with cargo (cached). Needs root for apt-get; without root
 # it says what is missing and exits 0, so tests that need a tool skip with
 # their own reason.
+#
+# Usage: install-test-deps.sh [cilium]. With "cilium" (make test-k8s-cilium)
+# it also installs clang-19 and llvm-19 (llc-19): Cilium's agent compiles
+# its BPF programs when it starts. make test does not need them, so a fresh
+# machine running make test does not fetch a compiler it never uses.
 set -euo pipefail
 
 need=()
+if [ "${1:-}" = cilium ]; then
+  command -v clang-19 >/dev/null 2>&1 || need+=(clang-19)
+  command -v llc-19 >/dev/null 2>&1 || need+=(llvm-19)
+fi
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v iperf >/dev/null 2>&1 || need+=(iperf)
 # sockperf ping-pong: make bench-probes compares rr with it.

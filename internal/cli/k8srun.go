@@ -40,6 +40,9 @@ type k8sOutput struct {
 	Cluster k8s.Facts        `json:"cluster"`
 	Shaping *k8s.Shaped      `json:"shaping_qdiscs,omitempty"`
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
+	// ShapedPods are every shaped pod, in order, when there was more than
+	// one (shaping and policing per placement); Shaping is the first.
+	ShapedPods []k8s.Shaped `json:"shaped_pods,omitempty"`
 	// Kernels is what detect pods found of the police action on the nodes.
 	Kernels []k8s.KernelTC `json:"node_kernels,omitempty"`
 	// Holds are the qdiscs agents held for the phases (qos-priority's
@@ -126,6 +129,9 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	out.Holds = env.Holds()
 	if sh := env.Shaped(); len(sh) > 0 {
 		out.Shaping, out.Drain = &sh[0], sh[0].Drain
+		if len(sh) > 1 {
+			out.ShapedPods = sh
+		}
 	}
 	if f.format == "json" {
 		f.evaluate(&out.Output)

@@ -97,6 +97,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newImageCommand(st),
 		newVersionCommand(st),
 		newSuitesCommand(st),
+		newScheduleCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/certs"
+	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -23,7 +24,8 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var mo meshFlags
 	var lf limitFlags
 	var tlsCert, tlsKey string
-	var requireCreds bool
+	var requireCreds, noSchedules bool
+	var minEvery time.Duration
 	var rv reviewFlags
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -71,7 +73,8 @@ the --max-* and --min-* flags.`,
 					return err
 				}
 			}
-			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds}
+			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
+				ScheduleMinEvery: minEvery, NoSchedules: noSchedules}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
 		},
 	}
@@ -81,6 +84,8 @@ the --max-* and --min-* flags.`,
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
 	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
+	fl.DurationVar(&minEvery, "schedule-min-every", schedule.DefaultMinEvery, "shortest interval a schedule may have (cnperf schedule create --every); lower it only for tests")
+	fl.BoolVar(&noSchedules, "no-schedules", false, "start no scheduled runs here (another server on the same database runs them)")
 	rv.register(cmd)
 	mo.register(cmd)
 	lf.register(cmd)

@@ -244,12 +244,24 @@ func TestUndeployNothingIsFine(t *testing.T) {
 }
 
 func TestStatusNotDeployed(t *testing.T) {
-	st, err := fakeClient().Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Deployed || st.Ready() || !strings.Contains(st.NotReady(), "not deployed") {
-		t.Fatalf("status %+v", st)
+	for _, c := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"no namespace", nil, "cnperf is not deployed (no namespace cnperf)"},
+		{"empty namespace", []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}},
+			"cnperf is not deployed in namespace cnperf (no cnperf-server Deployment, no agent DaemonSets)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := fakeClient(c.objs...).Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Deployed || st.Ready() || st.NotReady() != c.want {
+				t.Fatalf("status %+v: %q, want %q", st, st.NotReady(), c.want)
+			}
+		})
 	}
 }
 

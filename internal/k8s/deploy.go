@@ -210,7 +210,12 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) error {
 
 // Status is what is deployed and how ready it is.
 type Status struct {
-	Namespace  string `json:"-"`
+	Namespace string `json:"-"`
+	// NamespaceExists: the namespace is there, whatever it holds.
+	NamespaceExists bool `json:"-"`
+	// Deployed: the namespace holds cnperf's server Deployment or an
+	// agent DaemonSet (an empty namespace, e.g. one `helm install
+	// --create-namespace` left, is not a deployment).
 	Deployed   bool
 	Server     Workload
 	DaemonSets []Workload
@@ -243,6 +248,9 @@ func (s Status) NotReady() string {
 		if ns == "" {
 			ns = Namespace
 		}
+		if s.NamespaceExists {
+			return "cnperf is not deployed in namespace " + ns + " (no " + ServerName + " Deployment, no agent DaemonSets)"
+		}
 		return "cnperf is not deployed (no namespace " + ns + ")"
 	}
 	var parts []string
@@ -264,13 +272,14 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		}
 		return st, c.explain(err, "get namespace "+c.NS())
 	}
-	st.Deployed = true
+	st.NamespaceExists = true
 	d, err := c.Kube.AppsV1().Deployments(c.NS()).Get(rctx, ServerName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return st, c.explain(err, "get deployment "+ServerName)
 	default:
+		st.Deployed = true
 		st.Server = Workload{Name: d.Name, Desired: deref(d.Spec.Replicas, 1), Ready: d.Status.AvailableReplicas}
 	}
 	dss, err := c.Kube.AppsV1().DaemonSets(c.NS()).List(rctx, metav1.ListOptions{LabelSelector: AgentSelector})
@@ -278,6 +287,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return st, c.explain(err, "list daemonsets")
 	}
 	for _, ds := range dss.Items {
+		st.Deployed = true
 		st.DaemonSets = append(st.DaemonSets, workloadOf(&ds))
 	}
 	sort.Slice(st.DaemonSets, func(i, j int) bool { return st.DaemonSets[i].Name < st.DaemonSets[j].Name })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -73,8 +74,10 @@ type Shaped struct {
 
 // Bandwidth are a pod's bandwidth annotations.
 type Bandwidth struct {
-	Ingress string `json:"kubernetes.io/ingress-bandwidth,omitempty"`
-	Egress  string `json:"kubernetes.io/egress-bandwidth,omitempty"`
+	Ingress       string `json:"kubernetes.io/ingress-bandwidth,omitempty"`
+	Egress        string `json:"kubernetes.io/egress-bandwidth,omitempty"`
+	CalicoIngress string `json:"qos.projectcalico.org/ingressBandwidth,omitempty"`
+	CalicoEgress  string `json:"qos.projectcalico.org/egressBandwidth,omitempty"`
 }
 
 // DrainResult is the unthrottled flow that emptied a shaped pod's token
@@ -132,8 +135,12 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	if member == nil {
 		return nil, fmt.Errorf("no agent pod %s to shape", c.Member)
 	}
+	calico := c.Annotations == suite.AnnotationsCalico
 	bw := Bandwidth{Ingress: quantity(c.QoS.IngressRateBps), Egress: quantity(c.QoS.EgressRateBps)}
-	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Ingress: bw.Ingress, Egress: bw.Egress, Timeout: timeout})
+	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Ingress: bw.Ingress, Egress: bw.Egress, Calico: calico, Timeout: timeout})
+	if calico {
+		bw = Bandwidth{CalicoIngress: bw.Ingress, CalicoEgress: bw.Egress}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +188,32 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 		e.standIns = map[string]suite.Endpoint{}
 	}
 	e.standIns[member.UID] = ep
-	e.applied = &suite.Applied{By: "CNI", QoS: &applied}
+	e.applied = &suite.Applied{By: shaperOf(links), QoS: &applied}
 	e.shaped = append(e.shaped, sh)
 	e.mu.Unlock()
 	return undo, nil
+}
+
+// shaperOf names what made a shaped pod's qdiscs, read off their devices:
+// Calico's Felix names its ifb "bwcali..." and shapes Calico's "cali..."
+// veths (Calico's conflist chains no bandwidth plugin), the CNI bandwidth
+// plugin names its ifb "bwp...". The rows' burst label carries it
+// ("537MB (Calico Felix)").
+func shaperOf(links []LinkTC) string {
+	for _, l := range links {
+		switch {
+		case strings.HasPrefix(l.Name, "bwcali"):
+			return "Calico Felix"
+		case strings.HasPrefix(l.Name, "bwp"):
+			return "CNI bandwidth plugin"
+		}
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Name, "cali") && slices.ContainsFunc(l.Qdiscs, func(q Qdisc) bool { return q.Kind == "tbf" }) {
+			return "Calico Felix"
+		}
+	}
+	return "CNI"
 }
 
 // Rewrite implements suite.Rewriter: the shaped pod stands in for the pod

@@ -89,7 +89,7 @@ func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
 // police variant is a row saying cnperf does not police a node's veth.
 func TestPolicingOnAClusterIsTheCNIAndAnUnsupportedRow(t *testing.T) {
 	s, _ := builtin.Registry().Get("policing")
-	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M"}}
+	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M", "placement": "cross-node"}}
 	for _, c := range []struct {
 		kernels []KernelTC
 		why     string

@@ -53,3 +53,23 @@ func TestCapsRefuseWhatIsNotBuilt(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestShaperOf: who made a shaped pod's qdiscs, read off its devices.
+func TestShaperOf(t *testing.T) {
+	tbf := []Qdisc{{Kind: "tbf", Parent: "root", RateBps: 10e6}}
+	for _, tc := range []struct {
+		name  string
+		links []LinkTC
+		want  string
+	}{
+		{"felix egress", []LinkTC{{Name: "cali1234", Qdiscs: []Qdisc{{Kind: "ingress"}}, RedirectTo: "bwcali1234"}, {Name: "bwcali1234", Type: "ifb", Qdiscs: tbf}}, "Calico Felix"},
+		{"felix ingress", []LinkTC{{Name: "cali1234", Qdiscs: tbf}}, "Calico Felix"},
+		{"plugin egress", []LinkTC{{Name: "veth12", Qdiscs: []Qdisc{{Kind: "ingress"}}, RedirectTo: "bwp12"}, {Name: "bwp12", Type: "ifb", Qdiscs: tbf}}, "CNI bandwidth plugin"},
+		{"plugin on a cilium veth", []LinkTC{{Name: "lxc12", Qdiscs: []Qdisc{{Kind: "ingress"}}}, {Name: "bwp12", Qdiscs: tbf}}, "CNI bandwidth plugin"},
+		{"unknown", []LinkTC{{Name: "veth12", Qdiscs: tbf}}, "CNI"},
+	} {
+		if got := shaperOf(tc.links); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,12 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		if f.CNIName == "" && len(r.CNI.Plugins) > 0 {
 			f.CNIName = r.CNI.Plugins[0]
 		}
+		if f.CNIName == "cilium-cni" || f.CNIName == "cilium" {
+			f.CNIName, f.Backend = "cilium", ciliumBackend(r.Tunnels)
+			if f.CNI == "" {
+				f.CNI = "cilium"
+			}
+		}
 		if f.CNI == "" {
 			f.CNI = desc
 		} else {
@@ -190,6 +197,18 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		f.CNI = "unknown: " + r.CNIError
 	}
 	return f, nil
+}
+
+// ciliumBackend is Cilium's routing mode as its datapath shows it on the
+// inspected node: "vxlan" when its tunnel device cilium_vxlan is there,
+// else "native" (routing the pod CIDRs unencapsulated). Cilium writes its
+// mode only into its own ConfigMap and agent state, which cnperf's
+// cluster-reader role does not read.
+func ciliumBackend(tunnels []string) string {
+	if slices.Contains(tunnels, "cilium_vxlan") {
+		return "vxlan"
+	}
+	return "native"
 }
 
 // calicoVersion is the calicoVersion of Calico's ClusterInformation

@@ -29,8 +29,12 @@ type NodeReport struct {
 	CNIError  string     `json:"cni_error,omitempty"`
 	NodeMTU   int        `json:"node_mtu,omitempty"`
 	VethMTU   int        `json:"veth_mtu,omitempty"`
-	Links     []LinkTC   `json:"links,omitempty"`
-	Truncated bool       `json:"truncated,omitempty"`
+	// Tunnels are the node's VXLAN devices by name ("cilium_vxlan",
+	// "vxlan.calico", "flannel.1"): Cilium says its routing mode nowhere
+	// cnperf may read, so its backend is read off the datapath.
+	Tunnels   []string `json:"tunnels,omitempty"`
+	Links     []LinkTC `json:"links,omitempty"`
+	Truncated bool     `json:"truncated,omitempty"`
 }
 
 // CNIConfig is the network configuration kubelet's runtime uses: the
@@ -117,6 +121,9 @@ func InspectLocal(ctx context.Context, o InspectOptions) (NodeReport, error) {
 	for _, l := range links {
 		if l.Type() == "veth" && r.VethMTU == 0 && !hasIPv4(l) {
 			r.VethMTU = l.Attrs().MTU
+		}
+		if l.Type() == "vxlan" {
+			r.Tunnels = append(r.Tunnels, l.Attrs().Name)
 		}
 	}
 	want := map[int]bool{}

@@ -20,6 +20,14 @@ const (
 	EgressBandwidth  = "kubernetes.io/egress-bandwidth"
 )
 
+// Calico's own bandwidth annotations (libcalico-go's conversion: they
+// override the kubernetes.io ones; without qos.projectcalico.org/*Burst
+// the burst is 4 Gibit, 512 MiB).
+const (
+	CalicoIngressBandwidth = "qos.projectcalico.org/ingressBandwidth"
+	CalicoEgressBandwidth  = "qos.projectcalico.org/egressBandwidth"
+)
+
 // TestPodLabel marks the short-lived pods cnperf makes, so they can be
 // found and removed.
 const TestPodLabel = "cnperf.io/test-pod"
@@ -53,7 +61,7 @@ func (t TestPod) Validate() error {
 	if t.Container.Image == "" {
 		errs = append(errs, errors.New("image: must be set"))
 	}
-	for _, k := range []string{IngressBandwidth, EgressBandwidth} {
+	for _, k := range []string{IngressBandwidth, EgressBandwidth, CalicoIngressBandwidth, CalicoEgressBandwidth} {
 		if v, ok := t.Annotations[k]; ok {
 			if _, err := qosspec.ParseBandwidth(v); err != nil {
 				errs = append(errs, fmt.Errorf("annotation %s: %w", k, err))

@@ -28,6 +28,9 @@ type ShapedOptions struct {
 	Node    string
 	Ingress string // kubernetes.io/ingress-bandwidth, e.g. 10M
 	Egress  string // kubernetes.io/egress-bandwidth
+	// Calico asks with Calico's own annotations
+	// (qos.projectcalico.org/ingressBandwidth, egressBandwidth) instead.
+	Calico  bool
 	Timeout time.Duration
 }
 
@@ -45,11 +48,15 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 		return ShapedAgent{}, err
 	}
 	ann := map[string]string{}
+	ing, egr := IngressBandwidth, EgressBandwidth
+	if o.Calico {
+		ing, egr = CalicoIngressBandwidth, CalicoEgressBandwidth
+	}
 	if o.Ingress != "" {
-		ann[IngressBandwidth] = o.Ingress
+		ann[ing] = o.Ingress
 	}
 	if o.Egress != "" {
-		ann[EgressBandwidth] = o.Egress
+		ann[egr] = o.Egress
 	}
 	ctr := tmpl
 	ctr.Name = "agent"

@@ -207,6 +207,9 @@ func (c *Cluster) build(ctx context.Context) (string, error) {
 	if _, ok := c.CNI.(*Calico); ok {
 		cmd.Env = append(cmd.Env, "CALICO_VERSION="+CalicoVersion) // built only for a Calico cluster
 	}
+	if _, ok := c.CNI.(*Cilium); ok {
+		cmd.Env = append(cmd.Env, "CILIUM_VERSION="+CiliumVersion) // built only for a Cilium cluster
+	}
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()

@@ -159,6 +159,14 @@ func TestRealCluster(t *testing.T) {
 		}
 	}
 
+	// The Helm chart installed with the real helm in a namespace of its
+	// own, `kubectl cnperf` through the real kubectl, a baseline on the
+	// chart's agents, and uninstalled before the deploy below (one CNI
+	// only, to keep the harness short).
+	if cl.CNI.Facts().Name == "flannel" {
+		t.Run("helm chart and kubectl plugin", func(t *testing.T) { helmChart(ctx, t, cl, kc, root, cnperf, cniDir) })
+	}
+
 	// 1. The manifests applied; server and agents Running on both nodes.
 	t0 := time.Now()
 	out, errOut, err := cnp(6*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "5m")
@@ -212,6 +220,10 @@ func TestRealCluster(t *testing.T) {
 			})
 			t.Run("wire dscp", func(t *testing.T) { runWireDSCP(t, cnp, cniDir, want) })
 			t.Run("shaping 10M annotation", func(t *testing.T) { runShaping(ctx, t, kc, cnp, cniDir, want, &rec) })
+			if want.Name == "calico" && i == 0 {
+				// Calico's own annotation and its default bucket, as made.
+				t.Run("shaping calico annotations as made", func(t *testing.T) { runShapingCalicoAsMade(ctx, t, kc, cnp, cniDir, want, &rec) })
+			}
 			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.

@@ -13,7 +13,7 @@ import (
 // (Node.PodCIDR is set), before kube-proxy starts; Down stops what it
 // started (processes through Cluster.start, devices with the nodes'
 // namespaces). Each CNI is one file: cni_bridge.go, cni_flannel.go,
-// cni_calico.go.
+// cni_calico.go, cni_cilium.go.
 type CNI interface {
 	// Install starts the CNI on every node and writes each node's CNI
 	// configuration into Node.CNIDir.
@@ -28,6 +28,13 @@ type CNI interface {
 	// Facts say which CNI this is, as `cnperf k8s status --facts` and the
 	// rows of a run on this cluster must name it.
 	Facts() CNIFacts
+}
+
+// runtimeEnver is a CNI whose plugins need more in the container
+// runtime's environment (the runtime passes its own to the plugins it
+// runs): Cilium's socket per node.
+type runtimeEnver interface {
+	RuntimeEnv(c *Cluster, n *Node) []string
 }
 
 // CNIFacts describe a CNI as cnperf's cluster facts report it.
@@ -62,6 +69,8 @@ func CNINamed(name string) (CNI, error) {
 		return &Flannel{Backend: FlannelBackends[0]}, nil
 	case "calico":
 		return &Calico{Backend: CalicoBackends[0]}, nil
+	case "cilium":
+		return &Cilium{Backend: CiliumBackends[0]}, nil
 	case "bridge":
 		return Bridge{}, nil
 	}
@@ -70,7 +79,12 @@ func CNINamed(name string) (CNI, error) {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("CNI %q: the harness runs flannel, calico or bridge", name)
+	if cni, backend, ok := strings.Cut(name, "-"); ok && cni == "cilium" {
+		if err := checkCiliumBackend(backend); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("CNI %q: the harness runs flannel, calico, cilium or bridge", name)
 }
 
 func (f CNIFacts) String() string {

@@ -19,7 +19,9 @@ func TestCNINamed(t *testing.T) {
 		{name: "bridge", want: "bridge"},
 		{name: "antrea", err: "openvswitch"},
 		{name: "calico-ipip", err: "ipip module"},
-		{name: "weave", err: "flannel, calico or bridge"},
+		{name: "cilium", want: "cilium vxlan"},
+		{name: "cilium-geneve", err: "geneve module"},
+		{name: "weave", err: "flannel, calico, cilium or bridge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cni, err := CNINamed(tc.name)

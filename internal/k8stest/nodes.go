@@ -84,7 +84,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return err
 		}
-		if _, err := c.start(n.Name+"-containerd", nsenter(n.NetNS, "containerd", "--config", cfgPath)...); err != nil {
+		var env []string
+		if rt, ok := c.CNI.(runtimeEnver); ok {
+			env = rt.RuntimeEnv(c, n)
+		}
+		if _, err := c.startSupervisedEnv(n.Name+"-containerd", nil, env, nsenter(n.NetNS, "containerd", "--config", cfgPath)...); err != nil {
 			return err
 		}
 	}

@@ -30,7 +30,7 @@ func runPolicing(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc,
 	defer func() { stopWatch(); <-watched }()
 	t0 := time.Now()
 	out, errOut, err := cnp(planned+5*time.Minute, "run", "policing", "--k8s", "--time", policingFlow.String(), "--repeat", "1",
-		"--set", "ingress-bandwidth=1M", "--cni-conf-dir", cniDir, "--json")
+		"--set", "ingress-bandwidth=1M", "--set", "placement=cross-node", "--cni-conf-dir", cniDir, "--json")
 	took := time.Since(t0)
 	if err != nil {
 		t.Fatalf("cnperf run policing --k8s after %v: %v\n%s\n%s", took.Round(time.Second), err, out, errOut)

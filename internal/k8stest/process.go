@@ -67,6 +67,12 @@ const maxRestarts = 20
 // apply a changed setting and expects to be restarted. Any other exit, a
 // stop, or more than maxRestarts restarts end it.
 func (c *Cluster) startSupervised(name string, restartOn []int, argv ...string) (*proc, error) {
+	return c.startSupervisedEnv(name, restartOn, nil, argv...)
+}
+
+// startSupervisedEnv is startSupervised with env added to the component's
+// environment (a PATH there replaces the harness's).
+func (c *Cluster) startSupervisedEnv(name string, restartOn []int, env []string, argv ...string) (*proc, error) {
 	logDir := filepath.Join(c.RunDir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
@@ -78,7 +84,7 @@ func (c *Cluster) startSupervised(name string, restartOn []int, argv ...string) 
 	}
 	launch := func() (*exec.Cmd, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = pathEnv()
+		cmd.Env = append(pathEnv(), env...)
 		cmd.Stdout, cmd.Stderr = f, f
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

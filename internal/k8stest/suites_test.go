@@ -276,11 +276,12 @@ func checkServiceRow(ctx context.Context, t *testing.T, kc *k8s.Client, svc, cro
 	}
 }
 
-// runShaping runs shaping with a 10M egress annotation: the CNI's qdiscs
-// named, the limit enforced at the receiver.
+// runShaping runs shaping with a 10M egress annotation, the peer on the
+// shaped pod's node and on the other node: the CNI's qdiscs named, the
+// limit enforced at the receiver, rows and a verdict per placement.
 func runShaping(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
 	t0 := time.Now()
-	out, errOut, err := cnp(10*time.Minute, "run", "shaping", "--k8s", "--time", "4s", "--repeat", "1",
+	out, errOut, err := cnp(10*time.Minute, "run", "shaping", "--k8s", "--time", "4s", "--repeat", "1", "--set", "placement=same-node,cross-node",
 		"--set", "egress-bandwidth=10M", "--set", "protos=tcp,udp", "--set", "loads=above", "--cni-conf-dir", cniDir, "--json")
 	if err != nil {
 		t.Fatalf("cnperf run shaping --k8s: %v\n%s\n%s", err, out, errOut)
@@ -323,9 +324,19 @@ func runShaping(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, 
 		t.Fatal("no rows")
 	}
 	checkCNILabels(t, res.Rows, want)
+	verdicts := map[string]string{}
+	for _, r := range res.Rows {
+		verdicts[r.Labels["placement"]] = r.Labels["verdict"]
+	}
+	for _, p := range []string{"same-node", "cross-node"} {
+		t.Logf("%s: %s", p, verdicts[p])
+		if verdicts[p] == "" {
+			t.Errorf("no rows with a verdict for the %s placement (verdicts %v)", p, verdicts)
+		}
+	}
 	for _, r := range res.Rows {
 		ss := r.Median["steady_state_bps"]
-		t.Logf("%s %s load %s: steady state %.2f Mbit/s, first interval %.2f Mbit/s, limit %.0f Mbit/s", r.Labels["direction"],
+		t.Logf("%s %s %s load %s: steady state %.2f Mbit/s, first interval %.2f Mbit/s, limit %.0f Mbit/s", r.Labels["placement"], r.Labels["direction"],
 			r.Labels["proto"], r.Labels["load"], ss/1e6, r.Median["first_interval_bps"]/1e6, r.Median["limit_bps"]/1e6)
 		// Enforced: well below the unshaped path (Gbit/s) and near 10M.
 		if ss < 6e6 || ss > 11e6 {

@@ -11,6 +11,11 @@
 // tasks with a cursor, so a scrape reads only what is new (at most
 // ScanLimit tasks per scrape; after a restart it catches up over several
 // scrapes).
+//
+// Schedules (schedules.go): per schedule, its latest finished run and SLO
+// verdict; and the matrix's figures per node pair of the latest succeeded
+// run of each schedule only, so those series are bounded by one run's
+// pairs per schedule and a pair that is gone leaves with the next run.
 package metrics
 
 import (
@@ -85,6 +90,7 @@ type Exporter struct {
 	tput, rtt, loss, jitter    *prometheus.Desc
 	measuredAt, evictedDesc    *prometheus.Desc
 	pathsDesc                  *prometheus.Desc
+	sched                      scheduleDescs // schedules.go
 }
 
 // New returns an exporter reading st.
@@ -102,7 +108,7 @@ func New(st store.Store, opts Options) *Exporter {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	pl := []string{"src_node", "dst_node", "path"}
-	return &Exporter{st: st, opts: opts, log: opts.Logger, latest: map[pathKey]*figures{},
+	return &Exporter{st: st, opts: opts, log: opts.Logger, latest: map[pathKey]*figures{}, sched: newScheduleDescs(),
 		agents: prometheus.NewDesc("cnperf_agents", "Agents known to the server, by status (free, busy, offline).", []string{"status"}, nil),
 		nodes:  prometheus.NewDesc("cnperf_nodes_online", "Nodes with at least one agent online.", nil, nil),
 		tasks:  prometheus.NewDesc("cnperf_tasks", "Tasks in the store, by state.", []string{"state"}, nil),
@@ -137,6 +143,7 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{e.agents, e.nodes, e.tasks, e.runs, e.tput, e.rtt, e.loss, e.jitter, e.measuredAt, e.pathsDesc, e.evictedDesc} {
 		ch <- d
 	}
+	e.sched.describe(ch)
 }
 
 // Collect reads the store and sends the metrics. A failed read becomes an
@@ -176,6 +183,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		ch <- prometheus.MustNewConstMetric(e.runs, prometheus.GaugeValue, float64(n), string(s))
+	}
+	if err := e.collectSchedules(ctx, ch); err != nil {
+		ch <- prometheus.NewInvalidMetric(e.sched.lastSuccess, err)
 	}
 	if err := e.scan(ctx, agents); err != nil {
 		ch <- prometheus.NewInvalidMetric(e.tput, err)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -132,6 +133,9 @@ type Responder struct {
 
 	tcp *net.TCPListener
 	udp *net.UDPConn
+	// udpShared: sessions may open connected sockets on udp's port
+	// (PeerSocket).
+	udpShared bool
 
 	mu       sync.Mutex // guards sessions and conns
 	sessions map[SessionID]*Session
@@ -191,7 +195,20 @@ func (r *Responder) Listen(ctx context.Context, addr string) error {
 		tl := ln.(*net.TCPListener)
 		host, _, _ := net.SplitHostPort(addr)
 		port := tl.Addr().(*net.TCPAddr).Port
-		ulc := net.ListenConfig{Control: SockOpts{RecvTOS: true, RecvTstamp: true}.Control()}
+		opts := SockOpts{RecvTOS: true, RecvTstamp: true}.Control()
+		shared := true
+		ulc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+			if err := opts(network, address, c); err != nil {
+				return err
+			}
+			_ = c.Control(func(fd uintptr) {
+				if err := shareUDPPort(int(fd)); err != nil {
+					r.log.Info("udp: sessions share the responder's socket", "err", err)
+					shared = false
+				}
+			})
+			return nil
+		}}
 		pc, err := ulc.ListenPacket(ctx, "udp", net.JoinHostPort(host, fmt.Sprint(port)))
 		if err != nil {
 			tl.Close()
@@ -204,7 +221,13 @@ func (r *Responder) Listen(ctx context.Context, addr string) error {
 		uc := pc.(*net.UDPConn)
 		_ = uc.SetReadBuffer(8 << 20)
 		_ = uc.SetWriteBuffer(8 << 20)
-		r.tcp, r.udp = tl, uc
+		if shared {
+			if err := steerToShared(uc); err != nil {
+				r.log.Info("udp: sessions share the responder's socket", "err", err)
+				shared = false
+			}
+		}
+		r.tcp, r.udp, r.udpShared = tl, uc, shared
 		return nil
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/mesh"
 	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 	"github.com/cnperf/cnperf/internal/web"
 )
@@ -51,6 +52,17 @@ func (s *Server) Mesh(o mesh.Options) (*mesh.Scheduler, error) {
 		o.Log = s.log
 	}
 	return mesh.New(c, o)
+}
+
+// scheduler returns the runner of the schedules in the store, which
+// runs their suites through this server's API.
+func (s *Server) scheduler() (*schedule.Scheduler, error) {
+	c, err := s.inProcessClient()
+	if err != nil {
+		return nil, fmt.Errorf("schedules' API client: %w", err)
+	}
+	return schedule.New(schedule.Options{Store: s.st, API: c, Suites: builtin.Registry(), Log: s.log, Now: s.now,
+		Tick: s.opts.ScheduleTick, BeatEvery: s.opts.ScheduleBeat, StaleAfter: 9 * max(s.opts.ScheduleBeat, schedule.DefaultBeatEvery)})
 }
 
 // mountExtras registers /metrics (open, as Prometheus exporters are) and

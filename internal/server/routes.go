@@ -64,6 +64,17 @@ func (s *Server) table() []route {
 		{method: "GET", path: "/api/v2/agents", auth: user, handler: s.handleAgentsV2,
 			summary: "List agents", query: []param{{"all", "1 to include offline agents", false}, {"node", "node name", false}}, answer: []api.Agent{}},
 
+		{method: "POST", path: "/api/v2/schedules", auth: user, handler: s.handleScheduleCreate, status: http.StatusCreated,
+			summary: "Create a schedule: the server runs the suite every `every`, first at once, never two at once", body: api.ScheduleCreate{}, answer: api.Schedule{}},
+		{method: "GET", path: "/api/v2/schedules", auth: user, handler: s.handleScheduleList,
+			summary: "List schedules with their latest runs (summaries without rows)", answer: []api.Schedule{}},
+		{method: "GET", path: "/api/v2/schedules/{id}", auth: user, handler: s.handleScheduleGet,
+			summary: "Get a schedule with its latest runs", answer: api.Schedule{}},
+		{method: "GET", path: "/api/v2/schedules/{id}/runs", auth: user, handler: s.handleScheduleRuns,
+			summary: "A schedule's history, newest first: each due time's runs, state, reason, rows, outliers and SLO verdict", query: []param{{"limit", "how many (1-1000, default 100)", false}}, answer: []api.ScheduleRun{}},
+		{method: "DELETE", path: "/api/v2/schedules/{id}", auth: user, handler: s.handleScheduleDelete,
+			summary: "Delete a schedule and its history (its runs stay; one going is cancelled)", answer: api.Schedule{}},
+
 		{method: "POST", path: "/api/v2/agents/{uid}/revoke", auth: user, handler: s.handleRevoke,
 			summary: "End an agent's credential (it may join again with the join token)", answer: api.Revoked{}},
 

@@ -40,6 +40,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -85,6 +86,15 @@ type Options struct {
 	SessionKeepalive time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
+	// ScheduleMinEvery is the shortest interval a schedule may have
+	// (schedule.DefaultMinEvery, 1 min; tests lower it).
+	ScheduleMinEvery time.Duration
+	// ScheduleTick is how often due schedules are looked for (1 s);
+	// ScheduleBeat how often a running one is beaten (5 s).
+	ScheduleTick, ScheduleBeat time.Duration
+	// NoSchedules: this server starts no scheduled runs (the API still
+	// stores schedules; another server on the database runs them).
+	NoSchedules bool
 }
 
 // Server serves the API. Create it with New, serve Handler, and call Run
@@ -137,6 +147,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.Grace, DefaultGrace)
 	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
 	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
+	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
 		st:         opts.Store,
@@ -191,6 +202,13 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() {
 		s.loop(ctx, s.opts.ReapEvery, func(ctx context.Context) error { _, err := s.Reap(ctx); return err })
 	})
+	if !s.opts.NoSchedules {
+		sched, err := s.scheduler()
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { sched.Run(ctx) })
+	}
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -381,6 +381,40 @@ type Store interface {
 	// ErrNotFound.
 	RevokeCredential(ctx context.Context, podUID string) (Credential, error)
 
+	// CreateSchedule stores a schedule (CreatedAt = now; NextAt = now when
+	// zero). An empty suite, a non-positive Every or malformed JSON is
+	// ErrInvalid; an existing id ErrConflict.
+	CreateSchedule(ctx context.Context, sc Schedule, now time.Time) (Schedule, error)
+	// GetSchedule returns the schedule, or ErrNotFound.
+	GetSchedule(ctx context.Context, id string) (Schedule, error)
+	// ListSchedules returns every schedule, oldest first.
+	ListSchedules(ctx context.Context) ([]Schedule, error)
+	// DueSchedules returns the schedules whose NextAt is at or before now.
+	DueSchedules(ctx context.Context, now time.Time) ([]Schedule, error)
+	// DeleteSchedule deletes the schedule and its history (not the runs it
+	// made) in one transaction and returns it; unknown: ErrNotFound.
+	DeleteSchedule(ctx context.Context, id string) (Schedule, error)
+	// StartScheduleRun claims the schedule's due time and records it, in
+	// one transaction: it moves NextAt from due to next only if NextAt is
+	// still due (else ErrConflict: another server claimed it, or the
+	// schedule changed; ErrNotFound when it is gone), so among servers
+	// sharing the database exactly one starts each due time. The record is
+	// running, or skipped (finished at once, with the reason) when a run
+	// of the schedule that beat at or after staleBefore is still running.
+	StartScheduleRun(ctx context.Context, id string, due, next, now, staleBefore time.Time) (ScheduleRun, error)
+	// BeatScheduleRun refreshes a running record's BeatAt and its run ids;
+	// a record that is no longer running (or gone) is ErrNotFound, which
+	// tells its runner to stop.
+	BeatScheduleRun(ctx context.Context, runID int64, runIDs []string, now time.Time) error
+	// FinishScheduleRun ends a running record as succeeded or failed with
+	// the reason, run ids and summary; not running: ErrNotFound.
+	FinishScheduleRun(ctx context.Context, runID int64, state ScheduleRunState, reason string, runIDs []string, summary json.RawMessage, now time.Time) (ScheduleRun, error)
+	// AbandonScheduleRuns fails every running record whose BeatAt is
+	// before staleBefore (its server stopped) and returns them.
+	AbandonScheduleRuns(ctx context.Context, staleBefore, now time.Time) ([]ScheduleRun, error)
+	// ListScheduleRuns returns a schedule's history, newest first.
+	ListScheduleRuns(ctx context.Context, f ScheduleRunFilter) ([]ScheduleRun, error)
+
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	// CheckWrite makes one small real write (a row of its own, rewritten

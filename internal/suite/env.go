@@ -140,6 +140,13 @@ func (cs Caps) Lacks(suite string, need ...Cap) error {
 	return e
 }
 
+// Annotations a bandwidth limit on Kubernetes is asked for with
+// (Change.Annotations).
+const (
+	AnnotationsKubernetes = "kubernetes"
+	AnnotationsCalico     = "calico"
+)
+
 // A Change is what a phase needs changed around it, as data: the
 // environment decides how (netlink in the lab, annotated pods or agent
 // task QoS on Kubernetes).
@@ -156,6 +163,12 @@ type Change struct {
 	// so the flows meet the burst a fresh pod gets (policing's cni-ingress
 	// variant, as the thesis met it).
 	AsMade bool `json:"as_made,omitempty"`
+	// Annotations, for a bandwidth limit on Kubernetes, names the pod
+	// annotations that ask for it: "" or AnnotationsKubernetes
+	// (kubernetes.io/*-bandwidth, which the CNI bandwidth plugin, or
+	// Calico's Felix, honours), AnnotationsCalico
+	// (qos.projectcalico.org/*Bandwidth, Calico's own).
+	Annotations string `json:"annotations,omitempty"`
 	// Port is, for a Service, the port it forwards (TCP and UDP).
 	Port int `json:"port,omitempty"`
 	// For is how long the phase needs the change: its longest step. The

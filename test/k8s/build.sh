@@ -24,12 +24,28 @@
 # into that pseudo-version; Calico's manifest for VXLAN
 # (manifests/calico-vxlan.yaml: its CRDs, ServiceAccounts and RBAC) is copied
 # beside them as calico-$CALICO_VERSION.yaml. See docs/kubernetes.md.
+#
+# With CILIUM_VERSION set (v1.20.2), Cilium goes into the same bin dir:
+# cilium-agent-$CILIUM_VERSION (github.com/cilium/cilium/daemon) and the CNI
+# plugin cni/cilium-cni, built static from a wrapper module that requires
+# Cilium and repeats its replace line for controller-tools and pins gobgp to
+# v4.8.0 (Cilium requires an untagged gobgp commit that does not build with
+# the rest of its module graph). Cilium's operator is not built (its
+# sigs.k8s.io/mcs-api/controllers import is refused). The agent compiles its
+# BPF programs when it starts, so the module's bpf/ sources and its CRDs
+# (pkg/k8s/apis/cilium.io/client/crds/v2 and v2alpha1) are copied beside the
+# binaries as cilium-$CILIUM_VERSION/{bpf,crds}; clang and llc (Debian's
+# clang-19, llc-19) come from scripts/install-test-deps.sh. The Cilium build
+# is serialised by a lock file of its own in the cache (it takes 6-30 min
+# cold and nothing else builds it). See docs/kubernetes.md.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}
 CNI_VERSION=${CNI_VERSION:-v1.9.1}
 FLANNEL_VERSION=${FLANNEL_VERSION:-v0.28.10}
 CALICO_VERSION=${CALICO_VERSION:-}
+CILIUM_VERSION=${CILIUM_VERSION:-}
+CILIUM_GOBGP=${CILIUM_GOBGP:-v4.8.0}
 # The commit of Calico's v3.31.0 tag and of its api module, as the module
 # proxy serves them.
 CALICO_PSEUDO=${CALICO_PSEUDO:-v0.0.0-20251021213802-b1f3c43f8437}
@@ -120,9 +136,58 @@ MOD
   )
 }
 
+build_cilium() {
+  [ -n "$CILIUM_VERSION" ] || return 0
+  local ssrc=$cache/src-cilium-$CILIUM_VERSION out=$bin/cilium-agent-$CILIUM_VERSION data=$bin/cilium-$CILIUM_VERSION
+  cilium_built() { [ -x "$out" ] && [ -x "$bin/cni/cilium-cni" ] && [ -f "$data/bpf/bpf_lxc.c" ] && [ -d "$data/crds/v2alpha1" ]; }
+  cilium_built && return 0
+  mkdir -p "$ssrc" "$bin/cni"
+  (
+    flock 9
+    cilium_built && exit 0
+    cd "$ssrc"
+    cat >go.mod <<MOD
+module cnperf.local/ciliumbuild
+
+go 1.26.0
+
+require github.com/cilium/cilium $CILIUM_VERSION
+
+replace (
+	sigs.k8s.io/controller-tools => github.com/cilium/controller-tools v0.21.0-1
+	github.com/osrg/gobgp/v4 => github.com/osrg/gobgp/v4 $CILIUM_GOBGP
+)
+MOD
+    dir=$(go mod download -json "github.com/cilium/cilium@$CILIUM_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -f "$dir/bpf/bpf_lxc.c" ] && [ -d "$dir/pkg/k8s/apis/cilium.io/client/crds/v2alpha1" ] || { echo "build.sh: no bpf/ sources or CRDs in cilium@$CILIUM_VERSION" >&2; exit 1; }
+    {
+      echo "// Package ciliumbuild only pins the Cilium commands the harness builds."
+      echo "package ciliumbuild"
+      echo
+      echo "import ("
+      echo "	_ \"github.com/cilium/cilium/daemon\""
+      echo "	_ \"github.com/cilium/cilium/plugins/cilium-cni\""
+      echo ")"
+    } >tools.go
+    go mod tidy
+    ld="-s -w -X github.com/cilium/cilium/pkg/version.ciliumVersion=${CILIUM_VERSION#v}"
+    go build -trimpath -ldflags "$ld" -o "$out.tmp" github.com/cilium/cilium/daemon
+    go build -trimpath -ldflags "$ld" -o "$bin/cni/cilium-cni.tmp" github.com/cilium/cilium/plugins/cilium-cni
+    rm -rf "$data.tmp" && mkdir -p "$data.tmp/crds"
+    cp -r "$dir/bpf" "$data.tmp/bpf"
+    cp -r "$dir/pkg/k8s/apis/cilium.io/client/crds/v2" "$dir/pkg/k8s/apis/cilium.io/client/crds/v2alpha1" "$data.tmp/crds/"
+    rm -f "$data.tmp"/crds/*/*.go
+    chmod -R u+w "$data.tmp"
+    rm -rf "$data" && mv "$data.tmp" "$data"
+    mv "$bin/cni/cilium-cni.tmp" "$bin/cni/cilium-cni"
+    mv "$out.tmp" "$out"
+  ) 9>"$cache/.cilium-$CILIUM_VERSION.lock"
+}
+
 if [ -f "$bin/.complete" ]; then
   build_flannel
   build_calico
+  build_cilium
   echo "$bin"
   exit 0
 fi
@@ -183,4 +248,5 @@ for p in "${plugins[@]}"; do [ -x "$bin/cni/${p#*/}" ] || { echo "build.sh: CNI 
 touch "$bin/.complete"
 build_flannel
 build_calico
+build_cilium
 echo "$bin"

@@ -440,3 +440,39 @@ func (c *Client) WaitTask(ctx context.Context, id string, every time.Duration) (
 		}
 	}
 }
+
+// CreateSchedule creates a schedule: the server runs the suite by itself.
+func (c *Client) CreateSchedule(ctx context.Context, sc api.ScheduleCreate) (api.Schedule, error) {
+	var out api.Schedule
+	return out, c.v2(ctx, http.MethodPost, "/api/v2/schedules", nil, sc, &out)
+}
+
+// ListSchedules returns every schedule with its latest runs.
+func (c *Client) ListSchedules(ctx context.Context) ([]api.Schedule, error) {
+	var out []api.Schedule
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/schedules", nil, nil, &out)
+}
+
+// GetSchedule returns a schedule with its latest runs.
+func (c *Client) GetSchedule(ctx context.Context, id string) (api.Schedule, error) {
+	var out api.Schedule
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/schedules/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// ScheduleRuns returns a schedule's history, newest first, with the
+// summaries' rows (limit 0: the server's default).
+func (c *Client) ScheduleRuns(ctx context.Context, id string, limit int) ([]api.ScheduleRun, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []api.ScheduleRun
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/schedules/"+url.PathEscape(id)+"/runs", q, nil, &out)
+}
+
+// DeleteSchedule deletes a schedule and its history (not its runs); a
+// run of it still going is cancelled.
+func (c *Client) DeleteSchedule(ctx context.Context, id string) (api.Schedule, error) {
+	var out api.Schedule
+	return out, c.v2(ctx, http.MethodDelete, "/api/v2/schedules/"+url.PathEscape(id), nil, nil, &out)
+}

@@ -292,6 +292,17 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
 		}
 	}
 	wg.Wait()
+	// Close the data connections now, as iperf3's server does on
+	// TEST_END. A stock client in -R mode reads a whole block with blocking
+	// reads while it drains; a block the deadline above cut short would
+	// keep it waiting for bytes that never come, deaf to EXCHANGE_RESULTS,
+	// until the control connection's step timeout ended the test. The
+	// close ends that read with EOF.
+	for _, st := range streams {
+		if st.conn != nil {
+			_ = st.conn.Close()
+		}
+	}
 	cpu1 := probe.SampleCPU()
 	if err != nil || state != stateTestEnd {
 		log.Info("iperf3 test ended without TEST_END", "state", state, "err", err)

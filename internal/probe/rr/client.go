@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // lowerSlack lowers this thread's timer slack and returns a function that
@@ -256,7 +255,6 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		t.sent++
 		var krx int64
 		for got := 0; got < len(resp); {
-			udpio.WaitReadableRaw(conn.fd, udpio.SpinWaitMax)
 			n, ts, errno := rx.recv(conn.fd, resp[got:], 0)
 			switch {
 			case errno == unix.EINTR:

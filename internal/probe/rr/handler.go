@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
-	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // Handler is the responder side of the rr probe. It opens no sockets: UDP
@@ -27,6 +25,8 @@ type Handler struct {
 	// delay holds every answer back (tests: a responder that dwells, whose
 	// dwell rtt_ms must not include).
 	delay time.Duration
+	// onEnd sees each session's closing figures (tests).
+	onEnd func(endResult)
 }
 
 // Kind returns "rr".
@@ -54,8 +54,11 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	var udp *udpServer
 	if cfg.proto == ProtoUDP {
-		s.HandlePackets(udpReflector(s, &served, h.delay))
+		udp = newUDPServer(sctx, s, cfg, &served, h.delay)
+		defer udp.stop()
+		s.HandlePackets(udp.reflector())
 	} else {
 		wg.Add(1)
 		go func() {
@@ -75,33 +78,25 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	if m.Type != probe.MsgStop {
 		return fmt.Errorf("control protocol: want %q, got %q", probe.MsgStop, m.Type)
 	}
-	b, err := json.Marshal(endResult{Served: served.Load(), CPUPct: probe.Float(probe.CPUPercent(cpu0, probe.SampleCPU()))})
+	if udp != nil {
+		udp.stop() // its counts are final
+	}
+	end := endResult{Served: served.Load(), CPUPct: probe.Float(probe.CPUPercent(cpu0, probe.SampleCPU()))}
+	if udp != nil {
+		n := udp.bySession.Load()
+		end.SessionSocket = &n
+		end.SharedOnly = udp.sharedOnly()
+	}
+	if h.onEnd != nil {
+		h.onEnd(end)
+	}
+	b, err := json.Marshal(end)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
 	ectx, ecancel := context.WithTimeout(ctx, endTimeout)
 	defer ecancel()
 	return s.Ctrl.Send(ectx, probe.Message{Type: probe.MsgResult, Data: b})
-}
-
-// udpReflector answers each request from the responder's UDP reader
-// goroutine, into one reused buffer.
-func udpReflector(s *probe.Session, served *atomic.Int64, delay time.Duration) probe.PacketFunc {
-	buf := make([]byte, 64<<10)
-	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
-		h, ok := probe.ParsePacketHeader(pkt)
-		if !ok || h.Type != probe.PacketRRRequest || len(pkt) < probe.PacketHeaderLen+bodyLen {
-			return
-		}
-		n := copy(buf, pkt)
-		buf[2] = probe.PacketRRResponse
-		body(buf[probe.PacketHeaderLen:n]).stampReply(rx.KernelNs, rx.TOS, rx.TOSOK, delay)
-		if err := s.WriteTo(buf[:n], from); err != nil {
-			s.Log.Debug("rr reply", "to", from, "err", err)
-			return
-		}
-		served.Add(1)
-	}
 }
 
 // acceptLoop serves each data connection of the session (one for tcp, one
@@ -285,7 +280,6 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 		}
 		var krx int64
 		for got := 0; got < len(buf); {
-			udpio.WaitReadableRaw(fd, udpio.SpinWaitMax)
 			n, ts, errno := rx.recv(fd, buf[got:], 0)
 			switch {
 			case errno == unix.EAGAIN || errno == unix.EINTR:

@@ -195,6 +195,11 @@ type endResult struct {
 	// CPUPct is the responder process's CPU over the session, in percent
 	// of one CPU.
 	CPUPct *float64 `json:"cpu_pct,omitempty"`
+	// SessionSocket is how many UDP transactions the session's own socket
+	// answered (the rest came through the responder's shared socket).
+	SessionSocket *int64 `json:"session_socket,omitempty"`
+	// SharedOnly says why the session could have no UDP socket of its own.
+	SharedOnly string `json:"shared_only,omitempty"`
 }
 
 // Run measures request/response round trips against spec.Target.
@@ -287,6 +292,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	}
 	if t.respUserRx > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d requests had no kernel receive timestamp at the responder; its dwell was measured from after its read", t.respUserRx, t.done))
+	}
+	if end.SharedOnly != "" {
+		res.Notes = append(res.Notes, "the responder answered from its shared UDP socket, which costs it more CPU and each transaction a few µs: "+end.SharedOnly)
 	}
 	if end.Served < t.done {
 		res.Notes = append(res.Notes, fmt.Sprintf("responder counted %d transactions, fewer than the %d answered", end.Served, t.done))

@@ -142,6 +142,9 @@ func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
 		t.Errorf("dscp_received %v survived %v, want %d (notes %q)", res.DSCPReceived, res.DSCPSurvived, wantDSCP, res.Notes)
 	}
 	for _, note := range res.Notes {
+		if strings.Contains(note, "its shared UDP socket") {
+			t.Errorf("the session had no UDP socket of its own: %s", note)
+		}
 		if strings.Contains(note, "no kernel receive timestamp") {
 			t.Errorf("kernel timestamps missing: %s", note)
 		}
@@ -393,5 +396,47 @@ func TestInterval(t *testing.T) {
 				t.Errorf("20 transactions 5 ms apart took %v s, want about 0.095", res.DurationS)
 			}
 		})
+	}
+}
+
+// TestConcurrentUDPSessions runs several UDP rr sessions against one
+// responder at once: each gets a socket of its own on the responder's port,
+// which answers most of its transactions, and none loses or mixes up
+// another's datagrams while the others' sockets are opened and closed.
+func TestConcurrentUDPSessions(t *testing.T) {
+	var mu sync.Mutex
+	var ends []endResult
+	addr := probetest.Start(t, Handler{onEnd: func(e endResult) {
+		mu.Lock()
+		ends = append(ends, e)
+		mu.Unlock()
+	}})
+	const sessions = 3
+	var wg sync.WaitGroup
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: ProtoUDP, Count: 2000 + 500*i, TOS: tos(46 << 2)}
+			res, err := runErr(spec)
+			if err != nil {
+				t.Errorf("session %d: %v", i, err)
+				return
+			}
+			check(t, res, spec, 46)
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ends) != sessions {
+		t.Fatalf("%d sessions ended, want %d", len(ends), sessions)
+	}
+	for _, e := range ends {
+		// The first request always goes through the shared socket, and a
+		// few more while the session's socket is opened.
+		if e.SessionSocket == nil || *e.SessionSocket < e.Served/2 {
+			t.Errorf("session socket answered %v of %d transactions (shared only: %q), want most", e.SessionSocket, e.Served, e.SharedOnly)
+		}
 	}
 }

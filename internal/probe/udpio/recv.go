@@ -230,22 +230,3 @@ func (r *Receiver) recvPlain(fn func([]byte, netip.AddrPort, *Meta)) (int, error
 	meta := ParseCmsgs(oob[:oobn])
 	return split(buf[:n], from, &meta, fn), nil
 }
-
-// SpinWaitMax is how long a loop on a locked thread waits for a packet in
-// a raw system call (WaitReadableRaw) before it falls back to an ordinary
-// blocking call.
-const SpinWaitMax = time.Millisecond
-
-// WaitReadableRaw waits up to d (under a few milliseconds) for fd to become
-// readable, in poll(2) made as a raw system call: Go's runtime does not
-// see the thread enter a syscall, so its monitor does not hand the
-// thread's P to another thread meanwhile, and the thread does not wait on
-// a futex for a P when the packet comes. Measured here, that hand-off cost
-// three context switches per wake-up. The P is held during the wait, which
-// is why d must stay short; a signal (the runtime's preemption included)
-// ends the wait early. It reports whether fd is readable.
-func WaitReadableRaw(fd int, d time.Duration) bool {
-	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	n, _, e := unix.RawSyscall(unix.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(d.Milliseconds()))
-	return e == 0 && n > 0
-}

@@ -57,6 +57,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("paging", func(t *testing.T) { testPaging(t, st) })
 	t.Run("write probe", func(t *testing.T) { testCheckWrite(t, st) })
 	t.Run("credentials", func(t *testing.T) { testCredentials(t, st) })
+	t.Run("schedules", func(t *testing.T) { testSchedules(t, st) })
 	t.Run("restart with tasks in flight", func(t *testing.T) { testRestart(t, open, st) })
 }
 
@@ -107,12 +108,27 @@ func testRestart(t *testing.T, open func(t *testing.T) store.Store, st store.Sto
 		t.Fatal(err)
 	}
 
+	sc, err := st.CreateSchedule(ctx, store.Schedule{Suite: "matrix", Every: 6 * time.Hour, Options: []byte(`{"repeat":1}`)}, at(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := st.StartScheduleRun(ctx, sc.ID, sc.NextAt, sc.NextAt.Add(sc.Every), at(4), at(-30))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The server stops (its store closes) and starts again on the same
 	// database.
 	if err := st.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	st2 := open(t)
+	if got, err := st2.GetSchedule(ctx, sc.ID); err != nil || got.Every != sc.Every || !got.NextAt.Equal(sc.NextAt.Add(sc.Every)) {
+		t.Errorf("schedule after reopen: %+v, %v", got, err)
+	}
+	if hist, err := st2.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID}); err != nil || len(hist) != 1 || hist[0].ID != sr.ID || hist[0].State != store.ScheduleRunning {
+		t.Errorf("schedule history after reopen: %+v, %v; want the running one", hist, err)
+	}
 	want := map[string]store.TaskState{ts[0].TaskID: store.TaskSucceeded, ts[1].TaskID: store.TaskRunning, ts[2].TaskID: store.TaskDispatched, ts[3].TaskID: store.TaskPending}
 	for id, state := range want {
 		g, err := st2.GetTask(ctx, id)

@@ -59,7 +59,9 @@ const (
 // Settings (--set): rate (the police action's, bits/s, default 10M),
 // burst (bytes, default 32Ki), ingress-bandwidth (the CNI's limit, bits/s;
 // default the rate), variants (police,cni-ingress), protos, loads
-// (below, at, above, flood), udp-size.
+// (below, at, above, flood), udp-size, placement (same-node, cross-node:
+// the policed pod's peer on its node or on another; default both where
+// the agents allow).
 type Suite struct{}
 
 // Name implements Suite.
@@ -70,7 +72,7 @@ func (Suite) Describe() string {
 	return "policing a pod: the police action on what it sends, the CNI's ingress-bandwidth on what it receives; receiver rate and loss, or why the kernel cannot police"
 }
 
-var policingSettings = []string{"rate", "burst", "ingress-bandwidth", "variants", "protos", "loads", "udp-size"}
+var policingSettings = []string{"rate", "burst", "ingress-bandwidth", "variants", "protos", "loads", "udp-size", "placement"}
 
 // options are the suite's settings read.
 type options struct {
@@ -166,17 +168,19 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	if err != nil {
 		return nil, err
 	}
-	pair, err := shaping.ShapedPair(agents)
+	placed, err := suite.PlacedPairs(agents, po.police.Placements)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
 	var phases []suite.Phase
-	for _, v := range po.variants {
-		switch v {
-		case VariantPolice:
-			phases = append(phases, s.policePhases(po.police, pair, o, caps, len(po.variants) > 1)...)
-		case VariantCNIIngress:
-			phases = append(phases, s.ingressPhases(po.ingress, pair, o)...)
+	for _, pp := range placed {
+		for _, v := range po.variants {
+			switch v {
+			case VariantPolice:
+				phases = append(phases, s.policePhases(po.police, pp, o, caps, len(po.variants) > 1)...)
+			case VariantCNIIngress:
+				phases = append(phases, s.ingressPhases(po.ingress, pp, o)...)
+			}
 		}
 	}
 	return phases, nil
@@ -185,25 +189,26 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 // policePhases are the police variant's phases: the police action on the
 // pod's host-side veth, or, where the kernel lacks it (or, beside another
 // variant, where the environment cannot police), one row saying why.
-func (s Suite) policePhases(so shaping.Options, pair suite.Pair, o suite.Options, caps suite.Caps, others bool) []suite.Phase {
+func (s Suite) policePhases(so shaping.Options, pp suite.PlacedPair, o suite.Options, caps suite.Caps, others bool) []suite.Phase {
+	pair := pp.Pair
 	if why, ok := caps.Unsupported[suite.CapPolice]; ok {
 		// The kernel under the environment cannot police: that is the result.
-		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, why)}
+		return []suite.Phase{unsupportedPhase(s.Name(), pp, o.Backend, why)}
 	}
 	if !caps.Has(suite.CapPolice) && others {
 		// Alone, the variant is refused up front (the runner names what is
 		// missing); beside a variant that can run it is a row saying why.
-		return []suite.Phase{unsupportedPhase(s.Name(), pair, o.Backend, "not run: "+caps.Reason(suite.CapPolice))}
+		return []suite.Phase{unsupportedPhase(s.Name(), pp, o.Backend, "not run: "+caps.Reason(suite.CapPolice))}
 	}
 	police := qosspec.Spec{Setup: qosspec.SpecPolice, RateBps: so.EgressBps, BurstBytes: so.Bursts[0]}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
-		steps := shaping.LimitSteps(so, so.Bursts[0], rep, pair, o.Backend)
+		steps := shaping.LimitSteps(so, so.Bursts[0], rep, pp, o.Backend)
 		for i := range steps {
 			steps[i].Labels[shaping.LabelDirection] = "police"
 			steps[i].Connection = fmt.Sprintf("pod %s policed", pair.Src.Name)
 		}
-		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s at %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.EgressBps), rep+1),
+		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s %s at %s, #%d", s.Name(), pp.Placement, pair.Src.Name, qosspec.FormatBps(so.EgressBps), rep+1),
 			Steps: steps, Changes: []suite.Change{{What: suite.CapPolice, Member: pair.Src.Name, QoS: &police}}})
 	}
 	return phases
@@ -213,13 +218,14 @@ func (s Suite) policePhases(so shaping.Options, pair suite.Pair, o suite.Options
 // plugin's ingress limit on the pod (suite.CapPodShaping), as made (a
 // fresh pod's bucket, not drained first: the time to conform shows the
 // burst the CNI gives), the flows into it from its peer.
-func (s Suite) ingressPhases(so shaping.Options, pair suite.Pair, o suite.Options) []suite.Phase {
+func (s Suite) ingressPhases(so shaping.Options, pp suite.PlacedPair, o suite.Options) []suite.Phase {
+	pair := pp.Pair
 	burst := so.Bursts[0]
 	spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, IngressRateBps: so.IngressBps, IngressBurstBytes: burst}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
-		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s ingress-bandwidth %s, #%d", s.Name(), pair.Src.Name, qosspec.FormatBps(so.IngressBps), rep+1),
-			Steps:   shaping.LimitSteps(so, burst, rep, pair, o.Backend),
+		phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s %s ingress-bandwidth %s, #%d", s.Name(), pp.Placement, pair.Src.Name, qosspec.FormatBps(so.IngressBps), rep+1),
+			Steps:   shaping.LimitSteps(so, burst, rep, pp, o.Backend),
 			Changes: []suite.Change{{What: suite.CapPodShaping, Member: pair.Src.Name, QoS: &spec, AsMade: true}}})
 	}
 	return phases
@@ -227,16 +233,18 @@ func (s Suite) ingressPhases(so shaping.Options, pair suite.Pair, o suite.Option
 
 // unsupportedPhase is the policing run on a kernel that cannot police:
 // one short, bounded ping whose row says why nothing else was measured.
-func unsupportedPhase(name string, p suite.Pair, backend string, why string) suite.Phase {
-	return suite.Phase{Name: name + ": " + why, Steps: []suite.Step{{
+func unsupportedPhase(name string, pp suite.PlacedPair, backend string, why string) suite.Phase {
+	p := pp.Pair
+	return suite.Phase{Name: name + " " + pp.Placement + ": " + why, Steps: []suite.Step{{
 		Connection: fmt.Sprintf("pod %s policed", p.Src.Name), Backend: backend, Measure: suite.MeasurePing, Src: p.Src, Dst: p.Dst,
 		Spec:   probe.Spec{Kind: probe.KindPing, Target: p.Dst.IP, Count: 3, Interval: probe.Duration(10 * time.Millisecond), Timeout: probe.Duration(time.Second)},
-		Labels: map[string]string{LabelUnsupported: why},
+		Labels: map[string]string{LabelUnsupported: why, shaping.LabelPlacement: pp.Placement},
 	}}}
 }
 
 // Rows implements Suite: the limited flows' rows and the rows saying why
-// a variant measured nothing, each labelled with its variant.
+// a variant measured nothing, each labelled with its variant, placement
+// and verdict (shaping.SetLimitVerdicts, per placement and variant).
 func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 	var rows []suite.Row
 	var flows []suite.Outcome
@@ -248,7 +256,10 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 		}
 		rows = append(rows, suite.Row{Connection: o.Step.Connection, Backend: o.Step.Backend, Src: suite.EndpointLabel(o.Step.Src), Dst: suite.EndpointLabel(o.Step.Dst),
 			Median: map[string]float64{"supported": 0}, Min: map[string]float64{}, Max: map[string]float64{},
-			Labels: map[string]string{LabelUnsupported: msg, LabelVariant: VariantPolice}})
+			Labels: map[string]string{LabelUnsupported: msg, LabelVariant: VariantPolice, shaping.LabelVerdict: VariantPolice + ": not measured: " + msg}})
+		if pl := o.Step.Labels[shaping.LabelPlacement]; pl != "" {
+			rows[len(rows)-1].Labels[shaping.LabelPlacement] = pl
+		}
 	}
 	limited := shaping.LimitRows(flows)
 	for i := range limited {
@@ -258,6 +269,7 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 			limited[i].Labels[LabelVariant] = VariantCNIIngress
 		}
 	}
+	shaping.SetLimitVerdicts(limited)
 	return append(rows, limited...)
 }
 
@@ -266,7 +278,11 @@ func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
 	var limited []suite.Row
 	for _, r := range rows {
 		if msg := r.Labels[LabelUnsupported]; msg != "" {
-			if _, err := fmt.Fprintf(w, "policing %s: %s\n", r.Src, msg); err != nil {
+			where := r.Src
+			if pl := r.Labels[shaping.LabelPlacement]; pl != "" {
+				where += " (" + pl + ")"
+			}
+			if _, err := fmt.Fprintf(w, "policing %s: %s\n", where, msg); err != nil {
 				return err
 			}
 			continue

@@ -24,26 +24,38 @@ func kernel(police bool) suite.Caps {
 	return c
 }
 
+// TestPolicingUnsupportedIsOneRow: on a kernel without the police
+// action, one row per placement (both by default) says why.
 func TestPolicingUnsupportedIsOneRow(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 3}
 	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, kernel(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 1 || len(phases[0].Steps) != 1 || len(phases[0].Changes) != 0 {
-		t.Fatalf("phases %+v", phases)
+	if len(phases) != 2 {
+		t.Fatalf("phases %+v, want one per placement", phases)
 	}
-	st := phases[0].Steps[0]
-	if st.Spec.Kind != probe.KindPing || st.Spec.Count == 0 || st.Spec.Timeout == 0 {
-		t.Errorf("the stand-in step must be a short bounded ping: %+v", st.Spec)
+	var outs []suite.Outcome
+	for i, want := range []string{suite.PlacementSameNode, suite.PlacementCrossNode} {
+		if len(phases[i].Steps) != 1 || len(phases[i].Changes) != 0 || phases[i].Steps[0].Labels[shaping.LabelPlacement] != want {
+			t.Fatalf("phase %d: %+v", i, phases[i])
+		}
+		st := phases[i].Steps[0]
+		if st.Spec.Kind != probe.KindPing || st.Spec.Count == 0 || st.Spec.Timeout == 0 {
+			t.Errorf("the stand-in step must be a short bounded ping: %+v", st.Spec)
+		}
+		outs = append(outs, suite.Outcome{Step: st, Result: &probe.Result{}})
 	}
-	rows := Suite{}.Rows([]suite.Outcome{{Step: st, Result: &probe.Result{}}})
-	if len(rows) != 1 {
+	rows := Suite{}.Rows(outs)
+	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
 	}
-	b, _ := json.Marshal(rows[0])
-	if !strings.Contains(string(b), `"unsupported":"unsupported: kernel lacks the police action (no such file or directory)"`) || !strings.Contains(string(b), `"supported":0`) {
-		t.Errorf("row %s", b)
+	b, _ := json.Marshal(rows[1])
+	for _, want := range []string{`"unsupported":"unsupported: kernel lacks the police action (no such file or directory)"`, `"supported":0`,
+		`"placement":"cross-node"`, `"verdict":"police: not measured: unsupported: kernel lacks the police action`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("row lacks %s: %s", want, b)
+		}
 	}
 	var sb strings.Builder
 	_ = Suite{}.WriteTable(&sb, rows)
@@ -53,7 +65,7 @@ func TestPolicingUnsupportedIsOneRow(t *testing.T) {
 }
 
 func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
-	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"rate": "20M", "protos": "udp"}}
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"rate": "20M", "protos": "udp", "placement": "cross-node"}}
 	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, kernel(true))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +74,8 @@ func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
 		t.Fatalf("phases %+v", phases)
 	}
 	for _, st := range phases[0].Steps {
-		if st.Spec.Duration.D() != 2*time.Second || st.Spec.Timeout == 0 || st.Labels[shaping.LabelDirection] != "police" {
+		if st.Spec.Duration.D() != 2*time.Second || st.Spec.Timeout == 0 || st.Labels[shaping.LabelDirection] != "police" ||
+			st.Labels[shaping.LabelPlacement] != suite.PlacementCrossNode || st.Src.Node == st.Dst.Node {
 			t.Errorf("step %+v", st)
 		}
 	}
@@ -72,6 +85,7 @@ func TestPolicingSupportedPlansBoundedFlows(t *testing.T) {
 	}{
 		{map[string]string{"rate": "0"}, "rate 0"},
 		{map[string]string{"burst": "32Ki,64Ki"}, "one burst"},
+		{map[string]string{"placement": "same-node,elsewhere"}, `placement "elsewhere"`},
 	} {
 		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: c.set}, kernel(true))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -96,7 +110,7 @@ func k8sCaps(unsupported string) suite.Caps {
 // (1M against 100M), under the CNI's ingress limit; the police variant
 // beside it is a row saying why it did not run.
 func TestPolicingCNIIngressIsTheThesisCase(t *testing.T) {
-	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M"}}
+	o := suite.Options{Time: 3 * time.Second, Repeat: 1, Set: map[string]string{"ingress-bandwidth": "1M", "placement": "cross-node"}}
 	for _, c := range []struct {
 		name string
 		caps suite.Caps
@@ -146,7 +160,7 @@ func TestPolicingCNIIngressIsTheThesisCase(t *testing.T) {
 	}
 	// Alone, the police variant needs the police action: the runner
 	// refuses it up front where the environment lacks it.
-	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1}, k8sCaps(""))
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"placement": "cross-node"}}, k8sCaps(""))
 	if err != nil || len(phases) != 1 || len(phases[0].Changes) != 1 || phases[0].Changes[0].What != suite.CapPolice {
 		t.Errorf("police alone: %+v, %v", phases, err)
 	}

@@ -56,6 +56,18 @@ type Options struct {
 	Time       time.Duration
 	UDPSize    int // default 1400
 	MTU        int // of the shaped pod's link, default 1500
+	// NoDrain (--set drain=false, Kubernetes only) leaves the CNI's token
+	// bucket as a fresh pod gets it: the first flows meet its default
+	// burst, which then shows in the overshoot and time-to-conform figures.
+	NoDrain bool
+	// Annotations (--set annotations, Kubernetes only) names the pod
+	// annotations that ask for the limit: suite.AnnotationsKubernetes (the
+	// default) or suite.AnnotationsCalico.
+	Annotations string
+	// Placements are suite.PlacementSameNode and PlacementCrossNode: the
+	// shaped pod's peer on its own node or on another (default: both
+	// where the agents allow).
+	Placements []string
 }
 
 // DefaultBurst is the burst when none is given: 32 KiB, which conforms
@@ -121,6 +133,9 @@ func (o Options) Validate() error {
 	}
 	if o.UDPSize < 64 || o.UDPSize > 8900 {
 		errs = append(errs, fmt.Errorf("udp size %d: want 64-8900 bytes", o.UDPSize))
+	}
+	if err := suite.CheckPlacements(o.Placements); err != nil {
+		errs = append(errs, err)
 	}
 	if o.MTU < 1280 || o.MTU > 9000 {
 		errs = append(errs, fmt.Errorf("mtu %d: want 1280-9000", o.MTU))

@@ -2,6 +2,7 @@ package shaping_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
@@ -12,12 +13,36 @@ func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestShapingLab: a pod's 10M egress limit, set as the CNI bandwidth
 // plugin does, holds TCP and UDP offered at twice the limit to within 5 %
-// of the goodput a 10 Mbit/s link allows, measured at the receiver.
+// of the goodput a 10 Mbit/s link allows, measured at the receiver, with
+// the peer on the shaped pod's node and on the other node; each
+// placement's rows carry it and its verdict.
 func TestShapingLab(t *testing.T) {
-	rows := cnperftest.LabRun(t, "shaping", "--time", "3s",
+	rows := cnperftest.LabRun(t, "shaping", "--time", "3s", "--pods-per-node", "2", "--set", "placement=same-node,cross-node",
 		"--set", "egress-bandwidth=10M", "--set", "protos=tcp,udp", "--set", "loads=above", "--set", "burst=32Ki")
-	if len(rows) != 2 {
-		t.Fatalf("%d rows, want tcp and udp", len(rows))
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want tcp and udp in both placements", len(rows))
+	}
+	verdicts := map[any]any{}
+	for _, r := range rows {
+		if v, ok := verdicts[r["placement"]]; ok && v != r["verdict"] {
+			t.Errorf("%v: two verdicts %q and %q", r["placement"], v, r["verdict"])
+		}
+		verdicts[r["placement"]] = r["verdict"]
+	}
+	// Each placement's verdict says what its rows measured: held exactly
+	// when every flow is within 5 % of its goodput.
+	held := map[any]bool{"same-node": true, "cross-node": true}
+	for _, r := range rows {
+		steady, _ := cnperftest.Num(r, "steady_state_bps")
+		good, _ := cnperftest.Num(r, "goodput_bps")
+		held[r["placement"]] = held[r["placement"]] && math.Abs(steady-good)/good <= 0.05
+	}
+	for _, p := range []string{"same-node", "cross-node"} {
+		v, _ := verdicts[p].(string)
+		t.Logf("%s: %s", p, v)
+		if strings.HasPrefix(v, "limit held") != held[p] {
+			t.Errorf("%s: verdict %q, but the rows say held %v", p, v, held[p])
+		}
 	}
 	for _, r := range rows {
 		steady, ok1 := cnperftest.Num(r, "steady_state_bps")
@@ -27,7 +52,7 @@ func TestShapingLab(t *testing.T) {
 			t.Fatalf("row lacks figures: %v", r)
 		}
 		first, _ := cnperftest.Num(r, "first_interval_bps")
-		t.Logf("%v: steady %.3f Mbit/s, goodput %.3f, first 100 ms %.3f, conform %v s, retransmits %v", r["proto"], steady/1e6, good/1e6, first/1e6, r["time_to_conform_s"], r["retransmits"])
+		t.Logf("%v %v: steady %.3f Mbit/s, goodput %.3f, first 100 ms %.3f, conform %v s, retransmits %v", r["placement"], r["proto"], steady/1e6, good/1e6, first/1e6, r["time_to_conform_s"], r["retransmits"])
 		if _, ok := cnperftest.Num(r, "retransmits"); ok != (r["proto"] == "tcp") {
 			t.Errorf("%v: retransmits present %v, want on the TCP row only", r["proto"], ok)
 		}

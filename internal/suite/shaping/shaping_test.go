@@ -75,6 +75,10 @@ func TestSeriesBpsDropsShortTail(t *testing.T) {
 	}
 }
 
+// TestShapingPlanAndRows: both placements by default, a phase per
+// placement and burst; rows per placement, each with its placement's
+// verdict (held where the receiver got the goodput, not held where it got
+// 30 % more).
 func TestShapingPlanAndRows(t *testing.T) {
 	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "host-gw",
 		Set: map[string]string{"egress-bandwidth": "10M", "ingress-bandwidth": "20M", "burst": "32Ki,4Mi"}}
@@ -82,8 +86,8 @@ func TestShapingPlanAndRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 2 {
-		t.Fatalf("%d phases, want one per burst", len(phases))
+	if len(phases) != 4 {
+		t.Fatalf("%d phases, want one per placement and burst", len(phases))
 	}
 	if len(phases[0].Steps) != 2*2*3 || phases[0].Concurrent {
 		t.Fatalf("phase %q: %d steps", phases[0].Name, len(phases[0].Steps))
@@ -92,50 +96,77 @@ func TestShapingPlanAndRows(t *testing.T) {
 		!reflect.DeepEqual(*ch[0].QoS, qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: 10e6, EgressBurstBytes: 4 << 20, IngressRateBps: 20e6, IngressBurstBytes: 4 << 20}) {
 		t.Fatalf("changes of the second phase: %+v", ch)
 	}
-	shaped := phases[0].Steps[0].Src.Name
 	var outs []suite.Outcome
-	for _, st := range phases[0].Steps {
-		dir := st.Labels[LabelDirection]
-		if (dir == DirEgress) != (st.Src.Name == shaped) || (dir == DirIngress) != (st.Dst.Name == shaped) {
-			t.Errorf("%s step from %s to %s", dir, st.Src.Name, st.Dst.Name)
-		}
-		if !st.Exclusive || st.Spec.Interval.D() != 100*time.Millisecond {
-			t.Errorf("step %+v", st)
-		}
-		// The receiver sees twice the limit for 200 ms, then the goodput.
-		limit := 10e6
-		if dir == DirIngress {
-			limit = 20e6
-		}
-		good := GoodputBps(uint64(limit), st.Labels[LabelProto], st.Spec.Size, 1500)
-		want := math.Min(good, float64(*st.Spec.RateBps))
-		var ivs []probe.Interval
-		for i := 0; i < 20; i++ {
-			v := want
-			if i < 2 {
-				v = 2 * want
+	for _, ph := range []suite.Phase{phases[0], phases[2]} { // the 32Ki phases of both placements
+		shaped := ph.Changes[0].Member
+		placement := ph.Steps[0].Labels[LabelPlacement]
+		for _, st := range ph.Steps {
+			dir := st.Labels[LabelDirection]
+			if (dir == DirEgress) != (st.Src.Name == shaped) || (dir == DirIngress) != (st.Dst.Name == shaped) {
+				t.Errorf("%s step from %s to %s", dir, st.Src.Name, st.Dst.Name)
 			}
-			ivs = append(ivs, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: v})
+			if (placement == suite.PlacementSameNode) != (st.Src.Node == st.Dst.Node) || st.Labels[LabelPlacement] != placement {
+				t.Errorf("%s step from %s to %s", placement, st.Src.Node, st.Dst.Node)
+			}
+			if !st.Exclusive || st.Spec.Interval.D() != 100*time.Millisecond {
+				t.Errorf("step %+v", st)
+			}
+			// The receiver sees twice the limit for 200 ms, then the
+			// goodput (same node) or 30 % more (cross node).
+			limit := 10e6
+			if dir == DirIngress {
+				limit = 20e6
+			}
+			good := GoodputBps(uint64(limit), st.Labels[LabelProto], st.Spec.Size, 1500)
+			want := math.Min(good, float64(*st.Spec.RateBps))
+			got := want
+			if placement == suite.PlacementCrossNode {
+				got = 1.3 * want
+			}
+			var ivs []probe.Interval
+			for i := 0; i < 20; i++ {
+				v := got
+				if i < 2 {
+					v = 2 * want
+				}
+				ivs = append(ivs, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: v})
+			}
+			outs = append(outs, suite.Outcome{Step: st, Result: &probe.Result{Intervals: ivs, LossPct: probe.Float(0)}})
 		}
-		outs = append(outs, suite.Outcome{Step: st, Result: &probe.Result{Intervals: ivs, LossPct: probe.Float(0)}})
 	}
 	rows := Suite{}.Rows(outs)
-	if len(rows) != 12 {
+	if len(rows) != 24 {
 		t.Fatalf("%d rows", len(rows))
 	}
 	for _, r := range rows {
+		verdict := r.Labels[LabelVerdict]
+		if r.Labels[LabelPlacement] == suite.PlacementCrossNode {
+			if !strings.HasPrefix(verdict, "limit not held: 12 of 12 flows") || !strings.Contains(verdict, "+30.0 %") {
+				t.Errorf("cross node %v: verdict %q", r.Labels, verdict)
+			}
+			continue
+		}
+		if !strings.HasPrefix(verdict, "limit held: every flow") || !strings.Contains(verdict, "conformed within 0.2 s") {
+			t.Errorf("same node %v: verdict %q", r.Labels, verdict)
+		}
 		if e := r.Median["steady_state_error_pct"]; math.Abs(e) > 1e-9 {
 			t.Errorf("%v: steady error %v", r.Labels, e)
 		}
 		if r.Median["time_to_conform_s"] != 0.2 || math.Abs(r.Median["overshoot_pct"]-100) > 1e-9 {
 			t.Errorf("%v: conform %v overshoot %v", r.Labels, r.Median["time_to_conform_s"], r.Median["overshoot_pct"])
 		}
+		// What came above the expected rate before conforming: two
+		// intervals of 100 ms at twice it.
+		if want := 2 * r.Median["expected_bps"] * 0.1 / 8; math.Abs(r.Median["excess_bytes"]-want) > 1e-6*want {
+			t.Errorf("%v: excess %v bytes, want %v", r.Labels, r.Median["excess_bytes"], want)
+		}
 		if len(r.Series["intervals_bps"]) != 20 {
 			t.Errorf("series of %d", len(r.Series["intervals_bps"]))
 		}
 	}
 	b, _ := json.Marshal(rows[0])
-	for _, k := range []string{`"limit_bps":10000000`, `"steady_state_bps"`, `"first_interval_bps"`, `"time_to_conform_s"`, `"overshoot_pct"`, `"intervals_bps":[`, `"direction":"egress"`, `"burst":"32Ki"`} {
+	for _, k := range []string{`"limit_bps":10000000`, `"steady_state_bps"`, `"first_interval_bps"`, `"time_to_conform_s"`, `"overshoot_pct"`, `"intervals_bps":[`,
+		`"direction":"egress"`, `"burst":"32Ki"`, `"placement":"same-node"`, `"verdict":"limit held`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("row JSON lacks %s: %s", k, b)
 		}
@@ -144,8 +175,16 @@ func TestShapingPlanAndRows(t *testing.T) {
 	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(sb.String(), "egress/udp/at/32Ki, Mbit/s per 100 ms") {
-		t.Errorf("table:\n%s", sb.String())
+	for _, want := range []string{"same-node egress/udp/at/32Ki, Mbit/s per 100 ms", "same-node: limit held", "cross-node: limit not held"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, sb.String())
+		}
+	}
+	// A placement the agents cannot give, asked for, is refused.
+	one := suitetest.LabAgents()[2:] // one pod on node2, the host agents
+	if _, err := (Suite{}).Plan(one, suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"placement": "same-node"}}, suitetest.LabCaps()); err == nil ||
+		!strings.Contains(err.Error(), "needs two pods on one node") {
+		t.Errorf("same-node without two pods on a node: %v", err)
 	}
 }
 
@@ -160,6 +199,10 @@ func TestShapingBadInput(t *testing.T) {
 		{map[string]string{"protos": "sctp"}, `protocol "sctp"`},
 		{map[string]string{"loads": "way-above"}, `load "way-above"`},
 		{map[string]string{"burst": "1k"}, "full-size packet"},
+		{map[string]string{"drain": "maybe"}, `drain "maybe"`},
+		{map[string]string{"annotations": "cilium"}, "want kubernetes or calico"},
+		{map[string]string{"drain": "false"}, `only on Kubernetes`},
+		{map[string]string{"annotations": "calico"}, `only on Kubernetes`},
 	} {
 		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.LabCaps())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -204,5 +247,32 @@ func TestRowsCarryTheAppliedBurst(t *testing.T) {
 	rows := Suite{}.Rows([]suite.Outcome{{Step: st, Result: &probe.Result{Intervals: ivs}}})
 	if len(rows) != 1 || rows[0].Labels[LabelBurst] != "537MB (CNI)" || rows[0].Median["burst_bytes"] != 536870911 {
 		t.Errorf("rows %+v", rows)
+	}
+}
+
+// TestShapingAsMadeWithCalicoAnnotations: drain=false and
+// annotations=calico reach the environment's change (a fresh pod's bucket
+// as the CNI makes it, asked for with Calico's own annotations); by
+// default the bucket is drained and the kubernetes.io annotations ask.
+func TestShapingAsMadeWithCalicoAnnotations(t *testing.T) {
+	k8s := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping}}
+	for _, tc := range []struct {
+		set       map[string]string
+		asMade    bool
+		annotated string
+	}{
+		{map[string]string{}, false, ""},
+		{map[string]string{"drain": "false", "annotations": "calico"}, true, suite.AnnotationsCalico},
+		{map[string]string{"drain": "true", "annotations": "kubernetes"}, false, suite.AnnotationsKubernetes},
+	} {
+		phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: tc.set}, k8s)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.set, err)
+		}
+		for _, ph := range phases {
+			if len(ph.Changes) != 1 || ph.Changes[0].AsMade != tc.asMade || ph.Changes[0].Annotations != tc.annotated {
+				t.Errorf("%v: changes %+v, want as made %v, annotations %q", tc.set, ph.Changes, tc.asMade, tc.annotated)
+			}
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package shaping
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -27,6 +26,10 @@ const (
 	LabelProto     = "proto"
 	LabelLoad      = "load"
 	LabelBurst     = "burst"
+	// LabelPlacement is the row's placement (same-node, cross-node).
+	LabelPlacement = "placement"
+	// LabelVerdict is the one-line conclusion of a placement's rows.
+	LabelVerdict = "verdict"
 	// labelLimit, labelBurstBytes and labelMTU carry the numbers the row's
 	// figures are computed against; Rows turns them into figures.
 	labelLimit      = "limit_bps"
@@ -45,7 +48,9 @@ const (
 //
 // Settings (--set): egress-bandwidth, ingress-bandwidth (Kubernetes
 // quantities in bits/s: 10M, 1G), burst (bytes, a list: 32Ki,4Mi), protos
-// (tcp,udp), loads (below,at,above), udp-size.
+// (tcp,udp), loads (below,at,above), udp-size, placement (same-node,
+// cross-node: the shaped pod's peer on its node or on another; default
+// both where the agents allow).
 type Suite struct{}
 
 // Name implements Suite.
@@ -56,7 +61,7 @@ func (Suite) Describe() string {
 	return "pod bandwidth limits as the CNI bandwidth plugin sets them: receiver rate per 100 ms, steady state, overshoot, time to conform"
 }
 
-var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size"}
+var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size", "placement", "drain", "annotations"}
 
 // OptionsFrom turns the common options and settings into
 // Options (default: egress 10M).
@@ -84,6 +89,15 @@ func OptionsFrom(o suite.Options) (Options, error) {
 			so.IngressBps, err = qosspec.ParseBandwidth(v)
 		case "burst":
 			so.Bursts, err = ParseBursts(v)
+		case "drain":
+			var drain bool
+			drain, err = strconv.ParseBool(v)
+			so.NoDrain = !drain
+		case "annotations":
+			so.Annotations = v
+			if v != suite.AnnotationsKubernetes && v != suite.AnnotationsCalico {
+				err = fmt.Errorf("want %s or %s", suite.AnnotationsKubernetes, suite.AnnotationsCalico)
+			}
 		default:
 			err = so.SetFlowKey(k, v)
 		}
@@ -101,7 +115,7 @@ func OptionsFrom(o suite.Options) (Options, error) {
 }
 
 // SetFlowKey applies a setting that shapes the flows, the same in every
-// suite built on this one's steps: protos, loads and udp-size. It leaves
+// suite built on this one's steps: protos, loads, udp-size and placement. It leaves
 // o alone for any other key (the suite's CheckSet has refused the unknown
 // ones).
 func (o *Options) SetFlowKey(k, v string) error {
@@ -113,13 +127,15 @@ func (o *Options) SetFlowKey(k, v string) error {
 		o.Loads = suite.SplitList(v)
 	case "udp-size":
 		o.UDPSize, err = strconv.Atoi(v)
+	case "placement":
+		o.Placements = suite.SplitList(v)
 	}
 	return err
 }
 
-// Plan implements Suite: per repetition and burst one phase with the
-// limit on the shaped pod's host-side veth (the pod sending on a node to
-// a pod on another), its flows one after another.
+// Plan implements Suite: per repetition, placement and burst one phase
+// with the limit on the shaped pod's host-side veth (the pod sending to a
+// pod on its own node, or on another), its flows one after another.
 func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	so, err := OptionsFrom(o)
 	if err != nil {
@@ -128,47 +144,40 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	if _, set := o.Set["burst"]; set && caps.Has(CapPodShaping) && !caps.Has(suite.CapPodBurst) {
 		return nil, fmt.Errorf("suite %s: --set burst: %s", s.Name(), caps.Reason(suite.CapPodBurst))
 	}
-	pair, err := ShapedPair(agents)
+	for _, k := range []string{"drain", "annotations"} {
+		if _, set := o.Set[k]; set && caps.Kind != suite.KindKubernetes {
+			return nil, fmt.Errorf("suite %s: --set %s: only on Kubernetes (a CNI's token bucket, a pod's annotations); this environment is %q", s.Name(), k, caps.Kind)
+		}
+	}
+	placed, err := suite.PlacedPairs(agents, so.Placements)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 	}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
-		for _, burst := range so.Bursts {
-			spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: so.EgressBps, IngressRateBps: so.IngressBps}
-			if so.EgressBps != 0 {
-				spec.EgressBurstBytes = burst
+		for _, pp := range placed {
+			for _, burst := range so.Bursts {
+				spec := qosspec.Spec{Setup: qosspec.SpecBandwidth, EgressRateBps: so.EgressBps, IngressRateBps: so.IngressBps}
+				if so.EgressBps != 0 {
+					spec.EgressBurstBytes = burst
+				}
+				if so.IngressBps != 0 {
+					spec.IngressBurstBytes = burst
+				}
+				phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s %s, burst %s, #%d", s.Name(), pp.Placement, pp.Pair.Src.Name, FormatBytes(burst), rep+1),
+					Steps:   LimitSteps(so, burst, rep, pp, o.Backend),
+					Changes: []suite.Change{{What: CapPodShaping, Member: pp.Pair.Src.Name, QoS: &spec, AsMade: so.NoDrain, Annotations: so.Annotations}}})
 			}
-			if so.IngressBps != 0 {
-				spec.IngressBurstBytes = burst
-			}
-			phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s %s, burst %s, #%d", s.Name(), pair.Src.Name, FormatBytes(burst), rep+1),
-				Steps:   LimitSteps(so, burst, rep, pair, o.Backend),
-				Changes: []suite.Change{{What: CapPodShaping, Member: pair.Src.Name, QoS: &spec}}})
 		}
 	}
 	return phases, nil
 }
 
-// ShapedPair picks the shaped pod (Src) and its peer on another node (or
-// the same node when there is one node only).
-func ShapedPair(agents []suite.Endpoint) (suite.Pair, error) {
-	pairs, err := suite.PickPairs(agents)
-	if err != nil {
-		return suite.Pair{}, err
-	}
-	if p, ok := pairs[suite.PodPodCrossNode]; ok {
-		return p, nil
-	}
-	if p, ok := pairs[suite.PodPodSameNode]; ok {
-		return p, nil
-	}
-	return suite.Pair{}, errors.New("needs two pods")
-}
-
 // LimitSteps are the flows of one shaping or policing phase: per limited
-// direction, protocol and load, from the pod (egress) or to it (ingress).
-func LimitSteps(so Options, burst uint32, rep int, p suite.Pair, backend string) []suite.Step {
+// direction, protocol and load, from the pod (egress) or to it (ingress),
+// labelled with the pair's placement.
+func LimitSteps(so Options, burst uint32, rep int, pp suite.PlacedPair, backend string) []suite.Step {
+	p := pp.Pair
 	var steps []suite.Step
 	for _, dir := range []string{DirEgress, DirIngress} {
 		limit := so.EgressBps
@@ -189,7 +198,7 @@ func LimitSteps(so Options, burst uint32, rep int, p suite.Pair, backend string)
 				}
 				steps = append(steps, suite.Step{Connection: fmt.Sprintf("pod %s %s", p.Src.Name, dir), Backend: backend,
 					Measure: proto, Repeat: rep, Src: src, Dst: dst, Spec: spec, Exclusive: true,
-					Labels: map[string]string{LabelDirection: dir, LabelProto: proto, LabelLoad: load, LabelBurst: FormatBytes(burst),
+					Labels: map[string]string{LabelPlacement: pp.Placement, LabelDirection: dir, LabelProto: proto, LabelLoad: load, LabelBurst: FormatBytes(burst),
 						labelLimit: strconv.FormatUint(limit, 10), labelBurstBytes: strconv.FormatUint(uint64(burst), 10),
 						labelMTU: strconv.Itoa(so.MTU)}})
 			}
@@ -198,17 +207,25 @@ func LimitSteps(so Options, burst uint32, rep int, p suite.Pair, backend string)
 	return steps
 }
 
-// Rows implements Suite: one row per direction, protocol, load and burst.
-func (Suite) Rows(outcomes []suite.Outcome) []suite.Row { return LimitRows(outcomes) }
+// Rows implements Suite: one row per placement, direction, protocol, load
+// and burst, each labelled with its placement's verdict.
+func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
+	rows := LimitRows(outcomes)
+	SetLimitVerdicts(rows)
+	return rows
+}
 
 // LimitRows are the rows of limited flows (shaping's and policing's): one
-// per direction, protocol, load and burst. Where the environment chose the
+// per placement, direction, protocol, load and burst. Where the environment chose the
 // burst itself (Step.Applied: the CNI on Kubernetes), the rows carry that
 // burst, labelled with who chose it.
 func LimitRows(outcomes []suite.Outcome) []suite.Row {
 	outcomes = appliedBursts(outcomes)
-	rows := suite.LabelRows(outcomes, []string{LabelDirection, LabelProto, LabelLoad, LabelBurst, labelLimit, labelBurstBytes, labelMTU}, shapingFigures)
+	rows := suite.LabelRows(outcomes, []string{LabelPlacement, LabelDirection, LabelProto, LabelLoad, LabelBurst, labelLimit, labelBurstBytes, labelMTU}, shapingFigures)
 	for i := range rows {
+		if rows[i].Labels[LabelPlacement] == "" {
+			delete(rows[i].Labels, LabelPlacement) // a run stored before placements
+		}
 		for _, k := range []string{labelLimit, labelBurstBytes} {
 			if v, err := strconv.ParseFloat(rows[i].Labels[k], 64); err == nil {
 				rows[i].Median[k], rows[i].Min[k], rows[i].Max[k] = v, v, v
@@ -283,24 +300,56 @@ func shapingFigures(o suite.Outcome) (map[string]float64, map[string][]float64) 
 	out["steady_state_mean_bps"] = a.SteadyMeanBps
 	out["overshoot_pct"] = 100 * (a.FirstBps - expected) / expected
 	out["steady_state_error_pct"] = 100 * (a.SteadyBps - expected) / expected
+	// excess_bytes: what arrived above the expected rate before the flow
+	// conformed (to the end when it never did, then a lower bound): the
+	// token bucket the flow met, measured, beside the burst read back.
+	end := len(ser)
+	if a.ConformS != nil {
+		end = min(end, int(*a.ConformS/Interval.Seconds()+0.5))
+	}
+	excess := 0.0
+	for _, bps := range ser[:end] {
+		excess += max(0, bps-expected) * Interval.Seconds() / 8
+	}
+	out["excess_bytes"] = excess
 	if a.ConformS != nil {
 		out["time_to_conform_s"] = *a.ConformS
 	}
 	return out, map[string][]float64{"intervals_bps": ser}
 }
 
-// WriteTable writes one line per flow and the first second of each
-// receiver series.
+// WriteTable writes one line per flow, the first second of each receiver
+// series and the verdicts.
 func (Suite) WriteTable(w io.Writer, rows []suite.Row) error { return WriteLimitTable(w, rows) }
 
+// WriteLimitTable writes one line per flow (with its placement when the
+// rows carry one), the first second of each receiver series and the
+// verdicts.
 func WriteLimitTable(w io.Writer, rows []suite.Row) error {
+	placed := false
+	for _, r := range rows {
+		placed = placed || r.Labels[LabelPlacement] != ""
+	}
+	name := func(r suite.Row) string {
+		n := r.Labels[LabelDirection] + "/" + r.Labels[LabelProto] + "/" + r.Labels[LabelLoad]
+		if placed {
+			n = r.Labels[LabelPlacement] + " " + n
+		}
+		return n
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if placed {
+		fmt.Fprint(tw, "placement\t")
+	}
 	fmt.Fprintln(tw, "direction\tproto\tload\tburst\tlimit Mbit/s\toffered\tgoodput\tsteady\terr %\tfirst 100ms\tovershoot %\tconform s\tloss %\tretransmits\t")
 	mb := func(r suite.Row, k string) string { return suite.FormatOpt(suite.Scaled(suite.Fig(r, k), 1e6), "%.2f") }
 	for _, r := range rows {
 		conform := "never"
 		if p := suite.Fig(r, "time_to_conform_s"); p != nil {
 			conform = fmt.Sprintf("%.1f", *p)
+		}
+		if placed {
+			fmt.Fprintf(tw, "%s\t", r.Labels[LabelPlacement])
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad],
 			r.Labels[LabelBurst], mb(r, labelLimit), mb(r, "offered_bps"), mb(r, "goodput_bps"), mb(r, "steady_state_bps"),
@@ -312,7 +361,7 @@ func WriteLimitTable(w io.Writer, rows []suite.Row) error {
 	}
 	for _, r := range rows {
 		for _, e := range r.Errors {
-			fmt.Fprintf(w, "error %s/%s/%s: %s\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad], e)
+			fmt.Fprintf(w, "error %s: %s\n", name(r), e)
 		}
 		ser := r.Series["intervals_bps"]
 		n := min(len(ser), 10)
@@ -323,8 +372,22 @@ func WriteLimitTable(w io.Writer, rows []suite.Row) error {
 		for i, v := range ser[:n] {
 			parts[i] = fmt.Sprintf("%.1f", v/1e6)
 		}
-		if _, err := fmt.Fprintf(w, "%s/%s/%s/%s, Mbit/s per 100 ms (first 1 s): %s\n", r.Labels[LabelDirection], r.Labels[LabelProto],
-			r.Labels[LabelLoad], r.Labels[LabelBurst], strings.Join(parts, " ")); err != nil {
+		if _, err := fmt.Fprintf(w, "%s/%s, Mbit/s per 100 ms (first 1 s): %s\n", name(r), r.Labels[LabelBurst], strings.Join(parts, " ")); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		v := r.Labels[LabelVerdict]
+		if v == "" || seen[r.Labels[LabelPlacement]+"\x00"+v] {
+			continue
+		}
+		seen[r.Labels[LabelPlacement]+"\x00"+v] = true
+		where := r.Labels[LabelPlacement]
+		if where == "" {
+			where = "verdict"
+		}
+		if _, err := fmt.Fprintf(w, "%s: %s\n", where, v); err != nil {
 			return err
 		}
 	}
@@ -349,8 +412,8 @@ func (Suite) RowMetrics() []string { return LimitMetrics }
 // direction, protocol, load and burst, each with its receiver rate per
 // 100 ms against its limit.
 func LimitPresentation() suite.Presentation {
-	keys := []string{LabelDirection, LabelProto, LabelLoad, LabelBurst}
-	return suite.Presentation{LabelOrder: keys,
+	keys := []string{LabelPlacement, LabelDirection, LabelProto, LabelLoad, LabelBurst}
+	return suite.Presentation{LabelOrder: keys, Conclusion: LabelVerdict, ConclusionOf: LabelPlacement,
 		Series: &suite.SeriesHint{Series: "intervals_bps", Limit: "limit_bps", Interval: Interval, NameLabels: keys}}
 }
 

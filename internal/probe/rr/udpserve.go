@@ -1,0 +1,178 @@
+package rr
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
+)
+
+// udpServer answers a UDP rr session. The first requests arrive on the
+// responder's shared socket and are answered from there (udpReflector);
+// the first one also opens the session's own socket on the same port,
+// connected to the client (probe.Session.PeerSocket), and from then on a
+// locked thread answers on it with blocking system calls, outside Go's
+// poller, the way the TCP rr connection is served (serveInThread). Where
+// the responder cannot give the session a socket, the shared socket keeps
+// answering.
+type udpServer struct {
+	s      *probe.Session
+	cfg    config
+	served *atomic.Int64
+	delay  time.Duration
+
+	mu      sync.Mutex // guards opened, closed and wg's Add
+	opened  bool       // a session socket was tried
+	closed  bool       // stop was called
+	openErr error      // why it could not be opened
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	// bySession counts the transactions the session socket answered.
+	bySession atomic.Int64
+}
+
+func newUDPServer(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64, delay time.Duration) *udpServer {
+	u := &udpServer{s: s, cfg: cfg, served: served, delay: delay}
+	u.ctx, u.cancel = context.WithCancel(ctx)
+	return u
+}
+
+// stop ends the session socket's loop and waits for it.
+func (u *udpServer) stop() {
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+	u.cancel()
+	u.wg.Wait()
+}
+
+// sharedOnly says why the session socket could not be opened ("" when it
+// was, or was not tried); call it after stop.
+func (u *udpServer) sharedOnly() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.openErr == nil {
+		return ""
+	}
+	return u.openErr.Error()
+}
+
+// reflector answers requests that reach the shared socket, from the
+// responder's UDP reader goroutine, into one reused buffer.
+func (u *udpServer) reflector() probe.PacketFunc {
+	buf := make([]byte, 64<<10)
+	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+		h, ok := probe.ParsePacketHeader(pkt)
+		if !ok || h.Type != probe.PacketRRRequest || len(pkt) < probe.PacketHeaderLen+bodyLen {
+			return
+		}
+		n := copy(buf, pkt)
+		buf[2] = probe.PacketRRResponse
+		body(buf[probe.PacketHeaderLen:n]).stampReply(rx.KernelNs, rx.TOS, rx.TOSOK, u.delay)
+		if err := u.s.WriteTo(buf[:n], from); err != nil {
+			u.s.Log.Debug("rr reply", "to", from, "err", err)
+			return
+		}
+		u.served.Add(1)
+		u.openPeer(from)
+	}
+}
+
+// openPeer starts, once, the loop on the session's own socket, connected
+// to from.
+func (u *udpServer) openPeer(from netip.AddrPort) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.opened || u.closed {
+		return
+	}
+	u.opened = true
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		// Never unlocked: PeerSocket may move this thread into the
+		// responder's network namespace, so the thread ends with the
+		// goroutine.
+		runtime.LockOSThread()
+		fd, err := u.s.PeerSocket(from, probe.SockOpts{TOS: u.cfg.tos, RecvTOS: true, RecvTstamp: true})
+		if err != nil {
+			u.s.Log.Debug("rr udp: answering from the shared socket", "err", err)
+			u.mu.Lock()
+			u.openErr = err
+			u.mu.Unlock()
+			return
+		}
+		defer unix.Close(fd)
+		if err := u.serve(fd); err != nil {
+			u.s.Log.Debug("rr udp session socket", "err", err)
+		}
+	}()
+}
+
+// serve answers requests on the session's connected socket fd until stop,
+// on the calling locked thread.
+func (u *udpServer) serve(fd int) error {
+	// A blocked read ends when stop shuts the socket's receive side; the
+	// receive timeout is there in case it does not.
+	var ended atomic.Bool
+	defer context.AfterFunc(u.ctx, func() {
+		ended.Store(true)
+		_ = unix.Shutdown(fd, unix.SHUT_RD)
+	})()
+	if err := setTimeouts(fd, pollWait); err != nil {
+		return err
+	}
+	buf := make([]byte, u.cfg.size+probe.PacketHeaderLen+64)
+	var (
+		msg unix.Msghdr
+		iov unix.Iovec
+		oob [256]byte
+	)
+	session := u.s.ID
+	for !ended.Load() {
+		iov.Base = &buf[0]
+		iov.SetLen(len(buf))
+		msg.Iov = &iov
+		msg.SetIovlen(1)
+		msg.Control = &oob[0]
+		msg.SetControllen(len(oob))
+		nn, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
+		switch e {
+		case 0:
+		case unix.EAGAIN, unix.EINTR:
+			continue
+		case unix.ECONNREFUSED:
+			// An earlier reply met a closed port: the client is gone.
+			return errors.New("client's port closed")
+		default:
+			return e
+		}
+		n := int(nn)
+		h, ok := probe.ParsePacketHeader(buf[:n])
+		if !ok || h.Type != probe.PacketRRRequest || h.Session != session || n < probe.PacketHeaderLen+bodyLen {
+			continue
+		}
+		m := udpio.ParseCmsgs(oob[:msg.Controllen])
+		buf[2] = probe.PacketRRResponse
+		body(buf[probe.PacketHeaderLen:n]).stampReply(m.KernelNs, m.TOS, m.TOSOK, u.delay)
+		if _, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(n)); e != 0 {
+			if e == unix.ECONNREFUSED {
+				return errors.New("client's port closed")
+			}
+			continue // a reply lost here is a lost transaction for the client
+		}
+		u.served.Add(1)
+		u.bySession.Add(1)
+	}
+	return nil
+}
