@@ -193,15 +193,15 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel, poke: make(chan struct{}, 1),
 		hb: *hello.Heartbeat, checked: s.now()}
+	if old := s.sessions.add(a); old != nil {
+		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
+	}
+	defer s.sessions.remove(a)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	if err := s.send(a, api.SessionFrame{Type: api.FrameWelcome, Reply: &reply, KeepaliveS: s.opts.SessionKeepalive.Seconds()}); err != nil {
 		return
 	}
-	if old := s.sessions.add(a); old != nil {
-		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
-	}
-	defer s.sessions.remove(a)
 	s.log.Debug("agent session open", "pod_uid", uid)
 
 	wake := s.disp.hold(uid)
