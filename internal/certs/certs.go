@@ -147,20 +147,28 @@ func WriteServer(dir string, hosts []string, validFor time.Duration) (Files, err
 // ClientConfig returns the TLS configuration of a client that trusts the
 // CA certificates in caFile, or the system pool when caFile is "".
 func ClientConfig(caFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile == "" {
-		return cfg, nil
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
 	b, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("read CA file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("CA file %s: no PEM certificate in it", caFile)
+	cfg, err := ClientConfigPEM(b)
+	if err != nil {
+		return nil, fmt.Errorf("CA file %s: %w", caFile, err)
 	}
-	cfg.RootCAs = pool
 	return cfg, nil
+}
+
+// ClientConfigPEM returns the TLS configuration of a client that trusts
+// the CA certificates in caPEM (a CA read from the cluster, for one).
+func ClientConfigPEM(caPEM []byte) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no PEM certificate in it")
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
 // ServerConfig loads a serving certificate and key (PEM files) into a

@@ -23,6 +23,7 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		serverURL, token string
 		tokenFile        string
 		caFile           string
+		serverName       string
 		id               agent.Identity
 		port, parallel   int
 		noSession        bool
@@ -73,7 +74,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 			}
 			// A long poll waits up to the server's MaxWait; the client's
 			// timeout must exceed it.
-			copts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}), client.WithCAFile(caFile)}
+			copts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}), client.WithCAFile(caFile), client.WithServerName(serverName)}
 			if tokenFile != "" {
 				copts = append(copts, client.WithTokenFile(tokenFile))
 			}
@@ -113,6 +114,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl := cmd.Flags()
 	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	fl.StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
 	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")

@@ -186,6 +186,7 @@ func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		f                 suiteFlags
 		server, token     string
 		caFile            string
+		serverName        string
 		labName, stateDir string
 		kf                k8sRunFlags
 	)
@@ -242,7 +243,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			case server == "":
 				return errors.New("no server: give --server URL (or set CNPERF_SERVER), or --lab NAME")
 			default:
-				c, err := client.New(server, token, client.WithCAFile(caFile))
+				c, err := client.New(server, token, client.WithCAFile(caFile), client.WithServerName(serverName))
 				if err != nil {
 					return fmt.Errorf("--server: %w", err)
 				}
@@ -259,6 +260,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 	cmd.Flags().StringVar(&server, "server", envOr("CNPERF_SERVER", ""), "cnperf server URL (env CNPERF_SERVER)")
 	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
 	cmd.Flags().StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	cmd.Flags().StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
 	kf.register(cmd)
