@@ -126,6 +126,20 @@ func (ss *sessionSet) endAll(cause *sessionEnded) {
 	}
 }
 
+// touch records every open session's agent as alive at now (the reaper,
+// before it looks for silent agents).
+func (ss *sessionSet) touch(beats *beatCache, now time.Time) {
+	ss.mu.Lock()
+	uids := make([]string, 0, len(ss.m))
+	for uid := range ss.m {
+		uids = append(uids, uid)
+	}
+	ss.mu.Unlock()
+	for _, uid := range uids {
+		beats.alive(uid, now)
+	}
+}
+
 // count is the number of open sessions.
 func (ss *sessionSet) count() int {
 	ss.mu.Lock()

@@ -61,7 +61,7 @@ func main() {
 	flag.DurationVar(&c.ramp, "ramp", 20*time.Second, "time over which agents start")
 	flag.DurationVar(&c.warmup, "warmup", 10*time.Second, "time after the ramp before measuring")
 	flag.DurationVar(&c.measure, "measure", 60*time.Second, "measurement window")
-	flag.Float64Var(&c.taskRate, "task-rate", 5, "tasks created per second during the measurement")
+	flag.Float64Var(&c.taskRate, "task-rate", 10, "tasks created per second during the measurement")
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
