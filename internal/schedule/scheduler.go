@@ -99,6 +99,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
+// Wait waits for the suite runs Tick started to end.
+func (s *Scheduler) Wait() { s.wg.Wait() }
+
 // Tick fails abandoned records (cancelling their runs) and starts the
 // schedules due now; the suite runs it starts live within runCtx.
 func (s *Scheduler) Tick(ctx, runCtx context.Context) error {

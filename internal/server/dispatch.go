@@ -19,6 +19,7 @@ type dispatcher struct {
 	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
 	serve   map[string][]api.ServeRequest // agent → servers to start
 	cancel  map[string][]string           // agent → task ids to stop
+	held    map[string]int                // agent → sessions waiting on its wake-up channel
 }
 
 type handoff struct {
@@ -36,6 +37,7 @@ func newDispatcher() *dispatcher {
 		tasks:   map[string][]api.AgentTask{},
 		serve:   map[string][]api.ServeRequest{},
 		cancel:  map[string][]string{},
+		held:    map[string]int{},
 	}
 }
 
@@ -224,7 +226,9 @@ func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeR
 func (d *dispatcher) forget(uid string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.wake, uid)
+	if d.held[uid] == 0 { // a session keeps waiting on its channel
+		delete(d.wake, uid)
+	}
 	delete(d.pending, uid)
 	delete(d.tasks, uid)
 	delete(d.serve, uid)
@@ -238,4 +242,33 @@ func (d *dispatcher) takeCancel(uid string) []string {
 	c := d.cancel[uid]
 	delete(d.cancel, uid)
 	return c
+}
+
+// hold returns the agent's wake-up channel for a session, which keeps it
+// (forget leaves it) until release.
+func (d *dispatcher) hold(uid string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held[uid]++
+	return d.chLocked(uid)
+}
+
+// release ends a hold.
+func (d *dispatcher) release(uid string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held[uid]--; d.held[uid] <= 0 {
+		delete(d.held, uid)
+	}
+}
+
+// takeServeCancel takes the agent's server requests and cancellations,
+// leaving its tasks (a session that has not asked for tasks).
+func (d *dispatcher) takeServeCancel(uid string) (serve []api.ServeRequest, cancel []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	serve, cancel = d.serve[uid], d.cancel[uid]
+	delete(d.serve, uid)
+	delete(d.cancel, uid)
+	return serve, cancel
 }

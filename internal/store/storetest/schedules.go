@@ -18,7 +18,7 @@ import (
 // the record as documented; deleting removes it and its history.
 func testSchedules(t *testing.T, st store.Store) {
 	ctx := context.Background()
-	opts := json.RawMessage(`{"time":1000000000,"repeat":1,"set":{"udp-rate":"100M"}}`)
+	opts := json.RawMessage(`{"time":1,"repeat":1,"set":{"udp-rate":"100M"}}`)
 	bad := []struct {
 		name string
 		sc   store.Schedule
