@@ -200,9 +200,9 @@ var ReloadEvery = 10 * time.Second
 type reloader struct {
 	certFile, keyFile string
 
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex  // guards the fields below
 	cfg     *tls.Config // the configuration with the loaded pair
-	stamp   string // the files' sizes and modification times when loaded
+	stamp   string      // the files' sizes and modification times when loaded
 	checked time.Time
 }
 
