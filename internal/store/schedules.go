@@ -73,7 +73,7 @@ type ScheduleRunFilter struct {
 	Finished bool
 	// State: only those in this state (empty: any).
 	State ScheduleRunState
-	Limit    int // newest first; 0: DefaultPageLimit, capped at MaxPageLimit
+	Limit int // newest first; 0: DefaultPageLimit, capped at MaxPageLimit
 }
 
 const (
