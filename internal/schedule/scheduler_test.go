@@ -142,6 +142,36 @@ func TestReplicasStartADueTimeOnce(t *testing.T) {
 	})
 }
 
+// TestOnlyTheLeaderLooks: with a leader hook, a replica that does not
+// lead starts nothing; the leader does.
+func TestOnlyTheLeaderLooks(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite:"+t.TempDir()+"/cnperf.db")
+	t0 := time.Now().UTC()
+	sc, err := st.CreateSchedule(ctx, store.Schedule{Suite: "matrix", Every: time.Hour, Options: matrixOptions, NextAt: t0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lead := range []bool{false, true} {
+		a := newFakeAPI()
+		s, err := schedule.New(schedule.Options{Store: st, API: a, Suites: builtin.Registry(), Leader: func() bool { return lead }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Tick(ctx, ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Wait()
+		hist, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := a.counts(); (len(c) > 0) != lead || (len(hist) == 1) != lead {
+			t.Errorf("leader %v: runs %v, records %d", lead, c, len(hist))
+		}
+	}
+}
+
 // TestSkipWhileRunningThenDelete: a due time while the schedule's run is
 // going is recorded skipped; deleting the schedule cancels the run going.
 func TestSkipWhileRunningThenDelete(t *testing.T) {

@@ -149,6 +149,12 @@ func testSchedules(t *testing.T, st store.Store) {
 	if err != nil || len(fin) != 1 || fin[0].ID != third.ID {
 		t.Errorf("latest finished: %+v, %v; want the abandoned third", fin, err)
 	}
+	if ok, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded}); err != nil || len(ok) != 1 || ok[0].ID != first.ID {
+		t.Errorf("succeeded ones: %+v, %v; want the first", ok, err)
+	}
+	if _, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: "done"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("history in an unknown state: %v, want invalid", err)
+	}
 	if _, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("history without a schedule: %v, want invalid", err)
 	}
