@@ -1,6 +1,10 @@
 package certs
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +108,66 @@ func TestLoadCA(t *testing.T) {
 				t.Fatalf("certificate signed by the loaded CA: %s", p)
 			}
 		})
+	}
+}
+
+// TestServerReloadsRenewedCertificate: a certificate renewed in place is
+// served from the next handshake after the check interval, without a
+// restart; a broken renewal keeps the last good one.
+func TestServerReloadsRenewedCertificate(t *testing.T) {
+	old := ReloadEvery
+	ReloadEvery = 0
+	defer func() { ReloadEvery = old }()
+	ca, err := NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	issue := func(host string) {
+		c, k, err := ca.Issue([]string{host}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, b := range map[string][]byte{certFile: c, keyFile: k} {
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	issue("first.example")
+	cfg, err := ServerConfig(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() string {
+		c, err := cfg.GetConfigForClient(&tls.ClientHelloInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.DNSNames[0]
+	}
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   string
+	}{
+		{"as loaded", func() {}, "first.example"},
+		{"renewed in place", func() { issue("second.example") }, "second.example"},
+		{"a broken renewal keeps the last good pair", func() {
+			if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "second.example"},
+		{"fixed again", func() { issue("third.example") }, "third.example"},
+	} {
+		step.change()
+		if got := served(); got != step.want {
+			t.Errorf("%s: serves %s, want %s", step.name, got, step.want)
+		}
 	}
 }

@@ -28,6 +28,7 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		serverName     string
 		id             agent.Identity
 		port, parallel int
+		noSession      bool
 		stampPort      int
 		stateDir       string
 	)
@@ -105,7 +106,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 				StampPort: stampPort,
 				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: log,
-				StateDir: stateDir,
+				StateDir: stateDir, NoSession: noSession,
 			})
 			if err != nil {
 				return err
@@ -129,6 +130,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
 	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the agent's credential (file token, 0600; needed to join) and the outbox of undelivered results (default: memory only)")
+	fl.BoolVar(&noSession, "no-session", false, "never open an agent session: poll the REST endpoints only (a heartbeat a second and a long poll), as before sessions")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
 }

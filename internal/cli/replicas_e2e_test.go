@@ -103,7 +103,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestReplicasSurviveSIGKILL runs three `cnperf server` replicas on one
 // PostgreSQL and six real `cnperf agent` processes spread over them (each
-// given all three URLs, starting at a different one). It measures how
+// given all three URLs, starting at a different one). The agents poll
+// (--no-session): the fronts count fetch answers, starts and reports on
+// the REST paths. It measures how
 // fast a task created on one replica reaches an agent held by another,
 // then creates a run of 1,000 tasks on one replica, SIGKILLs the replica
 // holding the reaper's lease while they are in flight, and checks that
@@ -158,7 +160,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		}
 		p := start(t, names[i], bin, []string{"CNPERF_TOKEN=a-repl", "POD_NAME=" + names[i], "POD_NAMESPACE=e2e", "POD_UID=uid-" + names[i],
 			"POD_IP=" + ip, "NODE_NAME=node-" + names[i], "NODE_IP=" + ip},
-			"agent", "--server", strings.Join(list, ","), "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, names[i]))
+			"agent", "--no-session", "--server", strings.Join(list, ","), "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, names[i]))
 		p.waitFor(t, "agent ready", 30*time.Second)
 	}
 	// User calls go to a replica that will survive, not through a front.

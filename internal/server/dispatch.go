@@ -20,12 +20,17 @@ type dispatcher struct {
 	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
 	serve   map[string][]api.ServeRequest // agent → servers to start
 	cancel  map[string][]string           // agent → task ids to stop
+	hooks   map[string]*wakeHook          // agent → its session's wake-up (instead of a channel)
 	// share, when set, tells the other replicas of a wake-up this one
 	// had (cluster.go): addPending, wakePending and stopTask call it, so
 	// an agent whose long poll (or session) is held by another replica
 	// is woken too. Set before serving; never changed after.
 	share func(clusterMsg)
 }
+
+// wakeHook is a session's wake-up: called, under the dispatcher's lock,
+// wherever the agent's channel is notified; it must not block.
+type wakeHook struct{ fn func() }
 
 type handoff struct {
 	task    api.AgentTask
@@ -42,6 +47,7 @@ func newDispatcher() *dispatcher {
 		tasks:   map[string][]api.AgentTask{},
 		serve:   map[string][]api.ServeRequest{},
 		cancel:  map[string][]string{},
+		hooks:   map[string]*wakeHook{},
 	}
 }
 
@@ -63,18 +69,25 @@ func (d *dispatcher) chLocked(uid string) chan struct{} {
 }
 
 func (d *dispatcher) notifyLocked(uid string) {
+	if h := d.hooks[uid]; h != nil {
+		h.fn()
+	}
 	select {
 	case d.chLocked(uid) <- struct{}{}:
 	default:
 	}
 }
 
-// knows reports whether the agent has polled this replica (it has a
-// wake-up channel here).
+// knows reports whether the agent polls this replica or holds a session
+// here (it has a wake-up channel or a session's hook).
 func (d *dispatcher) knows(uid string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.wake[uid] != nil
+	return d.knowsLocked(uid)
+}
+
+func (d *dispatcher) knowsLocked(uid string) bool {
+	return d.wake[uid] != nil || d.hooks[uid] != nil
 }
 
 // notify wakes the agent's long poll.
@@ -154,7 +167,7 @@ func (d *dispatcher) stage(t api.AgentTask, src string, req api.ServeRequest, ex
 func (d *dispatcher) serveLocal(dst string, req api.ServeRequest) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.wake[dst] == nil {
+	if !d.knowsLocked(dst) {
 		return
 	}
 	d.serve[dst] = append(d.serve[dst], req)
@@ -293,4 +306,35 @@ func (d *dispatcher) takeCancel(uid string) []string {
 	c := d.cancel[uid]
 	delete(d.cancel, uid)
 	return c
+}
+
+// hold makes fn the agent's session's wake-up: notify calls it (as well
+// as waking a long poll) until release. A newer session's hold replaces an
+// older one's.
+func (d *dispatcher) hold(uid string, fn func()) *wakeHook {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := &wakeHook{fn: fn}
+	d.hooks[uid] = h
+	return h
+}
+
+// release ends a hold (unless a newer one replaced it).
+func (d *dispatcher) release(uid string, h *wakeHook) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hooks[uid] == h {
+		delete(d.hooks, uid)
+	}
+}
+
+// takeServeCancel takes the agent's server requests and cancellations,
+// leaving its tasks (a session that has not asked for tasks).
+func (d *dispatcher) takeServeCancel(uid string) (serve []api.ServeRequest, cancel []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	serve, cancel = d.serve[uid], d.cancel[uid]
+	delete(d.serve, uid)
+	delete(d.cancel, uid)
+	return serve, cancel
 }

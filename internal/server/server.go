@@ -82,6 +82,9 @@ type Options struct {
 	// ReofferAfter is how long a handed-out task may go unacknowledged
 	// before a heartbeat re-offers it (DefaultReofferAfter; redispatch.go).
 	ReofferAfter time.Duration
+	// SessionKeepalive is the keep-alive period asked of agent sessions
+	// (api.DefaultKeepalive; session.go).
+	SessionKeepalive time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
 	// Bus, when set, connects this server to the other replicas sharing
@@ -125,6 +128,7 @@ type Server struct {
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
 	leader     atomic.Bool // held the reaper lease at the last try (lease.go)
+	sessions   sessionSet  // open agent sessions (session.go)
 }
 
 // New checks opts and returns a server.
@@ -160,6 +164,7 @@ func New(opts Options) (*Server, error) {
 	if opts.ReplicaID == "" {
 		opts.ReplicaID = NewReplicaID()
 	}
+	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
 	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{
