@@ -19,8 +19,12 @@ type dispatcher struct {
 	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
 	serve   map[string][]api.ServeRequest // agent → servers to start
 	cancel  map[string][]string           // agent → task ids to stop
-	held    map[string]int                // agent → sessions waiting on its wake-up channel
+	hooks   map[string]*wakeHook          // agent → its session's wake-up (instead of a channel)
 }
+
+// wakeHook is a session's wake-up: called, under the dispatcher's lock,
+// wherever the agent's channel is notified; it must not block.
+type wakeHook struct{ fn func() }
 
 type handoff struct {
 	task    api.AgentTask
@@ -37,7 +41,7 @@ func newDispatcher() *dispatcher {
 		tasks:   map[string][]api.AgentTask{},
 		serve:   map[string][]api.ServeRequest{},
 		cancel:  map[string][]string{},
-		held:    map[string]int{},
+		hooks:   map[string]*wakeHook{},
 	}
 }
 
@@ -59,6 +63,9 @@ func (d *dispatcher) chLocked(uid string) chan struct{} {
 }
 
 func (d *dispatcher) notifyLocked(uid string) {
+	if h := d.hooks[uid]; h != nil {
+		h.fn()
+	}
 	select {
 	case d.chLocked(uid) <- struct{}{}:
 	default:
@@ -226,9 +233,7 @@ func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeR
 func (d *dispatcher) forget(uid string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.held[uid] == 0 { // a session keeps waiting on its channel
-		delete(d.wake, uid)
-	}
+	delete(d.wake, uid)
 	delete(d.pending, uid)
 	delete(d.tasks, uid)
 	delete(d.serve, uid)
@@ -244,21 +249,23 @@ func (d *dispatcher) takeCancel(uid string) []string {
 	return c
 }
 
-// hold returns the agent's wake-up channel for a session, which keeps it
-// (forget leaves it) until release.
-func (d *dispatcher) hold(uid string) chan struct{} {
+// hold makes fn the agent's session's wake-up: notify calls it (as well
+// as waking a long poll) until release. A newer session's hold replaces an
+// older one's.
+func (d *dispatcher) hold(uid string, fn func()) *wakeHook {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.held[uid]++
-	return d.chLocked(uid)
+	h := &wakeHook{fn: fn}
+	d.hooks[uid] = h
+	return h
 }
 
-// release ends a hold.
-func (d *dispatcher) release(uid string) {
+// release ends a hold (unless a newer one replaced it).
+func (d *dispatcher) release(uid string, h *wakeHook) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.held[uid]--; d.held[uid] <= 0 {
-		delete(d.held, uid)
+	if d.hooks[uid] == h {
+		delete(d.hooks, uid)
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 //   - presence is the open session and a keep-alive frame every
 //     KeepaliveS (memory only, beatCache.alive); a session silent for
 //     sessionSilence ends (read deadline);
-//   - a pull frame asks for tasks: the session's dispatch loop claims them
-//     as a long poll would, woken by the same per-agent channel
+//   - a pull frame asks for tasks: a dispatch pass claims them as a long
+//     poll would, run wherever the agent's long poll would be woken
 //     (dispatcher.hold), and sends one offer; server requests and
 //     cancellations are sent whenever they wait;
 //   - the agent acks the offered tasks it holds; an offer not acked within
@@ -59,9 +59,18 @@ type agentSession struct {
 
 	wmu sync.Mutex // serialises frames written
 
-	pull    atomic.Bool   // the agent has room for tasks
-	poke    chan struct{} // wakes the dispatch loop (a pull, a re-offer check)
-	reoffer atomic.Bool   // the dispatch loop must look for unacknowledged offers
+	pull    atomic.Bool // the agent has room for tasks
+	reoffer atomic.Bool // the next dispatch pass looks for unacknowledged offers
+
+	// Dispatch passes run in a goroutine started on demand (kick), not in
+	// one parked per session: 50,000 sessions keep one goroutine each.
+	kmu     sync.Mutex // guards running, again, closed
+	running bool
+	again   bool
+	closed  bool
+	passes  sync.WaitGroup
+	ctx     context.Context
+	srv     *Server
 
 	hbMu sync.Mutex
 	hb   api.Heartbeat // the latest heartbeat, to register the agent again
@@ -123,6 +132,20 @@ func (ss *sessionSet) endAll(cause *sessionEnded) {
 	ss.mu.Unlock()
 	for _, a := range all {
 		a.cancel(cause)
+	}
+}
+
+// touch records every open session's agent as alive at now (the reaper,
+// before it looks for silent agents).
+func (ss *sessionSet) touch(beats *beatCache, now time.Time) {
+	ss.mu.Lock()
+	uids := make([]string, 0, len(ss.m))
+	for uid := range ss.m {
+		uids = append(uids, uid)
+	}
+	ss.mu.Unlock()
+	for _, uid := range uids {
+		beats.alive(uid, now)
 	}
 }
 
@@ -191,8 +214,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	tok, _ := bearer(r)
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel, poke: make(chan struct{}, 1),
-		hb: *hello.Heartbeat, checked: s.now()}
+	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel,
+		hb: *hello.Heartbeat, checked: s.now(), ctx: ctx, srv: s}
 	if old := s.sessions.add(a); old != nil {
 		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
 	}
@@ -204,42 +227,41 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Debug("agent session open", "pod_uid", uid)
 
-	wake := s.disp.hold(uid)
-	defer s.disp.release(uid)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.sessionDispatch(ctx, a, wake)
-	}()
+	hook := s.disp.hold(uid, a.kick)
+	// A bye (revocation, replacement, shutdown) is sent as soon as the
+	// session's context ends, and the read below is woken.
+	byeDone := make(chan struct{})
+	stopBye := context.AfterFunc(ctx, func() {
+		defer close(byeDone)
+		var ended *sessionEnded
+		if errors.As(context.Cause(ctx), &ended) {
+			_ = s.send(a, api.SessionFrame{Type: api.FrameBye, Status: ended.status, Error: &api.ErrorBody{Error: ended.msg}})
+		}
+		_ = rc.SetReadDeadline(time.Now())
+	})
 	// Unacknowledged offers from before this session (its previous
 	// connection broke after they were sent) are looked at once they are
-	// due.
+	// due; tasks waiting now go out at the first pull.
 	s.scheduleReoffer(a)
-
-	lines := make(chan struct{})
-	go func() {
-		// Reading blocks: it runs beside the wait for the session's end,
-		// so that a bye (revocation, replacement, shutdown) is sent at once.
-		defer close(lines)
-		for sc.Scan() {
-			if err := s.sessionFrame(ctx, a, sc.Bytes()); err != nil {
-				cancel(err)
-				return
-			}
-			_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
+	for sc.Scan() {
+		if err := s.sessionFrame(ctx, a, sc.Bytes()); err != nil {
+			cancel(err)
+			break
 		}
-		cancel(fmt.Errorf("read: %w", errOr(sc.Err(), errors.New("the agent closed the session"))))
-	}()
-	<-ctx.Done()
-	var ended *sessionEnded
-	if errors.As(context.Cause(ctx), &ended) {
-		_ = s.send(a, api.SessionFrame{Type: api.FrameBye, Status: ended.status, Error: &api.ErrorBody{Error: ended.msg}})
+		if ctx.Err() != nil {
+			break
+		}
+		_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
 	}
-	<-done
-	// Unblock the reader and wait for it: nothing may write to w once the
-	// handler returns.
-	_ = rc.SetReadDeadline(time.Now())
-	<-lines
+	cancel(fmt.Errorf("read: %w", errOr(sc.Err(), errors.New("the agent closed the session"))))
+	if !stopBye() {
+		<-byeDone
+	}
+	s.disp.release(uid, hook)
+	a.kmu.Lock()
+	a.closed = true
+	a.kmu.Unlock()
+	a.passes.Wait() // nothing may write to w once the handler returns
 	s.log.Debug("agent session closed", "pod_uid", uid, "cause", context.Cause(ctx))
 }
 
@@ -417,14 +439,43 @@ func (s *Server) replyErr(a *agentSession, seq uint64, err error) error {
 	return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: seq, Status: code, Error: body})
 }
 
-func (a *agentSession) wakeUp() {
-	select {
-	case a.poke <- struct{}{}:
-	default:
+// kick runs a dispatch pass soon: in a new goroutine unless one runs,
+// which then makes another pass. It never blocks (the dispatcher calls it
+// under its lock).
+func (a *agentSession) kick() {
+	a.kmu.Lock()
+	defer a.kmu.Unlock()
+	if a.closed {
+		return
+	}
+	a.again = true
+	if a.running {
+		return
+	}
+	a.running = true
+	a.passes.Add(1)
+	go a.srv.dispatchPasses(a)
+}
+
+func (a *agentSession) wakeUp() { a.kick() }
+
+// dispatchPasses makes passes while kicks ask for them.
+func (s *Server) dispatchPasses(a *agentSession) {
+	defer a.passes.Done()
+	for {
+		a.kmu.Lock()
+		if !a.again || a.ctx.Err() != nil {
+			a.running = false
+			a.kmu.Unlock()
+			return
+		}
+		a.again = false
+		a.kmu.Unlock()
+		s.dispatchPass(a.ctx, a)
 	}
 }
 
-// scheduleReoffer makes the dispatch loop look for unacknowledged offers
+// scheduleReoffer makes a dispatch pass look for unacknowledged offers
 // once they are due.
 func (s *Server) scheduleReoffer(a *agentSession) {
 	time.AfterFunc(s.opts.ReofferAfter+100*time.Millisecond, func() {
@@ -433,46 +484,31 @@ func (s *Server) scheduleReoffer(a *agentSession) {
 	})
 }
 
-// sessionDispatch sends the agent what waits for it: tasks when it has
+// dispatchPass sends the agent what waits for it: tasks when it has
 // pulled (claimed as a long poll claims them), server requests and
-// cancellations at once. It wakes on the agent's dispatcher channel, the
-// one task creation, freed nodes, hand-offs and cancellations notify.
-func (s *Server) sessionDispatch(ctx context.Context, a *agentSession, wake chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-a.poke:
-		}
-		if a.reoffer.Swap(false) {
-			s.reofferSession(ctx, a)
-		}
-		var tasks []api.AgentTask
-		if a.pull.Load() {
-			claimed, err := s.claim(ctx, a.uid)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("session claim failed", "pod_uid", a.uid, "err", err)
-					a.cancel(err)
-				}
-				return
-			}
-			var mailed []api.AgentTask
-			var serve []api.ServeRequest
-			var cancel []string
-			mailed, serve, cancel = s.disp.mail(a.uid)
-			tasks = append(claimed, mailed...)
-			if !s.offer(ctx, a, tasks, serve, cancel) {
-				return
-			}
-			continue
-		}
-		serve, cancel := s.disp.takeServeCancel(a.uid)
-		if !s.offer(ctx, a, nil, serve, cancel) {
-			return
-		}
+// cancellations at once. Passes run when the dispatcher notifies the
+// agent (task creation, freed nodes, hand-offs, cancellations, re-offers:
+// the same notifications that wake a long poll), on a pull and when
+// offers fall due.
+func (s *Server) dispatchPass(ctx context.Context, a *agentSession) {
+	if a.reoffer.Swap(false) {
+		s.reofferSession(ctx, a)
 	}
+	if !a.pull.Load() {
+		serve, cancel := s.disp.takeServeCancel(a.uid)
+		s.offer(ctx, a, nil, serve, cancel)
+		return
+	}
+	claimed, err := s.claim(ctx, a.uid)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("session claim failed", "pod_uid", a.uid, "err", err)
+			a.cancel(err)
+		}
+		return
+	}
+	mailed, serve, cancel := s.disp.mail(a.uid)
+	s.offer(ctx, a, append(claimed, mailed...), serve, cancel)
 }
 
 // offer sends one offer frame, if it holds anything; false when the
