@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
+	"github.com/cnperf/cnperf/internal/mesh"
 	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
@@ -32,6 +34,10 @@ type suiteFlags struct {
 	asJSON, csv, md bool
 	sloFile         string
 	html            string // report page to write (report.go)
+
+	// avail reads the ping mesh's availability for the file's
+	// availability objectives (nil where there is no server to ask).
+	avail suite.AvailabilitySource
 
 	// Filled by prepare.
 	objectives  []suite.Objective
@@ -153,6 +159,17 @@ func (f *suiteFlags) print(st Streams, out report.Output) error {
 func (f *suiteFlags) evaluate(out *report.Output) {
 	if len(f.objectives) > 0 {
 		out.Checks = suite.Evaluate(f.objectives, out.Rows)
+		out.Checks = append(out.Checks, suite.EvaluateAvailability(f.objectives, f.avail)...)
+	}
+}
+
+// meshAvailability is the availability source of a server: its stored
+// ping-mesh rounds over the window ending now.
+func meshAvailability(ctx context.Context, c *client.Client) suite.AvailabilitySource {
+	return func(w time.Duration, conn string) (suite.MeshAvailability, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return mesh.Availability(ctx, c, w, time.Now(), conn)
 	}
 }
 
@@ -237,6 +254,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 					return err
 				}
 				r.API, r.Env = c, labrun.NewEnv(l)
+				f.avail = meshAvailability(cmd.Context(), c)
 				if f.opts.Backend == "" {
 					f.opts.Backend = l.Config.Backend
 				}
@@ -248,6 +266,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 					return fmt.Errorf("--server: %w", err)
 				}
 				r.API = c
+				f.avail = meshAvailability(cmd.Context(), c)
 			}
 			rep, err := r.Run(cmd.Context(), f.suite, f.opts)
 			if err != nil {

@@ -48,7 +48,7 @@ func (s *Server) table() []route {
 		{method: "POST", path: "/api/v2/runs", auth: user, handler: s.handleRunCreate, status: http.StatusCreated,
 			summary: "Create a run of tasks (probe specs or tool tasks)", body: api.RunCreate{}, answer: api.Run{}},
 		{method: "GET", path: "/api/v2/runs", auth: user, handler: s.handleRunList,
-			summary: "List runs", query: []param{{"state", "run state", false}, {"suite", "suite name", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.RunPage{}},
+			summary: "List runs", query: []param{{"state", "run state", false}, {"suite", "suite name", false}, {"since", "only runs created at or after this RFC 3339 time", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.RunPage{}},
 		{method: "GET", path: "/api/v2/runs/{id}", auth: user, handler: s.handleRunGet,
 			summary: "Get a run with its counts and a page of its tasks (summaries, no raw output)", query: []param{{"limit", "tasks per page (1-1000, default 1000)", false}, {"after", "tasks_next_after of the previous page", false}}, answer: api.Run{}},
 		{method: "POST", path: "/api/v2/runs/{id}/cancel", auth: user, handler: s.handleRunCancel,

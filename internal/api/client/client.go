@@ -394,6 +394,34 @@ func (c *Client) ListRuns(ctx context.Context, limit int, after string) (api.Run
 	return p, c.v2(ctx, http.MethodGet, "/api/v2/runs", q, nil, &p)
 }
 
+// RunQuery selects runs for ListRunsWhere; zero fields match everything.
+type RunQuery struct {
+	Suite string
+	// Since keeps runs created at or after it.
+	Since time.Time
+	Limit int
+	After string // next_after of the previous page
+}
+
+// ListRunsWhere returns one page of the runs q selects.
+func (c *Client) ListRunsWhere(ctx context.Context, q RunQuery) (api.RunPage, error) {
+	v := url.Values{}
+	if q.Suite != "" {
+		v.Set("suite", q.Suite)
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	var p api.RunPage
+	return p, c.v2(ctx, http.MethodGet, "/api/v2/runs", v, nil, &p)
+}
+
 // CancelRun cancels a run's unfinished tasks.
 func (c *Client) CancelRun(ctx context.Context, id, reason string) (api.Run, error) {
 	var r api.Run
