@@ -57,6 +57,27 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 			beat(e)
 		}
 	}
+	// The fake agents heartbeat every second on their own, as real agents
+	// do: a fetch that waits for a destination's test key must not keep
+	// them silent (on a loaded machine with -race the loop below took over
+	// the server's 10 s OfflineAfter and the reaper failed their tasks).
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for _, e := range endpoints {
+				_, _ = agent.Heartbeat(ctx, api.Heartbeat{PodName: e.Name, PodUID: e.ID, PodIP: e.IP, NodeName: e.Node, HostNetwork: e.HostNetwork, ResponderAddr: e.ResponderAddr})
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-beats })
 	store1 := func(scale float64, inv string) string {
 		outs := reporttest.Baseline([]string{"host-gw"}, 2, scale)
 		var steps []suite.Step
@@ -84,11 +105,6 @@ func reportFixture(t *testing.T) (url string, a, b, plain string) {
 		for left := len(outs); left > 0; {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d tasks not reported", left)
-			}
-			// The fake agents heartbeat as real ones do, so none goes
-			// offline while fetches wait for a destination's test key.
-			for _, e := range endpoints {
-				beat(e)
 			}
 			for _, uid := range []string{"uid-a1", "uid-b1", "uid-a2", "uid-h1", "uid-h2"} {
 				rep, err := agent.Fetch(ctx, uid, 0)

@@ -36,7 +36,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, v1 bool, err error
 		field = ae.Field
 		msg = ae.Error()
 	}
-	if code == http.StatusInternalServerError {
+	if code == http.StatusInternalServerError && r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+		// The caller went away (an agent stopping, a client's deadline):
+		// nobody reads the answer and the server did nothing wrong.
+		s.log.Debug("request abandoned by its caller", "method", r.Method, "path", r.URL.Path, "err", err)
+		code = 499 // nginx's "client closed request"; never seen by the caller
+	} else if code == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		msg = "internal error (see the server log)"
 	} else {
