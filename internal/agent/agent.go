@@ -52,6 +52,9 @@ type Options struct {
 	HeartbeatEvery time.Duration // DefaultHeartbeatEvery when 0
 	PollWait       time.Duration // long-poll wait asked of the server
 	ShutdownGrace  time.Duration // DefaultShutdownGrace when 0
+	// NoSession makes the agent poll the REST endpoints only (a heartbeat
+	// a second and a long poll), never opening a session (session.go).
+	NoSession bool
 	// ResponderSecret is the secret the responder's test keys derive from
 	// (probe.ResponderSecretLen bytes; nil: a random one per start, which
 	// is what agents use — tests set it to derive keys themselves).
@@ -88,6 +91,8 @@ type Agent struct {
 
 	out     *outbox
 	servers *serverSet
+	link    *link // the session while one is held, else REST (session.go)
+	sess    sessionState
 	jobWG   sync.WaitGroup // running task goroutines
 }
 
@@ -158,8 +163,10 @@ func New(opts Options) (*Agent, error) {
 	if opts.StateDir != "" {
 		outDir = filepath.Join(opts.StateDir, "outbox")
 	}
-	a.out = newOutbox(a.cl, log, outDir)
-	a.servers = newServerSet(a.cl, id, log)
+	a.link = &link{cl: a.cl}
+	a.out = newOutbox(a.link, log, outDir)
+	a.servers = newServerSet(a.link, id, log)
+	a.sess.init(opts.NoSession)
 	return a, nil
 }
 
@@ -236,6 +243,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	bg.Go(func() { a.out.run(outCtx) })
+	if !a.opts.NoSession {
+		bg.Go(func() { a.holdSession(ctx) })
+	}
 	bg.Go(func() { a.heartbeatLoop(ctx) })
 	bg.Go(func() { a.fetchLoop(ctx) })
 
@@ -274,29 +284,37 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	defer t.Stop()
 	failing := false
 	for {
-		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		reply, err := a.cl.Heartbeat(bctx, a.heartbeat())
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			if !failing {
-				a.log.Warn("heartbeat failed; retrying every beat", "err", err)
-			}
-			failing = true
-		case err == nil:
-			if failing {
-				a.log.Info("heartbeat accepted again")
-			}
-			failing = false
-			a.markReady()
-			if len(reply.Cancel) > 0 {
-				a.cancelTasks(reply.Cancel, errCancelledByServer)
-			}
+		if !a.sessionBeat(ctx) {
+			a.restBeat(ctx, &failing)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// restBeat sends one heartbeat over REST (no session is held); *failing
+// keeps whether the last one failed, to log changes only.
+func (a *Agent) restBeat(ctx context.Context, failing *bool) {
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	reply, err := a.cl.Heartbeat(bctx, a.heartbeat())
+	cancel()
+	switch {
+	case err != nil && ctx.Err() == nil:
+		if !*failing {
+			a.log.Warn("heartbeat failed; retrying every beat", "err", err)
+		}
+		*failing = true
+	case err == nil:
+		if *failing {
+			a.log.Info("heartbeat accepted again")
+		}
+		*failing = false
+		a.markReady()
+		if len(reply.Cancel) > 0 {
+			a.cancelTasks(reply.Cancel, errCancelledByServer)
 		}
 	}
 }
@@ -331,10 +349,18 @@ func (a *Agent) fetchLoop(ctx context.Context) {
 			case <-a.freed:
 			}
 		}
-		fr, err := a.cl.Fetch(ctx, a.id.PodUID, a.opts.PollWait)
+		if a.sessionPull(ctx) {
+			continue // a session carries the offers
+		}
+		pctx, stop := a.sess.pollContext(ctx)
+		fr, err := a.cl.Fetch(pctx, a.id.PodUID, a.opts.PollWait)
+		stop()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if pctx.Err() != nil {
+				continue // a session came up: it carries the offers now
 			}
 			a.log.Warn("fetch tasks failed", "err", err, "retry_in", backoff)
 			select {

@@ -125,8 +125,11 @@ type env struct {
 
 	mu     sync.Mutex // guards st and cancel
 	st     store.Store
+	srv    *server.Server
 	cancel context.CancelFunc
 	done   chan struct{}
+	// noSession starts the agents polling only (Options.NoSession).
+	noSession bool
 }
 
 func newEnv(t *testing.T) *env {
@@ -166,7 +169,7 @@ func (e *env) start() {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Run(ctx) }()
 	e.mu.Lock()
-	e.st, e.cancel, e.done = st, cancel, done
+	e.st, e.srv, e.cancel, e.done = st, srv, cancel, done
 	e.mu.Unlock()
 	h := srv.Handler()
 	e.sw.h.Store(&h)
@@ -180,6 +183,7 @@ func (e *env) stop() {
 	if e.st == nil {
 		return
 	}
+	e.srv.CloseSessions() // as `cnperf server` does at shutdown
 	e.cancel()
 	<-e.done
 	if err := e.st.Close(); err != nil {
@@ -215,6 +219,7 @@ func (e *env) agentIn(name, ip string, hostNetwork bool) *running {
 		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip, HostNetwork: hostNetwork},
 		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
+		NoSession: e.noSession,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -225,7 +225,7 @@ func (a *Agent) hold(ctx context.Context, log *slog.Logger, t api.AgentTask) (*p
 func (a *Agent) markStarted(ctx context.Context, taskID string) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := a.cl.Start(sctx, taskID, a.id.PodUID)
+		err := a.link.Start(sctx, taskID, a.id.PodUID)
 		cancel()
 		if err == nil {
 			return nil

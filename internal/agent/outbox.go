@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/api/client"
 )
 
 // Delivery retry bounds.
@@ -35,7 +34,7 @@ const (
 // server stores them once. A file is written whole (temporary file, fsync,
 // rename), so a crash leaves the old state or the new, never half a report.
 type outbox struct {
-	cl  *client.Client
+	cl  reporter
 	log *slog.Logger
 	dir string // "" keeps reports in memory only
 
@@ -51,7 +50,7 @@ type delivery struct {
 	next     time.Time
 }
 
-func newOutbox(cl *client.Client, log *slog.Logger, dir string) *outbox {
+func newOutbox(cl reporter, log *slog.Logger, dir string) *outbox {
 	return &outbox{cl: cl, log: log, dir: dir, kick: make(chan struct{}, 1)}
 }
 

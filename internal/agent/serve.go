@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe/external"
 )
 
@@ -22,7 +21,7 @@ const maxServers = 16
 // IP, tells the server the port (POST .../serving), and kills it when the
 // tool exits (iperf3 -1 after its one test) or the request's time is up.
 type serverSet struct {
-	cl  *client.Client
+	cl  servingSender
 	id  Identity
 	log *slog.Logger
 	sem chan struct{}
@@ -32,7 +31,7 @@ type serverSet struct {
 	wg  sync.WaitGroup
 }
 
-func newServerSet(cl *client.Client, id Identity, log *slog.Logger) *serverSet {
+func newServerSet(cl servingSender, id Identity, log *slog.Logger) *serverSet {
 	return &serverSet{cl: cl, id: id, log: log, sem: make(chan struct{}, maxServers), srv: map[string]*external.Server{}}
 }
 

@@ -19,6 +19,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -147,31 +149,92 @@ func WriteServer(dir string, hosts []string, validFor time.Duration) (Files, err
 // ClientConfig returns the TLS configuration of a client that trusts the
 // CA certificates in caFile, or the system pool when caFile is "".
 func ClientConfig(caFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile == "" {
-		return cfg, nil
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
 	b, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("read CA file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("CA file %s: no PEM certificate in it", caFile)
+	cfg, err := ClientConfigPEM(b)
+	if err != nil {
+		return nil, fmt.Errorf("CA file %s: %w", caFile, err)
 	}
-	cfg.RootCAs = pool
 	return cfg, nil
 }
 
+// ClientConfigPEM returns the TLS configuration of a client that trusts
+// the CA certificates in caPEM (a CA read from the cluster, for one).
+func ClientConfigPEM(caPEM []byte) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no PEM certificate in it")
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
 // ServerConfig loads a serving certificate and key (PEM files) into a
-// server TLS configuration (TLS 1.2 or later).
+// server TLS configuration (TLS 1.2 or later). The files are read again
+// when they change (checked at most every ReloadEvery, on a handshake),
+// so a certificate renewed in place (a Kubernetes Secret volume updated
+// by cert-manager or `cnperf k8s deploy`) is served without a restart;
+// a pair that does not load keeps the last good one in service.
 func ServerConfig(certFile, keyFile string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, errors.New("TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
 	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	r := &reloader{certFile: certFile, keyFile: keyFile}
+	if err := r.load(); err != nil {
+		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
+	// GetConfigForClient rather than GetCertificate: it is asked on every
+	// handshake, also when the client sends no server name and when
+	// something (httptest) fills Certificates.
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: r.get}, nil
+}
+
+// ReloadEvery is how often at most a server checks its certificate files
+// for a change.
+var ReloadEvery = 10 * time.Second
+
+type reloader struct {
+	certFile, keyFile string
+
+	mu      sync.Mutex  // guards the fields below
+	cfg     *tls.Config // the configuration with the loaded pair
+	stamp   string      // the files' sizes and modification times when loaded
+	checked time.Time
+}
+
+func fileStamp(paths ...string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%d/%d;", st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+func (r *reloader) load() error {
+	stamp := fileStamp(r.certFile, r.keyFile)
+	pair, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return fmt.Errorf("load TLS certificate %s and key %s: %w", r.certFile, r.keyFile, err)
+	}
+	r.cfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	r.stamp = stamp
+	return nil
+}
+
+func (r *reloader) get(*tls.ClientHelloInfo) (*tls.Config, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.checked) >= ReloadEvery {
+		r.checked = now
+		if fileStamp(r.certFile, r.keyFile) != r.stamp {
+			_ = r.load() // on failure the last good pair stays
+		}
+	}
+	return r.cfg, nil
 }

@@ -23,8 +23,10 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		serverURL, token string
 		tokenFile        string
 		caFile           string
+		serverName       string
 		id               agent.Identity
 		port, parallel   int
+		noSession        bool
 		stampPort        int
 		stateDir         string
 	)
@@ -72,7 +74,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 			}
 			// A long poll waits up to the server's MaxWait; the client's
 			// timeout must exceed it.
-			copts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}), client.WithCAFile(caFile)}
+			copts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: agent.DefaultPollWait + 15*time.Second}), client.WithCAFile(caFile), client.WithServerName(serverName)}
 			if tokenFile != "" {
 				copts = append(copts, client.WithTokenFile(tokenFile))
 			}
@@ -101,7 +103,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 				StampPort: stampPort,
 				Client:    cl, Identity: ident, Probers: probers(), Handlers: handlers(),
 				ResponderPort: port, MaxParallel: parallel, Version: buildVersion(), Logger: log,
-				StateDir: stateDir,
+				StateDir: stateDir, NoSession: noSession,
 			})
 			if err != nil {
 				return err
@@ -112,6 +114,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl := cmd.Flags()
 	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	fl.StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
 	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")
@@ -124,6 +127,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")
 	fl.StringVar(&stateDir, "state-dir", envOr("CNPERF_STATE_DIR", ""), "directory kept across restarts (an emptyDir in Kubernetes): the agent's credential (file token, 0600; needed to join) and the outbox of undelivered results (default: memory only)")
+	fl.BoolVar(&noSession, "no-session", false, "never open an agent session: poll the REST endpoints only (a heartbeat a second and a long poll), as before sessions")
 	fl.IntVar(&parallel, "max-parallel", agent.DefaultMaxParallel, "tasks run at once (1-256)")
 	return cmd
 }

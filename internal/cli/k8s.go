@@ -56,7 +56,11 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 		Short: "Apply deploy/kubernetes (server, agents, RBAC) and wait until everything is ready",
 		Long: "Applies the manifests of deploy/kubernetes/base with server-side apply, creates the\n" +
 			"cnperf-tokens Secret with random tokens when it is missing, and waits until the server\n" +
-			"and an agent of every DaemonSet on every node are ready.",
+			"and an agent of every DaemonSet on every node are ready. With --tls (the default) the\n" +
+			"server answers HTTPS only (overlays/tls): the deploy keeps a CA in the namespace and a\n" +
+			"serving certificate for cnperf-server, cnperf-server.NS, .NS.svc and .NS.svc.cluster.local\n" +
+			"(and the nodes' addresses with --node-port); a re-deploy keeps the CA and re-issues the\n" +
+			"serving certificate when its names change or less than 30 days of it are left.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.ImagePullPolicy = corev1.PullPolicy(pull)
@@ -80,6 +84,7 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 	cmd.Flags().StringVar(&pull, "image-pull-policy", "", "Always, Never (for images imported with ctr) or IfNotPresent")
 	cmd.Flags().Int32Var(&o.NodePort, "node-port", 0, "expose the server on this NodePort (30000-32767; the seed used 30001)")
 	cmd.Flags().StringVar(&o.PostgresSecret, "postgres-secret", "", "use PostgreSQL: Secret in namespace cnperf whose key dsn holds the DSN")
+	cmd.Flags().BoolVar(&o.TLS, "tls", true, "serve HTTPS only: keep a CA (Secret "+k8s.CASecret+") and a serving certificate for the Service's names (Secret "+k8s.ServingSecret+"), re-issued when its names or expiry need it; agents verify it with the CA certificate alone (ConfigMap "+k8s.CABundle+"); --tls=false serves plain HTTP")
 	cmd.Flags().DurationVar(&wait, "wait", 3*time.Minute, "wait this long for readiness (0: do not wait)")
 	return cmd
 }

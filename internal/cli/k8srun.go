@@ -110,7 +110,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 			return fmt.Errorf("no --token and %w", err)
 		}
 	}
-	cl, err := client.New(fw.URL, token)
+	cl, err := client.New(fw.URL, token, fw.ClientOptions()...)
 	if err != nil {
 		return err
 	}

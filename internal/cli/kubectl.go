@@ -56,7 +56,7 @@ there as 'cnperf VERB'.`,
 		return err
 	}
 	_ = run.Flags().MarkHidden("k8s")
-	for _, name := range []string{"server", "lab", "state-dir"} {
+	for _, name := range []string{"server", "lab", "state-dir", "ca-file", "tls-server-name"} {
 		_ = run.Flags().MarkHidden(name)
 	}
 	root.AddCommand(

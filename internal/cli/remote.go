@@ -14,6 +14,7 @@ import (
 // remoteFlags are the flags of the verbs that call a server as a user.
 type remoteFlags struct {
 	server, token, caFile string
+	serverName            string
 	asJSON                bool
 }
 
@@ -22,6 +23,7 @@ func (f *remoteFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (default $CNPERF_SERVER)")
 	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (default $CNPERF_TOKEN)")
 	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	fl.StringVar(&f.serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
@@ -33,7 +35,7 @@ func (f *remoteFlags) client() (*client.Client, error) {
 	if f.token == "" {
 		return nil, fmt.Errorf("no token: set --token or CNPERF_TOKEN (the server's user token)")
 	}
-	return client.New(f.server, f.token, client.WithCAFile(f.caFile))
+	return client.New(f.server, f.token, client.WithCAFile(f.caFile), client.WithServerName(f.serverName))
 }
 
 func printJSON(w io.Writer, v any) error {

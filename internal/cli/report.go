@@ -20,6 +20,7 @@ import (
 // reportServer holds the flags of the verbs that read runs from a server.
 type reportServer struct {
 	server, token, caFile string
+	serverName            string
 	timeout               time.Duration
 }
 
@@ -28,6 +29,7 @@ func (f *reportServer) register(cmd *cobra.Command) {
 	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (env CNPERF_SERVER)")
 	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
 	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	fl.StringVar(&f.serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	fl.DurationVar(&f.timeout, "timeout", time.Minute, "bound on reading the runs from the server")
 }
 
@@ -38,7 +40,7 @@ func (f *reportServer) client() (*client.Client, error) {
 	if f.token == "" {
 		return nil, errors.New("no token: give --token (or set CNPERF_TOKEN), the server's user token")
 	}
-	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}), client.WithCAFile(f.caFile))
+	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}), client.WithCAFile(f.caFile), client.WithServerName(f.serverName))
 }
 
 // fetchReport reads a run and, unless only is set, the other runs of its

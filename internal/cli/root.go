@@ -98,6 +98,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newVersionCommand(st),
 		newSuitesCommand(st),
 		newScheduleCommand(st),
+		newSLOCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

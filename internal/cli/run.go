@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
+	"github.com/cnperf/cnperf/internal/mesh"
 	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
@@ -32,6 +34,10 @@ type suiteFlags struct {
 	asJSON, csv, md bool
 	sloFile         string
 	html            string // report page to write (report.go)
+
+	// avail reads the ping mesh's availability for the file's
+	// availability objectives (nil where there is no server to ask).
+	avail suite.AvailabilitySource
 
 	// Filled by prepare.
 	objectives  []suite.Objective
@@ -153,6 +159,17 @@ func (f *suiteFlags) print(st Streams, out report.Output) error {
 func (f *suiteFlags) evaluate(out *report.Output) {
 	if len(f.objectives) > 0 {
 		out.Checks = suite.Evaluate(f.objectives, out.Rows)
+		out.Checks = append(out.Checks, suite.EvaluateAvailability(f.objectives, f.avail)...)
+	}
+}
+
+// meshAvailability is the availability source of a server: its stored
+// ping-mesh rounds over the window ending now.
+func meshAvailability(ctx context.Context, c *client.Client) suite.AvailabilitySource {
+	return func(w time.Duration, conn string) (suite.MeshAvailability, error) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return mesh.Availability(ctx, c, w, time.Now(), conn)
 	}
 }
 
@@ -186,6 +203,7 @@ func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		f                 suiteFlags
 		server, token     string
 		caFile            string
+		serverName        string
 		labName, stateDir string
 		kf                k8sRunFlags
 	)
@@ -236,17 +254,19 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 					return err
 				}
 				r.API, r.Env = c, labrun.NewEnv(l)
+				f.avail = meshAvailability(cmd.Context(), c)
 				if f.opts.Backend == "" {
 					f.opts.Backend = l.Config.Backend
 				}
 			case server == "":
 				return errors.New("no server: give --server URL (or set CNPERF_SERVER), or --lab NAME")
 			default:
-				c, err := client.New(server, token, client.WithCAFile(caFile))
+				c, err := client.New(server, token, client.WithCAFile(caFile), client.WithServerName(serverName))
 				if err != nil {
 					return fmt.Errorf("--server: %w", err)
 				}
 				r.API = c
+				f.avail = meshAvailability(cmd.Context(), c)
 			}
 			rep, err := r.Run(cmd.Context(), f.suite, f.opts)
 			if err != nil {
@@ -259,6 +279,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 	cmd.Flags().StringVar(&server, "server", envOr("CNPERF_SERVER", ""), "cnperf server URL (env CNPERF_SERVER)")
 	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
 	cmd.Flags().StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	cmd.Flags().StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
 	kf.register(cmd)

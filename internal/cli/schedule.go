@@ -101,6 +101,12 @@ at least the server's --schedule-min-every (1m by default).`,
 	fl.StringArrayVar(&sets, "set", nil, "suite setting KEY=VALUE, repeatable (the suite's keys: cnperf suites SUITE)")
 	fl.StringVar(&sloFile, "slo", "", "SLO file evaluated against every run's rows (docs/slo.md)")
 	rf.register(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("suite", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return completeSuiteNames(c, nil, toComplete)
+	})
+	_ = cmd.RegisterFlagCompletionFunc("set", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return completeSetKeys(c, []string{name}, toComplete)
+	})
 	return cmd
 }
 

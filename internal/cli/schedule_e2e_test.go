@@ -37,7 +37,9 @@ func TestScheduleRunsMatrixTwice(t *testing.T) {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
 	dir := t.TempDir()
+	began := time.Now()
 	bin := cnperftest.Binary(t)
+	defer func() { t.Logf("took %v", time.Since(began).Round(time.Second)) }()
 	addr := freeAddr(t)
 	serverEnv := []string{"CNPERF_USER_TOKEN=u-sched", "CNPERF_AGENT_TOKEN=a-sched"}
 	serve := func() *proc {
@@ -214,6 +216,14 @@ func TestScheduleRunsMatrixTwice(t *testing.T) {
 		t.Errorf("cnperf_matrix_pairs = %v, want 6", v)
 	}
 
+	// The dashboard's Schedules page lists it with its runs and links.
+	page := getPage(t, base+"/schedules", "u-sched")
+	for _, want := range []string{`data-schedule="` + sc.ID + `"`, `data-state="succeeded"`, `href="/runs/` + done[0].RunIDs[0] + `"`, "FAIL 6/12"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("dashboard /schedules lacks %s", want)
+		}
+	}
+
 	// The schedule and its history survive a restart of the server.
 	srv.stop(t, 20*time.Second)
 	srv = serve()
@@ -263,6 +273,23 @@ func runBinary(t *testing.T, bin string, args ...string) (int, string, string) {
 	}
 	t.Fatalf("cnperf %s: %v (stderr %s)", strings.Join(args, " "), err, errb.String())
 	return 0, "", ""
+}
+
+// getPage reads a dashboard page with the user token as a bearer.
+func getPage(t *testing.T, url, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: HTTP %d, %v: %s", url, resp.StatusCode, err, b)
+	}
+	return string(b)
 }
 
 // scrapeText reads /metrics.

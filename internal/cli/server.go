@@ -169,6 +169,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn st
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
 	}
 	log.Info("server stopping")
+	srv.CloseSessions() // a bye to each agent session: they reconnect with jittered back-off
 	stopReqs()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,6 +13,9 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 
 // customize applies opts to one object of the base, in place.
 func customize(obj runtime.Object, o DeployOptions) error {
+	if o.TLS {
+		customizeTLS(obj)
+	}
 	switch x := obj.(type) {
 	case *appsv1.Deployment:
 		customizePod(&x.Spec.Template.Spec, o)

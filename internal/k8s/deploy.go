@@ -52,7 +52,9 @@ var resources = map[string]struct {
 }
 
 // Deploy applies the manifests with server-side apply, creates the token
-// Secret with random tokens when it does not exist, and, when wait > 0,
+// Secret with random tokens when it does not exist, with opts.TLS keeps a
+// CA and a serving certificate (EnsureTLS) and stamps their hashes on the
+// pod templates (a rotated certificate rolls the pods), and, when wait > 0,
 // waits until the server and every agent are ready. log gets one line per
 // object.
 func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Duration, log io.Writer) error {
@@ -105,6 +107,19 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 			}
 			if created {
 				fmt.Fprintf(log, "secret/%s created with random tokens (read user-token from it for the CLI)\n", TokensSecret)
+			}
+			if opts.TLS {
+				hosts, err := c.TLSHosts(ctx, opts.NodePort > 0)
+				if err != nil {
+					return err
+				}
+				st, err := c.EnsureTLS(ctx, hosts, time.Now(), log)
+				if err != nil {
+					return err
+				}
+				for _, o := range objs[1:] {
+					annotateTLS(o, st.ServingHash, st.CAHash)
+				}
 			}
 		}
 	}

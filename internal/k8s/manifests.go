@@ -30,6 +30,10 @@ type DeployOptions struct {
 	PostgresSecret  string            // Secret with key "dsn": the server uses PostgreSQL, no PVC
 	// ServerArgs are appended to the server's arguments (e.g. log level).
 	ServerArgs []string
+	// TLS: the server answers HTTPS only, with the certificate in
+	// ServingSecret, and agents verify it with the CA in CABundle
+	// (overlays/tls). Deploy makes both.
+	TLS bool
 }
 
 // Validate checks the options.

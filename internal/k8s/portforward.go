@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/certs"
 )
 
 // ServerSelector selects the server's pods.
@@ -21,8 +24,10 @@ const ServerSelector = "app.kubernetes.io/name=cnperf-server"
 
 // Forward is a port-forward from a local port to the server pod.
 type Forward struct {
-	URL  string // http://127.0.0.1:PORT
-	Pod  string
+	URL string // http://127.0.0.1:PORT, or https:// when the server serves TLS
+	Pod string
+	// TLS is how to verify the server (nil: it serves plain HTTP).
+	TLS  *ServerTLS
 	stop chan struct{}
 	once sync.Once
 	done chan error
@@ -67,13 +72,17 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 		}
 		return nil, fmt.Errorf("no ready cnperf server pod (%s)", strings.Join(why, "; "))
 	}
+	stls, err := c.serverTLS(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	rt, upgrader, err := spdy.RoundTripperFor(c.REST)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward transport: %w", err)
 	}
 	u := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.NS()).Name(pod.Name).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt, Timeout: 0}, http.MethodPost, u)
-	f := &Forward{Pod: pod.Name, stop: make(chan struct{}), done: make(chan error, 1)}
+	f := &Forward{Pod: pod.Name, TLS: stls, stop: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan struct{})
 	var errOut strings.Builder
 	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, f.stop, ready, io.Discard, &syncWriter{w: &errOut})
@@ -97,8 +106,40 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 		f.Close()
 		return nil, fmt.Errorf("port-forward to %s: no local port: %v", pod.Name, err)
 	}
-	f.URL = fmt.Sprintf("http://127.0.0.1:%d", ports[0].Local)
+	scheme := "http"
+	if stls != nil {
+		scheme = "https"
+	}
+	f.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0].Local)
 	return f, nil
+}
+
+// ClientOptions are the API client's options to verify the server behind
+// the forward: its CA (read from the cluster) and the Service's name in
+// its certificate. None for a plain HTTP server.
+func (f *Forward) ClientOptions() []client.Option {
+	if f.TLS == nil {
+		return nil
+	}
+	return []client.Option{client.WithCAPEM(f.TLS.CAPEM), client.WithServerName(f.TLS.ServerName)}
+}
+
+// HTTPClient is a plain HTTP client (timeout t) that verifies the server
+// behind the forward as ClientOptions do.
+func (f *Forward) HTTPClient(t time.Duration) (*http.Client, error) {
+	hc := &http.Client{Timeout: t}
+	if f.TLS == nil {
+		return hc, nil
+	}
+	cfg, err := certs.ClientConfigPEM(f.TLS.CAPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA of the server: %w", err)
+	}
+	cfg.ServerName = f.TLS.ServerName
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	hc.Transport = tr
+	return hc, nil
 }
 
 type syncWriter struct {

@@ -117,8 +117,9 @@ func shortID() string {
 
 // agentStateVolumes gives the volumes an agent's container template
 // mounts their volumes in a pod made from it: the --state-dir mount
-// ("state", an emptyDir in the DaemonSets) and the agent's identity
-// ("agent-token", its projected ServiceAccount token, audience cnperf).
+// ("state", an emptyDir in the DaemonSets), the agent's identity
+// ("agent-token", its projected ServiceAccount token, audience cnperf) and,
+// under TLS, the CA it verifies the server with ("ca", the CABundle).
 func agentStateVolumes(ctr corev1.Container) []corev1.Volume {
 	var vols []corev1.Volume
 	for _, m := range ctr.VolumeMounts {
@@ -127,6 +128,8 @@ func agentStateVolumes(ctr corev1.Container) []corev1.Volume {
 			vols = append(vols, corev1.Volume{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		case AgentTokenVolume:
 			vols = append(vols, agentTokenVolume())
+		case caVolume: // under TLS: the CA bundle --ca-file reads
+			vols = append(vols, caBundleVolume())
 		}
 	}
 	return vols

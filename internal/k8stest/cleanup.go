@@ -38,9 +38,14 @@ func Cleanup(cacheDir string, log *slog.Logger) error {
 			errs = append(errs, err)
 		}
 	}
+	// Deleting the underlay's namespace above removes the veth's peer and
+	// with it rootVeth, a moment later: a del that finds it gone already
+	// is no failure (seen: "RTNETLINK answers: No such device").
 	if _, err := os.Stat("/sys/class/net/" + rootVeth); err == nil {
 		if err := run(context.Background(), "ip", "link", "del", rootVeth); err != nil {
-			errs = append(errs, err)
+			if _, serr := os.Stat("/sys/class/net/" + rootVeth); serr == nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for _, name := range cgroupRoots() {

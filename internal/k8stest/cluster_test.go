@@ -142,7 +142,7 @@ func TestRealCluster(t *testing.T) {
 	if _, err := kc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k8s.Namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"base", "overlays/nodeport", "overlays/postgres"} {
+	for _, dir := range []string{"base", "overlays/nodeport", "overlays/postgres", "overlays/tls"} {
 		kctl := filepath.Join(cl.BinDir, "kubectl")
 		render := exec.CommandContext(ctx, kctl, "kustomize", filepath.Join(root, "deploy", "kubernetes", dir))
 		manifest, err := render.Output()
@@ -214,6 +214,8 @@ func TestRealCluster(t *testing.T) {
 				t.Run("seed v1 workflow", func(t *testing.T) { seedWorkflow(ctx, t, kc, agents) })
 				// Agents authenticate by ServiceAccount token (TokenReview).
 				t.Run("agent identity", func(t *testing.T) { agentIdentity(ctx, t, kc, agents) })
+				// The server answers HTTPS only; agents and the CLI verify it.
+				t.Run("tls", func(t *testing.T) { serverTLS(ctx, t, kc, cnp, agents) })
 			}
 			t.Run("baseline", func(t *testing.T) {
 				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)
@@ -322,7 +324,15 @@ func fromServer(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, 
 		t.Errorf("token: %v", err)
 		return ""
 	}
-	out, errOut, err := cnp(time.Minute, append(args, "--server", fw.URL, "--token", tok)...)
+	args = append(args, "--server", fw.URL, "--token", tok)
+	if fw.TLS != nil { // the CLI verifies the server as a user outside the cluster would
+		caFile := filepath.Join(t.TempDir(), "ca.crt")
+		if err := os.WriteFile(caFile, fw.TLS.CAPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--ca-file", caFile, "--tls-server-name", fw.TLS.ServerName)
+	}
+	out, errOut, err := cnp(time.Minute, args...)
 	if err != nil {
 		t.Errorf("cnperf %s: %v\n%s", strings.Join(args, " "), err, errOut)
 	}
@@ -380,6 +390,10 @@ func seedWorkflow(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k8
 	if err != nil {
 		t.Fatal(err)
 	}
+	hc, err := fw.HTTPClient(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	v1 := func(method, path string, body, data any) {
 		t.Helper()
 		var rd io.Reader
@@ -390,7 +404,7 @@ func seedWorkflow(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k8
 		req, _ := http.NewRequestWithContext(ctx, method, fw.URL+path, rd)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}

@@ -42,6 +42,10 @@ func agentIdentity(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k
 	if err != nil {
 		t.Fatal(err)
 	}
+	hc, err := fw.HTTPClient(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	call := func(method, path, token string, body any) (int, string) {
 		t.Helper()
 		var rd io.Reader
@@ -53,7 +57,7 @@ func agentIdentity(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k
 		defer cancel()
 		req, _ := http.NewRequestWithContext(rctx, method, fw.URL+path, rd)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}

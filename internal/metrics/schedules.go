@@ -12,10 +12,6 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
-// scheduleRunsRead is how many of a schedule's latest finished runs a
-// scrape reads to find its latest succeeded one.
-const scheduleRunsRead = 20
-
 // scheduleDescs are the schedules' metrics: per schedule, its latest
 // finished run and SLO verdict; per node pair of the latest succeeded run
 // of each schedule (so the series are bounded by the pairs of one run per
@@ -67,7 +63,7 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 	}
 	d := e.sched
 	for _, sc := range scs {
-		runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: scheduleRunsRead})
+		runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1})
 		if err != nil {
 			return fmt.Errorf("schedule %s's runs: %w", sc.ID, err)
 		}
@@ -83,17 +79,22 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 		if last.FinishedAt != nil {
 			ch <- prometheus.MustNewConstMetric(d.lastFinished, prometheus.GaugeValue, float64(last.FinishedAt.UnixNano())/1e9, sc.ID, sc.Suite)
 		}
-		for _, r := range runs {
-			if r.State != store.ScheduleSucceeded {
+		if last.State != store.ScheduleSucceeded {
+			// The figures stay those of the latest run that succeeded.
+			good, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded, Limit: 1})
+			if err != nil {
+				return fmt.Errorf("schedule %s's runs: %w", sc.ID, err)
+			}
+			if len(good) == 0 {
 				continue
 			}
-			sum, err := schedule.DecodeSummary(r.Summary)
-			if err != nil {
-				e.log.Debug("metrics: unreadable schedule summary", "schedule", sc.ID, "record", r.ID, "err", err)
-			} else if sum != nil {
-				e.collectSummary(ch, sc, *sum)
-			}
-			break
+			last = good[0]
+		}
+		sum, err := schedule.DecodeSummary(last.Summary)
+		if err != nil {
+			e.log.Debug("metrics: unreadable schedule summary", "schedule", sc.ID, "record", last.ID, "err", err)
+		} else if sum != nil {
+			e.collectSummary(ch, sc, *sum)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,13 @@ func TestPrepareRefusesBadInput(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Status != 400 || ae.Field != c.field || !strings.Contains(ae.Message, c.want) {
 			t.Errorf("%s: %v, want a 400 on %s saying %q", c.name, err, c.field, c.want)
 		}
+	}
+	example, err := os.ReadFile("../../examples/slo/matrix.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(reg, api.ScheduleCreate{Suite: "matrix", Every: "6h", SLO: example}, DefaultMinEvery); err != nil {
+		t.Errorf("examples/slo/matrix.json (docs/schedules.md): %v", err)
 	}
 	got, err := Prepare(reg, api.ScheduleCreate{Suite: "matrix", Every: "2s", Time: "300ms", Repeat: 1, Set: map[string]string{"udp-rate": "50M"}}, time.Second)
 	if err != nil {

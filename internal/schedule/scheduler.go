@@ -37,6 +37,11 @@ type Options struct {
 	Now    func() time.Time
 	// Tick is how often due schedules are looked for (1 s).
 	Tick time.Duration
+	// Leader, when set, says whether this server leads its replicas (the
+	// server's leader lease): only the leader looks for due schedules and
+	// abandoned records. The store's claim of a due time holds either way
+	// (a leader paused past its lease may look beside its successor).
+	Leader func() bool
 	// BeatEvery is how often a running record is beaten (5 s);
 	// StaleAfter how long one may go unbeaten before it counts as
 	// abandoned (45 s) and no longer keeps its schedule from starting.
@@ -99,9 +104,15 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
+// Wait waits for the suite runs Tick started to end.
+func (s *Scheduler) Wait() { s.wg.Wait() }
+
 // Tick fails abandoned records (cancelling their runs) and starts the
 // schedules due now; the suite runs it starts live within runCtx.
 func (s *Scheduler) Tick(ctx, runCtx context.Context) error {
+	if s.o.Leader != nil && !s.o.Leader() {
+		return nil
+	}
 	now := s.o.Now()
 	gone, err := s.o.Store.AbandonScheduleRuns(ctx, now.Add(-s.o.StaleAfter), now)
 	if err != nil {

@@ -75,8 +75,14 @@ func Prepare(reg *suite.Registry, sc api.ScheduleCreate, minEvery time.Duration)
 		}
 	}
 	if len(sc.SLO) > 0 {
-		if _, err := suite.ParseSLOs(sc.SLO, reg); err != nil {
+		objs, err := suite.ParseSLOs(sc.SLO, reg)
+		if err != nil {
 			return store.Schedule{}, api.BadRequest("slo", "%v", err)
+		}
+		if suite.HasAvailability(objs) {
+			// Evaluated on the schedule's rows, it would be skipped: refused
+			// rather than passed silently.
+			return store.Schedule{}, api.BadRequest("slo", "an availability objective (success ... over WINDOW) is not evaluated on a schedule's rows: check it with cnperf slo check")
 		}
 	}
 	raw, err := json.Marshal(o)

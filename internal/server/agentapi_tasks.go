@@ -215,14 +215,19 @@ func (s *Server) handleGetTasksV1(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	start := func(ctx context.Context, req api.StartRequest) (api.TaskV2, error) {
-		t, err := s.st.MarkRunning(ctx, r.PathValue("id"), req.PodUID, s.now())
-		if err != nil {
-			return api.TaskV2{}, err
-		}
-		s.offers.ack(req.PodUID, t.TaskID)
-		return taskV2(t), nil
+		return s.start(ctx, r.PathValue("id"), req.PodUID)
 	}
 	jsonCall(s, false, api.MaxBody, s.startByOwner, start)(w, r)
+}
+
+// start marks the task running (its offer acknowledged).
+func (s *Server) start(ctx context.Context, id, uid string) (api.TaskV2, error) {
+	t, err := s.st.MarkRunning(ctx, id, uid, s.now())
+	if err != nil {
+		return api.TaskV2{}, err
+	}
+	s.offers.ack(uid, t.TaskID)
+	return taskV2(t), nil
 }
 
 // startByOwner refuses a start request without the agent's pod uid, or
@@ -243,31 +248,34 @@ func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	if req.PodUID == "" {
-		s.fail(w, r, false, api.BadRequest("pod_uid", "missing"))
+	if err := s.serving(r, r.PathValue("id"), req); err != nil {
+		s.fail(w, r, false, err)
 		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serving checks a destination's answer to a server request (by the
+// request's caller) and hands the task to its source.
+func (s *Server) serving(r *http.Request, id string, req api.Serving) error {
+	if req.PodUID == "" {
+		return api.BadRequest("pod_uid", "missing")
 	}
 	if err := checkLens(MaxUIDLen, "pod_uid", req.PodUID); err != nil {
-		s.fail(w, r, false, err)
-		return
+		return err
 	}
 	if err := checkLens(MaxTextLen, "error", req.Error); err != nil {
-		s.fail(w, r, false, err)
-		return
+		return err
 	}
 	if req.Error == "" && (req.Port < 1 || req.Port > 65535) {
-		s.fail(w, r, false, api.BadRequest("port", "%d: want 1-65535", req.Port))
-		return
+		return api.BadRequest("port", "%d: want 1-65535", req.Port)
 	}
-	id := r.PathValue("id")
 	if err := s.actForTask(r, id, req.PodUID, true); err != nil {
-		s.fail(w, r, false, err)
-		return
+		return err
 	}
 	if !s.disp.served(id, req.PodUID, req.Port, req.Error) {
-		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no server hand-off waiting for task %s at agent %s", id, req.PodUID)})
-		return
+		return &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no server hand-off waiting for task %s at agent %s", id, req.PodUID)}
 	}
 	s.log.Info("destination server ready", "task_id", id, "dst", req.PodUID, "port", req.Port, "err", req.Error)
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -201,3 +201,19 @@ func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
 	}
 	return nil
 }
+
+// alive records a session's keep-alive: the agent's latest sign of life,
+// in memory, as a heartbeat that changed nothing. ok is false when the
+// agent is not held online (the reaper marked it offline): the session
+// then registers it again with its last heartbeat.
+func (c *beatCache) alive(uid string, now time.Time) (ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.m[uid]
+	if b == nil || !b.online {
+		return false
+	}
+	b.prev, b.last = b.last, now
+	b.dirty = true
+	return true
+}

@@ -19,7 +19,12 @@ type dispatcher struct {
 	tasks   map[string][]api.AgentTask    // agent → tasks ready for it
 	serve   map[string][]api.ServeRequest // agent → servers to start
 	cancel  map[string][]string           // agent → task ids to stop
+	hooks   map[string]*wakeHook          // agent → its session's wake-up (instead of a channel)
 }
+
+// wakeHook is a session's wake-up: called, under the dispatcher's lock,
+// wherever the agent's channel is notified; it must not block.
+type wakeHook struct{ fn func() }
 
 type handoff struct {
 	task    api.AgentTask
@@ -36,6 +41,7 @@ func newDispatcher() *dispatcher {
 		tasks:   map[string][]api.AgentTask{},
 		serve:   map[string][]api.ServeRequest{},
 		cancel:  map[string][]string{},
+		hooks:   map[string]*wakeHook{},
 	}
 }
 
@@ -57,6 +63,9 @@ func (d *dispatcher) chLocked(uid string) chan struct{} {
 }
 
 func (d *dispatcher) notifyLocked(uid string) {
+	if h := d.hooks[uid]; h != nil {
+		h.fn()
+	}
 	select {
 	case d.chLocked(uid) <- struct{}{}:
 	default:
@@ -238,4 +247,35 @@ func (d *dispatcher) takeCancel(uid string) []string {
 	c := d.cancel[uid]
 	delete(d.cancel, uid)
 	return c
+}
+
+// hold makes fn the agent's session's wake-up: notify calls it (as well
+// as waking a long poll) until release. A newer session's hold replaces an
+// older one's.
+func (d *dispatcher) hold(uid string, fn func()) *wakeHook {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := &wakeHook{fn: fn}
+	d.hooks[uid] = h
+	return h
+}
+
+// release ends a hold (unless a newer one replaced it).
+func (d *dispatcher) release(uid string, h *wakeHook) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hooks[uid] == h {
+		delete(d.hooks, uid)
+	}
+}
+
+// takeServeCancel takes the agent's server requests and cancellations,
+// leaving its tasks (a session that has not asked for tasks).
+func (d *dispatcher) takeServeCancel(uid string) (serve []api.ServeRequest, cancel []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	serve, cancel = d.serve[uid], d.cancel[uid]
+	delete(d.serve, uid)
+	delete(d.cancel, uid)
+	return serve, cancel
 }

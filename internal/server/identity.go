@@ -295,6 +295,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.creds.drop(uid)
+	s.sessions.end(uid, &sessionEnded{status: http.StatusUnauthorized, msg: "the agent's credential was revoked"})
 	s.log.Info("agent credential revoked", "pod_uid", uid)
 	writeJSON(w, http.StatusOK, api.Revoked{PodUID: c.PodUID, CreatedAt: c.CreatedAt})
 }

@@ -116,10 +116,10 @@ func (o *offers) len() int {
 // reoffer compares a heartbeat's running and undelivered lists with what
 // was handed to the agent and re-offers the tasks it does not hold.
 // An agent that sends no boot ID (the seed's) lists nothing: it is left
-// alone.
-func (s *Server) reoffer(ctx context.Context, hb api.Heartbeat, now time.Time) {
+// alone. It returns how many tasks it re-offered.
+func (s *Server) reoffer(ctx context.Context, hb api.Heartbeat, now time.Time) (n int) {
 	if hb.BootID == "" {
-		return
+		return 0
 	}
 	held := make(map[string]bool, len(hb.Running)+len(hb.Undelivered))
 	for _, id := range hb.Running {
@@ -145,7 +145,9 @@ func (s *Server) reoffer(ctx context.Context, hb api.Heartbeat, now time.Time) {
 		s.offers.handed(hb.PodUID, []api.AgentTask{at}, now)
 		s.disp.requeue(hb.PodUID, at)
 		s.log.Warn("re-offering a task its agent did not acknowledge", "task_id", at.TaskID, "pod_uid", hb.PodUID)
+		n++
 	}
+	return n
 }
 
 // seedOffers re-creates, after a restart, the offers of tasks the store

@@ -18,6 +18,7 @@ type route struct {
 	body         any // example value of the request body type, or nil
 	answer       any // example value of the answer's data type, or nil
 	status       int // success status (200 when 0)
+	fullDuplex   bool
 }
 
 type param struct {
@@ -47,7 +48,7 @@ func (s *Server) table() []route {
 		{method: "POST", path: "/api/v2/runs", auth: user, handler: s.handleRunCreate, status: http.StatusCreated,
 			summary: "Create a run of tasks (probe specs or tool tasks)", body: api.RunCreate{}, answer: api.Run{}},
 		{method: "GET", path: "/api/v2/runs", auth: user, handler: s.handleRunList,
-			summary: "List runs", query: []param{{"state", "run state", false}, {"suite", "suite name", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.RunPage{}},
+			summary: "List runs", query: []param{{"state", "run state", false}, {"suite", "suite name", false}, {"since", "only runs created at or after this RFC 3339 time", false}, {"limit", "page size (1-1000)", false}, {"after", "next_after of the previous page", false}}, answer: api.RunPage{}},
 		{method: "GET", path: "/api/v2/runs/{id}", auth: user, handler: s.handleRunGet,
 			summary: "Get a run with its counts and a page of its tasks (summaries, no raw output)", query: []param{{"limit", "tasks per page (1-1000, default 1000)", false}, {"after", "tasks_next_after of the previous page", false}}, answer: api.Run{}},
 		{method: "POST", path: "/api/v2/runs/{id}/cancel", auth: user, handler: s.handleRunCancel,
@@ -79,6 +80,9 @@ func (s *Server) table() []route {
 
 		{method: "POST", path: "/api/v2/agent/join", auth: agent, handler: s.handleJoin,
 			summary: "Join with the join token: answers the agent's own credential, once per pod uid", body: api.JoinRequest{}, answer: api.JoinReply{}},
+		{method: "POST", path: api.SessionPath, auth: agent, handler: s.handleSession,
+			fullDuplex: true,
+			summary:    "Agent session: one full-duplex request whose bodies are NDJSON streams of session frames (hello first; presence, offers, acks, start, serving, reports)", query: []param{uid}, body: api.SessionFrame{}, answer: api.SessionFrame{}},
 		{method: "POST", path: "/api/v2/agent/heartbeat", auth: agent, handler: s.handleHeartbeatV2,
 			summary: "Agent heartbeat", body: api.Heartbeat{}, answer: api.HeartbeatReply{}},
 		{method: "GET", path: "/api/v2/agent/tasks", auth: agent, handler: s.handleFetch,
@@ -103,10 +107,25 @@ func (s *Server) routes() {
 		if rt.auth != nil {
 			h = s.auth(*rt.auth, rt.v1, h)
 		}
+		if rt.fullDuplex {
+			h = fullDuplex(h)
+		}
 		s.mux.HandleFunc(rt.method+" "+rt.path, h)
 	}
 	// Anything else: a JSON 404 (auth first, so unknown paths leak nothing).
 	s.mux.HandleFunc("/", s.auth(roleUser, false, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, &api.Error{Status: http.StatusNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path + " (see /api/v2/openapi.json)"})
 	}))
+}
+
+// fullDuplex lets a streaming request's handler, and the checks before it,
+// answer while the body is still arriving: without it net/http would read
+// a refused session's endless body before answering. The connection closes
+// after the answer.
+func fullDuplex(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Connection", "close")
+		h(w, r)
+	}
 }

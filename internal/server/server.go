@@ -81,6 +81,9 @@ type Options struct {
 	// ReofferAfter is how long a handed-out task may go unacknowledged
 	// before a heartbeat re-offers it (DefaultReofferAfter; redispatch.go).
 	ReofferAfter time.Duration
+	// SessionKeepalive is the keep-alive period asked of agent sessions
+	// (api.DefaultKeepalive; session.go).
+	SessionKeepalive time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
 	// ScheduleMinEvery is the shortest interval a schedule may have
@@ -114,6 +117,7 @@ type Server struct {
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
+	sessions   sessionSet // open agent sessions (session.go)
 }
 
 // New checks opts and returns a server.
@@ -142,6 +146,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.MaxWait, DefaultMaxWait)
 	setDefault(&opts.Grace, DefaultGrace)
 	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
+	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
 	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{

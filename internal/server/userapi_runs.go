@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/store"
@@ -72,6 +73,14 @@ func (s *Server) handleRunList(w http.ResponseWriter, r *http.Request) {
 	if f.State != "" && !f.State.Valid() {
 		s.fail(w, r, false, api.BadRequest("state", "unknown run state %q", f.State))
 		return
+	}
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			s.fail(w, r, false, api.BadRequest("since", "%q is not an RFC 3339 time (2026-11-23T21:00:00Z)", v))
+			return
+		}
+		f.CreatedSince = t
 	}
 	runs, _, err := s.st.ListRuns(r.Context(), f, p)
 	if err != nil {

@@ -116,6 +116,9 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, in
 	if f.Suite != "" {
 		w.add("suite = ?", f.Suite)
 	}
+	if !f.CreatedSince.IsZero() {
+		w.add("created_at >= ?", s.d.timeArg(micro(f.CreatedSince)))
+	}
 	runs, total, err := listPage(ctx, s, "runs", runCols, "seq", w, p.AfterID, limit, scanRun)
 	if err != nil {
 		return nil, 0, err

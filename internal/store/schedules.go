@@ -71,7 +71,9 @@ type ScheduleRunFilter struct {
 	ScheduleID string // required
 	// Finished: only succeeded and failed ones (not running, not skipped).
 	Finished bool
-	Limit    int // newest first; 0: DefaultPageLimit, capped at MaxPageLimit
+	// State: only those in this state (empty: any).
+	State ScheduleRunState
+	Limit int // newest first; 0: DefaultPageLimit, capped at MaxPageLimit
 }
 
 const (
@@ -321,11 +323,19 @@ func (s *sqlStore) ListScheduleRuns(ctx context.Context, f ScheduleRunFilter) ([
 		return nil, fmt.Errorf("list schedule runs: %w", err)
 	}
 	q := "SELECT " + scheduleRunCols + " FROM schedule_runs WHERE schedule_id = ?"
+	args := []any{f.ScheduleID}
 	if f.Finished {
 		q += " AND state IN ('succeeded', 'failed')"
 	}
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, fmt.Errorf("list schedule runs: %w: unknown state %q", ErrInvalid, f.State)
+		}
+		q += " AND state = ?"
+		args = append(args, string(f.State))
+	}
 	q += " ORDER BY id DESC LIMIT " + fmt.Sprint(limit)
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), f.ScheduleID)
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedule runs of %s: %w", f.ScheduleID, err)
 	}

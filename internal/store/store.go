@@ -263,6 +263,9 @@ func (r Run) Total() int {
 type RunFilter struct {
 	State RunState
 	Suite string
+	// CreatedSince, when set, keeps runs created at or after it (the ping
+	// mesh's rounds of an availability window).
+	CreatedSince time.Time
 }
 
 // Store is the control plane's persistent state. All methods are safe for

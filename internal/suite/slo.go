@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 )
@@ -26,7 +27,8 @@ const SLOAPIVersion = "cnperf/v1"
 //	   {"select": {"marking": "EF"}, "stat": "max", "expr": "latency_ms.p99 <= 1"},
 //	   {"select": {"marking": "EF"}, "vs": {"marking": "none"}, "expr": "latency_ms.p99 <= 0.1 x"},
 //	   {"connection": "pod-pod cross node", "vs": {"connection": "node-node"},
-//	    "expr": "throughput_bps.receiver >= 0.8 x"}]}
+//	    "expr": "throughput_bps.receiver >= 0.8 x"},
+//	   {"expr": "success >= 99.9 % over 1h"}]}
 //
 // An objective applies to every row that has its metric and matches its
 // connection and select (labels: connection, backend, src, dst and the
@@ -35,7 +37,10 @@ const SLOAPIVersion = "cnperf/v1"
 // expression "METRIC OP FACTOR x" is relative: it compares each row with
 // its reference row, the row that matches vs and agrees with the row on
 // its cell (connection, backend, placement, variant, flow and the select
-// keys, except those vs names). See docs/reports.md.
+// keys, except those vs names). "success OP PCT % over WINDOW" is an
+// availability objective: the ping mesh's answered echo requests over the
+// window, from the server's stored rounds (EvaluateAvailability). See
+// docs/slo.md.
 type SLOFile struct {
 	APIVersion string      `json:"apiVersion"`
 	Objectives []Objective `json:"objectives"`
@@ -54,6 +59,10 @@ type Objective struct {
 	Threshold float64 `json:"-"`
 	// Relative: Threshold is a factor of the reference row's value.
 	Relative bool `json:"-"`
+	// Availability: "success OP PCT % over WINDOW", evaluated on the ping
+	// mesh's stored rounds over Window (EvaluateAvailability), not on rows.
+	Availability bool          `json:"-"`
+	Window       time.Duration `json:"-"`
 }
 
 // SLO statistics over a row's repetitions.
@@ -112,6 +121,9 @@ func (o *Objective) parse(known map[string]bool) error {
 		}
 	}
 	fields := strings.Fields(o.Expr)
+	if len(fields) > 2 && fields[0] == MetricSuccess {
+		return o.parseAvailability(fields)
+	}
 	switch {
 	case len(fields) == 4 && fields[3] == "x":
 		o.Relative = true
@@ -128,7 +140,7 @@ func (o *Objective) parse(known map[string]bool) error {
 	if !known[o.Metric] {
 		return fmt.Errorf("unknown metric %q", o.Metric)
 	}
-	if !slices.Contains(sloOps, o.Op) {
+	if !validOp(o.Op) {
 		return fmt.Errorf("unknown operator %q in %q (want <, <=, >, >= or ==)", o.Op, o.Expr)
 	}
 	v, err := parseQuantity(fields[2])
@@ -138,6 +150,8 @@ func (o *Objective) parse(known map[string]bool) error {
 	o.Threshold = v
 	return nil
 }
+
+func validOp(op string) bool { return slices.Contains(sloOps, op) }
 
 // parseQuantity reads a number with an optional k, M, G suffix (powers of
 // 1000, as rates are written).

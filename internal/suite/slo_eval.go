@@ -29,6 +29,8 @@ type Check struct {
 	// Detail says why a check failed without a value, or what a relative
 	// one compared.
 	Detail string `json:"detail,omitempty"`
+	// Availability is what an availability objective was evaluated on.
+	Availability *MeshAvailability `json:"availability,omitempty"`
 }
 
 // MarshalJSON writes a missing value (NaN: no row had the metric) as null,
@@ -72,6 +74,9 @@ func (c Check) Line() string {
 	if s := c.Objective.Stat; s != "" && s != StatMedian {
 		expr = s + " of " + expr
 	}
+	if c.Objective.Availability {
+		where = append([]string{"ping mesh"}, where...)
+	}
 	if len(where) == 0 {
 		where = []string{"every row"}
 	}
@@ -89,6 +94,9 @@ func (c Check) Line() string {
 func Evaluate(objs []Objective, rows []Row) []Check {
 	var out []Check
 	for _, o := range objs {
+		if o.Availability {
+			continue // the mesh's, not the rows' (EvaluateAvailability)
+		}
 		matched := false
 		for _, r := range rows {
 			if !o.selects(r) {

@@ -1,7 +1,8 @@
 // Package web is cnperf's dashboard: server-rendered pages (html/template,
 // no JavaScript needed) showing agents by node, runs with their progress,
 // a run's tables and charts, a comparison of runs with the figures that
-// got worse beyond their run-to-run spread, and a form to start a suite.
+// got worse beyond their run-to-run spread, a form to start a suite, and
+// the schedules with their latest runs.
 //
 // Users log in with the API's user token and get a cookie session; a
 // request with the token as a bearer header is let in as well. The
@@ -38,6 +39,7 @@ type API interface {
 	GetRun(ctx context.Context, id string) (api.Run, error)
 	CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error)
 	CancelRun(ctx context.Context, id, reason string) (api.Run, error)
+	ListSchedules(ctx context.Context) ([]api.Schedule, error)
 }
 
 // Options configure a Dashboard. API and UserToken are required.
@@ -96,7 +98,7 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{opts: opts, log: opts.Logger, now: opts.Now, pages: map[string]*template.Template{},
 		sess: newSessions(opts.SessionTTL, opts.Now), login: newLoginLimiter(opts.Now)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	for _, page := range []string{"login", "error", "home", "run", "compare"} {
+	for _, page := range []string{"login", "error", "home", "run", "compare", "schedules"} {
 		base, err := report.Templates()
 		if err != nil {
 			return nil, err
@@ -143,6 +145,8 @@ func funcs(now func() time.Time) template.FuncMap {
 			return id
 		},
 		"shortID":   shortID,
+		"took":      func(a, b time.Time) string { return b.Sub(a).Round(100 * time.Millisecond).String() },
+		"inc":       func(i int) int { return i + 1 },
 		"isVerdict": func(j int) bool { return j >= 3 && (j-3)%3 == 2 },
 	}
 }
@@ -158,6 +162,7 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /runs/{id}/report", d.authed(d.handleRunReport))
 	mux.HandleFunc("GET /compare", d.authed(d.handleCompare))
 	mux.HandleFunc("POST /start", d.authed(d.handleStart))
+	mux.HandleFunc("GET /schedules", d.authed(d.handleSchedules))
 }
 
 // Handler returns the dashboard alone on its own mux, with an HTML 404 for

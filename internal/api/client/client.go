@@ -8,6 +8,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,6 +30,10 @@ type Client struct {
 	tokenFile string // when set, the token is read from it for every request
 	hc        *http.Client
 	caFile    string
+	caPEM     []byte
+	// serverName is the name the server's certificate must carry when
+	// it differs from the URL's host (an address, a port-forward).
+	serverName string
 }
 
 // Option configures a Client.
@@ -43,6 +48,16 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 // It applies to the client's own transport or one set by WithHTTPClient
 // whose Transport is nil or an *http.Transport.
 func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path } }
+
+// WithCAPEM makes an https:// client trust the CA certificates in caPEM
+// (read from a cluster, say) instead of the system pool.
+func WithCAPEM(caPEM []byte) Option { return func(c *Client) { c.caPEM = caPEM } }
+
+// WithServerName makes an https:// client verify that the server's
+// certificate names name instead of the URL's host: an agent that reaches
+// the server at its Service's address, or a CLI through a port-forward on
+// 127.0.0.1, verifies the Service's DNS name ("" keeps the URL's host).
+func WithServerName(name string) Option { return func(c *Client) { c.serverName = name } }
 
 // WithTokenFile makes the client read its bearer token from path before
 // every request instead of using a fixed one: a Kubernetes projected
@@ -77,7 +92,7 @@ func New(base, token string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	if c.caFile != "" {
+	if c.caFile != "" || c.caPEM != nil || c.serverName != "" {
 		if err := c.trustCA(); err != nil {
 			return nil, err
 		}
@@ -86,12 +101,22 @@ func New(base, token string, opts ...Option) (*Client, error) {
 }
 
 // trustCA gives the client's transport a TLS configuration trusting the
-// CA file.
+// CA file or PEM, verifying the server name when one is set.
 func (c *Client) trustCA() error {
-	cfg, err := certs.ClientConfig(c.caFile)
+	var cfg *tls.Config
+	var err error
+	if c.caPEM != nil {
+		cfg, err = certs.ClientConfigPEM(c.caPEM)
+		if err != nil {
+			err = fmt.Errorf("CA: %w", err)
+		}
+	} else {
+		cfg, err = certs.ClientConfig(c.caFile)
+	}
 	if err != nil {
 		return err
 	}
+	cfg.ServerName = c.serverName
 	var tr *http.Transport
 	switch t := c.hc.Transport.(type) {
 	case nil:
@@ -99,7 +124,7 @@ func (c *Client) trustCA() error {
 	case *http.Transport:
 		tr = t.Clone()
 	default:
-		return fmt.Errorf("CA file %s: the client's transport %T takes no TLS configuration", c.caFile, t)
+		return fmt.Errorf("TLS settings (CA %q, server name %q): the client's transport %T takes no TLS configuration", c.caFile, c.serverName, t)
 	}
 	tr.TLSClientConfig = cfg
 	hc := *c.hc // a copy: the caller's client is left alone
@@ -366,6 +391,34 @@ func (c *Client) ListRuns(ctx context.Context, limit int, after string) (api.Run
 	}
 	var p api.RunPage
 	return p, c.v2(ctx, http.MethodGet, "/api/v2/runs", q, nil, &p)
+}
+
+// RunQuery selects runs for ListRunsWhere; zero fields match everything.
+type RunQuery struct {
+	Suite string
+	// Since keeps runs created at or after it.
+	Since time.Time
+	Limit int
+	After string // next_after of the previous page
+}
+
+// ListRunsWhere returns one page of the runs q selects.
+func (c *Client) ListRunsWhere(ctx context.Context, q RunQuery) (api.RunPage, error) {
+	v := url.Values{}
+	if q.Suite != "" {
+		v.Set("suite", q.Suite)
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	var p api.RunPage
+	return p, c.v2(ctx, http.MethodGet, "/api/v2/runs", v, nil, &p)
 }
 
 // CancelRun cancels a run's unfinished tasks.

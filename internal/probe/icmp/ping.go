@@ -285,6 +285,9 @@ func (r *pingRun) result(spec probe.Spec, local netip.Addr, startedAt time.Time,
 		loss = 100 * float64(sent-got) / float64(sent)
 	}
 	res.LossPct = probe.Float(loss)
+	// The counts themselves, so a window's answered requests can be summed
+	// exactly (the ping mesh's availability, docs/slo.md).
+	res.Packets = &probe.PacketCounts{Sent: int64(sent), Received: int64(got), Lost: int64(sent - got), Duplicate: int64(r.dups)}
 	if got > 0 {
 		s := stats.Summarize(r.rtts)
 		res.RTTms = &s

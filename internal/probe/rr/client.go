@@ -104,11 +104,13 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	probe.PacketHeader{Type: probe.PacketRRRequest, Session: cl.Session}.Put(req)
 	rb := body(req[probe.PacketHeaderLen:])
 	var rx receiver
+	y := yielder{on: cfg.interval == 0}
 	timeout := cfg.timeout.Nanoseconds()
 	timeoutChanged := false
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		y.tick()
 		pace(ctx, cfg, begin, i)
 		tw := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
@@ -224,9 +226,11 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	resp := make([]byte, cfg.size)
 	rb := body(req)
 	var rx receiver
+	y := yielder{on: cfg.interval == 0}
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	for i := int64(0); ; i++ {
+		y.tick()
 		pace(ctx, cfg, begin, i)
 		t0 := time.Now().UnixNano()
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -228,11 +227,12 @@ func readMsg(rc syscall.RawConn, rx *receiver, buf []byte) (int, int64, error) {
 const pollWait = 50 * time.Millisecond
 
 // serveInThread is serveConn for a long tcp connection, served the way the
-// client runs its loop: on a thread of its own with blocking system calls
-// on a duplicate descriptor, the connection taken out of Go's poller. A
-// request then wakes this thread directly: no wake-up of the poller's
-// thread for every segment, no hand-off of the goroutine to another
-// thread (together several microseconds of each round trip, and CPU).
+// client runs its loop: with blocking system calls on a duplicate
+// descriptor, the connection taken out of Go's poller, so that the thread
+// blocked in the read is the one a request wakes: no wake-up of the
+// poller's thread for every segment, no hand-off of the goroutine to
+// another thread (together several microseconds of each round trip, and
+// CPU). The goroutine is not locked to its thread (see yielder).
 func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.Int64, delay time.Duration) error {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -251,8 +251,6 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 		return fmt.Errorf("data connection descriptor: %w", err)
 	}
 	defer unix.Close(fd)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
@@ -274,7 +272,9 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 	defer context.AfterFunc(ctx, func() { ended.Store(true) })()
 	buf := make([]byte, cfg.size)
 	var rx receiver
+	y := yielder{on: true}
 	for {
+		y.tick()
 		if ended.Load() {
 			return ctx.Err()
 		}

@@ -100,11 +100,7 @@ func (u *udpServer) openPeer(from netip.AddrPort) {
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
-		// Never unlocked: PeerSocket may move this thread into the
-		// responder's network namespace, so the thread ends with the
-		// goroutine.
-		runtime.LockOSThread()
-		fd, err := u.s.PeerSocket(from, probe.SockOpts{TOS: u.cfg.tos, RecvTOS: true, RecvTstamp: true})
+		fd, err := u.peerSocket(from)
 		if err != nil {
 			u.s.Log.Debug("rr udp: answering from the shared socket", "err", err)
 			u.mu.Lock()
@@ -119,8 +115,26 @@ func (u *udpServer) openPeer(from netip.AddrPort) {
 	}()
 }
 
-// serve answers requests on the session's connected socket fd until stop,
-// on the calling locked thread.
+// peerSocket opens the session's socket on a locked thread of its own that
+// ends with it: PeerSocket may move that thread into the responder's
+// network namespace. The socket stays in that namespace whichever thread
+// then uses it.
+func (u *udpServer) peerSocket(from netip.AddrPort) (int, error) {
+	type opened struct {
+		fd  int
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		fd, err := u.s.PeerSocket(from, probe.SockOpts{TOS: u.cfg.tos, RecvTOS: true, RecvTstamp: true})
+		ch <- opened{fd, err}
+	}()
+	o := <-ch
+	return o.fd, o.err
+}
+
+// serve answers requests on the session's connected socket fd until stop.
 func (u *udpServer) serve(fd int) error {
 	// A blocked read ends when stop shuts the socket's receive side; the
 	// receive timeout is there in case it does not.
@@ -139,7 +153,9 @@ func (u *udpServer) serve(fd int) error {
 		oob [256]byte
 	)
 	session := u.s.ID
+	y := yielder{on: true}
 	for !ended.Load() {
+		y.tick()
 		iov.Base = &buf[0]
 		iov.SetLen(len(buf))
 		msg.Iov = &iov

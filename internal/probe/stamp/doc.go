@@ -3,7 +3,8 @@
 // cnperf needs: the Session-Sender Identifier and the Extra Padding,
 // Timestamp Information, Class of Service and HMAC TLVs. It interoperates
 // with other implementations (routers' reflectors, perfSONAR-style hosts,
-// stamp-suite) and, in unauthenticated mode, with TWAMP-Light.
+// stamp-suite) and, in unauthenticated mode, with TWAMP-Light senders
+// that pad their packets to STAMP's 44 octets.
 //
 // Packets. wire.go encodes and decodes the base packets of both directions
 // in both modes: unauthenticated (44 octets) and authenticated (112
@@ -23,7 +24,12 @@
 // M on a malformed TLV and nothing processed after it, I on all when the
 // HMAC TLV fails; Class of Service reports the DSCP and ECN that arrived
 // (DSCP2, erratum 8199) and puts DSCP1 on the reply. With a key it serves
-// only authenticated test packets whose HMAC verifies.
+// only authenticated test packets whose HMAC verifies. It is no traffic
+// generator: a packet shorter than a base packet (44 or 112 octets) gets
+// no answer (a base-size answer would amplify it; TWAMP-Light senders must
+// pad to 44), and neither does a reflector's answer (its Receive Timestamp
+// is set where a sender's packet has zeros), so two reflectors cannot be
+// made to answer each other forever by one spoofed packet.
 //
 // A cnperf responder hands the reflector the datagrams on its UDP port
 // that are neither cnperf's own nor iperf3's (HandleUnclaimed), so every agent reflects on

@@ -227,14 +227,22 @@ func (r *Reflector) sweepLocked(now time.Time) {
 func (r *Reflector) answer(out, pkt []byte, from netip.AddrPort, meta rxMeta) (n int, tos int, ok bool) {
 	auth := r.opts.Key != nil
 	base := BaseLenOf(auth)
+	// Not a traffic generator (docs/control-plane.md): a packet shorter
+	// than the base gets no answer, as a base-size answer would be larger
+	// than what came in; and a packet that is itself a reflector's answer
+	// (its receive timestamp set where a sender's packet has zeros) gets
+	// none either, or two reflectors would answer each other forever after
+	// one packet spoofed from the other.
+	if len(pkt) < base || IsReflected(pkt, auth) {
+		return 0, 0, false
+	}
 	if auth {
 		if VerifyBase(pkt, r.opts.Key) != nil {
 			return 0, 0, false
 		}
 	}
-	// Symmetric size (RFC 8762 §4.2); a shorter packet gets a base-size
-	// answer (§4.6, TWAMP-Light senders).
-	n = max(len(pkt), base)
+	// Symmetric size (RFC 8762 §4.2).
+	n = len(pkt)
 	clear(out[:n])
 	copy(out, pkt)
 	sp, _ := ParseSender(out, auth)

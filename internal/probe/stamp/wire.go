@@ -230,6 +230,18 @@ func (p ReflectorPacket) Put(b []byte, auth bool) {
 	b[offSenderTTL[m]] = p.SenderTTL
 }
 
+// IsReflected reports whether b (at least a base packet) is a reflector's
+// answer rather than a sender's test packet: its Receive Timestamp field
+// is set, where a sender's packet has MBZ octets (RFC 8762 §4.2.1,
+// §4.2.2; every reflector stamps the time it received the test packet).
+func IsReflected(b []byte, auth bool) bool {
+	m := mode(auth)
+	if len(b) < offRxTS[m]+8 {
+		return false
+	}
+	return binary.BigEndian.Uint64(b[offRxTS[m]:]) != 0
+}
+
 // ParseReflector reads a reflector's base packet.
 func ParseReflector(b []byte, auth bool) (ReflectorPacket, error) {
 	m := mode(auth)

@@ -89,10 +89,10 @@ func podIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/65536, i/256%
 
 // agent simulates one agent: heartbeats at 1 Hz and a long poll, from a
 // random phase within the ramp.
-func (b *bench) agent(ctx context.Context, i int) {
+func (b *bench) agent(ctx context.Context, i int, ramp time.Duration) {
 	hb, _ := json.Marshal(api.Heartbeat{PodName: "bench-pod-" + fmt.Sprint(i), PodNamespace: "bench", PodUID: uid(i), PodIP: podIP(i),
 		NodeName: fmt.Sprintf("node-%d", i/20), NodeIP: podIP(i), ResponderAddr: podIP(i) + ":5201", Version: "bench"})
-	delay := time.Duration(float64(b.c.ramp) * float64(i) / float64(b.c.agents))
+	delay := time.Duration(float64(ramp) * float64(i) / float64(b.agents))
 	select {
 	case <-ctx.Done():
 		return
@@ -214,8 +214,8 @@ func (b *bench) createTasks(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		src := rand.IntN(b.c.agents)
-		dst := (src + 1 + rand.IntN(b.c.agents-1)) % b.c.agents
+		src := rand.IntN(b.agents)
+		dst := (src + 1 + rand.IntN(b.agents-1)) % b.agents
 		body, _ := json.Marshal([]api.TaskCreate{{SrcPodUID: uid(src), DstPodUID: uid(dst), TaskParam: "-c 1", TaskType: "ping"}})
 		sent := time.Now()
 		data, err := b.do(ctx, b.hbClient, "POST", "/api/v1/external/task/create", userTok, body)

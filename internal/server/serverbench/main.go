@@ -1,12 +1,18 @@
 // Command serverbench measures how many agents one cnperf server holds:
-// it starts `cnperf server` on SQLite as a separate process, simulates N
-// agents speaking the real HTTP API (a heartbeat per second each, a long
-// poll held open each, start and report calls for the tasks they get),
-// creates ping tasks between random agents during the measurement, and
-// prints the agents held, heartbeat latency percentiles, false offline
-// marks, and dispatch latency (task creation request sent → task in the
-// agent's hands). Targets: 10,000 agents at 1 Hz with p99 < 100 ms and no
-// false offline; dispatch p50 < 50 ms.
+// it starts `cnperf server` on SQLite as a separate process and simulates
+// N agents in two ways, one run each: agent sessions through the agent's
+// own session client (client.HoldSession: a keep-alive every 3 s, offers,
+// acks, start and report frames), and the v1-style polling agent (a REST
+// heartbeat per second each, a long poll held open each, start and report
+// calls). It creates ping tasks between random agents during the
+// measurement and prints, with the machine's load, the agents held,
+// keep-alive (or heartbeat) latency, false offline marks, dispatch
+// latency (task creation request sent → task in the agent's hands) and
+// the server's CPU per agent per second; then it holds -hold sessions and
+// prints the server's memory. Targets (#12): keep-alive p99 < 100 ms and
+// no false offline at 10,000 agents, dispatch p50 < 10 ms and p99 <
+// 100 ms, at most 15 µs of server CPU per agent per second, 50,000 agents
+// held.
 //
 // The files follow its concerns: main.go the flags, server.go the server
 // under test, agents.go the simulated agents, measure.go the run and its
@@ -43,6 +49,9 @@ type config struct {
 	keep     bool
 	server   string
 	cpuProf  string
+	mode     string // both, sessions or poll
+	hold     int    // agents held in the memory phase (sessions; 0: none)
+	holdRamp time.Duration
 }
 
 func main() {
@@ -52,10 +61,13 @@ func main() {
 	flag.DurationVar(&c.ramp, "ramp", 20*time.Second, "time over which agents start")
 	flag.DurationVar(&c.warmup, "warmup", 10*time.Second, "time after the ramp before measuring")
 	flag.DurationVar(&c.measure, "measure", 60*time.Second, "measurement window")
-	flag.Float64Var(&c.taskRate, "task-rate", 5, "tasks created per second during the measurement")
+	flag.Float64Var(&c.taskRate, "task-rate", 10, "tasks created per second during the measurement")
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
+	flag.StringVar(&c.mode, "mode", "both", "agents to simulate: sessions (the agent's session client), poll (the v1-style REST heartbeat a second and long poll) or both, one after the other")
+	flag.IntVar(&c.hold, "hold", 50000, "then hold this many agents' sessions and print the server's memory (0: skip)")
+	flag.DurationVar(&c.holdRamp, "hold-ramp", 60*time.Second, "time over which the held agents open their sessions")
 	flag.StringVar(&c.server, "server", "", "benchmark this running server (tokens bench-user and bench-agent) instead of starting one")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

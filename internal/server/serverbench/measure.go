@@ -7,9 +7,12 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/api/client"
 )
 
 // The measurement: one run's shared state, its recorders, and run, which
@@ -46,13 +49,16 @@ func (r *recorder) pct(ps ...float64) (n int, out []time.Duration) {
 // bench is one run's shared state.
 type bench struct {
 	c        config
+	mode     string // "sessions" or "poll"
+	agents   int
 	base     string
-	lean     *leanClient  // heartbeats
-	hbClient *http.Client // starts, reports, task creation, listings
-	lpClient *http.Client // long polls: one connection each
+	lean     *leanClient    // heartbeats
+	hbClient *http.Client   // starts, reports, task creation, listings
+	lpClient *http.Client   // long polls: one connection each
+	sessCl   *client.Client // sessions: the agent's client, one connection per session
 
 	measuring atomic.Bool
-	hbLat     recorder // heartbeat latency in the window
+	hbLat     recorder // heartbeat (poll) or keep-alive (sessions) latency in the window
 	hbSent    atomic.Int64
 	hbErr     atomic.Int64
 	hbLate    atomic.Int64 // beats that could not be sent on time (the agent fell behind)
@@ -60,48 +66,112 @@ type bench struct {
 	otherLat  recorder // start and report calls in the window
 	dispatch  recorder
 
+	sessUp   atomic.Int64 // sessions open now
+	sessDown atomic.Int64 // sessions that ended or failed to open in the window
+
 	mu      sync.Mutex           // guards created and arrived
 	created map[string]time.Time // task id → create request sent, until the task arrives
 	arrived map[string]time.Time // task id → arrival, when it came before the create answer
 	got     atomic.Int64
 }
 
+// figures is what one phase measured.
+type figures struct {
+	mode                 string
+	agents               int
+	held, offline        int
+	falseOffline         int
+	window               time.Duration
+	srvCPU, benchCPU     time.Duration
+	load                 string
+	hbN                  int
+	hb                   []time.Duration // p50, p99, p99.9, max
+	hbErr, hbLate, downs int64
+	dispN, lost          int
+	disp                 []time.Duration // p50, p90, p99, max
+	rss, hwm             int64
+	otherN               int
+	other                []time.Duration // p50, p99
+	fetchErr             int64
+	tasksPerS            float64
+	perAgentS            time.Duration // server CPU per agent per second
+}
+
 func run(ctx context.Context, c config) error {
-	limit, err := raiseNoFile(uint64(3*c.agents + 4096))
+	most := c.agents
+	if c.mode != "poll" {
+		most = max(most, c.hold)
+	}
+	limit, err := raiseNoFile(uint64(3*most + 8192))
 	if err != nil {
 		return fmt.Errorf("raise the open-file limit: %w", err)
 	}
-	if need := uint64(c.agents + leanConns + 2048); limit < need {
-		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, need)
+	if need := uint64(most + leanConns + 2048); limit < need {
+		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, most, need)
 	}
-	addr, logPath, srvPid, stopServer, err := startServer(ctx, c)
+	load0, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("cnperf server benchmark: %d simulated agents (mode %s), SQLite; machine load average at start: %s", c.agents, c.mode, load0)
+	fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
+	var phases []figures
+	for _, m := range []string{"sessions", "poll"} {
+		if c.mode != "both" && c.mode != m {
+			continue
+		}
+		f, err := runPhase(ctx, c, m, c.agents, c.ramp, c.warmup, c.measure)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+		phases = append(phases, f)
+	}
+	var hold *figures
+	if c.hold > 0 && c.mode != "poll" {
+		f, err := runPhase(ctx, c, "sessions", c.hold, c.holdRamp, c.warmup, 15*time.Second)
+		if err != nil {
+			return fmt.Errorf("hold %d: %w", c.hold, err)
+		}
+		hold = &f
+	}
+	printSummary(c, phases, hold)
+	return nil
+}
+
+// runPhase starts a server, simulates n agents of the mode, measures and
+// prints the phase's figures.
+func runPhase(ctx context.Context, c config, mode string, n int, ramp, warmup, measure time.Duration) (figures, error) {
+	addr, logPath, srvPid, stopServer, err := startServer(ctx, c, n)
 	if err != nil {
-		return err
+		return figures{}, err
 	}
 	defer stopServer()
-
 	b := &bench{
-		c:    c,
-		base: "http://" + addr,
+		c:      c,
+		mode:   mode,
+		agents: n,
+		base:   "http://" + addr,
 		hbClient: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 2000, MaxIdleConnsPerHost: 2000, IdleConnTimeout: 90 * time.Second}},
 		lpClient: &http.Client{Timeout: c.wait + 20*time.Second, Transport: &http.Transport{
-			MaxIdleConns: c.agents + 100, MaxIdleConnsPerHost: c.agents + 100, IdleConnTimeout: 90 * time.Second}},
+			MaxIdleConns: n + 100, MaxIdleConnsPerHost: n + 100, IdleConnTimeout: 90 * time.Second}},
 		created: map[string]time.Time{},
 		arrived: map[string]time.Time{},
 		lean:    &leanClient{addr: addr, pool: make(chan *leanConn, leanConns), slots: make(chan struct{}, leanConns)},
 	}
-	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
-		return fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
+	if b.sessCl, err = sessionClient(b.base); err != nil {
+		return figures{}, err
 	}
-	fmt.Printf("cnperf server benchmark: %d simulated agents, 1 Hz heartbeats, long polls of %v held, SQLite; server on %s\n",
-		c.agents, c.wait, addr)
-	fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
+	if err := b.waitHealthy(ctx, 20*time.Second); err != nil {
+		return figures{}, fmt.Errorf("server did not come up: %w (log %s)", err, logPath)
+	}
+	fmt.Printf("\n== %s: %d agents, server on %s\n", mode, n, addr)
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := 0; i < c.agents; i++ {
-		wg.Go(func() { b.agent(agentsCtx, i) })
+	for i := 0; i < n; i++ {
+		if mode == "sessions" {
+			wg.Go(func() { b.sessionAgent(agentsCtx, i, ramp) })
+		} else {
+			wg.Go(func() { b.agent(agentsCtx, i, ramp) })
+		}
 	}
 	defer func() {
 		stopAgents()
@@ -110,33 +180,33 @@ func run(ctx context.Context, c config) error {
 
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(c.ramp + c.warmup):
+		return figures{}, ctx.Err()
+	case <-time.After(ramp + warmup):
 	}
 	held0, off0, err := b.countAgents(ctx)
 	if err != nil {
-		return err
+		return figures{}, err
 	}
 	offlineBefore := countOffline(logPath)
 	if logPath == "" {
 		offlineBefore = off0
 	}
 	fmt.Printf("after ramp and warm-up: %d agents online; measuring...\n", held0)
-	if c.cpuProf != "" {
+	if c.cpuProf != "" && mode == "sessions" && n == c.agents {
 		f, err := os.Create(c.cpuProf)
 		if err != nil {
-			return err
+			return figures{}, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return figures{}, err
 		}
 		defer pprof.StopCPUProfile()
 	}
 	srvCPU0, benchCPU0 := cpuTime(srvPid), cpuTime(os.Getpid())
 	b.measuring.Store(true)
 	t0 := time.Now()
-	tasksCtx, stopTasks := context.WithTimeout(ctx, c.measure)
+	tasksCtx, stopTasks := context.WithTimeout(ctx, measure)
 	var twg sync.WaitGroup
 	twg.Go(func() { b.createTasks(tasksCtx) })
 	<-tasksCtx.Done()
@@ -146,23 +216,33 @@ func run(ctx context.Context, c config) error {
 	b.measuring.Store(false)
 	srvCPU, benchCPU := cpuTime(srvPid)-srvCPU0, cpuTime(os.Getpid())-benchCPU0
 	load, _ := os.ReadFile("/proc/loadavg")
+	rss, hwm := rssOf(srvPid)
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return figures{}, ctx.Err()
 	}
 	// Let the last tasks arrive.
 	time.Sleep(2 * time.Second)
 	held, offline, err := b.countAgents(ctx)
 	if err != nil {
-		return err
+		return figures{}, err
 	}
 	falseOffline := countOffline(logPath) - offlineBefore
 	if logPath == "" {
 		falseOffline = offline - offlineBefore // agents offline now that were not before
 	}
-
-	b.print(outcome{
-		held: held, offline: offline, falseOffline: falseOffline, window: window,
-		srvPid: srvPid, srvCPU: srvCPU, benchCPU: benchCPU, load: load,
-	})
-	return nil
+	f := figures{mode: mode, agents: n, held: held, offline: offline, falseOffline: falseOffline, window: window,
+		srvCPU: srvCPU, benchCPU: benchCPU, load: strings.TrimSpace(string(load)), rss: rss, hwm: hwm,
+		hbErr: b.hbErr.Load(), hbLate: b.hbLate.Load(), downs: b.sessDown.Load(), fetchErr: b.fetchErr.Load()}
+	f.hbN, f.hb = b.hbLat.pct(50, 99, 99.9, 100)
+	f.dispN, f.disp = b.dispatch.pct(50, 90, 99, 100)
+	f.otherN, f.other = b.otherLat.pct(50, 99)
+	b.mu.Lock()
+	f.lost = len(b.created)
+	b.mu.Unlock()
+	f.tasksPerS = float64(f.dispN) / window.Seconds()
+	if srvPid != 0 && n > 0 {
+		f.perAgentS = time.Duration(float64(srvCPU) / window.Seconds() / float64(n))
+	}
+	f.print()
+	return f, nil
 }

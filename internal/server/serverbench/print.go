@@ -8,49 +8,77 @@ import (
 // ms formats a duration in milliseconds with one decimal.
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-// outcome is what run measured besides the recorders in bench.
-type outcome struct {
-	held, offline    int // agents listed online and offline at the end
-	falseOffline     int // reaper marks during the window
-	window           time.Duration
-	srvPid           int           // 0: an outside server (no CPU figure)
-	srvCPU, benchCPU time.Duration // CPU used in the window
-	load             []byte        // /proc/loadavg at the end
+// mb formats bytes in MB.
+func mb(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
+
+// print writes one phase's figures.
+func (f figures) print() {
+	what := "heartbeat (REST, 1/s)"
+	if f.mode == "sessions" {
+		what = "keep-alive (every 3 s)"
+	}
+	fmt.Printf("agents held (online at the end):     %d of %d (%d offline)\n", f.held, f.agents, f.offline)
+	fmt.Printf("%-36s %d answered (%.0f/s), %d errors", what+":", f.hbN, float64(f.hbN)/f.window.Seconds(), f.hbErr)
+	if f.mode == "sessions" {
+		fmt.Printf(", %d sessions lost\n", f.downs)
+	} else {
+		fmt.Printf(", %d late ticks\n", f.hbLate)
+	}
+	fmt.Printf("%-36s p50 %s  p99 %s  p99.9 %s  max %s\n", what+" latency:", ms(f.hb[0]), ms(f.hb[1]), ms(f.hb[2]), ms(f.hb[3]))
+	fmt.Printf("start/report latency:                p50 %s  p99 %s  (n=%d)\n", ms(f.other[0]), ms(f.other[1]), f.otherN)
+	fmt.Printf("false offline (reaper marks):        %d\n", f.falseOffline)
+	if f.mode == "poll" {
+		fmt.Printf("long-poll errors:                    %d\n", f.fetchErr)
+	}
+	fmt.Printf("CPU in window:                       server %.1f%% of a core (%.2f µs per agent per second), simulated agents %.0f%%\n",
+		100*f.srvCPU.Seconds()/f.window.Seconds(), float64(f.perAgentS)/1e3, 100*f.benchCPU.Seconds()/f.window.Seconds())
+	fmt.Printf("server memory:                       RSS %s (peak %s), %.1f KB per agent\n", mb(f.rss), mb(f.hwm), float64(f.rss)/1e3/float64(max(f.agents, 1)))
+	fmt.Printf("dispatch latency (create → agent):   p50 %s  p90 %s  p99 %s  max %s  (n=%d, %d never arrived)\n", ms(f.disp[0]), ms(f.disp[1]), ms(f.disp[2]), ms(f.disp[3]), f.dispN, f.lost)
+	fmt.Printf("machine load average at the end:     %s\n", f.load)
 }
 
-// print writes the figures and the verdict on each target.
-func (b *bench) print(o outcome) {
-	c := b.c
-	n, p := b.hbLat.pct(50, 99, 99.9, 100)
-	on, op := b.otherLat.pct(50, 99)
-	dn, dp := b.dispatch.pct(50, 90, 99, 100)
-	b.mu.Lock()
-	lost := len(b.created)
-	b.mu.Unlock()
-	rate := float64(n) / o.window.Seconds()
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// printSummary writes the targets of #12 for each mode side by side.
+func printSummary(c config, phases []figures, hold *figures) {
+	fmt.Printf("\n== targets (#12), %d agents; each column its own run of %v\n", c.agents, c.measure)
+	fmt.Printf("%-40s", "")
+	for _, f := range phases {
+		fmt.Printf(" %-28s", f.mode)
+	}
 	fmt.Println()
-	fmt.Printf("agents held (online at the end):     %d of %d (%d offline)\n", o.held, c.agents, o.offline)
-	fmt.Printf("heartbeats in window:                %d answered (%.0f/s), %d errors, %d late ticks\n", n, rate, b.hbErr.Load(), b.hbLate.Load())
-	fmt.Printf("heartbeat latency:                   p50 %s  p99 %s  p99.9 %s  max %s\n", ms(p[0]), ms(p[1]), ms(p[2]), ms(p[3]))
-	fmt.Printf("start/report latency:                p50 %s  p99 %s  (n=%d)\n", ms(op[0]), ms(op[1]), on)
-	fmt.Printf("false offline (reaper marks):        %d\n", o.falseOffline)
-	fmt.Printf("long-poll errors:                    %d\n", b.fetchErr.Load())
-	if o.srvPid != 0 {
-		perBeat := time.Duration(0)
-		if n > 0 {
-			perBeat = o.srvCPU / time.Duration(n)
+	row := func(name string, cell func(f figures) (string, bool)) {
+		fmt.Printf("%-40s", name)
+		for _, f := range phases {
+			v, ok := cell(f)
+			fmt.Printf(" %-28s", v+" "+verdict(ok))
 		}
-		fmt.Printf("CPU in window:                       server %.0f%% of a core (%v per answered heartbeat, all its work included), simulated agents %.0f%%\n",
-			100*o.srvCPU.Seconds()/o.window.Seconds(), perBeat.Round(time.Microsecond), 100*o.benchCPU.Seconds()/o.window.Seconds())
+		fmt.Println()
 	}
-	fmt.Printf("machine load average at the end:     %s", o.load)
-	fmt.Printf("dispatch latency (create → agent):   p50 %s  p90 %s  p99 %s  max %s  (n=%d, %d never arrived)\n", ms(dp[0]), ms(dp[1]), ms(dp[2]), ms(dp[3]), dn, lost)
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "MISSED"
+	row("agents held", func(f figures) (string, bool) {
+		return fmt.Sprintf("%d/%d", f.held, f.agents), f.held == f.agents
+	})
+	row("keep-alive (poll: heartbeat) p99 <100ms", func(f figures) (string, bool) { return ms(f.hb[1]), f.hbN > 0 && f.hb[1] < 100*time.Millisecond })
+	row("false offline = 0", func(f figures) (string, bool) { return fmt.Sprint(f.falseOffline), f.falseOffline == 0 })
+	row("dispatch p50 < 10 ms", func(f figures) (string, bool) { return ms(f.disp[0]), f.dispN > 0 && f.disp[0] < 10*time.Millisecond })
+	row("dispatch p99 < 100 ms", func(f figures) (string, bool) {
+		return ms(f.disp[2]), f.dispN > 0 && f.lost == 0 && f.disp[2] < 100*time.Millisecond
+	})
+	row("server CPU per agent per second <= 15µs", func(f figures) (string, bool) {
+		return fmt.Sprintf("%.2f µs", float64(f.perAgentS)/1e3), f.perAgentS > 0 && f.perAgentS <= 15*time.Microsecond
+	})
+	for _, f := range phases {
+		fmt.Printf("load average at the end of %-9s %s\n", f.mode+":", f.load)
 	}
-	fmt.Printf("targets: %d agents held %s; heartbeat p99 < 100 ms %s; no false offline %s; dispatch p50 < 50 ms %s\n",
-		c.agents, verdict(o.held == c.agents), verdict(p[1] < 100*time.Millisecond), verdict(o.falseOffline == 0), verdict(dn > 0 && dp[0] < 50*time.Millisecond))
+	if hold != nil {
+		fmt.Printf("%d agents held on sessions: %d/%d online, %d false offline, keep-alive p99 %s; server RSS %s (peak %s, %.1f KB per agent), %.2f µs CPU per agent per second; load %s: %s\n",
+			hold.agents, hold.held, hold.agents, hold.falseOffline, ms(hold.hb[1]), mb(hold.rss), mb(hold.hwm),
+			float64(hold.rss)/1e3/float64(hold.agents), float64(hold.perAgentS)/1e3, hold.load,
+			verdict(hold.held == hold.agents && hold.falseOffline == 0))
+	}
 }

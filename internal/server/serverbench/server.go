@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +27,7 @@ import (
 // startServer runs `cnperf server` on SQLite in a temp dir, or uses
 // c.server. It returns the address, the server's log file ("" for an
 // outside server) and a stop function.
-func startServer(ctx context.Context, c config) (addr, logPath string, pid int, stop func(), err error) {
+func startServer(ctx context.Context, c config, agents int) (addr, logPath string, pid int, stop func(), err error) {
 	if c.server != "" {
 		u, err := url.Parse(c.server)
 		if err != nil || u.Host == "" {
@@ -55,7 +56,8 @@ func startServer(ctx context.Context, c config) (addr, logPath string, pid int, 
 		return "", "", 0, nil, err
 	}
 	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
-	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn")
+	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "bench.db"), "--log-level", "warn",
+		"--max-agents", strconv.Itoa(max(agents+1000, 20000)))
 	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -209,4 +211,25 @@ func (b *bench) countAgents(ctx context.Context) (online, offline int, err error
 		}
 	}
 	return online, offline, nil
+}
+
+// rssOf returns a process's resident and peak resident memory (VmRSS,
+// VmHWM) in bytes (0 when unknown).
+func rssOf(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		switch {
+		case strings.HasPrefix(line, "VmRSS:"):
+			fmt.Sscan(strings.TrimPrefix(line, "VmRSS:"), &kb)
+			rss = kb << 10
+		case strings.HasPrefix(line, "VmHWM:"):
+			fmt.Sscan(strings.TrimPrefix(line, "VmHWM:"), &kb)
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm
 }

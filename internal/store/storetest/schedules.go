@@ -18,7 +18,7 @@ import (
 // the record as documented; deleting removes it and its history.
 func testSchedules(t *testing.T, st store.Store) {
 	ctx := context.Background()
-	opts := json.RawMessage(`{"time":1000000000,"repeat":1,"set":{"udp-rate":"100M"}}`)
+	opts := json.RawMessage(`{"time":1,"repeat":1,"set":{"udp-rate":"100M"}}`)
 	bad := []struct {
 		name string
 		sc   store.Schedule
@@ -148,6 +148,12 @@ func testSchedules(t *testing.T, st store.Store) {
 	fin, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1})
 	if err != nil || len(fin) != 1 || fin[0].ID != third.ID {
 		t.Errorf("latest finished: %+v, %v; want the abandoned third", fin, err)
+	}
+	if ok, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded}); err != nil || len(ok) != 1 || ok[0].ID != first.ID {
+		t.Errorf("succeeded ones: %+v, %v; want the first", ok, err)
+	}
+	if _, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: "done"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("history in an unknown state: %v, want invalid", err)
 	}
 	if _, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("history without a schedule: %v, want invalid", err)

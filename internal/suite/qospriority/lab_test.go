@@ -1,6 +1,7 @@
 package qospriority_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
@@ -41,5 +42,54 @@ func TestQoSPriorityLab(t *testing.T) {
 	if best <= 0 || p99["pfifo_fast/none"]/best >= 10 {
 		t.Errorf("pfifo_fast at line rate: unmarked p99 %.3f ms, marked %.3f ms: a cut of %.1f× where none is expected",
 			p99["pfifo_fast/none"], best, p99["pfifo_fast/none"]/best)
+	}
+}
+
+// TestQoSPriorityPlacementsLab: the HTB tree on the sending pod's own
+// eth0 (pod-htb) protects EF from two background flows with the peer on
+// the same node and on the other node, each placement with its rows and
+// verdict; the rows carry the foreground's throughput and transfer, the
+// background's flows summed, and a 5 µs × 200 histogram summed over both
+// repetitions.
+func TestQoSPriorityPlacementsLab(t *testing.T) {
+	rows := cnperftest.LabRun(t, "qos-priority", "--time", "2s", "--repeat", "2", "--pods-per-node", "2",
+		"--set", "placement=same-node,cross-node", "--set", "variants=pod-htb", "--set", "markings=none,EF", "--set", "background-flows=2",
+		"--set", "hist-bin=5us", "--set", "hist-bins=200")
+	seen := map[string]bool{}
+	for _, r := range rows {
+		pl, _ := r["placement"].(string)
+		verdict, _ := r["verdict"].(string)
+		seen[pl] = true
+		hist, _ := r["latency_histogram"].([]any)
+		sum := 0.0
+		for _, c := range hist {
+			sum += c.(float64)
+		}
+		fgRx, _ := cnperftest.Num(r, "throughput_bps.receiver")
+		fgBytes, _ := cnperftest.Num(r, "bytes.receiver")
+		bgRx, _ := cnperftest.Num(r, "background_throughput_bps")
+		t.Logf("%s %v: p99 %v ms, fg %.1f kbit/s (%.0f B), background %.0f Mbit/s in %v flows, histogram %v bins of %v us over %v repetitions (%.0f datagrams); verdict: %s",
+			pl, r["marking"], r["latency_ms"].(map[string]any)["p99"], fgRx/1e3, fgBytes, bgRx/1e6, r["background_flows"], len(hist), r["latency_histogram_bin_us"],
+			r["latency_histogram_repetitions"], sum, verdict)
+		if !strings.HasPrefix(verdict, "priority protected") {
+			t.Errorf("%s: verdict %q, want pod-htb to protect EF", pl, verdict)
+		}
+		if len(hist) != 200 || r["latency_histogram_bin_us"] != 5.0 || r["latency_histogram_repetitions"] != 2.0 {
+			t.Errorf("%s %v: histogram of %d bins of %v us over %v repetitions, want 200 of 5 over 2", pl, r["marking"], len(hist), r["latency_histogram_bin_us"], r["latency_histogram_repetitions"])
+		}
+		// 100 datagrams/s for 2 s, twice: one repetition's histogram alone
+		// would hold at most 200.
+		if sum < 300 || sum > 400 {
+			t.Errorf("%s %v: the merged histogram holds %.0f datagrams, want 300-400 (two repetitions of 200)", pl, r["marking"], sum)
+		}
+		if fgRx < 60e3 || fgRx > 90e3 || fgBytes < 12000 {
+			t.Errorf("%s %v: foreground %.1f kbit/s, %.0f bytes; want about 80 kbit/s (100 × 100 B/s), 20 kB", pl, r["marking"], fgRx/1e3, fgBytes)
+		}
+		if r["background_flows"] != 2.0 || bgRx <= 0 || bgRx > 1.05e9 {
+			t.Errorf("%s: background %.0f Mbit/s in %v flows, want 2 flows summing to at most the 1 Gbit/s tree", pl, bgRx/1e6, r["background_flows"])
+		}
+	}
+	if !seen["same-node"] || !seen["cross-node"] {
+		t.Errorf("placements with rows: %v, want both", seen)
 	}
 }

@@ -121,6 +121,18 @@ func DefaultMarkings() []Marking {
 	return []Marking{{Name: "none"}, {Name: "TOS 0x08", TOS: 0x08}, {Name: "TOS 0x10", TOS: 0x10}, {Name: "EF", TOS: 46 << 2}}
 }
 
+// AgentSlots is an agent's default --max-parallel: the tasks it runs at
+// once.
+const AgentSlots = 4
+
+// The foreground's latency histogram by default: 100 µs bins up to 30 ms,
+// past the 12 ms a full bottleneck queue adds (the last bin holds
+// everything beyond).
+const (
+	DefaultHistBinWidth = 100 * time.Microsecond
+	DefaultHistBins     = 300
+)
+
 // DefaultHighDSCP are the code points the HTB tree's high class takes:
 // EF and DSCP 4 (TOS 0x10, "minimise delay", which pfifo_fast also puts
 // in its first band). TOS 0x08 asks for throughput, not delay, and stays
@@ -154,6 +166,17 @@ type Options struct {
 	// BackgroundProto is "udp" (default: a flood at BackgroundRateBps) or
 	// "tcp" (one unpaced TCP stream, which fills the queue by itself).
 	BackgroundProto string
+	// BackgroundMarking is the background flows' mark (default none; the
+	// QoS study marked the background higher than the foreground).
+	BackgroundMarking Marking
+	// BackgroundFlows is the number of background flows from the sending
+	// pod (default 1): UDP flows sharing BackgroundRateBps equally, each a
+	// task of its own, or the streams of one unpaced TCP task.
+	BackgroundFlows int
+	// HistBinWidth and HistBins make the foreground's one-way latency
+	// histogram (default 100 µs × 300; the QoS study's is 5 µs × 200).
+	HistBinWidth time.Duration
+	HistBins     int
 	// ForegroundPPS and ForegroundSize shape the foreground flow (default
 	// 100 datagrams/s of 100 bytes, as in the seed study).
 	ForegroundPPS  int
@@ -203,6 +226,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BackgroundProto == "" {
 		o.BackgroundProto = "udp"
+	}
+	if o.BackgroundFlows == 0 {
+		o.BackgroundFlows = 1
+	}
+	if o.HistBinWidth == 0 {
+		o.HistBinWidth = DefaultHistBinWidth
+	}
+	if o.HistBins == 0 {
+		o.HistBins = DefaultHistBins
 	}
 	if o.ForegroundPPS == 0 {
 		o.ForegroundPPS = 100
@@ -273,6 +305,29 @@ func (o Options) Validate() error {
 	}
 	if o.BackgroundProto != "udp" && o.BackgroundProto != "tcp" {
 		errs = append(errs, fmt.Errorf("background %q: want udp or tcp", o.BackgroundProto))
+	}
+	if o.BackgroundMarking.TOS < 0 || o.BackgroundMarking.TOS > 255 {
+		errs = append(errs, fmt.Errorf("background marking %s: TOS %d is outside 0-255", o.BackgroundMarking.Name, o.BackgroundMarking.TOS))
+	}
+	// Every flow of a phase's sender is a task of the sending pod's agent,
+	// which runs AgentSlots at once: the UDP background flows and the
+	// foregrounds of the largest marking group must fit.
+	fg := 0
+	for _, g := range markingGroups(o.Markings) {
+		fg = max(fg, len(g))
+	}
+	switch {
+	case o.BackgroundFlows < 1 || o.BackgroundFlows > 64:
+		errs = append(errs, fmt.Errorf("background flows %d: want 1-64", o.BackgroundFlows))
+	case o.BackgroundProto == "udp" && o.BackgroundFlows+fg > AgentSlots:
+		errs = append(errs, fmt.Errorf("background flows %d: beside %d foreground flows the sending pod would run %d tasks at once, more than an agent's %d; "+
+			"at most %d UDP background flows (or background=tcp, whose flows are the streams of one task)", o.BackgroundFlows, fg, o.BackgroundFlows+fg, AgentSlots, AgentSlots-fg))
+	}
+	if o.HistBinWidth < time.Microsecond || o.HistBinWidth > 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("histogram bin %v: want 1us to 10ms", o.HistBinWidth))
+	}
+	if o.HistBins < 1 || o.HistBins > 100_000 {
+		errs = append(errs, fmt.Errorf("histogram bins %d: want 1-100000", o.HistBins))
 	}
 	if o.BackgroundSize < 64 || o.BackgroundSize > 65000 {
 		errs = append(errs, fmt.Errorf("background size %d: want 64-65000 bytes", o.BackgroundSize))

@@ -3,6 +3,7 @@ package qospriority
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -500,5 +501,101 @@ func TestQoSVerdictsPerPlacement(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), "as-is (pod-pod cross node): priority protected") {
 		t.Errorf("table:\n%s", sb.String())
+	}
+}
+
+// TestBackgroundAndHistogramKeys: background-marking and background-flows
+// shape the background steps (UDP: flows sharing the rate; TCP: streams
+// of one task), hist-bin and hist-bins the foregrounds' histogram; too
+// many UDP flows for the sender's agent are refused.
+func TestBackgroundAndHistogramKeys(t *testing.T) {
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{"variants": "fifo", "markings": "none,0x10",
+		"background-marking": "EF", "background-flows": "2", "hist-bin": "5us", "hist-bins": "200"}}
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.LabCaps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bg, fg []suite.Step
+	for _, st := range phases[0].Steps {
+		switch st.Measure {
+		case MeasureBackground:
+			bg = append(bg, st)
+		case MeasureForeground:
+			fg = append(fg, st)
+		}
+	}
+	if len(bg) != 2 {
+		t.Fatalf("%d background steps, want 2", len(bg))
+	}
+	for _, st := range bg {
+		if st.Spec.TOS == nil || *st.Spec.TOS != 46<<2 || *st.Spec.RateBps != 1e9 {
+			t.Errorf("background flow: tos %v rate %v, want EF at half the 2 Gbit/s background", st.Spec.TOS, st.Spec.RateBps)
+		}
+	}
+	for _, st := range fg {
+		if st.Spec.HistBinWidth.D() != 5*time.Microsecond || st.Spec.HistBins != 200 {
+			t.Errorf("foreground histogram %v x %d", st.Spec.HistBinWidth.D(), st.Spec.HistBins)
+		}
+	}
+	o.Set["background"] = "tcp"
+	o.Set["background-flows"] = "3"
+	tcp, err := Suite{}.Plan(suitetest.LabAgents(), o, suitetest.LabCaps())
+	if err != nil || tcp[0].Steps[0].Spec.Kind != probe.KindTCP || tcp[0].Steps[0].Spec.Streams != 3 || tcp[1-1].Steps[1].Measure == MeasureBackground {
+		t.Errorf("tcp background of 3 flows: %v %+v", err, tcp[0].Steps[0].Spec)
+	}
+	for _, c := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{"background-flows", "3"}, "more than an agent's 4"},
+		{[]string{"background-flows", "0"}, "at least 1"},
+		{[]string{"background-marking", "dscp:99"}, "0-63"},
+		{[]string{"hist-bin", "5"}, "want a duration"},
+		{[]string{"hist-bin", "100ns"}, "want 1us to 10ms"},
+		{[]string{"hist-bins", "many"}, "whole number"},
+	} {
+		bad := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{c.kv[0]: c.kv[1]}}
+		if _, err := (Suite{}).Plan(suitetest.LabAgents(), bad, suitetest.LabCaps()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.kv, err, c.want)
+		}
+	}
+}
+
+// TestRowsMergeHistogramsAndSumBackground: a row's histogram is the sum
+// of its repetitions', bin by bin; the background's throughput the sum of
+// its flows'; the foreground's throughput and transfer are in the row.
+func TestRowsMergeHistogramsAndSumBackground(t *testing.T) {
+	none, ef := DefaultMarkings()[0], DefaultMarkings()[3]
+	q := Options{Markings: []Marking{none, ef}, BackgroundFlows: 2}.withDefaults()
+	var outs []suite.Outcome
+	for rep, counts := range [][]int64{{150, 48, 2}, {100, 90, 10, 1}} {
+		steps := qosSteps(q, VariantFIFO, rep, []Marking{none, ef}, suite.Pair{Src: suitetest.LabAgents()[2], Dst: suitetest.LabAgents()[0]}, suite.PodPodCrossNode, "host-gw")
+		for _, st := range steps {
+			res := &probe.Result{}
+			switch st.Measure {
+			case MeasureBackground:
+				res = &probe.Result{ThroughputBps: &probe.SenderReceiver{Sender: 1e9, Receiver: 0.5e9}, LossPct: probe.Float(50)}
+			case MeasureForeground:
+				res = &probe.Result{LatencyMs: &probe.Summary{P99: 11}, ThroughputBps: &probe.SenderReceiver{Sender: 80e3, Receiver: 79e3},
+					Bytes: &probe.SenderReceiver{Sender: 20000, Receiver: 19750}, Histogram: &probe.Histogram{BinWidthUs: 100, Counts: counts}}
+			case suite.MeasurePing:
+				res = &probe.Result{RTTms: &probe.Summary{Avg: 11}}
+			}
+			outs = append(outs, suite.Outcome{Step: st, Result: res})
+		}
+	}
+	rows := Suite{}.Rows(outs)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[1]
+	if got, want := r.Series["latency_histogram"], []float64{250, 138, 12, 1}; !slices.Equal(got, want) {
+		t.Errorf("merged histogram %v, want %v", got, want)
+	}
+	for k, want := range map[string]float64{"latency_histogram_repetitions": 2, "latency_histogram_bin_us": 100, "background_throughput_bps": 1e9,
+		"background_flows": 2, "background_loss_pct": 50, "background_dscp": 0, "throughput_bps.receiver": 79e3, "bytes.sender": 20000} {
+		if r.Median[k] != want {
+			t.Errorf("%s = %v, want %v", k, r.Median[k], want)
+		}
 	}
 }

@@ -42,11 +42,13 @@ const (
 // pod-htb and the placements to both; in the lab to the variants its
 // backend can show, cross node.
 //
-// Settings (--set): variants, placements (same-node, cross-node),
+// Settings (--set): variants, placement (same-node, cross-node),
 // markings (comma-separated), high-dscp (the
 // HTB high class's code points), bottleneck-rate, background-rate (bit/s,
-// e.g. 1G), background (udp or tcp), queue (bottleneck queue in bytes,
-// e.g. 1.5M), fg-pps, fg-size, ping-interval, offload (auto, the default, or
+// e.g. 1G), background (udp or tcp), background-marking, background-flows,
+// queue (bottleneck queue in bytes, e.g. 1.5M), fg-pps, fg-size,
+// ping-interval, hist-bin and hist-bins (the foreground's latency
+// histogram, merged over repetitions), offload (auto, the default, or
 // off for real datagrams through the bottleneck: see docs/probes.md).
 type Suite struct{}
 
@@ -58,7 +60,8 @@ func (Suite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "placement", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload"}
+var qosPrioritySettings = []string{"variants", "placement", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload",
+	"background-marking", "background-flows", "hist-bin", "hist-bins"}
 
 // OptionsFrom turns the common options and settings into
 // Options; variants default to those the backend can show in the lab.
@@ -134,6 +137,28 @@ func optionsFor(o suite.Options, kind string) (Options, error) {
 			q.QueueBytes = uint32(b)
 		case "background":
 			q.BackgroundProto = v
+		case "background-marking":
+			m, err := ParseMarking(v)
+			if err != nil {
+				return q, bad(k, v, err)
+			}
+			q.BackgroundMarking = m
+		case "background-flows", "hist-bins":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return q, bad(k, v, errors.New("want a whole number of at least 1"))
+			}
+			if k == "background-flows" {
+				q.BackgroundFlows = n
+			} else {
+				q.HistBins = n
+			}
+		case "hist-bin":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return q, bad(k, v, fmt.Errorf("want a duration such as 5us: %w", err))
+			}
+			q.HistBinWidth = d
 		case "fg-pps", "fg-size":
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -329,15 +354,33 @@ func qosSteps(q Options, v string, idx int, ms []Marking, p suite.Pair, conn, ba
 		return suite.Step{Connection: conn, Backend: backend, Measure: measure, Repeat: idx, Src: src, Dst: dst,
 			Spec: spec, Exclusive: measure == MeasureBackground, Labels: labels}
 	}
-	bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),
-		RateBps: &bgRate, Size: q.BackgroundSize, Offload: q.Offload, Timeout: timeout}
-	if q.BackgroundProto == "tcp" {
-		bg = probe.Spec{Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second), Timeout: timeout}
+	var bgTOS *int
+	if q.BackgroundMarking.TOS != 0 {
+		tos := q.BackgroundMarking.TOS
+		bgTOS = &tos
 	}
-	steps := []suite.Step{step(MeasureBackground, nil, p.Src, p.Dst, bg)}
+	var steps []suite.Step
+	if q.BackgroundProto == "tcp" {
+		// One unpaced TCP task; its streams are the flows.
+		bg := probe.Spec{Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second), TOS: bgTOS, Timeout: timeout}
+		if q.BackgroundFlows > 1 {
+			bg.Streams = q.BackgroundFlows
+		}
+		steps = append(steps, step(MeasureBackground, nil, p.Src, p.Dst, bg))
+	} else {
+		// The flows share the background rate equally, so the queue's load
+		// does not change with their number.
+		each := max(bgRate/uint64(q.BackgroundFlows), 1)
+		for range q.BackgroundFlows {
+			rate := each
+			bg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time + time.Second),
+				RateBps: &rate, Size: q.BackgroundSize, Offload: q.Offload, TOS: bgTOS, Timeout: timeout}
+			steps = append(steps, step(MeasureBackground, nil, p.Src, p.Dst, bg))
+		}
+	}
 	for _, m := range ms {
 		fg := probe.Spec{Kind: probe.KindUDP, Target: p.Dst.ResponderAddr, Duration: probe.Duration(q.Time), RateBps: &fgRate,
-			Size: q.ForegroundSize, Offload: q.Offload, HistBinWidth: probe.Duration(100 * time.Microsecond), HistBins: 300, Timeout: timeout}
+			Size: q.ForegroundSize, Offload: q.Offload, HistBinWidth: probe.Duration(q.HistBinWidth), HistBins: q.HistBins, Timeout: timeout}
 		ping := probe.Spec{Kind: probe.KindPing, Target: p.Src.IP, Count: max(int(q.Time/q.PingInterval), 1),
 			Interval: probe.Duration(q.PingInterval), Timeout: probe.Duration(2 * time.Second)}
 		if m.TOS != 0 {
@@ -357,6 +400,7 @@ func (Suite) CheckOptions(o suite.Options) error {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
-	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "background_throughput_bps", "background_loss_pct",
+	return []string{"tos", "dscp", "ping.loss_pct", "reference_latency_ms.p99", "latency_histogram_bin_us", "latency_histogram_repetitions",
+		"background_throughput_bps", "background_loss_pct", "background_flows", "background_dscp",
 		"wire_dscp.outer", "wire_dscp.inner", "wire_dscp.packets", "wire_dscp.arrival.outer", "wire_dscp.arrival.inner", "wire_dscp.arrival.packets"}
 }

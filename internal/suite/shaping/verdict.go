@@ -94,7 +94,11 @@ func LimitVerdict(rows []suite.Row) string {
 			off, measured, HoldTolerancePct, flowName(*worst), worst.Median["steady_state_bps"]/1e6, worst.Median["expected_bps"]/1e6, worstErr)
 	}
 	if len(never) == 0 {
-		fmt.Fprintf(&b, "; conformed within %.1f s", conform)
+		if conform == 0 {
+			b.WriteString("; conformed from the first 100 ms")
+		} else {
+			fmt.Fprintf(&b, "; conformed within %.1f s", conform)
+		}
 	} else {
 		fmt.Fprintf(&b, "; never conformed: %s", strings.Join(never, ", "))
 	}

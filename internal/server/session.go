@@ -1,0 +1,551 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+)
+
+// Agent sessions (POST /api/v2/agent/session?pod_uid=): one full-duplex
+// HTTP request per agent whose bodies are NDJSON streams of
+// api.SessionFrame. The first frame is the agent's hello (its heartbeat):
+// it is checked and recorded exactly as a REST heartbeat is, and refused
+// with the same HTTP status before the answer starts. Then:
+//
+//   - presence is the open session and a keep-alive frame every
+//     KeepaliveS (memory only, beatCache.alive); a session silent for
+//     sessionSilence ends (read deadline);
+//   - a pull frame asks for tasks: a dispatch pass claims them as a long
+//     poll would, run wherever the agent's long poll would be woken
+//     (dispatcher.hold), and sends one offer; server requests and
+//     cancellations are sent whenever they wait;
+//   - the agent acks the offered tasks it holds; an offer not acked within
+//     ReofferAfter is offered again (at-least-once, as for polls);
+//   - heartbeat, start, serving and report frames go through the same
+//     checks and code as their REST endpoints, as the caller that opened
+//     the session (403 for another agent's task), and are answered by a
+//     reply frame with the same seq;
+//   - the caller's token is checked again every credCacheTTL and on every
+//     frame but keep-alives; a revoked credential ends the session at once
+//     (bye, status 401), as does a newer session of the same agent (409).
+
+// sessionSilence is how long a session may send nothing before the server
+// ends it: three keep-alive periods and a second.
+func (s *Server) sessionSilence() time.Duration { return 3*s.opts.SessionKeepalive + time.Second }
+
+// sessionWriteTimeout bounds one frame's write.
+const sessionWriteTimeout = 10 * time.Second
+
+// sessionMaxLine bounds one frame (a report carries up to MaxReportBody).
+const sessionMaxLine = api.MaxReportBody + 64<<10
+
+// agentSession is one open session.
+type agentSession struct {
+	uid    string
+	r      *http.Request // the opening request: its caller acts for every frame
+	token  string
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	cancel context.CancelCauseFunc
+
+	wmu sync.Mutex // serialises frames written
+
+	pull    atomic.Bool // the agent has room for tasks
+	reoffer atomic.Bool // the next dispatch pass looks for unacknowledged offers
+
+	// Dispatch passes run in a goroutine started on demand (kick), not in
+	// one parked per session: 50,000 sessions keep one goroutine each.
+	kmu     sync.Mutex // guards running, again, closed
+	running bool
+	again   bool
+	closed  bool
+	passes  sync.WaitGroup
+	ctx     context.Context
+	srv     *Server
+
+	hbMu sync.Mutex
+	hb   api.Heartbeat // the latest heartbeat, to register the agent again
+
+	checked time.Time // the token's last check (read loop only)
+}
+
+// sessionEnded is why a session's context ends.
+type sessionEnded struct {
+	status int
+	msg    string
+}
+
+func (e *sessionEnded) Error() string { return e.msg }
+
+// sessionSet holds the open sessions, one per agent.
+type sessionSet struct {
+	mu sync.Mutex // guards m
+	m  map[string]*agentSession
+}
+
+// add registers a session and returns the one it replaces (nil if none).
+func (ss *sessionSet) add(a *agentSession) *agentSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.m == nil {
+		ss.m = map[string]*agentSession{}
+	}
+	old := ss.m[a.uid]
+	ss.m[a.uid] = a
+	return old
+}
+
+func (ss *sessionSet) remove(a *agentSession) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.m[a.uid] == a {
+		delete(ss.m, a.uid)
+	}
+}
+
+// end ends the agent's session, if one is open.
+func (ss *sessionSet) end(uid string, cause *sessionEnded) {
+	ss.mu.Lock()
+	a := ss.m[uid]
+	ss.mu.Unlock()
+	if a != nil {
+		a.cancel(cause)
+	}
+}
+
+// endAll ends every session (the server shuts down).
+func (ss *sessionSet) endAll(cause *sessionEnded) {
+	ss.mu.Lock()
+	all := make([]*agentSession, 0, len(ss.m))
+	for _, a := range ss.m {
+		all = append(all, a)
+	}
+	ss.mu.Unlock()
+	for _, a := range all {
+		a.cancel(cause)
+	}
+}
+
+// touch records every open session's agent as alive at now (the reaper,
+// before it looks for silent agents).
+func (ss *sessionSet) touch(beats *beatCache, now time.Time) {
+	ss.mu.Lock()
+	uids := make([]string, 0, len(ss.m))
+	for uid := range ss.m {
+		uids = append(uids, uid)
+	}
+	ss.mu.Unlock()
+	for _, uid := range uids {
+		beats.alive(uid, now)
+	}
+}
+
+// count is the number of open sessions.
+func (ss *sessionSet) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.m)
+}
+
+// Sessions counts the agents holding a session now.
+func (s *Server) Sessions() int { return s.sessions.count() }
+
+// CloseSessions ends every agent session with a bye; register it with
+// http.Server.RegisterOnShutdown, since Shutdown waits for handlers and a
+// session's handler runs until the session ends.
+func (s *Server) CloseSessions() {
+	s.sessions.endAll(&sessionEnded{status: http.StatusServiceUnavailable, msg: "the server is shutting down"})
+}
+
+var keepaliveLine = []byte(api.KeepaliveLine)
+
+// handleSession serves one agent session.
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	uid, err := agentUID(r)
+	if err == nil {
+		err = s.actFor(r, uid)
+	}
+	if err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		s.fail(w, r, false, &api.Error{Status: http.StatusNotImplemented, Message: "this connection cannot carry a full-duplex session: poll instead"})
+		return
+	}
+	// The server's own read and write timeouts bound ordinary requests;
+	// a session sets its deadlines frame by frame.
+	_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
+	_ = rc.SetWriteDeadline(time.Time{})
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 0, 1024), sessionMaxLine)
+	if !sc.Scan() {
+		s.fail(w, r, false, api.BadRequest("(body)", "the session ended before its hello frame: %v", sc.Err()))
+		return
+	}
+	var hello api.SessionFrame
+	if err := api.DecodeBytes(sc.Bytes(), &hello); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if hello.Type != api.FrameHello || hello.Heartbeat == nil {
+		s.fail(w, r, false, api.BadRequest("type", "the first frame must be a hello with the agent's heartbeat"))
+		return
+	}
+	if err := s.sessionHeartbeatCheck(r, uid, hello.Heartbeat); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	reply, err := s.heartbeat(r.Context(), *hello.Heartbeat)
+	if err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	tok, _ := bearer(r)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel,
+		hb: *hello.Heartbeat, checked: s.now(), ctx: ctx, srv: s}
+	if old := s.sessions.add(a); old != nil {
+		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
+	}
+	defer s.sessions.remove(a)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if err := s.send(a, api.SessionFrame{Type: api.FrameWelcome, Reply: &reply, KeepaliveS: s.opts.SessionKeepalive.Seconds()}); err != nil {
+		return
+	}
+	s.log.Debug("agent session open", "pod_uid", uid)
+
+	hook := s.disp.hold(uid, a.kick)
+	// A bye (revocation, replacement, shutdown) is sent as soon as the
+	// session's context ends, and the read below is woken.
+	byeDone := make(chan struct{})
+	stopBye := context.AfterFunc(ctx, func() {
+		defer close(byeDone)
+		var ended *sessionEnded
+		if errors.As(context.Cause(ctx), &ended) {
+			_ = s.send(a, api.SessionFrame{Type: api.FrameBye, Status: ended.status, Error: &api.ErrorBody{Error: ended.msg}})
+		}
+		_ = rc.SetReadDeadline(time.Now())
+	})
+	// Unacknowledged offers from before this session (its previous
+	// connection broke after they were sent) are looked at once they are
+	// due; tasks waiting now go out at the first pull.
+	s.scheduleReoffer(a)
+	for sc.Scan() {
+		if err := s.sessionFrame(ctx, a, sc.Bytes()); err != nil {
+			cancel(err)
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
+	}
+	cancel(fmt.Errorf("read: %w", errOr(sc.Err(), errors.New("the agent closed the session"))))
+	if !stopBye() {
+		<-byeDone
+	}
+	s.disp.release(uid, hook)
+	a.kmu.Lock()
+	a.closed = true
+	a.kmu.Unlock()
+	a.passes.Wait() // nothing may write to w once the handler returns
+	s.log.Debug("agent session closed", "pod_uid", uid, "cause", context.Cause(ctx))
+}
+
+func errOr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// send writes one frame and flushes it.
+func (s *Server) send(a *agentSession, f api.SessionFrame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode %s frame: %w", f.Type, err)
+	}
+	return a.write(append(b, '\n'))
+}
+
+func (a *agentSession) write(line []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	_ = a.rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+	if _, err := a.w.Write(line); err != nil {
+		return err
+	}
+	return a.rc.Flush()
+}
+
+// sessionHeartbeatCheck is heartbeatFromCaller for a session's heartbeat:
+// it must also be the session's own agent.
+func (s *Server) sessionHeartbeatCheck(r *http.Request, uid string, hb *api.Heartbeat) error {
+	if err := s.heartbeatFromCaller(r, hb); err != nil {
+		return err
+	}
+	if hb.PodUID != uid {
+		return forbidden("pod_uid", "this session belongs to agent %q, not %q", uid, hb.PodUID)
+	}
+	return nil
+}
+
+// recheck authenticates the session's token again (a revoked credential
+// or an expired ServiceAccount token ends the session as it would fail a
+// request).
+func (s *Server) recheck(ctx context.Context, a *agentSession) error {
+	c, err := s.identify(ctx, a.token)
+	if err != nil {
+		st := statusOf(err)
+		return &sessionEnded{status: st, msg: err.Error()}
+	}
+	if c != callerOf(a.r) {
+		return &sessionEnded{status: http.StatusUnauthorized, msg: "the session's token now names another caller"}
+	}
+	a.checked = s.now()
+	return nil
+}
+
+// sessionFrame handles one frame from the agent. An error ends the
+// session; a refused request is a reply carrying the error.
+func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte) error {
+	now := s.now()
+	if bytes.Equal(line, keepaliveLine) {
+		if now.Sub(a.checked) >= credCacheTTL {
+			if err := s.recheck(ctx, a); err != nil {
+				return err
+			}
+		}
+		if !s.beats.alive(a.uid, now) {
+			// The reaper marked the agent offline (the server stalled):
+			// register it again, as its next heartbeat would.
+			a.hbMu.Lock()
+			hb := a.hb
+			a.hbMu.Unlock()
+			if _, err := s.heartbeat(ctx, hb); err != nil {
+				return fmt.Errorf("register the agent again: %w", err)
+			}
+		}
+		return a.write(append(keepaliveLine, '\n'))
+	}
+	if err := s.recheck(ctx, a); err != nil {
+		return err
+	}
+	var f api.SessionFrame
+	if err := api.DecodeBytes(line, &f); err != nil {
+		return s.replyErr(a, 0, err)
+	}
+	switch f.Type {
+	case api.FrameKeepalive:
+		return a.write(append(keepaliveLine, '\n'))
+	case api.FramePull:
+		a.pull.Store(true)
+		a.wakeUp()
+		return nil
+	case api.FrameAck:
+		for _, id := range f.TaskIDs {
+			s.offers.ack(a.uid, id)
+		}
+		return nil
+	case api.FrameHeartbeat:
+		if f.Heartbeat == nil {
+			return s.replyErr(a, f.Seq, api.BadRequest("heartbeat", "missing"))
+		}
+		if err := s.sessionHeartbeatCheck(a.r, a.uid, f.Heartbeat); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		reply, err := s.heartbeat(ctx, *f.Heartbeat)
+		if err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		a.hbMu.Lock()
+		a.hb = *f.Heartbeat
+		a.hbMu.Unlock()
+		return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: f.Seq, Reply: &reply})
+	case api.FrameStart:
+		req := api.StartRequest{PodUID: a.uid}
+		if err := s.checkTaskFrame(a, f.TaskID); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		if err := s.actForTask(a.r, f.TaskID, req.PodUID, false); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		if _, err := s.start(ctx, f.TaskID, req.PodUID); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: f.Seq})
+	case api.FrameServing:
+		if f.Serving == nil {
+			return s.replyErr(a, f.Seq, api.BadRequest("serving", "missing"))
+		}
+		if err := s.checkTaskFrame(a, f.TaskID); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		if err := s.serving(a.r, f.TaskID, *f.Serving); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: f.Seq})
+	case api.FrameReport:
+		if f.Report == nil {
+			return s.replyErr(a, f.Seq, api.BadRequest("report", "missing"))
+		}
+		if err := s.reportByOwner(a.r, f.Report); err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		rr, err := s.report(ctx, *f.Report)
+		if err != nil {
+			return s.replyErr(a, f.Seq, err)
+		}
+		return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: f.Seq, Reported: &rr})
+	default:
+		return s.replyErr(a, f.Seq, api.BadRequest("type", "%q is not a frame an agent sends", f.Type))
+	}
+}
+
+// checkTaskFrame checks a frame's task id.
+func (s *Server) checkTaskFrame(_ *agentSession, id string) error {
+	if id == "" {
+		return api.BadRequest("task_id", "missing")
+	}
+	return checkLen("task_id", id, MaxUIDLen)
+}
+
+// replyErr answers a refused frame with its error, as a REST call would
+// (internal errors are logged and answered without detail).
+func (s *Server) replyErr(a *agentSession, seq uint64, err error) error {
+	code := statusOf(err)
+	body := &api.ErrorBody{Error: err.Error()}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		body.Field, body.Error = ae.Field, ae.Error()
+	}
+	if code == http.StatusInternalServerError {
+		s.log.Error("session frame failed", "pod_uid", a.uid, "err", err)
+		body = &api.ErrorBody{Error: "internal error (see the server log)"}
+	}
+	return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: seq, Status: code, Error: body})
+}
+
+// kick runs a dispatch pass soon: in a new goroutine unless one runs,
+// which then makes another pass. It never blocks (the dispatcher calls it
+// under its lock).
+func (a *agentSession) kick() {
+	a.kmu.Lock()
+	defer a.kmu.Unlock()
+	if a.closed {
+		return
+	}
+	a.again = true
+	if a.running {
+		return
+	}
+	a.running = true
+	a.passes.Add(1)
+	go a.srv.dispatchPasses(a)
+}
+
+func (a *agentSession) wakeUp() { a.kick() }
+
+// dispatchPasses makes passes while kicks ask for them.
+func (s *Server) dispatchPasses(a *agentSession) {
+	defer a.passes.Done()
+	for {
+		a.kmu.Lock()
+		if !a.again || a.ctx.Err() != nil {
+			a.running = false
+			a.kmu.Unlock()
+			return
+		}
+		a.again = false
+		a.kmu.Unlock()
+		s.dispatchPass(a.ctx, a)
+	}
+}
+
+// scheduleReoffer makes a dispatch pass look for unacknowledged offers
+// once they are due.
+func (s *Server) scheduleReoffer(a *agentSession) {
+	time.AfterFunc(s.opts.ReofferAfter+100*time.Millisecond, func() {
+		a.reoffer.Store(true)
+		a.wakeUp()
+	})
+}
+
+// dispatchPass sends the agent what waits for it: tasks when it has
+// pulled (claimed as a long poll claims them), server requests and
+// cancellations at once. Passes run when the dispatcher notifies the
+// agent (task creation, freed nodes, hand-offs, cancellations, re-offers:
+// the same notifications that wake a long poll), on a pull and when
+// offers fall due.
+func (s *Server) dispatchPass(ctx context.Context, a *agentSession) {
+	if a.reoffer.Swap(false) {
+		s.reofferSession(ctx, a)
+	}
+	if !a.pull.Load() {
+		serve, cancel := s.disp.takeServeCancel(a.uid)
+		s.offer(ctx, a, nil, serve, cancel)
+		return
+	}
+	claimed, err := s.claim(ctx, a.uid)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("session claim failed", "pod_uid", a.uid, "err", err)
+			a.cancel(err)
+		}
+		return
+	}
+	mailed, serve, cancel := s.disp.mail(a.uid)
+	s.offer(ctx, a, append(claimed, mailed...), serve, cancel)
+}
+
+// offer sends one offer frame, if it holds anything; false when the
+// session broke.
+func (s *Server) offer(ctx context.Context, a *agentSession, tasks []api.AgentTask, serve []api.ServeRequest, cancel []string) bool {
+	if len(tasks) == 0 && len(serve) == 0 && len(cancel) == 0 {
+		return true
+	}
+	if len(tasks) > 0 {
+		s.giveTestKeys(ctx, tasks)
+		a.pull.Store(false)
+		s.offers.handed(a.uid, tasks, s.now())
+		s.scheduleReoffer(a)
+	} else {
+		tasks = []api.AgentTask{}
+	}
+	if err := s.send(a, api.SessionFrame{Type: api.FrameOffer, Offer: &api.FetchReply{Tasks: tasks, Serve: serve, Cancel: cancel}}); err != nil {
+		// The offers stay recorded: the next session or poll gets them
+		// again once they are due.
+		a.cancel(fmt.Errorf("write offer: %w", err))
+		return false
+	}
+	return true
+}
+
+// reofferSession queues again the tasks offered to the agent and not
+// acknowledged within ReofferAfter, while the store still holds them
+// dispatched (reoffer, for a session: the agent acks what it holds).
+func (s *Server) reofferSession(ctx context.Context, a *agentSession) {
+	now := s.now()
+	a.hbMu.Lock()
+	hb := a.hb
+	a.hbMu.Unlock()
+	hb.Running, hb.Undelivered = nil, nil
+	if s.reoffer(ctx, hb, now) > 0 {
+		// The offer never reached the agent as far as the server can
+		// tell: the pull it answered is still owed.
+		a.pull.Store(true)
+	}
+}
