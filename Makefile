@@ -52,9 +52,12 @@ fuzz:
 bench-probes: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/probe/probebench -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
 
-# Simulated agents (10,000 by default) against one server on SQLite; holds
-# the machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,
-# e.g. BENCH_SERVER_FLAGS="-agents 2000 -measure 30s".
+# Simulated agents (10,000 by default) against one server on SQLite, on
+# sessions (the agent's session client) and then polling (v1 style), then
+# a 50,000-agent session hold (capped by the open-file limit); prints the
+# targets of #12 side by side with the machine's load. Holds the
+# machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,
+# e.g. BENCH_SERVER_FLAGS="-agents 2000 -measure 30s -mode sessions -hold 0".
 bench-server: build
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
 

@@ -42,7 +42,7 @@ func newK8sCommand(g *globalOptions, st Streams) *cobra.Command {
 		Short: "Deploy cnperf on a Kubernetes cluster, remove it, show its state",
 	}
 	f.add(cmd)
-	cmd.AddCommand(newK8sDeployCommand(f, st), newK8sUndeployCommand(f, st), newK8sStatusCommand(f, st),
+	cmd.AddCommand(newK8sDeployCommand(f, st), newK8sUndeployCommand(f, st), newK8sStatusCommand(f, st), newK8sCertsCommand(f, st),
 		newK8sInspectNodeCommand(st), newK8sIflinkCommand(st), newK8sDetectTCCommand(st))
 	return cmd
 }
@@ -86,6 +86,37 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.PostgresSecret, "postgres-secret", "", "use PostgreSQL: Secret in namespace cnperf whose key dsn holds the DSN")
 	cmd.Flags().BoolVar(&o.TLS, "tls", true, "serve HTTPS only: keep a CA (Secret "+k8s.CASecret+") and a serving certificate for the Service's names (Secret "+k8s.ServingSecret+"), re-issued when its names or expiry need it; agents verify it with the CA certificate alone (ConfigMap "+k8s.CABundle+"); --tls=false serves plain HTTP")
 	cmd.Flags().DurationVar(&wait, "wait", 3*time.Minute, "wait this long for readiness (0: do not wait)")
+	return cmd
+}
+
+// newK8sCertsCommand makes or renews the TLS material alone, for the
+// kustomize overlay and the Helm chart's existing-Secret mode.
+func newK8sCertsCommand(f *k8sFlags, st Streams) *cobra.Command {
+	var nodePort bool
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Make or renew the CA and the server's certificate in the namespace (for overlays/tls or the chart's tls.enabled)",
+		Long: "Does what `cnperf k8s deploy --tls` does to the TLS material and nothing else: keeps a CA in\n" +
+			"Secret " + k8s.CASecret + ", its certificate alone in ConfigMap " + k8s.CABundle + ", and a serving\n" +
+			"certificate in Secret " + k8s.ServingSecret + " for the Service's names (with --node-port also the\n" +
+			"nodes' addresses), re-issued when its names change or less than 30 days are left. The namespace\n" +
+			"must exist. Then `kubectl apply -k deploy/kubernetes/overlays/tls` or `helm install ... --set\n" +
+			"tls.enabled=true`. A server that is running reads a renewed certificate within a minute or so.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			hosts, err := c.TLSHosts(cmd.Context(), nodePort)
+			if err != nil {
+				return err
+			}
+			_, err = c.EnsureTLS(cmd.Context(), hosts, time.Now(), st.Out)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&nodePort, "node-port", false, "the server is a NodePort: name the nodes' addresses in the certificate too")
 	return cmd
 }
 

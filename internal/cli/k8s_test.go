@@ -27,6 +27,7 @@ func TestK8sVerbsBadInput(t *testing.T) {
 		{"deploy with missing kubeconfig", []string{"k8s", "deploy", "--kubeconfig", "/nonexistent/kc"}, "/nonexistent/kc does not exist"},
 		{"deploy bad pull policy", []string{"k8s", "deploy", "--image-pull-policy", "Sometimes"}, "image pull policy"},
 		{"deploy bad node port", []string{"k8s", "deploy", "--node-port", "80"}, "node port 80"},
+		{"certs with missing kubeconfig", []string{"k8s", "certs", "--kubeconfig", "/nonexistent/kc"}, "/nonexistent/kc does not exist"},
 		{"undeploy without kubeconfig", []string{"k8s", "undeploy"}, "no kubeconfig"},
 		{"run --k8s without kubeconfig", []string{"run", "baseline", "--k8s"}, "no kubeconfig"},
 		{"run --k8s with --server", []string{"run", "baseline", "--k8s", "--server", "http://127.0.0.1:1"}, "exclude each other"},

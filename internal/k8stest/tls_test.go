@@ -181,6 +181,14 @@ func serverTLS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, a
 	}
 	t.Logf("re-deploy: CA and serving certificate kept, server pod %s kept:\n%s", server.Name, grepLines(out, "cnperf-ca", "cnperf-server-tls"))
 
+	// `cnperf k8s certs` (the material alone, for the overlay and the
+	// chart) finds it all in place and changes nothing.
+	out, errOut, err = cnp(time.Minute, "k8s", "certs")
+	if err != nil || !strings.Contains(out, "secret/cnperf-server-tls kept") {
+		t.Errorf("cnperf k8s certs: %v\n%s\n%s", err, out, errOut)
+	}
+	t.Logf("cnperf k8s certs: %s", strings.TrimSpace(out))
+
 	// Re-deploy as a NodePort and back: each time the certificate's names
 	// change, so it is re-issued under the same CA, the server rolls, and
 	// the agents come back online over TLS.

@@ -45,7 +45,7 @@ func verdict(ok bool) string {
 }
 
 // printSummary writes the targets of #12 for each mode side by side.
-func printSummary(c config, phases []figures, hold *figures) {
+func printSummary(c config, phases []figures, hold *figures, asked int) {
 	fmt.Printf("\n== targets (#12), %d agents; each column its own run of %v\n", c.agents, c.measure)
 	fmt.Printf("%-40s", "")
 	for _, f := range phases {
@@ -74,6 +74,10 @@ func printSummary(c config, phases []figures, hold *figures) {
 	})
 	for _, f := range phases {
 		fmt.Printf("load average at the end of %-9s %s\n", f.mode+":", f.load)
+	}
+	if hold != nil && hold.agents < asked {
+		fmt.Printf("%d agents held: NOT MEASURED (MISSED): the open-file limit caps a process at %d connections; at the figure below, %d agents would need a server RSS of about %s\n",
+			asked, hold.agents, asked, mb(hold.rss/int64(hold.agents)*int64(asked)))
 	}
 	if hold != nil {
 		fmt.Printf("%d agents held on sessions: %d/%d online, %d false offline, keep-alive p99 %s; server RSS %s (peak %s, %.1f KB per agent), %.2f µs CPU per agent per second; load %s: %s\n",
