@@ -283,9 +283,16 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(a.opts.HeartbeatEvery)
 	defer t.Stop()
 	failing := false
+	server := "" // the server (replica) in use at the last beat
 	for {
 		if !a.sessionBeat(ctx) {
 			a.restBeat(ctx, &failing)
+		}
+		if base := a.cl.Base(); base != server {
+			if server != "" {
+				a.log.Info("agent moved to another server", "server", base, "from", server)
+			}
+			server = base
 		}
 		select {
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,15 +21,16 @@ import (
 
 func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
-		serverURL, token string
-		tokenFile        string
-		caFile           string
-		serverName       string
-		id               agent.Identity
-		port, parallel   int
-		noSession        bool
-		stampPort        int
-		stateDir         string
+		servers        []string
+		token          string
+		tokenFile      string
+		caFile         string
+		serverName     string
+		id             agent.Identity
+		port, parallel int
+		noSession      bool
+		stampPort      int
+		stateDir       string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -49,6 +51,7 @@ restart. On Kubernetes --token-file names a projected ServiceAccount
 token, re-read before every request (the kubelet rotates it); no join.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			serverURL := strings.Join(servers, ",")
 			if serverURL == "" {
 				return fmt.Errorf("no server: set --server or CNPERF_SERVER")
 			}
@@ -112,7 +115,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&serverURL, "server", envOr("CNPERF_SERVER", ""), "server URL, e.g. http://cnperf-server:8080")
+	fl.StringSliceVar(&servers, "server", splitList(envOr("CNPERF_SERVER", "")), "server URL, e.g. http://cnperf-server:8080; repeat it (or give a comma list) for replicas: the agent uses the first and moves to the next when it fails")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
 	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
@@ -156,4 +159,15 @@ func isNetworkError(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
 	return errors.As(err, &ne) || errors.As(err, &oe)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

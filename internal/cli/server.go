@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/certs"
+	"github.com/cnperf/cnperf/internal/pgnotify"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
@@ -125,6 +126,14 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn st
 		return err
 	}
 	opts.Store, opts.Logger, opts.Probers = db, log, probers()
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = server.NewReplicaID()
+	}
+	if isPostgres(dsn) {
+		// Replicas on one PostgreSQL wake each other's long polls
+		// through LISTEN/NOTIFY (docs/control-plane.md, "Replicas").
+		opts.Bus = pgnotify.New(dsn, opts.ReplicaID, log)
+	}
 	srv, err := server.New(opts)
 	if err != nil {
 		return errors.Join(err, db.Close())
@@ -160,7 +169,7 @@ func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn st
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.Info("server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", redactDSN(dsn))
+	log.Info("server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", redactDSN(dsn), "replica", opts.ReplicaID)
 
 	var errs []error
 	select {
@@ -200,4 +209,9 @@ func redactDSN(dsn string) string {
 		}
 	}
 	return dsn
+}
+
+// isPostgres reports whether dsn names a PostgreSQL database.
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }

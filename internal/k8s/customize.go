@@ -6,7 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
@@ -26,6 +28,9 @@ func customize(obj runtime.Object, o DeployOptions) error {
 				if o.PostgresSecret != "" {
 					usePostgres(&x.Spec.Template.Spec, c, o.PostgresSecret)
 				}
+			}
+			if o.PostgresSecret != "" {
+				runReplicas(x)
 			}
 		}
 	case *appsv1.DaemonSet:
@@ -78,4 +83,23 @@ func usePostgres(ps *corev1.PodSpec, c *corev1.Container, secret string) {
 		}
 	}
 	ps.Volumes = vols
+}
+
+// ServerReplicas is how many servers run on PostgreSQL (overlays/postgres).
+const ServerReplicas = 2
+
+// runReplicas makes the server Deployment run ServerReplicas replicas on
+// PostgreSQL, as overlays/postgres does: rolled one at a time with none
+// unavailable (the base's Recreate exists for SQLite's single writer), and
+// spread over nodes where the cluster has them.
+func runReplicas(d *appsv1.Deployment) {
+	n := int32(ServerReplicas)
+	d.Spec.Replicas = &n
+	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}}
+	d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": ServerName}},
+	}}
 }

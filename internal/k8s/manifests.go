@@ -155,7 +155,29 @@ func Render(opts DeployOptions) ([]runtime.Object, error) {
 		}
 		out = append(out, obj)
 	}
+	if opts.PostgresSecret != "" {
+		// Server replicas on PostgreSQL keep one up through voluntary
+		// disruptions: the overlay's own PodDisruptionBudget.
+		pdb, err := overlayObject(postgresPDB)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pdb)
+	}
 	return out, nil
+}
+
+// postgresPDB is overlays/postgres's PodDisruptionBudget, applied with
+// PostgresSecret as kubectl applies it with the overlay.
+const postgresPDB = "overlays/postgres/server-pdb.yaml"
+
+// overlayObject decodes an overlay's file holding one whole object.
+func overlayObject(file string) (runtime.Object, error) {
+	b, err := fs.ReadFile(manifests.Files, file)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return DecodeStrict(Document{File: file, YAML: b})
 }
 
 // ToUnstructured converts a typed object for the dynamic client, with its

@@ -43,6 +43,10 @@ type Options struct {
 	// one-way delay, loss and the DSCP that arrived, per direction).
 	Probe string
 	Log   *slog.Logger
+	// Leading, when set, is asked before each round: with server replicas
+	// only the one that leads (holds the reaper's lease) starts rounds,
+	// so the cluster runs one mesh, not one per replica.
+	Leading func() bool
 }
 
 func (o *Options) defaults() error {
@@ -219,7 +223,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
-		if _, err := s.Round(ctx); err != nil && ctx.Err() == nil {
+		if s.opts.Leading != nil && !s.opts.Leading() {
+			// Another replica runs the mesh.
+		} else if _, err := s.Round(ctx); err != nil && ctx.Err() == nil {
 			s.opts.Log.Warn("mesh round", "err", err)
 		}
 		select {

@@ -98,7 +98,7 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 		s.failLost(ctx, hb, since, now)
 	}
 	if secret, err := probe.ParseResponderSecret(hb.ResponderKey); err == nil {
-		s.keys.set(hb.PodUID, secret)
+		s.shareSecret(hb.PodUID, secret, s.keys.set(hb.PodUID, secret))
 	}
 	reply := api.HeartbeatReply{AgentID: id, Cancel: s.disp.takeCancel(hb.PodUID)}
 	// Tasks the agent runs that ended on the server (cancelled, timed out,

@@ -273,7 +273,7 @@ func (s *Server) serving(r *http.Request, id string, req api.Serving) error {
 	if err := s.actForTask(r, id, req.PodUID, true); err != nil {
 		return err
 	}
-	if !s.disp.served(id, req.PodUID, req.Port, req.Error) {
+	if !s.disp.served(id, req.PodUID, req.Port, req.Error) && !s.servedElsewhere(id, req) {
 		return &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("no server hand-off waiting for task %s at agent %s", id, req.PodUID)}
 	}
 	s.log.Info("destination server ready", "task_id", id, "dst", req.PodUID, "port", req.Port, "err", req.Error)

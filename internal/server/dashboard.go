@@ -51,6 +51,9 @@ func (s *Server) Mesh(o mesh.Options) (*mesh.Scheduler, error) {
 	if o.Log == nil {
 		o.Log = s.log
 	}
+	if o.Leading == nil && s.opts.Bus != nil {
+		o.Leading = s.Leader // one mesh per cluster of replicas
+	}
 	return mesh.New(c, o)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -20,6 +21,11 @@ type dispatcher struct {
 	serve   map[string][]api.ServeRequest // agent → servers to start
 	cancel  map[string][]string           // agent → task ids to stop
 	hooks   map[string]*wakeHook          // agent → its session's wake-up (instead of a channel)
+	// share, when set, tells the other replicas of a wake-up this one
+	// had (cluster.go): addPending, wakePending and stopTask call it, so
+	// an agent whose long poll (or session) is held by another replica
+	// is woken too. Set before serving; never changed after.
+	share func(clusterMsg)
 }
 
 // wakeHook is a session's wake-up: called, under the dispatcher's lock,
@@ -72,6 +78,18 @@ func (d *dispatcher) notifyLocked(uid string) {
 	}
 }
 
+// knows reports whether the agent polls this replica or holds a session
+// here (it has a wake-up channel or a session's hook).
+func (d *dispatcher) knows(uid string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.knowsLocked(uid)
+}
+
+func (d *dispatcher) knowsLocked(uid string) bool {
+	return d.wake[uid] != nil || d.hooks[uid] != nil
+}
+
 // notify wakes the agent's long poll.
 func (d *dispatcher) notify(uid string) {
 	d.mu.Lock()
@@ -79,12 +97,25 @@ func (d *dispatcher) notify(uid string) {
 	d.notifyLocked(uid)
 }
 
-// addPending records that uid has pending tasks and wakes it.
+// addPending records that uid has pending tasks and wakes it, here and on
+// the other replicas.
 func (d *dispatcher) addPending(uid string) {
+	d.addPendingLocal(uid)
+	d.tell(clusterMsg{Kind: msgPending, Agent: uid})
+}
+
+func (d *dispatcher) addPendingLocal(uid string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.pending[uid] = true
 	d.notifyLocked(uid)
+}
+
+// tell shares m with the other replicas, if there are any.
+func (d *dispatcher) tell(m clusterMsg) {
+	if d.share != nil {
+		d.share(m)
+	}
 }
 
 // clearPending forgets that uid has pending tasks.
@@ -102,8 +133,14 @@ func (d *dispatcher) hasPending(uid string) bool {
 }
 
 // wakePending wakes every agent with pending tasks: a node freed up or an
-// agent came online, so tasks held back may now be claimable.
+// agent came online, so tasks held back may now be claimable. The other
+// replicas wake theirs too.
 func (d *dispatcher) wakePending() {
+	d.wakePendingLocal()
+	d.tell(clusterMsg{Kind: msgWakePending})
+}
+
+func (d *dispatcher) wakePendingLocal() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for uid := range d.pending {
@@ -112,12 +149,29 @@ func (d *dispatcher) wakePending() {
 }
 
 // stage holds an iperf task until its destination has started the server.
+// The destination may poll another replica: it gets the request there
+// (its answer comes back through the bus, see Server.servedElsewhere).
 func (d *dispatcher) stage(t api.AgentTask, src string, req api.ServeRequest, expires time.Time) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.staged[t.TaskID] = &handoff{task: t, src: src, dst: t.DstPodUID, expires: expires}
 	d.serve[t.DstPodUID] = append(d.serve[t.DstPodUID], req)
 	d.notifyLocked(t.DstPodUID)
+	d.mu.Unlock()
+	if b, err := json.Marshal(req); err == nil {
+		d.tell(clusterMsg{Kind: msgServe, Agent: t.DstPodUID, Task: t.TaskID, Data: string(b)})
+	}
+}
+
+// serveLocal queues another replica's server request for dst, when dst
+// polls this replica.
+func (d *dispatcher) serveLocal(dst string, req api.ServeRequest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.knowsLocked(dst) {
+		return
+	}
+	d.serve[dst] = append(d.serve[dst], req)
+	d.notifyLocked(dst)
 }
 
 // served completes a hand-off: the task goes to its source with the port or
@@ -189,8 +243,13 @@ func (d *dispatcher) expire(now time.Time) {
 }
 
 // stopTask tells the task's agent to stop it (at its next fetch or
-// heartbeat).
+// heartbeat), through whichever replica holds it.
 func (d *dispatcher) stopTask(agent, taskID string) {
+	d.stopTaskLocal(agent, taskID)
+	d.tell(clusterMsg{Kind: msgStop, Agent: agent, Task: taskID})
+}
+
+func (d *dispatcher) stopTaskLocal(agent, taskID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range d.cancel[agent] {

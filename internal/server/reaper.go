@@ -49,10 +49,8 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 			s.log.Warn("task failed", "task_id", t.TaskID, "run_id", t.RunID, "reason", t.Reason)
 		}
 		res.Failed = append(res.Failed, ts...)
-		s.disp.failStagedFor(a.PodUID, "destination agent went offline before starting its server")
-		s.disp.forget(a.PodUID)
-		s.keys.forget(a.PodUID)
-		s.offers.forget(a.PodUID)
+		s.forgetAgent(a.PodUID, "destination agent went offline before starting its server")
+		s.publish(clusterMsg{Kind: msgOffline, Agent: a.PodUID})
 	}
 	exp, err := s.st.ExpireDeadlines(ctx, now)
 	if err != nil {

@@ -34,8 +34,9 @@ const DefaultReofferAfter = 2 * time.Second
 // dispatched, or when the agent is forgotten (offline): at most the
 // dispatched tasks are held.
 type offers struct {
-	mu sync.Mutex                       // guards m
-	m  map[string]map[string]*offerItem // agent uid → task id → offer
+	mu   sync.Mutex                       // guards m and seen
+	m    map[string]map[string]*offerItem // agent uid → task id → offer
+	seen map[string]bool                  // agents whose dispatched tasks were loaded (replicas)
 }
 
 type offerItem struct {
@@ -43,7 +44,21 @@ type offerItem struct {
 	at   time.Time // when last handed out
 }
 
-func newOffers() *offers { return &offers{m: map[string]map[string]*offerItem{}} }
+func newOffers() *offers {
+	return &offers{m: map[string]map[string]*offerItem{}, seen: map[string]bool{}}
+}
+
+// firstBeat reports whether uid's heartbeat is the first this replica
+// sees since it started or forgot the agent, and marks it seen.
+func (o *offers) firstBeat(uid string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen[uid] {
+		return false
+	}
+	o.seen[uid] = true
+	return true
+}
 
 // handed records tasks written to the agent's fetch answer at now.
 func (o *offers) handed(uid string, ts []api.AgentTask, now time.Time) {
@@ -79,6 +94,7 @@ func (o *offers) forget(uid string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, uid)
+	delete(o.seen, uid)
 }
 
 // overdue acknowledges the offers the agent lists in held and returns the
@@ -128,6 +144,9 @@ func (s *Server) reoffer(ctx context.Context, hb api.Heartbeat, now time.Time) (
 	for _, id := range hb.Undelivered {
 		held[id] = true
 	}
+	if s.opts.Bus != nil && s.offers.firstBeat(hb.PodUID) {
+		s.seedAgentOffers(ctx, hb.PodUID)
+	}
 	due := s.offers.overdue(hb.PodUID, held, now.Add(-s.opts.ReofferAfter))
 	for _, at := range due {
 		t, err := s.st.GetTask(ctx, at.TaskID)
@@ -173,4 +192,26 @@ func (s *Server) seedOffers(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// seedAgentOffers makes offers of the tasks the store holds dispatched to
+// an agent that this replica sees for the first time: with replicas, an
+// agent arrives here when the replica it used died, possibly taking a
+// fetch answer with it. They are offers handed out long ago, so this
+// heartbeat re-offers those the agent does not list. iperf tasks are left
+// to their deadline, as after a restart (seedOffers).
+func (s *Server) seedAgentOffers(ctx context.Context, uid string) {
+	ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{AgentUID: uid, State: store.TaskDispatched}, store.Page{Limit: store.MaxPageLimit})
+	if err != nil {
+		s.log.Warn("list the dispatched tasks of an agent new to this replica", "pod_uid", uid, "err", err)
+		return
+	}
+	var long []api.AgentTask
+	for _, t := range ts {
+		if t.SrcPodUID != uid || t.Type == api.TypeIperf || t.Type == api.TypeIperf3 {
+			continue
+		}
+		long = append(long, agentTask(t))
+	}
+	s.offers.handed(uid, long, time.Time{})
 }

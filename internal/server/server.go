@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
@@ -86,6 +87,15 @@ type Options struct {
 	SessionKeepalive time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
+	// Bus, when set, connects this server to the other replicas sharing
+	// its database (cluster.go); nil: a single server.
+	Bus Bus
+	// ReplicaID names this replica in the leader lease (default: host
+	// name, process id and a random suffix).
+	ReplicaID string
+	// LeaseTTL is how long the reaper's leader lease lasts unless renewed
+	// (DefaultLeaseTTL); it is renewed every ReapEvery.
+	LeaseTTL time.Duration
 	// ScheduleMinEvery is the shortest interval a schedule may have
 	// (schedule.DefaultMinEvery, 1 min; tests lower it).
 	ScheduleMinEvery time.Duration
@@ -117,7 +127,8 @@ type Server struct {
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
-	sessions   sessionSet // open agent sessions (session.go)
+	leader     atomic.Bool // held the reaper lease at the last try (lease.go)
+	sessions   sessionSet  // open agent sessions (session.go)
 }
 
 // New checks opts and returns a server.
@@ -146,6 +157,13 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.MaxWait, DefaultMaxWait)
 	setDefault(&opts.Grace, DefaultGrace)
 	setDefault(&opts.ReofferAfter, DefaultReofferAfter)
+	setDefault(&opts.LeaseTTL, max(DefaultLeaseTTL, 3*opts.ReapEvery))
+	if opts.LeaseTTL <= opts.ReapEvery {
+		return nil, fmt.Errorf("server: the lease TTL %s must exceed the reaper period %s (the lease is renewed once a period)", opts.LeaseTTL, opts.ReapEvery)
+	}
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = NewReplicaID()
+	}
 	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
 	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
@@ -160,6 +178,9 @@ func New(opts Options) (*Server, error) {
 		offers:     newOffers(),
 		keys:       newTestKeys(),
 		bigReports: make(chan struct{}, bigReportSlots),
+	}
+	if opts.Bus != nil {
+		s.disp.share = s.publish
 	}
 	doc, err := openAPIDocument()
 	if err != nil {
@@ -198,10 +219,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.beats.warm(as)
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { s.runBus(ctx) })
 	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
-	wg.Go(func() {
-		s.loop(ctx, s.opts.ReapEvery, func(ctx context.Context) error { _, err := s.Reap(ctx); return err })
-	})
+	wg.Go(func() { s.loop(ctx, s.opts.ReapEvery, s.reapIfLeader) })
 	if !s.opts.NoSchedules {
 		sched, err := s.scheduler()
 		if err != nil {
@@ -212,6 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	s.releaseLease(fctx)
 	return s.flushAll(fctx)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -26,10 +27,13 @@ type testKeys struct {
 
 func newTestKeys() *testKeys { return &testKeys{m: map[string][]byte{}} }
 
-func (k *testKeys) set(uid string, secret []byte) {
+// set records uid's secret and reports whether it is new or changed.
+func (k *testKeys) set(uid string, secret []byte) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	changed := !bytes.Equal(k.m[uid], secret)
 	k.m[uid] = secret
+	return changed
 }
 
 func (k *testKeys) get(uid string) []byte {
@@ -67,6 +71,9 @@ func (s *Server) giveTestKeys(ctx context.Context, ts []api.AgentTask) {
 			continue
 		}
 		secret := s.keys.get(t.DstPodUID)
+		if secret == nil && !missing[t.DstPodUID] {
+			s.askSecret(t.DstPodUID) // it may beat on another replica
+		}
 		for until := time.Now().Add(secretWait); secret == nil && !missing[t.DstPodUID] && time.Now().Before(until) && ctx.Err() == nil; {
 			time.Sleep(50 * time.Millisecond)
 			secret = s.keys.get(t.DstPodUID)

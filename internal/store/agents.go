@@ -146,7 +146,10 @@ func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch) (int, error
 				args := append([]any{s.d.timeArg(time.UnixMicro(k.at)), int64(k.status)}, uidArgs...)
 				// "+status": keep SQLite from scanning the status index
 				// instead of looking the uids up.
-				res, err := tx.ExecContext(ctx, s.d.rebind("UPDATE agents SET last_heartbeat = ?, status = ? WHERE pod_uid IN "+in+" AND +status IN (1, 2)"), args...)
+				// Never back in time: with server replicas, one that the
+				// agent left may flush a time older than another's.
+				args = append(args, s.d.timeArg(time.UnixMicro(k.at)))
+				res, err := tx.ExecContext(ctx, s.d.rebind("UPDATE agents SET last_heartbeat = ?, status = ? WHERE pod_uid IN "+in+" AND +status IN (1, 2) AND last_heartbeat <= ?"), args...)
 				if err != nil {
 					return fmt.Errorf("touch agents: %w", err)
 				}

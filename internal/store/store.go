@@ -290,7 +290,9 @@ type Store interface {
 	// (free or busy), in one transaction, a few hundred rows per statement
 	// (touches sharing a status and time share a statement). Agents that
 	// are unknown or offline are left alone (their next heartbeat goes
-	// through UpsertHeartbeat). Returns the rows changed.
+	// through UpsertHeartbeat), and so is an agent whose stored time is
+	// later than the touch's (server replicas: one the agent left may
+	// flush an older time). Returns the rows changed.
 	TouchAgents(ctx context.Context, touches []Touch) (int, error)
 	// GetAgent returns the agent with this pod UID, or ErrNotFound.
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
@@ -383,6 +385,13 @@ type Store interface {
 	// RevokeCredential deletes the agent's credential and returns it; none:
 	// ErrNotFound.
 	RevokeCredential(ctx context.Context, podUID string) (Credential, error)
+
+	// HoldLease takes or renews the leader lease name for holder until
+	// now+ttl (leases.go): held when free, already the holder's, or
+	// expired at now; otherwise the current holder is reported.
+	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, error)
+	// ReleaseLease ends holder's hold of name (nothing when not held).
+	ReleaseLease(ctx context.Context, name, holder string) error
 
 	// CreateSchedule stores a schedule (CreatedAt = now; NextAt = now when
 	// zero). An empty suite, a non-positive Every or malformed JSON is

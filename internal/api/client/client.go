@@ -6,7 +6,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -17,15 +16,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/certs"
 )
 
-// Client calls one cnperf server.
+// Client calls a cnperf server: one, or one of several replicas of it
+// (failover.go).
 type Client struct {
-	base      string
+	bases     []string      // server URLs, without a trailing slash
+	cur       *atomic.Int32 // index of the one in use; shared by copies (WithToken)
 	token     string
 	tokenFile string // when set, the token is read from it for every request
 	hc        *http.Client
@@ -77,18 +79,28 @@ const DefaultTimeout = 70 * time.Second
 
 // New returns a client of the server at base (http://HOST:PORT) sending
 // token as its bearer token.
+//
+// base may list several URLs separated by commas: replicas of one server
+// sharing a database. The client uses the first and moves to the next
+// (wrapping) when the one in use cannot be reached or answers 502, 503 or
+// 504; a request that could not even connect is sent to the next at once.
 func New(base, token string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return nil, fmt.Errorf("server URL %q: %w", base, err)
+	var bases []string
+	for _, b := range strings.Split(base, ",") {
+		b = strings.TrimSpace(b)
+		u, err := url.Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("server URL %q: %w", b, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return nil, fmt.Errorf("server URL %q: want http:// or https://", b)
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("server URL %q: missing host", b)
+		}
+		bases = append(bases, strings.TrimRight(b, "/"))
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("server URL %q: want http:// or https://", base)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("server URL %q: missing host", base)
-	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: DefaultTimeout}}
+	c := &Client{bases: bases, cur: new(atomic.Int32), token: token, hc: &http.Client{Timeout: DefaultTimeout}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -133,30 +145,19 @@ func (c *Client) trustCA() error {
 	return nil
 }
 
-// Base returns the server URL.
-func (c *Client) Base() string { return c.base }
+// Base returns the server URL in use.
+func (c *Client) Base() string { return c.bases[c.cur.Load()] }
 
 // do sends a request and returns the response body of a 2xx answer, or an
 // *api.Error built from the error body.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in any) ([]byte, error) {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		body = b
 	}
 	tok := c.token
 	if c.tokenFile != "" {
@@ -166,12 +167,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		}
 		tok = strings.TrimSpace(string(b))
 	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(ctx, method, path, q, body, tok)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -179,6 +177,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
+		if unavailable(resp.StatusCode) {
+			c.moveOn(c.indexOf(resp.Request))
+		}
 		return nil, errorFrom(resp.StatusCode, data)
 	}
 	return data, nil
@@ -357,7 +358,7 @@ func (c *Client) GetRunPage(ctx context.Context, id string, limit int, after int
 // (no size limit: outputs are stored whole), and returns its length.
 func (c *Client) TaskRaw(ctx context.Context, id string, w io.Writer) (int64, error) {
 	path := "/api/v2/tasks/" + url.PathEscape(id) + "/raw"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base()+path, nil)
 	if err != nil {
 		return 0, fmt.Errorf("GET %s: %w", path, err)
 	}

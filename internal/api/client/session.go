@@ -71,7 +71,8 @@ func (c *Client) OpenSession(ctx context.Context, podUID string, hello api.Heart
 	}
 	pr, pw := io.Pipe()
 	body := io.MultiReader(bytes.NewReader(append(line, '\n')), pr)
-	u := c.base + api.SessionPath + "?" + url.Values{"pod_uid": {podUID}}.Encode()
+	in := c.cur.Load() // the replica the session goes to (failover.go)
+	u := c.bases[in] + api.SessionPath + "?" + url.Values{"pod_uid": {podUID}}.Encode()
 	// The session outlives ctx's deadline: only the open is bounded by it.
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, u, body)
 	if err != nil {
@@ -104,6 +105,7 @@ func (c *Client) OpenSession(ctx context.Context, podUID string, hello api.Heart
 	case a := <-got:
 		if a.err != nil {
 			pw.Close()
+			c.moveOn(in) // the next try (session or REST) goes to the next replica
 			return nil, fmt.Errorf("open session: %w", a.err)
 		}
 		resp = a.resp
@@ -120,6 +122,9 @@ func (c *Client) OpenSession(ctx context.Context, podUID string, hello api.Heart
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		pw.Close()
+		if unavailable(resp.StatusCode) {
+			c.moveOn(in)
+		}
 		return nil, errorFrom(resp.StatusCode, data)
 	}
 	s := &Session{uid: podUID, body: resp.Body, pw: pw, onOffer: onOffer,

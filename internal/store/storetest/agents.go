@@ -81,6 +81,13 @@ func testAgents(t *testing.T, st store.Store) {
 	if _, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", Status: store.AgentOffline, At: at(15)}}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("touch to offline: %v, want ErrInvalid", err)
 	}
+	// An older time (a server replica the agent left) is not written.
+	if n, err := st.TouchAgents(ctx, []store.Touch{{PodUID: "ag-1", At: at(12)}}); err != nil || n != 0 {
+		t.Errorf("touch with an older time: %d rows, %v; want 0", n, err)
+	}
+	if g, _ := st.GetAgent(ctx, "ag-1"); !g.LastHeartbeat.Equal(at(14)) {
+		t.Errorf("touch moved the heartbeat back to %v, want %v", g.LastHeartbeat, at(14))
+	}
 }
 
 func hasAgent(as []store.Agent, uid string) bool {

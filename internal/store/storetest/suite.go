@@ -57,6 +57,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("paging", func(t *testing.T) { testPaging(t, st) })
 	t.Run("write probe", func(t *testing.T) { testCheckWrite(t, st) })
 	t.Run("credentials", func(t *testing.T) { testCredentials(t, st) })
+	t.Run("leases", func(t *testing.T) { testLeases(t, st) })
 	t.Run("schedules", func(t *testing.T) { testSchedules(t, st) })
 	t.Run("restart with tasks in flight", func(t *testing.T) { testRestart(t, open, st) })
 }
