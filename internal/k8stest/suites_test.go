@@ -347,8 +347,13 @@ func runShaping(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, 
 			// through a 10M limit). Held here as the finding, so a Cilium
 			// that honours the annotation fails this and the docs get
 			// updated (docs/kubernetes.md, "Cilium").
-			if ss < 1.5*r.Median["limit_bps"] {
+			switch {
+			case ss >= 6e6 && ss <= 11e6:
 				t.Errorf("%s %s on Cilium: steady state %.2f Mbit/s: the 10M egress limit now holds; update the finding", r.Labels["direction"], r.Labels["proto"], ss/1e6)
+			case ss < 6e6:
+				// Seen once (native, cross node, TCP): 14 Mbit/s in the
+				// first 100 ms, then nothing; not a limit, a stall.
+				t.Errorf("%s %s on Cilium: steady state %.2f Mbit/s: the flow stalled (neither the limit nor the offered rate)", r.Labels["direction"], r.Labels["proto"], ss/1e6)
 			}
 			continue
 		}
