@@ -68,7 +68,7 @@ func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // task runs within 5 s of the loss, once.
 func TestLostFetchAnswerIsReoffered(t *testing.T) {
 	e := newEnv(t)
-	e.noSession = true // the polling path (TestLostSessionOfferIsReoffered: the session's)
+	e.noSession = true // the polling path (the session's: TestSessionReoffer, internal/server)
 	h := e.sw.h.Load()
 	drop := &answerDropper{next: *h}
 	var dh http.Handler = drop

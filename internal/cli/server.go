@@ -25,7 +25,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var mo meshFlags
 	var lf limitFlags
 	var tlsCert, tlsKey string
-	var requireCreds, noSchedules bool
+	var requireCreds bool
 	var minEvery time.Duration
 	var rv reviewFlags
 	cmd := &cobra.Command{
@@ -75,7 +75,7 @@ the --max-* and --min-* flags.`,
 				}
 			}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
-				ScheduleMinEvery: minEvery, NoSchedules: noSchedules}
+				ScheduleMinEvery: minEvery}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
 		},
 	}
@@ -86,7 +86,6 @@ the --max-* and --min-* flags.`,
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
 	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
 	fl.DurationVar(&minEvery, "schedule-min-every", schedule.DefaultMinEvery, "shortest interval a schedule may have (cnperf schedule create --every); lower it only for tests")
-	fl.BoolVar(&noSchedules, "no-schedules", false, "start no scheduled runs here (another server on the same database runs them)")
 	rv.register(cmd)
 	mo.register(cmd)
 	lf.register(cmd)

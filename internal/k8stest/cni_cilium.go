@@ -115,6 +115,12 @@ func (k *Cilium) Install(ctx context.Context, c *Cluster) error {
 			return fmt.Errorf("%s: cilium's mount namespace: %w", n.Name, err)
 		}
 	}
+	// Pods keep their addresses towards the API server (no masquerading):
+	// its namespace routes each node's pod CIDR via the node (the first
+	// run without it: every TokenReview from the server pod timed out).
+	if err := c.routeRootToPods(ctx); err != nil {
+		return err
+	}
 	return k.start(ctx, c)
 }
 
@@ -434,6 +440,16 @@ func ciliumRBAC(ctx context.Context, c *Cluster) error {
 			"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "cilium", "namespace": "kube-system"}}},
 		{"/apis/rbac.authorization.k8s.io/v1/clusterroles", map[string]any{
 			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": map[string]any{"name": "cilium"}, "rules": ciliumRules}},
+		// The chart's Role cilium-config-agent: the agent watches its
+		// ConfigMap (the harness gives flags instead; without the Role it
+		// logs a forbidden error every few seconds).
+		{"/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/roles", map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "cilium-config-agent", "namespace": "kube-system"},
+			"rules": []any{rule("", []string{"configmaps"}, "get", "list", "watch")}}},
+		{"/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings", map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "cilium-config-agent", "namespace": "kube-system"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cilium-config-agent"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "cilium", "namespace": "kube-system"}}}},
 		{"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", map[string]any{
 			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": map[string]any{"name": "cilium"},
 			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cilium"},

@@ -338,6 +338,25 @@ func runShaping(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, 
 		ss := r.Median["steady_state_bps"]
 		t.Logf("%s %s %s load %s: steady state %.2f Mbit/s, first interval %.2f Mbit/s, limit %.0f Mbit/s", r.Labels["placement"], r.Labels["direction"],
 			r.Labels["proto"], r.Labels["load"], ss/1e6, r.Median["first_interval_bps"]/1e6, r.Median["limit_bps"]/1e6)
+		if want.Name == "cilium" {
+			// Measured on Cilium v1.20.2 in both modes: the bandwidth
+			// plugin's egress limit (an ingress qdisc on the pod's lxc
+			// veth redirecting to an ifb) is not held, because Cilium's
+			// tcx program on that veth redirects the pod's packets before
+			// the qdisc's filter runs (the drain went at 2.9-3.8 Gbit/s
+			// through a 10M limit). Held here as the finding, so a Cilium
+			// that honours the annotation fails this and the docs get
+			// updated (docs/kubernetes.md, "Cilium").
+			switch {
+			case ss >= 6e6 && ss <= 11e6:
+				t.Errorf("%s %s on Cilium: steady state %.2f Mbit/s: the 10M egress limit now holds; update the finding", r.Labels["direction"], r.Labels["proto"], ss/1e6)
+			case ss < 6e6:
+				// Seen once (native, cross node, TCP): 14 Mbit/s in the
+				// first 100 ms, then nothing; not a limit, a stall.
+				t.Errorf("%s %s on Cilium: steady state %.2f Mbit/s: the flow stalled (neither the limit nor the offered rate)", r.Labels["direction"], r.Labels["proto"], ss/1e6)
+			}
+			continue
+		}
 		// Enforced: well below the unshaped path (Gbit/s) and near 10M.
 		if ss < 6e6 || ss > 11e6 {
 			t.Errorf("%s %s: steady state %.2f Mbit/s, want 6-11 under a 10M limit", r.Labels["direction"], r.Labels["proto"], ss/1e6)

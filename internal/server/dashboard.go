@@ -64,7 +64,11 @@ func (s *Server) scheduler() (*schedule.Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schedules' API client: %w", err)
 	}
-	return schedule.New(schedule.Options{Store: s.st, API: c, Suites: builtin.Registry(), Log: s.log, Now: s.now,
+	// Only the replica holding the leader lease looks for due schedules
+	// (one query a second instead of one per replica); the store's claim
+	// of each due time keeps a paused leader and its successor from both
+	// starting one.
+	return schedule.New(schedule.Options{Store: s.st, API: c, Suites: builtin.Registry(), Log: s.log, Now: s.now, Leader: s.Leader,
 		Tick: s.opts.ScheduleTick, BeatEvery: s.opts.ScheduleBeat, StaleAfter: 9 * max(s.opts.ScheduleBeat, schedule.DefaultBeatEvery)})
 }
 

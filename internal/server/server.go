@@ -103,7 +103,8 @@ type Options struct {
 	// ScheduleBeat how often a running one is beaten (5 s).
 	ScheduleTick, ScheduleBeat time.Duration
 	// NoSchedules: this server starts no scheduled runs (the API still
-	// stores schedules; another server on the database runs them).
+	// stores schedules; another server on the database runs them). With
+	// it unset, the replica holding the leader lease (lease.go) runs them.
 	NoSchedules bool
 }
 
@@ -218,15 +219,18 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		s.beats.warm(as)
 	}
+	var sched *schedule.Scheduler
+	if !s.opts.NoSchedules {
+		var err error
+		if sched, err = s.scheduler(); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runBus(ctx) })
 	wg.Go(func() { s.loop(ctx, s.opts.FlushEvery, s.flushBeats) })
 	wg.Go(func() { s.loop(ctx, s.opts.ReapEvery, s.reapIfLeader) })
-	if !s.opts.NoSchedules {
-		sched, err := s.scheduler()
-		if err != nil {
-			return err
-		}
+	if sched != nil {
 		wg.Go(func() { sched.Run(ctx) })
 	}
 	wg.Wait()
