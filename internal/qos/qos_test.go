@@ -114,7 +114,7 @@ func allSetups() []struct {
 			"qdisc bfifo 20:0 parent 1:20 limit 150000b",
 		}},
 		{"tbf", TBF{Rate: 10e6, BurstBytes: 32 * 1024}, []string{"qdisc tbf 1:0 parent root rate 10000000 burst 3276", " limit 64018b"}},
-		{"bottleneck tbf", Bottleneck{Rate: 1e9}, []string{"qdisc tbf 1:0 parent root rate 1000000000 burst 125000 limit 1500000b"}},
+		{"bottleneck tbf", Bottleneck{Rate: 1e9}, []string{"qdisc tbf 1:0 parent root rate 1000000000 burst 32000 limit 1500000b"}},
 		{"bottleneck htb", Bottleneck{Rate: 1e9, Mode: BottleneckHTB, QueuePackets: 500}, []string{"qdisc pfifo 10:0 parent 1:1 limit 500p"}},
 		{"bandwidth plugin both ways", BandwidthPlugin{IngressRate: 10e6, IngressBurst: 32 * 1024, EgressRate: 20e6, EgressBurst: 64 * 1024}, []string{
 			"qdisc tbf 1:0 parent root rate 10000000 burst 3276",

@@ -1,6 +1,7 @@
 package contention_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
@@ -13,15 +14,17 @@ func TestMain(m *testing.M) { cnperftest.Main(m) }
 // TestContentionLab: through a 1 Gbit/s FIFO between two lab nodes, two
 // unpaced UDP floods from two pods fill it together without backing off,
 // and two TCP flows beside them fill it and back off; every case says its
-// Jain index. The split between the UDP floods is logged, not asserted:
-// the thesis's half each (Table 8, about 473 Mbit/s) held in quiet runs
-// (49/49 %), but on this 2-core machine under load the sender with more
-// CPU gets more of the FIFO (27/70 % to 40/51 % seen, medians of three).
+// Jain index. The FIFO drops datagrams, not GSO batches (the bottleneck's
+// tbf segments them), so both floods lose the same fraction of what they
+// send: that is asserted. Their split follows what each sender offers,
+// which on a loaded 2-core machine depends on the CPU each gets: it is
+// logged (quiet runs: 49.4/48.1 %, 48.1/49.3 %, as the thesis's Table 8).
 func TestContentionLab(t *testing.T) {
 	rows := cnperftest.LabRun(t, "contention", "--time", "3s", "--repeat", "3", "--pods-per-node", "2", "--set", "placements=cross-node")
 	if len(rows) != 6 {
 		t.Fatalf("%d rows, want 2 flows and a case row for udp and for tcp", len(rows))
 	}
+	var udpLoss []float64
 	for _, r := range rows {
 		share, _ := cnperftest.Num(r, contention.FigShareOfBottleneck)
 		rx, _ := cnperftest.Num(r, "throughput_bps.receiver")
@@ -36,6 +39,10 @@ func TestContentionLab(t *testing.T) {
 			if rx <= 0 {
 				t.Errorf("%v flow %v received nothing", r["proto"], r["flow"])
 			}
+			if r["proto"] == "udp" {
+				loss, _ := cnperftest.Num(r, "loss_pct")
+				udpLoss = append(udpLoss, loss)
+			}
 			continue
 		}
 		want := map[string]string{"udp": "no", "tcp": "yes"}[r["proto"].(string)]
@@ -43,5 +50,10 @@ func TestContentionLab(t *testing.T) {
 			t.Errorf("%v case: backed off %v (want %s), fairness %.3f (want 0.5-1), %.1f %% of the bottleneck (want at least 80)",
 				r["proto"], r[contention.LabelBackedOff], want, fair, share)
 		}
+	}
+	if len(udpLoss) != 2 || math.Abs(udpLoss[0]-udpLoss[1]) > 5 {
+		t.Errorf("UDP floods lost %v %% of what they sent; want two within 5 points (one FIFO drops datagrams alike)", udpLoss)
+	} else {
+		t.Logf("UDP floods lost %.1f and %.1f %% of what they sent", udpLoss[0], udpLoss[1])
 	}
 }
