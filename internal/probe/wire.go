@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -216,6 +217,12 @@ func (c *ControlConn) recvOne(ctx context.Context) (Message, error) {
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return Message{}, fmt.Errorf("control connection closed by peer: %w", io.ErrUnexpectedEOF)
+		}
+		if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+			// The read's deadline is ctx's: the socket can time out a
+			// moment before the context says so. Report the context's
+			// expiry, as every caller that checks ctx.Err() expects.
+			<-ctx.Done()
 		}
 		return Message{}, fmt.Errorf("receive control message: %w", ctxErr(ctx, err))
 	}

@@ -124,11 +124,6 @@ func awaitReturnAddress(ctx context.Context, s *probe.Session, wait time.Duratio
 			_ = s.WriteTo(pkt, from)
 		case e := <-echo:
 			if e.err != nil {
-				if errors.Is(e.err, os.ErrDeadlineExceeded) {
-					// The control read's deadline is wctx's: the socket can
-					// time out a moment before the context says so.
-					<-wctx.Done()
-				}
 				if wctx.Err() != nil && ctx.Err() == nil {
 					if len(candidates) == 0 {
 						return netip.AddrPort{}, fmt.Errorf("no hello datagram from the client within %v: is UDP to the responder's port blocked?", wait)
