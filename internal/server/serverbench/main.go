@@ -8,15 +8,19 @@
 // measurement and prints, with the machine's load, the agents held,
 // keep-alive (or heartbeat) latency, false offline marks, dispatch
 // latency (task creation request sent → task in the agent's hands) and
-// the server's CPU per agent per second; then it holds -hold sessions and
-// prints the server's memory. Targets (#12): keep-alive p99 < 100 ms and
+// the server's CPU per agent per second; then it holds -hold sessions on
+// a cluster (-hold-replicas servers on a throwaway PostgreSQL, the
+// sessions spread over -hold-sims simulator processes: no process here
+// may hold more than 20,000 sockets) and prints their memory. Targets (#12): keep-alive p99 < 100 ms and
 // no false offline at 10,000 agents, dispatch p50 < 10 ms and p99 <
 // 100 ms, at most 15 µs of server CPU per agent per second, 50,000 agents
 // held.
 //
 // The files follow its concerns: main.go the flags, server.go the server
 // under test, agents.go the simulated agents, measure.go the run and its
-// latency recorders, print.go the figures and verdicts.
+// latency recorders, print.go the figures and verdicts, hold.go and
+// cluster.go the cluster hold and its PostgreSQL and replicas, sim.go a
+// simulator process of the hold.
 //
 // It is a benchmark, not a test: run it with `make bench-server`, alone
 // (the Makefile takes /tmp/cnperf-bench.lock).
