@@ -60,6 +60,7 @@ func startServer(ctx context.Context, c config, agents int) (addr, logPath strin
 		"--max-agents", strconv.Itoa(max(agents+1000, 20000)))
 	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the bench
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
