@@ -49,8 +49,7 @@ func TestContentionLab(t *testing.T) {
 		// The floods fill the FIFO whatever CPU they get; two TCP flows
 		// fill it only as fast as their senders and ACKs are scheduled:
 		// 75.2 % beside a loaded CI run (quiet runs passed the 80 % asked
-		// before), so TCP
-		// must fill most of it, not all.
+		// before), so TCP must fill most of it, not all.
 		fill := map[string]float64{"udp": 80, "tcp": 60}[r["proto"].(string)]
 		if r[contention.LabelBackedOff] != want || fair <= 0.5 || fair > 1 || share < fill {
 			t.Errorf("%v case: backed off %v (want %s), fairness %.3f (want 0.5-1), %.1f %% of the bottleneck (want at least %.0f)",
