@@ -57,6 +57,8 @@ type bench struct {
 	lpClient *http.Client   // long polls: one connection each
 	sessCl   *client.Client // sessions: the agent's client, one connection per session
 
+	listTimeout time.Duration // one try of the agents' listing (30 s when 0)
+
 	measuring atomic.Bool
 	hbLat     recorder // heartbeat (poll) or keep-alive (sessions) latency in the window
 	hbSent    atomic.Int64

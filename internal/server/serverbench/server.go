@@ -190,9 +190,13 @@ func (b *bench) do(ctx context.Context, cl *http.Client, method, path, token str
 func (b *bench) countAgents(ctx context.Context) (online, offline int, err error) {
 	// A listing of 10,000 agents is a few MB: give it time, and a second
 	// try, on a loaded machine.
-	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	try := 30 * time.Second
+	if b.listTimeout > 0 {
+		try = b.listTimeout
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*try)
 	defer cancel()
-	cl := &http.Client{Timeout: 30 * time.Second}
+	cl := &http.Client{Timeout: try}
 	data, err := b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
 	if err != nil && lctx.Err() == nil {
 		data, err = b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
