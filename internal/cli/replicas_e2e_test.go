@@ -31,7 +31,9 @@ import (
 // count offers, starts and reports (and the REST calls of an agent that
 // polls meanwhile). It measures how fast a task created on one replica
 // reaches an agent whose session another replica holds (created → the
-// agent's start frame: p50 < 10 ms, p99 < 100 ms), then creates a run of
+// agent's start frame: p50 < 10 ms, p99 < 100 ms, asserted when the
+// machine is not oversubscribed; and always at most 10 ms above the p50
+// to an agent of the creating replica, measured alternately), then creates a run of
 // 1,000 tasks on one replica, SIGKILLs the replica holding the reaper's
 // lease (and sessions) while they are in flight, and checks that every
 // task succeeds with its result stored once, no task runs twice, the
@@ -97,28 +99,36 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		t.Fatalf("sessions held by fronts %v: the leader (%d) holds none", heldBy, leader)
 	}
 
-	// Cross-replica dispatch: a task created on userRepl for an agent
-	// whose session another replica holds, one at a time; latency from
-	// the create request to the offer frame carrying it and to the
-	// agent's start frame (the agent starts it).
-	src := -1
+	// Dispatch to a session, one task at a time, created on userRepl:
+	// alternately for an agent whose session another replica holds
+	// (cross) and for one whose session userRepl holds (same, the
+	// reference measured under the same load); latency from the create
+	// request to the offer frame carrying it and to the agent's start
+	// frame (the agent starts it).
+	cross, same := -1, -1
 	for i := range agents {
-		if heldBy[i] != userRepl {
-			src = i
-			break
+		if heldBy[i] != userRepl && cross < 0 {
+			cross = i
 		}
+		if heldBy[i] == userRepl && same < 0 {
+			same = i
+		}
+	}
+	if cross < 0 || same < 0 {
+		t.Fatalf("sessions held by fronts %v: want agents on replica %d and on another", heldBy, userRepl)
 	}
 	const samples = 200
 	load0 := loadAvg1()
-	var toAnswer, toOffer, toStart []time.Duration
-	for range samples {
+	var lat [2]dispatchTimes // cross, same
+	for i := range 2 * samples {
+		src := [2]int{cross, same}[i%2]
 		sent := time.Now()
 		var run api.Run
 		rc := api.RunCreate{AllowConcurrency: true, Tasks: []api.RunTask{{Src: names[src], Dst: names[(src+1)%agents], Spec: &probe.Spec{Kind: "rr", Count: 5}}}}
 		if code := user.call("POST", "/api/v2/runs", rc, &run); code != http.StatusCreated {
 			t.Fatalf("create run: %d", code)
 		}
-		toAnswer = append(toAnswer, time.Since(sent))
+		answered := time.Since(sent)
 		id := run.Tasks[0].TaskID
 		deadline := time.Now().Add(10 * time.Second)
 		for {
@@ -127,8 +137,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 			st, ok := l.started[id]
 			l.mu.Unlock()
 			if ok && len(h) > 0 {
-				toOffer = append(toOffer, h[0].Sub(sent))
-				toStart = append(toStart, st.Sub(sent))
+				lat[i%2].add(answered, h[0].Sub(sent), st.Sub(sent))
 				break
 			}
 			if time.Now().After(deadline) {
@@ -140,13 +149,19 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	slices.Sort(toAnswer)
-	slices.Sort(toOffer)
-	slices.Sort(toStart)
-	p50, p99 := pct(toStart, 0.50), pct(toStart, 0.99)
 	load := max(load0, loadAvg1())
-	t.Logf("cross-replica dispatch (created on replica %d, session of %s on replica %d, %d tasks one at a time): the create answered p50 %v p99 %v; created → offer p50 %v p99 %v; created → agent starts it p50 %v p99 %v max %v (targets p50 < 10ms, p99 < 100ms); load average %.1f on %d CPUs",
-		userRepl, names[src], heldBy[src], samples, pct(toAnswer, 0.50), pct(toAnswer, 0.99), pct(toOffer, 0.50), pct(toOffer, 0.99), p50, p99, pct(toStart, 1), load, runtime.NumCPU())
+	for k, what := range []string{"cross-replica", "same replica (reference)"} {
+		src := [2]int{cross, same}[k]
+		t.Logf("%s dispatch (created on replica %d, session of %s on replica %d, %d tasks one at a time): %s; load average %.1f on %d CPUs",
+			what, userRepl, names[src], heldBy[src], samples, lat[k].String(), load, runtime.NumCPU())
+	}
+	p50, p99 := lat[0].startPct(0.50), lat[0].startPct(0.99)
+	ref50 := lat[1].startPct(0.50)
+	// Crossing replicas adds a NOTIFY and the other replica's wake-up:
+	// about a millisecond, whatever the load.
+	if p50 > ref50+10*time.Millisecond {
+		t.Errorf("cross-replica dispatch p50 %v against %v on the same replica: crossing replicas costs more than 10ms", p50, ref50)
+	}
 	if missed := p50 >= 10*time.Millisecond || p99 >= 100*time.Millisecond; missed && load <= float64(runtime.NumCPU()) {
 		t.Errorf("cross-replica dispatch to a session: p50 %v, p99 %v; want p50 < 10ms and p99 < 100ms", p50, p99)
 	} else if missed {
@@ -154,6 +169,8 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		// threads than CPUs elsewhere: scheduling delays, not the
 		// dispatch path, decide the tail (the create's own answer shows it).
 		t.Logf("dispatch targets MISSED with the machine oversubscribed (load %.1f > %d CPUs): not asserted", load, runtime.NumCPU())
+	} else {
+		t.Logf("dispatch targets met: cross-replica p50 %v < 10ms, p99 %v < 100ms", p50, p99)
 	}
 
 	// 1,000 tasks in flight, the leader SIGKILLed.
@@ -311,6 +328,25 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	if len(notMoved) > 0 || lastOr(moves) > 10*time.Second {
 		t.Errorf("agents of the killed replica held sessions on another within %v, not moved: %v; want all within 10s", lastOr(moves), notMoved)
 	}
+}
+
+// dispatchTimes are the latencies of tasks created one at a time: the
+// create's answer, the offer and the agent's start, each from the create
+// request sent.
+type dispatchTimes struct{ answer, offer, start []time.Duration }
+
+func (d *dispatchTimes) add(answer, offer, start time.Duration) {
+	d.answer, d.offer, d.start = append(d.answer, answer), append(d.offer, offer), append(d.start, start)
+}
+
+func (d *dispatchTimes) startPct(q float64) time.Duration {
+	return pct(slices.Sorted(slices.Values(d.start)), q)
+}
+
+func (d *dispatchTimes) String() string {
+	a, o, s := slices.Sorted(slices.Values(d.answer)), slices.Sorted(slices.Values(d.offer)), slices.Sorted(slices.Values(d.start))
+	return fmt.Sprintf("the create answered p50 %v p99 %v; created → offer p50 %v p99 %v; created → agent starts it p50 %v p99 %v max %v (targets p50 < 10ms, p99 < 100ms)",
+		pct(a, 0.50), pct(a, 0.99), pct(o, 0.50), pct(o, 0.99), pct(s, 0.50), pct(s, 0.99), pct(s, 1))
 }
 
 // loadAvg1 is the machine's 1-minute load average (0 when unreadable).
