@@ -54,11 +54,14 @@ bench-probes: build test-deps
 
 # Simulated agents (10,000 by default) against one server on SQLite, on
 # sessions (the agent's session client) and then polling (v1 style), then
-# a 50,000-agent session hold (capped by the open-file limit); prints the
-# targets of #12 side by side with the machine's load. Holds the
-# machine-wide benchmark lock. BENCH_SERVER_FLAGS passes flags through,
-# e.g. BENCH_SERVER_FLAGS="-agents 2000 -measure 30s -mode sessions -hold 0".
-bench-server: build
+# a 50,000-agent session hold on 4 server replicas on a throwaway
+# PostgreSQL (scripts/pg-test.sh; hence test-deps) with the agents spread
+# over 4 simulator processes; prints the targets of #12 side by side with
+# the machine's load. Holds the machine-wide benchmark lock.
+# BENCH_SERVER_FLAGS passes flags through, e.g.
+# BENCH_SERVER_FLAGS="-agents 2000 -measure 30s -mode sessions -hold 0",
+# or "-mode hold" for the hold alone.
+bench-server: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
 
 # A run of 1,000 tasks with 8 MB raw outputs each, stored and read back

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,10 +66,23 @@ func (s *serverSet) serve(ctx context.Context, req api.ServeRequest) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keep)
 	defer cancel()
 	bind := s.id.PodIP // never another address, whatever the request says
-	port, err := freePort(bind)
-	var srv *external.Server
-	if err == nil {
-		srv, err = external.StartServer(sctx, req.Tool, req.UDP, bind, port)
+	var (
+		srv *external.Server
+		err error
+	)
+	// A port found free can be taken by another process before the tool
+	// binds it (seen in a loaded test run: "listener bind failed: Address
+	// already in use"); another port is tried then.
+	for attempt := 0; ; attempt++ {
+		var port int
+		port, err = freePort(bind)
+		if err == nil {
+			srv, err = external.StartServer(sctx, req.Tool, req.UDP, bind, port)
+		}
+		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+		log.Info("the destination server's port was taken before it bound; trying another", "port", port)
 	}
 	if err != nil {
 		log.Warn("could not start the destination server", "err", err)

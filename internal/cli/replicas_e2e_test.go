@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -10,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,94 +24,21 @@ import (
 	"github.com/cnperf/cnperf/internal/store/storetest"
 )
 
-// replicaLog is what the fronts of all replicas saw, by task and by agent.
-type replicaLog struct {
-	mu       sync.Mutex                // guards every field below
-	handed   map[string][]time.Time    // task id → times a fetch answer carried it
-	reports  map[string]map[string]int // task id → report id → answers 200
-	stored   map[string]int            // task id → reports stored (not duplicates)
-	starts   map[string]int            // task id → start calls answered 2xx
-	lastSeen map[string]int            // agent uid → front of its last accepted heartbeat
-	movedAt  map[string]time.Time      // agent uid → first accepted heartbeat at another front after the kill
-	killed   int                       // the front whose replica was killed (-1: none yet)
-}
-
-// front is a reverse proxy in front of one replica that records what
-// passes (replicaLog). An agent reaching a killed replica through it gets
-// 502, as from a load balancer without a live backend.
-type front struct {
-	idx   int
-	proxy *httputil.ReverseProxy
-	log   *replicaLog
-}
-
-func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var hbUID string
-	if r.Method == http.MethodPost && r.URL.Path == "/api/v2/agent/heartbeat" {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var hb api.Heartbeat
-		_ = json.Unmarshal(body, &hb)
-		hbUID = hb.PodUID
-	}
-	var rep api.Report
-	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/report") {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		_ = json.Unmarshal(body, &rep)
-	}
-	rec := &recorder{ResponseWriter: w}
-	f.proxy.ServeHTTP(rec, r)
-	if rec.code/100 != 2 {
-		return
-	}
-	now := time.Now()
-	l := f.log
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case hbUID != "":
-		if l.killed >= 0 && l.lastSeen[hbUID] == l.killed && f.idx != l.killed {
-			if _, ok := l.movedAt[hbUID]; !ok {
-				l.movedAt[hbUID] = now
-			}
-		}
-		if l.killed < 0 || f.idx != l.killed {
-			l.lastSeen[hbUID] = f.idx
-		}
-	case r.Method == http.MethodGet && r.URL.Path == "/api/v2/agent/tasks":
-		var fr api.FetchReply
-		if json.Unmarshal(rec.body.Bytes(), &fr) == nil {
-			for _, t := range fr.Tasks {
-				l.handed[t.TaskID] = append(l.handed[t.TaskID], now)
-			}
-		}
-	case strings.HasSuffix(r.URL.Path, "/start"):
-		l.starts[filepath.Base(filepath.Dir(r.URL.Path))]++
-	case strings.HasSuffix(r.URL.Path, "/report"):
-		task := filepath.Base(filepath.Dir(r.URL.Path))
-		if l.reports[task] == nil {
-			l.reports[task] = map[string]int{}
-		}
-		l.reports[task][rep.ReportID]++
-		var rr api.ReportReply
-		if json.Unmarshal(rec.body.Bytes(), &rr) == nil && !rr.Duplicate {
-			l.stored[task]++
-		}
-	}
-}
-
 // TestReplicasSurviveSIGKILL runs three `cnperf server` replicas on one
 // PostgreSQL and six real `cnperf agent` processes spread over them (each
-// given all three URLs, starting at a different one). The agents poll
-// (--no-session): the fronts count fetch answers, starts and reports on
-// the REST paths. It measures how
-// fast a task created on one replica reaches an agent held by another,
-// then creates a run of 1,000 tasks on one replica, SIGKILLs the replica
-// holding the reaper's lease while they are in flight, and checks that
-// every task succeeds with its result stored once, no task runs twice,
-// the agents of the killed replica move to the others within 10 s, and
-// another replica takes the lease over.
+// given all three URLs, starting at a different one). The agents hold
+// sessions (their default): the fronts relay them frame by frame and
+// count offers, starts and reports (and the REST calls of an agent that
+// polls meanwhile). It measures how fast a task created on one replica
+// reaches an agent whose session another replica holds (created → the
+// agent's start frame: p50 < 10 ms, p99 < 100 ms, asserted when the
+// machine is not oversubscribed; and always at most 10 ms above the p50
+// to an agent of the creating replica, measured alternately), then creates a run of
+// 1,000 tasks on one replica, SIGKILLs the replica holding the reaper's
+// lease (and sessions) while they are in flight, and checks that every
+// task succeeds with its result stored once, no task runs twice, the
+// agents of the killed replica hold sessions on the others within 10 s,
+// and another replica takes the lease over.
 func TestReplicasSurviveSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
@@ -122,8 +49,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	srvEnv := []string{"CNPERF_USER_TOKEN=u-repl", "CNPERF_AGENT_TOKEN=a-repl"}
 
 	const replicas = 3
-	l := &replicaLog{handed: map[string][]time.Time{}, reports: map[string]map[string]int{}, stored: map[string]int{},
-		starts: map[string]int{}, lastSeen: map[string]int{}, movedAt: map[string]time.Time{}, killed: -1}
+	l := newReplicaLog(replicas)
 	var srvs []*proc
 	var bases, fronts []string
 	for i := range replicas {
@@ -141,7 +67,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := &http.Server{Handler: &front{idx: i, proxy: rp, log: l}, ReadHeaderTimeout: 5 * time.Second}
+		hs := &http.Server{Handler: &front{idx: i, upstream: bases[i], proxy: rp, log: l}, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(ln) }()
 		t.Cleanup(func() { _ = hs.Close() })
 		fronts = append(fronts, "http://"+ln.Addr().String())
@@ -160,52 +86,91 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		}
 		p := start(t, names[i], bin, []string{"CNPERF_TOKEN=a-repl", "POD_NAME=" + names[i], "POD_NAMESPACE=e2e", "POD_UID=uid-" + names[i],
 			"POD_IP=" + ip, "NODE_NAME=node-" + names[i], "NODE_IP=" + ip},
-			"agent", "--no-session", "--server", strings.Join(list, ","), "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, names[i]))
+			"agent", "--server", strings.Join(list, ","), "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, names[i]))
 		p.waitFor(t, "agent ready", 30*time.Second)
 	}
 	// User calls go to a replica that will survive, not through a front.
 	userRepl := (leader + 1) % replicas
 	user := httpc{t: t, base: bases[userRepl], token: "u-repl"}
 
-	// Cross-replica dispatch: a task created on userRepl for an agent held
-	// by another replica, one at a time; latency from the create request
-	// to the agent's fetch answer carrying it.
-	src := -1
+	// Every agent holds a session, the leader some of them.
+	heldBy := waitSessions(t, l, names, 30*time.Second)
+	if !slices.Contains(heldBy, leader) {
+		t.Fatalf("sessions held by fronts %v: the leader (%d) holds none", heldBy, leader)
+	}
+
+	// Dispatch to a session, one task at a time, created on userRepl:
+	// alternately for an agent whose session another replica holds
+	// (cross) and for one whose session userRepl holds (same, the
+	// reference measured under the same load); latency from the create
+	// request to the offer frame carrying it and to the agent's start
+	// frame (the agent starts it).
+	cross, same := -1, -1
 	for i := range agents {
-		if i%replicas != userRepl {
-			src = i
-			break
+		if heldBy[i] != userRepl && cross < 0 {
+			cross = i
+		}
+		if heldBy[i] == userRepl && same < 0 {
+			same = i
 		}
 	}
-	var lat []time.Duration
-	for range 30 {
+	if cross < 0 || same < 0 {
+		t.Fatalf("sessions held by fronts %v: want agents on replica %d and on another", heldBy, userRepl)
+	}
+	const samples = 200
+	load0 := loadAvg1()
+	var lat [2]dispatchTimes // cross, same
+	for i := range 2 * samples {
+		src := [2]int{cross, same}[i%2]
 		sent := time.Now()
 		var run api.Run
 		rc := api.RunCreate{AllowConcurrency: true, Tasks: []api.RunTask{{Src: names[src], Dst: names[(src+1)%agents], Spec: &probe.Spec{Kind: "rr", Count: 5}}}}
 		if code := user.call("POST", "/api/v2/runs", rc, &run); code != http.StatusCreated {
 			t.Fatalf("create run: %d", code)
 		}
+		answered := time.Since(sent)
 		id := run.Tasks[0].TaskID
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			l.mu.Lock()
 			h := l.handed[id]
+			st, ok := l.started[id]
 			l.mu.Unlock()
-			if len(h) > 0 {
-				lat = append(lat, h[0].Sub(sent))
+			if ok && len(h) > 0 {
+				lat[i%2].add(answered, h[0].Sub(sent), st.Sub(sent))
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("task %s created on replica %d did not reach %s (held by replica %d) within 10s", id, userRepl, names[src], src%replicas)
+				t.Fatalf("task %s created on replica %d did not start at %s (session on replica %d) within 10s", id, userRepl, names[src], heldBy[src])
 			}
-			time.Sleep(time.Millisecond)
+			select {
+			case <-l.startCh:
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
-	slices.Sort(lat)
-	t.Logf("cross-replica dispatch (created on replica %d, agent held by replica %d, %d tasks): p50 %v, p90 %v, max %v",
-		userRepl, src%replicas, len(lat), lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*9/10].Round(100*time.Microsecond), lat[len(lat)-1].Round(100*time.Microsecond))
-	if p50 := lat[len(lat)/2]; p50 > 500*time.Millisecond {
-		t.Errorf("cross-replica dispatch p50 %v: the wake-up did not cross replicas (a long poll waits 25 s)", p50)
+	load := max(load0, loadAvg1())
+	for k, what := range []string{"cross-replica", "same replica (reference)"} {
+		src := [2]int{cross, same}[k]
+		t.Logf("%s dispatch (created on replica %d, session of %s on replica %d, %d tasks one at a time): %s; load average %.1f on %d CPUs",
+			what, userRepl, names[src], heldBy[src], samples, lat[k].String(), load, runtime.NumCPU())
+	}
+	p50, p99 := lat[0].startPct(0.50), lat[0].startPct(0.99)
+	ref50 := lat[1].startPct(0.50)
+	// Crossing replicas adds a NOTIFY and the other replica's wake-up:
+	// about a millisecond, whatever the load.
+	if p50 > ref50+10*time.Millisecond {
+		t.Errorf("cross-replica dispatch p50 %v against %v on the same replica: crossing replicas costs more than 10ms", p50, ref50)
+	}
+	if missed := p50 >= 10*time.Millisecond || p99 >= 100*time.Millisecond; missed && load <= float64(runtime.NumCPU()) {
+		t.Errorf("cross-replica dispatch to a session: p50 %v, p99 %v; want p50 < 10ms and p99 < 100ms", p50, p99)
+	} else if missed {
+		// Ten processes of this test share the CPUs with more runnable
+		// threads than CPUs elsewhere: scheduling delays, not the
+		// dispatch path, decide the tail (the create's own answer shows it).
+		t.Logf("dispatch targets MISSED with the machine oversubscribed (load %.1f > %d CPUs): not asserted", load, runtime.NumCPU())
+	} else {
+		t.Logf("dispatch targets met: cross-replica p50 %v < 10ms, p99 %v < 100ms", p50, p99)
 	}
 
 	// 1,000 tasks in flight, the leader SIGKILLed.
@@ -243,8 +208,8 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	}
 	atKill := storedOfRun()
 	l.mu.Lock()
-	var held []string // agents whose last heartbeat went to the leader
-	for uid, f := range l.lastSeen {
+	var held []string // agents whose session the leader holds
+	for uid, f := range l.held {
 		if f == leader {
 			held = append(held, uid)
 		}
@@ -337,7 +302,14 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		lost, twiceRun, twiceStored, noResult)
 	t.Logf("also: tasks handed out again (re-offers after the kill; the agent runs a task id once): %d; start calls answered twice: %d; reports stored by the killed replica whose answer was lost (the retry elsewhere was a duplicate): %d",
 		reoffered, startedTwice, dupAnswered)
-	t.Logf("agents held by the killed replica: %d; moved to another within %v (each: %v); not moved: %v", len(held), lastOr(moves), moves, notMoved)
+	var polledMeanwhile []string
+	for _, uid := range held {
+		if l.polled[uid] > 0 {
+			polledMeanwhile = append(polledMeanwhile, fmt.Sprintf("%s (%d REST heartbeats)", uid, l.polled[uid]))
+		}
+	}
+	t.Logf("agents whose session the killed replica held: %d; sessions again on another within %v (each: %v); not moved: %v; polled meanwhile: %v; sessions welcomed by front: %v",
+		len(held), lastOr(moves), moves, notMoved, polledMeanwhile, l.sessions)
 	if lost != 0 || run.State != api.RunSucceeded {
 		t.Errorf("run %s with %d of %d tasks not succeeded: %v", run.State, lost, n, run.Counts)
 	}
@@ -351,10 +323,70 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		t.Errorf("%d results lost", noResult)
 	}
 	if len(held) == 0 {
-		t.Errorf("the killed replica held no agent: the test shows no move")
+		t.Errorf("the killed replica held no session: the test shows no move")
 	}
 	if len(notMoved) > 0 || lastOr(moves) > 10*time.Second {
-		t.Errorf("agents of the killed replica moved within %v, not moved: %v; want all within 10s", lastOr(moves), notMoved)
+		t.Errorf("agents of the killed replica held sessions on another within %v, not moved: %v; want all within 10s", lastOr(moves), notMoved)
+	}
+}
+
+// dispatchTimes are the latencies of tasks created one at a time: the
+// create's answer, the offer and the agent's start, each from the create
+// request sent.
+type dispatchTimes struct{ answer, offer, start []time.Duration }
+
+func (d *dispatchTimes) add(answer, offer, start time.Duration) {
+	d.answer, d.offer, d.start = append(d.answer, answer), append(d.offer, offer), append(d.start, start)
+}
+
+func (d *dispatchTimes) startPct(q float64) time.Duration {
+	return pct(slices.Sorted(slices.Values(d.start)), q)
+}
+
+func (d *dispatchTimes) String() string {
+	a, o, s := slices.Sorted(slices.Values(d.answer)), slices.Sorted(slices.Values(d.offer)), slices.Sorted(slices.Values(d.start))
+	return fmt.Sprintf("the create answered p50 %v p99 %v; created → offer p50 %v p99 %v; created → agent starts it p50 %v p99 %v max %v (targets p50 < 10ms, p99 < 100ms)",
+		pct(a, 0.50), pct(a, 0.99), pct(o, 0.50), pct(o, 0.99), pct(s, 0.50), pct(s, 0.99), pct(s, 1))
+}
+
+// loadAvg1 is the machine's 1-minute load average (0 when unreadable).
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}
+
+// pct is the q quantile of sorted ds (q = 1: the largest).
+func pct(ds []time.Duration, q float64) time.Duration {
+	i := min(len(ds)-1, int(q*float64(len(ds))))
+	return ds[i].Round(100 * time.Microsecond)
+}
+
+// waitSessions waits until every agent holds a session and returns the
+// front holding each one's.
+func waitSessions(t *testing.T, l *replicaLog, names []string, limit time.Duration) []int {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		l.mu.Lock()
+		var by []int
+		for _, n := range names {
+			if f, ok := l.held["uid-"+n]; ok {
+				by = append(by, f)
+			}
+		}
+		l.mu.Unlock()
+		if len(by) == len(names) {
+			t.Logf("sessions of %v held by fronts %v", names, by)
+			return by
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d agents hold a session after %v", len(by), len(names), limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

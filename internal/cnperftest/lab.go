@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +23,13 @@ import (
 // on a fresh 2-node lab with one pod per node and one repetition (unless
 // they give --nodes, --pods-per-node or --repeat), with short flows, and
 // assert ratios and bounds with margins. They need root.
+//
+// One such run at a time on the machine: go test runs two packages at once
+// on two cores, and two suites measuring beside each other take each
+// other's CPU (a qos-priority run beside another lab run read a protected
+// p99 of 1.8 ms; a contention run's floods filled 54 % of a bottleneck they
+// fill alone). The runs take labRunLock, a file lock every test process
+// shares, for the run itself.
 
 // LabRun runs `cnperf lab run ARGS --json` on a lab named q + random and
 // returns the rows; the lab must be gone afterwards.
@@ -47,6 +56,8 @@ func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []st
 			t.Errorf("lab %s was left up by the run; removed it", name)
 		}
 	})
+	unlock := lockLabRuns(t)
+	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	argv := append([]string{"lab", "run"}, args...)
@@ -94,4 +105,38 @@ func Num(row map[string]any, key string) (float64, bool) {
 	}
 	v, ok := cur.(float64)
 	return v, ok
+}
+
+// labRunLock is the file the suites' lab runs lock, one at a time across
+// every test process on the machine.
+var labRunLock = filepath.Join(os.TempDir(), "cnperf-labrun.lock")
+
+// lockLabRuns waits for labRunLock until shortly before the test's
+// deadline (failing the test if it never comes) and returns its release.
+func lockLabRuns(t *testing.T) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(labRunLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("lab run lock: %v", err)
+	}
+	giveUp := time.Now().Add(20 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		giveUp = d.Add(-5 * time.Minute)
+	}
+	began := time.Now()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(giveUp) {
+			f.Close()
+			t.Fatalf("lab run lock %s: %v after waiting %v", labRunLock, err, time.Since(began).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if waited := time.Since(began); waited > time.Second {
+		t.Logf("waited %v for the other lab runs (%s)", waited.Round(time.Second), labRunLock)
+	}
+	return func() { f.Close() }
 }

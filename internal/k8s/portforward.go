@@ -47,6 +47,13 @@ func (f *Forward) Close() error {
 // server pod's HTTP port and returns its local URL, so the CLI reaches the
 // server with no Service exposed outside the cluster.
 func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*Forward, error) {
+	return c.ForwardServerPod(ctx, "", timeout)
+}
+
+// ForwardServerPod is ForwardServer to the server pod named pod (any
+// ready one when pod is empty): with several server replicas, a caller
+// that must keep talking to one picks it.
+func (c *Client) ForwardServerPod(ctx context.Context, name string, timeout time.Duration) (*Forward, error) {
 	if c.REST == nil {
 		return nil, errors.New("port-forward needs a real cluster client")
 	}
@@ -60,6 +67,9 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 	var why []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if name != "" && p.Name != name {
+			continue
+		}
 		if podReady(p) && p.DeletionTimestamp == nil {
 			pod = p
 			break
@@ -67,6 +77,9 @@ func (c *Client) ForwardServer(ctx context.Context, timeout time.Duration) (*For
 		why = append(why, p.Name+": "+PodProblem(p))
 	}
 	if pod == nil {
+		if len(why) == 0 && name != "" {
+			return nil, fmt.Errorf("no cnperf server pod %s", name)
+		}
 		if len(why) == 0 {
 			return nil, errors.New("no cnperf server pod: run `cnperf k8s deploy` first")
 		}

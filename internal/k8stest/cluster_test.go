@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,8 @@ func repoRoot(t *testing.T) string {
 // TestRealCluster builds Kubernetes (cached), starts a two-node cluster,
 // deploys cnperf with `cnperf k8s deploy`, runs the baseline and the
 // shaping suite on it, replays the seed's v1 workflow against the
-// in-cluster server, checks bad input against the real API server, and
+// in-cluster server, checks bad input against the real API server, runs
+// two server replicas on PostgreSQL and kills one (Flannel), and
 // undeploys; the cluster is torn down and the sysctls restored even when
 // a check fails.
 func TestRealCluster(t *testing.T) {
@@ -283,6 +285,17 @@ func TestRealCluster(t *testing.T) {
 		}
 		t.Logf("node that does not exist: %v: %v", time.Since(t0).Round(time.Millisecond), err)
 	})
+
+	// Two server replicas on a PostgreSQL in the cluster (overlays/postgres),
+	// one SIGKILLed under a run (Flannel only, to keep the harness short).
+	if cl.CNI.Facts().Name == "flannel" {
+		t.Run("server replicas on postgres, one killed", func(t *testing.T) {
+			if !slices.ContainsFunc(imgs, func(f string) bool { return strings.HasSuffix(f, "postgres.tar") }) {
+				t.Skip("SKIPPED: no PostgreSQL image: Debian's postgresql is not installed (scripts/install-test-deps.sh)")
+			}
+			serverReplicasKilled(ctx, t, kc, cnp)
+		})
+	}
 
 	// Everything undeployed.
 	t0 = time.Now()

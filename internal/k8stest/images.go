@@ -37,8 +37,9 @@ func main() {
 // BuildImages builds cnperf (static) from repoRoot and a pause program,
 // and writes their images to dir: the pause image and cnperf's image with
 // the seed's tools (ping, iperf, iperf3, traceroute) and their libraries
-// added from this machine, so the seed's task types run in the cluster.
-// It returns the image files and the cnperf binary's path.
+// added from this machine, so the seed's task types run in the cluster,
+// and, when this machine has Debian's PostgreSQL, PostgresImage. It
+// returns the image files and the cnperf binary's path.
 func BuildImages(ctx context.Context, repoRoot, dir string) (files []string, cnperf string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
@@ -70,7 +71,15 @@ func BuildImages(ctx context.Context, repoRoot, dir string) (files []string, cnp
 	if err := image.Write(cnperfTar, image.Options{Binary: cnperf, Tag: CnperfImage, Format: image.FormatDocker, Extra: extra}); err != nil {
 		return nil, "", fmt.Errorf("cnperf image: %w", err)
 	}
-	return []string{pauseTar, cnperfTar}, cnperf, nil
+	files = []string{pauseTar, cnperfTar}
+	// A throwaway PostgreSQL for the server replicas' check (replicas_test.go),
+	// when this machine has Debian's PostgreSQL; that check skips otherwise.
+	if pg, err := BuildPostgresImage(ctx, dir); err == nil {
+		files = append(files, pg)
+	} else if _, berr := postgresBinDir(); berr == nil {
+		return nil, "", err
+	}
+	return files, cnperf, nil
 }
 
 func goBuild(ctx context.Context, dir, out, pkg string) error {
@@ -88,8 +97,9 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
 
 // hostTools returns the named tools of this machine as image files at
-// /usr/bin/NAME, with their shared libraries, the dynamic loader and the
-// loader's cache. A tool that is not installed is left out.
+// /usr/bin/NAME (a name given as an absolute path: at that path, and it
+// may be a shared library), with their shared libraries, the dynamic
+// loader and the loader's cache. A tool that is not installed is left out.
 func hostTools(names ...string) ([]image.File, error) {
 	var out []image.File
 	seen := map[string]bool{}
@@ -161,15 +171,21 @@ func hostTools(names ...string) ([]image.File, error) {
 		return nil
 	}
 	for _, n := range names {
+		dst := "/usr/bin/" + n
+		if filepath.IsAbs(n) { // a program or library at the same path in the image
+			dst = n
+		}
 		p, err := exec.LookPath(n)
-		if err != nil {
+		if err != nil && filepath.IsAbs(n) {
+			p = n // a library (not executable) given by its path
+		} else if err != nil {
 			continue
 		}
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, err
 		}
-		if err := add("/usr/bin/"+n, real, 0o755); err != nil {
+		if err := add(dst, real, 0o755); err != nil {
 			return nil, err
 		}
 		if err := libs(real); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -71,6 +72,12 @@ func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.
 		all[i] = args
 	}
 	out := make([]Agent, len(agents))
+	if s.d.returning() {
+		if err := s.inTx(ctx, func(tx *sql.Tx) error { return s.registerRows(ctx, tx, agents, all, out) }); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		upsert, err := tx.PrepareContext(ctx, s.upsertAgentSQL)
 		if err != nil {
@@ -100,6 +107,71 @@ func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.
 		return nil, err
 	}
 	return out, nil
+}
+
+// registerChunk bounds the agents of one multi-row registration upsert
+// (12 arguments each, far below SQLite's and PostgreSQL's limits).
+const registerChunk = 200
+
+// registerRows writes a registration batch with multi-row upserts that
+// return the rows (dialects with RETURNING): one round trip per
+// registerChunk agents instead of one per agent, so a burst of
+// registrations on a database across the network (PostgreSQL under
+// server replicas) holds its row locks for milliseconds, not for 500
+// round trips. A pod uid repeated in the batch starts a new statement (one
+// upsert cannot touch a row twice); the later heartbeat wins, as it would
+// one statement after the other. Rows come back in no promised order, so
+// they are matched by pod uid.
+func (s *sqlStore) registerRows(ctx context.Context, tx *sql.Tx, agents []Agent, all [][]any, out []Agent) error {
+	set := make([]string, len(agentUpdateCols))
+	for i, c := range agentUpdateCols {
+		set[i] = c + " = excluded." + c
+	}
+	row := "(" + placeholders(len(agentWriteCols)) + ")"
+	for start := 0; start < len(agents); {
+		end := start
+		seen := map[string]bool{}
+		for end < len(agents) && end-start < registerChunk && !seen[agents[end].PodUID] {
+			seen[agents[end].PodUID] = true
+			end++
+		}
+		rows := make([]string, 0, end-start)
+		var args []any
+		for i := start; i < end; i++ {
+			rows = append(rows, row)
+			args = append(args, all[i]...)
+		}
+		q := s.d.rebind("INSERT INTO agents (" + strings.Join(agentWriteCols, ", ") + ") VALUES " + strings.Join(rows, ", ") +
+			" ON CONFLICT (pod_uid) DO UPDATE SET " + strings.Join(set, ", ") + " RETURNING " + agentCols)
+		rs, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("heartbeats from %s and %d more: %w", agents[start].PodUID, end-start-1, err)
+		}
+		got := make(map[string]Agent, end-start)
+		for rs.Next() {
+			a, err := scanAgent(rs)
+			if err != nil {
+				rs.Close()
+				return fmt.Errorf("heartbeats from %s and %d more: %w", agents[start].PodUID, end-start-1, err)
+			}
+			got[a.PodUID] = a
+		}
+		if err := rs.Close(); err != nil {
+			return fmt.Errorf("heartbeats from %s and %d more: %w", agents[start].PodUID, end-start-1, err)
+		}
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("heartbeats from %s and %d more: %w", agents[start].PodUID, end-start-1, err)
+		}
+		for i := start; i < end; i++ {
+			a, ok := got[agents[i].PodUID]
+			if !ok {
+				return fmt.Errorf("heartbeat from %s: the upsert returned no row", agents[i].PodUID)
+			}
+			out[i] = a
+		}
+		start = end
+	}
+	return nil
 }
 
 // touchChunk bounds the pod UIDs of one TouchAgents statement.

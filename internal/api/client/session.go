@@ -412,8 +412,11 @@ const sessionHeld = 30 * time.Second
 // an end waits a jittered exponential back-off before opening another:
 // "full jitter", a uniform wait in [0, min(max, min·2^n)), so that a
 // server restart meets its agents spread over a second, then two, four...
-// instead of all at once. A server without sessions (SessionUnsupported)
-// is tried again after the longest back-off.
+// instead of all at once. The back-off starts over after a session that
+// lasted 30 s or carried a keep-alive echo (the path holds sessions; the
+// server or replica it ended with died or restarted); one that ended
+// before any echo does not reset it. A server without sessions
+// (SessionUnsupported) is tried again after the longest back-off.
 func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 	if l.BackoffMin <= 0 {
 		l.BackoffMin = time.Second
@@ -446,7 +449,7 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 			if l.OnUp != nil {
 				l.OnUp(s)
 			}
-			err := keepSession(ctx, s, l.OnKeepalive)
+			echoed, err := keepSession(ctx, s, l.OnKeepalive)
 			s.Close()
 			if ctx.Err() != nil {
 				return
@@ -455,7 +458,13 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 			if l.OnDown != nil {
 				l.OnDown(err, held)
 			}
-			if held {
+			// A session that carried a keep-alive both ways proved the
+			// path holds sessions: the back-off starts over, so an agent
+			// whose server replica died reconnects within a second or
+			// two, however many sessions it had before. One that ended
+			// before any echo (a proxy that cannot carry it) keeps
+			// backing off.
+			if held || echoed {
 				attempt = 1
 				wait = time.Duration(l.Rand() * float64(l.BackoffMin))
 			}
@@ -468,17 +477,18 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 	}
 }
 
-// keepSession sends keep-alives until the session ends, and says why.
-func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error)) error {
+// keepSession sends keep-alives until the session ends, and says why and
+// whether a keep-alive was echoed.
+func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error)) (echoed bool, err error) {
 	period := s.KeepalivePeriod()
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return echoed, ctx.Err()
 		case <-s.Done():
-			return s.Err()
+			return echoed, s.Err()
 		case <-t.C:
 		}
 		// Two periods: the server ends a session silent for two periods
@@ -493,8 +503,9 @@ func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error
 		}
 		if err != nil {
 			s.close(fmt.Errorf("keep-alive: %w", err))
-			return err
+			return echoed, err
 		}
+		echoed = true
 	}
 }
 

@@ -8,15 +8,19 @@
 // measurement and prints, with the machine's load, the agents held,
 // keep-alive (or heartbeat) latency, false offline marks, dispatch
 // latency (task creation request sent → task in the agent's hands) and
-// the server's CPU per agent per second; then it holds -hold sessions and
-// prints the server's memory. Targets (#12): keep-alive p99 < 100 ms and
+// the server's CPU per agent per second; then it holds -hold sessions on
+// a cluster (-hold-replicas servers on a throwaway PostgreSQL, the
+// sessions spread over -hold-sims simulator processes: no process here
+// may hold more than 20,000 sockets) and prints their memory. Targets (#12): keep-alive p99 < 100 ms and
 // no false offline at 10,000 agents, dispatch p50 < 10 ms and p99 <
 // 100 ms, at most 15 µs of server CPU per agent per second, 50,000 agents
 // held.
 //
 // The files follow its concerns: main.go the flags, server.go the server
 // under test, agents.go the simulated agents, measure.go the run and its
-// latency recorders, print.go the figures and verdicts.
+// latency recorders, print.go the figures and verdicts, hold.go and
+// cluster.go the cluster hold and its PostgreSQL and replicas, sim.go a
+// simulator process of the hold.
 //
 // It is a benchmark, not a test: run it with `make bench-server`, alone
 // (the Makefile takes /tmp/cnperf-bench.lock).
@@ -52,6 +56,20 @@ type config struct {
 	mode     string // both, sessions or poll
 	hold     int    // agents held in the memory phase (sessions; 0: none)
 	holdRamp time.Duration
+
+	// The cluster hold (hold.go): replicas on PostgreSQL, simulators.
+	holdReplicas int
+	holdSims     int
+	holdMeasure  time.Duration
+	holdSettle   time.Duration
+	pgScript     string
+
+	// A simulator child (sim.go), started by the cluster hold.
+	simChild   bool
+	simServers string
+	simSrc     string
+	simFirst   int
+	simCount   int
 }
 
 func main() {
@@ -65,11 +83,28 @@ func main() {
 	flag.DurationVar(&c.wait, "poll-wait", 25*time.Second, "long-poll wait the agents ask for")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (database, server log)")
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
-	flag.StringVar(&c.mode, "mode", "both", "agents to simulate: sessions (the agent's session client), poll (the v1-style REST heartbeat a second and long poll) or both, one after the other")
-	flag.IntVar(&c.hold, "hold", 50000, "then hold this many agents' sessions and print the server's memory (0: skip)")
-	flag.DurationVar(&c.holdRamp, "hold-ramp", 60*time.Second, "time over which the held agents open their sessions")
+	flag.StringVar(&c.mode, "mode", "both", "agents to simulate: sessions (the agent's session client), poll (the v1-style REST heartbeat a second and long poll), both, one after the other, or hold (the -hold phase alone)")
+	flag.IntVar(&c.hold, "hold", 50000, "then hold this many agents' sessions and print the servers' memory (0: skip)")
+	flag.DurationVar(&c.holdRamp, "hold-ramp", 120*time.Second, "time over which the held agents open their sessions")
+	flag.IntVar(&c.holdReplicas, "hold-replicas", 4, "server replicas on one throwaway PostgreSQL holding the -hold agents (0: one server on SQLite, capped by the open-file limit)")
+	flag.IntVar(&c.holdSims, "hold-sims", 4, "simulator processes holding the -hold agents' sessions, each from its own loopback address (127.0.0.2, ...)")
+	flag.DurationVar(&c.holdMeasure, "hold-measure", 30*time.Second, "measurement window of the hold")
+	flag.DurationVar(&c.holdSettle, "hold-settle", 60*time.Second, "after the hold's ramp and warm-up, wait up to this long more for every session to open")
+	flag.StringVar(&c.pgScript, "pg-script", "scripts/pg-test.sh", "the throwaway PostgreSQL helper (start/stop) of the cluster hold")
+	flag.BoolVar(&c.simChild, "sim-child", false, "internal: run as a simulator of the cluster hold (commands on stdin)")
+	flag.StringVar(&c.simServers, "sim-servers", "", "internal (simulator): the replicas' URLs, comma-separated")
+	flag.StringVar(&c.simSrc, "sim-src", "127.0.0.2", "internal (simulator): the loopback source address to dial from")
+	flag.IntVar(&c.simFirst, "sim-first", 0, "internal (simulator): the first agent's index")
+	flag.IntVar(&c.simCount, "sim-count", 0, "internal (simulator): how many agents")
 	flag.StringVar(&c.server, "server", "", "benchmark this running server (tokens bench-user and bench-agent) instead of starting one")
 	flag.Parse()
+	if c.simChild {
+		if err := runSimChild(c); err != nil {
+			fmt.Fprintln(os.Stderr, "serverbench simulator:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, c); err != nil {

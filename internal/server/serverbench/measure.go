@@ -57,6 +57,8 @@ type bench struct {
 	lpClient *http.Client   // long polls: one connection each
 	sessCl   *client.Client // sessions: the agent's client, one connection per session
 
+	listTimeout time.Duration // one try of the agents' listing (30 s when 0)
+
 	measuring atomic.Bool
 	hbLat     recorder // heartbeat (poll) or keep-alive (sessions) latency in the window
 	hbSent    atomic.Int64
@@ -98,29 +100,52 @@ type figures struct {
 }
 
 func run(ctx context.Context, c config) error {
+	switch c.mode {
+	case "both", "sessions", "poll", "hold":
+	default:
+		return fmt.Errorf("-mode %q: want both, sessions, poll or hold", c.mode)
+	}
+	cluster := c.hold > 0 && c.holdReplicas > 0 && c.mode != "poll"
+	if cluster && (c.holdSims < 1 || c.holdSims > 250) {
+		return fmt.Errorf("-hold-sims %d: want 1 to 250 simulator processes", c.holdSims)
+	}
 	most := c.agents
-	if c.mode != "poll" {
+	if c.mode != "poll" && !cluster {
 		most = max(most, c.hold)
 	}
 	limit, err := raiseNoFile(uint64(3*most + 8192))
 	if err != nil {
 		return fmt.Errorf("raise the open-file limit: %w", err)
 	}
-	if need := uint64(c.agents + leanConns + 2048); limit < need {
+	if need := uint64(c.agents + leanConns + 2048); limit < need && c.mode != "hold" {
 		return fmt.Errorf("open-file limit %d is too low for %d agents (need about %d; run as root)", limit, c.agents, need)
 	}
 	// The server holds a socket per session, and so does this process:
 	// a hard limit below -hold (a sandbox without CAP_SYS_RESOURCE) caps
-	// the agents one process can hold, whatever the server's design.
+	// the agents one process can hold, whatever the server's design. The
+	// cluster hold spreads them over processes that each fit.
 	asked := c.hold
-	if fit := (int(limit) - 2048) / 1000 * 1000; c.hold > fit {
+	if fit := (int(limit) - 2048) / 1000 * 1000; cluster {
+		perRep, perSim := (c.hold+c.holdReplicas-1)/c.holdReplicas, (c.hold+c.holdSims-1)/c.holdSims
+		if perRep > fit || perSim > fit {
+			return fmt.Errorf("-hold %d over %d replicas and %d simulators: %d and %d connections a process, above the %d the open-file limit (%d) allows; add replicas or simulators",
+				c.hold, c.holdReplicas, c.holdSims, perRep, perSim, fit, limit)
+		}
+		if perSim > 28000 {
+			return fmt.Errorf("-hold %d over %d simulators: %d connections from one source address, above its ~28,000 ephemeral ports; add simulators", c.hold, c.holdSims, perSim)
+		}
+	} else if c.hold > fit {
 		c.hold = fit
 		fmt.Printf("note: the open-file limit is %d (hard; raising it needs CAP_SYS_RESOURCE): the server and this process can each hold about %d connections, so %d agents are held instead of %d\n",
 			limit, fit, c.hold, asked)
 	}
 	load0, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("cnperf server benchmark: %d simulated agents (mode %s), SQLite; machine load average at start: %s", c.agents, c.mode, load0)
-	fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
+	if c.mode != "hold" {
+		fmt.Printf("cnperf server benchmark: %d simulated agents (mode %s), SQLite; machine load average at start: %s", c.agents, c.mode, load0)
+		fmt.Printf("ramp %v, warm-up %v, measuring %v, %.1f tasks/s\n", c.ramp, c.warmup, c.measure, c.taskRate)
+	} else {
+		fmt.Printf("cnperf server benchmark: the %d-agent hold alone; machine load average at start: %s", c.hold, load0)
+	}
 	var phases []figures
 	for _, m := range []string{"sessions", "poll"} {
 		if c.mode != "both" && c.mode != m {
@@ -133,7 +158,15 @@ func run(ctx context.Context, c config) error {
 		phases = append(phases, f)
 	}
 	var hold *figures
-	if c.hold > 0 && c.mode != "poll" {
+	var ch *clusterFigures
+	switch {
+	case cluster:
+		f, err := runClusterHold(ctx, c)
+		if err != nil {
+			return fmt.Errorf("hold %d on %d replicas: %w", c.hold, c.holdReplicas, err)
+		}
+		ch = &f
+	case c.hold > 0 && c.mode != "poll":
 		f, err := runPhase(ctx, c, "sessions", c.hold, c.holdRamp, c.warmup, 15*time.Second)
 		if err != nil {
 			return fmt.Errorf("hold %d: %w", c.hold, err)
@@ -141,6 +174,9 @@ func run(ctx context.Context, c config) error {
 		hold = &f
 	}
 	printSummary(c, phases, hold, asked)
+	if ch != nil {
+		fmt.Println(ch.summary())
+	}
 	return nil
 }
 

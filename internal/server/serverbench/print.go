@@ -48,6 +48,10 @@ func verdict(ok bool) string {
 
 // printSummary writes the targets of #12 for each mode side by side.
 func printSummary(c config, phases []figures, hold *figures, asked int) {
+	if len(phases) == 0 {
+		fmt.Printf("\n== targets (#12)\n")
+		return
+	}
 	fmt.Printf("\n== targets (#12), %d agents; each column its own run of %v\n", c.agents, c.measure)
 	fmt.Printf("%-40s", "")
 	for _, f := range phases {

@@ -60,6 +60,7 @@ func startServer(ctx context.Context, c config, agents int) (addr, logPath strin
 		"--max-agents", strconv.Itoa(max(agents+1000, 20000)))
 	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the bench
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -189,9 +190,13 @@ func (b *bench) do(ctx context.Context, cl *http.Client, method, path, token str
 func (b *bench) countAgents(ctx context.Context) (online, offline int, err error) {
 	// A listing of 10,000 agents is a few MB: give it time, and a second
 	// try, on a loaded machine.
-	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	try := 30 * time.Second
+	if b.listTimeout > 0 {
+		try = b.listTimeout
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*try)
 	defer cancel()
-	cl := &http.Client{Timeout: 30 * time.Second}
+	cl := &http.Client{Timeout: try}
 	data, err := b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)
 	if err != nil && lctx.Err() == nil {
 		data, err = b.do(lctx, cl, "GET", "/api/v2/agents?all=1", userTok, nil)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,4 +106,32 @@ func uids(as []store.Agent) []string {
 		out = append(out, a.PodUID)
 	}
 	return out
+}
+
+// testRegisterBatch writes a registration batch larger than one statement
+// (stores may split it) with one pod uid twice: every answer is its own
+// agent's, in order, and the later heartbeat of the repeated uid wins.
+func testRegisterBatch(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	var in []store.Agent
+	for i := range 450 {
+		in = append(in, store.Agent{PodUID: fmt.Sprintf("rb-%03d", i), PodName: fmt.Sprintf("p-%d", i), NodeName: "n-first"})
+	}
+	in[300] = store.Agent{PodUID: "rb-007", PodName: "p-7", NodeName: "n-second", Status: store.AgentBusy}
+	out, err := st.RegisterAgents(ctx, in, at(3))
+	if err != nil || len(out) != len(in) {
+		t.Fatalf("register %d agents: %d answers, %v", len(in), len(out), err)
+	}
+	for i := range in {
+		if out[i].PodUID != in[i].PodUID || out[i].ID == 0 || out[i].PodName != in[i].PodName || !out[i].LastHeartbeat.Equal(at(3)) {
+			t.Fatalf("answer %d: %+v for %+v", i, out[i], in[i])
+		}
+	}
+	if out[7].ID != out[300].ID || out[7].NodeName != "n-first" || out[300].NodeName != "n-second" {
+		t.Errorf("the repeated uid: first answer %+v, second %+v", out[7], out[300])
+	}
+	got, err := st.GetAgent(ctx, "rb-007")
+	if err != nil || got.NodeName != "n-second" || got.Status != store.AgentBusy {
+		t.Errorf("rb-007 stored as %+v %v, want the later heartbeat's node n-second and busy", got, err)
+	}
 }

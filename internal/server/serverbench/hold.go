@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The cluster hold: -hold agents on sessions, held as a production
+// cluster of that size would hold them: -hold-replicas `cnperf server`
+// replicas on one throwaway PostgreSQL, the agents spread over
+// -hold-sims simulator processes (sim.go), each dialing from its own
+// loopback source address, agent i's session on replica i mod replicas.
+// No process needs more connections than the 20,000 open-file hard limit
+// allows. See docs/control-plane.md, "Scale".
+
+// clusterFigures is what the cluster hold measured.
+type clusterFigures struct {
+	agents, replicas, sims  int
+	held, offline           int   // the API's listing at the end
+	rampMarks, falseOff     int   // reaper marks before and during the window
+	simUp                   int64 // the simulators' own count of open sessions
+	conns                   []int // established connections on each replica's port (the kernel's count)
+	allUpAfter              time.Duration
+	lost, failedOpen, kaErr int64
+	kaN                     int
+	ka                      []time.Duration // p50, p99, p99.9, max
+	window                  time.Duration
+	replicaCPU              []time.Duration
+	pgCPU, simCPU           time.Duration
+	rss, hwm                []int64
+	pgPSS                   int64
+	load0, load             string
+	listErr                 error // the listing failed: held unknown (-1)
+}
+
+// sim is one simulator child.
+type sim struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	done  chan struct{}
+	first int
+	count int
+}
+
+// ask sends a command and reads the answer.
+func (s *sim) ask(cmd string) (simReport, error) {
+	var r simReport
+	if _, err := io.WriteString(s.in, cmd+"\n"); err != nil {
+		return r, fmt.Errorf("simulator %d: %s: %w", s.cmd.Process.Pid, cmd, err)
+	}
+	line, err := s.out.ReadBytes('\n')
+	if err != nil {
+		return r, fmt.Errorf("simulator %d: %s: %w", s.cmd.Process.Pid, cmd, err)
+	}
+	return r, json.Unmarshal(line, &r)
+}
+
+// askAll asks every simulator at once.
+func askAll(sims []*sim, cmd string) ([]simReport, error) {
+	out := make([]simReport, len(sims))
+	errs := make([]error, len(sims))
+	var wg sync.WaitGroup
+	for i, s := range sims {
+		wg.Go(func() { out[i], errs[i] = s.ask(cmd) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// startSim starts simulator k; it exits when its stdin closes (this
+// process ended, however) and is SIGKILLed if this process dies first.
+func startSim(c config, dir string, k int, bases []string, first, count int) (*sim, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	errf, err := os.Create(fmt.Sprintf("%s/sim-%d.log", dir, k))
+	if err != nil {
+		return nil, err
+	}
+	defer errf.Close() // the child holds its own descriptor
+	cmd := exec.Command(exe, "-sim-child", "-sim-servers", strings.Join(bases, ","),
+		"-sim-src", fmt.Sprintf("127.0.0.%d", 2+k), "-sim-first", strconv.Itoa(first), "-sim-count", strconv.Itoa(count),
+		"-hold-ramp", c.holdRamp.String())
+	cmd.Stderr = errf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start simulator %d: %w", k, err)
+	}
+	s := &sim{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20), done: make(chan struct{}), first: first, count: count}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	return s, nil
+}
+
+// stop closes the simulator's stdin and waits for it, killing it after
+// 30 s.
+func (s *sim) stop() {
+	s.in.Close()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// runClusterHold holds c.hold agents on the cluster and prints the
+// figures.
+func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
+	n, R, S := c.hold, c.holdReplicas, c.holdSims
+	f := clusterFigures{agents: n, replicas: R, sims: S}
+	load0, _ := os.ReadFile("/proc/loadavg")
+	f.load0 = strings.TrimSpace(string(load0))
+	dir, err := os.MkdirTemp("", "cnperf-serverbench-cluster-")
+	if err != nil {
+		return f, err
+	}
+	if !c.keep {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Printf("cluster logs kept in %s\n", dir)
+	}
+	pg, err := startPostgres(ctx, c.pgScript)
+	if err != nil {
+		return f, err
+	}
+	defer func() {
+		t := time.Now()
+		pg.stop()
+		fmt.Fprintf(os.Stderr, "serverbench: PostgreSQL stopped in %.1f s\n", time.Since(t).Seconds())
+	}()
+	var reps []*replica
+	defer func() {
+		t := time.Now()
+		var wg sync.WaitGroup
+		for _, r := range reps {
+			wg.Go(r.stop)
+		}
+		wg.Wait()
+		fmt.Fprintf(os.Stderr, "serverbench: replicas stopped in %.1f s\n", time.Since(t).Seconds())
+	}()
+	var bases []string
+	for i := range R {
+		r, err := startReplica(ctx, c, pg.dsn, dir, i, n+1000)
+		if err != nil {
+			return f, err
+		}
+		reps = append(reps, r)
+		bases = append(bases, "http://"+r.addr)
+	}
+	for i, r := range reps {
+		b := &bench{base: "http://" + r.addr, hbClient: &http.Client{Timeout: 10 * time.Second}}
+		if err := b.waitHealthy(ctx, 60*time.Second); err != nil {
+			return f, fmt.Errorf("replica %d did not come up: %w (log %s)", i, err, r.logPath)
+		}
+	}
+	fmt.Printf("\n== cluster hold: %d agents on sessions, %d replicas on one PostgreSQL (%s), %d simulator processes from 127.0.0.2-%d, ramp %v\n",
+		n, R, pg.dir, S, 1+S, c.holdRamp)
+	var sims []*sim
+	defer func() {
+		t := time.Now()
+		var wg sync.WaitGroup
+		for _, s := range sims {
+			wg.Go(s.stop)
+		}
+		wg.Wait()
+		fmt.Fprintf(os.Stderr, "serverbench: simulators stopped in %.1f s\n", time.Since(t).Seconds())
+	}()
+	for k := range S {
+		first, last := k*n/S, (k+1)*n/S
+		s, err := startSim(c, dir, k, bases, first, last-first)
+		if err != nil {
+			return f, err
+		}
+		sims = append(sims, s)
+	}
+	// The ramp, the warm-up, then up to -hold-settle more while sessions
+	// are still opening; progress every 15 s.
+	t0 := time.Now()
+	minWait := c.holdRamp + c.warmup
+	for {
+		select {
+		case <-ctx.Done():
+			return f, ctx.Err()
+		case <-time.After(15 * time.Second):
+		}
+		rs, err := askAll(sims, "status")
+		if err != nil {
+			return f, err
+		}
+		up, per := sumUp(rs, R)
+		el := time.Since(t0)
+		fmt.Printf("  %3.0f s: %d sessions up (per replica %v), load %s\n", el.Seconds(), up, per, loadavg())
+		if up == int64(n) && f.allUpAfter == 0 {
+			f.allUpAfter = el
+		}
+		if el >= minWait && (up == int64(n) || el >= minWait+c.holdSettle) {
+			break
+		}
+	}
+	f.rampMarks = countOfflineAll(reps)
+	if _, err := askAll(sims, "measure"); err != nil {
+		return f, err
+	}
+	simPids := func() (p []int) {
+		for _, s := range sims {
+			p = append(p, s.cmd.Process.Pid)
+		}
+		return p
+	}()
+	repCPU0 := make([]time.Duration, R)
+	for i, r := range reps {
+		repCPU0[i] = cpuTime(r.pid)
+	}
+	pgPids := pg.pids()
+	pgCPU0, simCPU0 := cpuOf(pgPids), cpuOf(simPids)
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return f, ctx.Err()
+	case <-time.After(c.holdMeasure):
+	}
+	f.window = time.Since(start)
+	for i, r := range reps {
+		f.replicaCPU = append(f.replicaCPU, cpuTime(r.pid)-repCPU0[i])
+		rss, hwm := rssOf(r.pid)
+		f.rss, f.hwm = append(f.rss, rss), append(f.hwm, hwm)
+	}
+	f.pgCPU = cpuOf(pgPids) - pgCPU0 // backends started in the window are not counted
+	f.simCPU = cpuOf(simPids) - simCPU0
+	for _, p := range pg.pids() {
+		f.pgPSS += pssOf(p)
+	}
+	f.load = loadavg()
+	rs, err := askAll(sims, "report")
+	if err != nil {
+		return f, err
+	}
+	var rtts []time.Duration
+	for _, r := range rs {
+		f.simUp += r.Up
+		f.lost += r.Lost
+		f.failedOpen += r.FailedOpen
+		f.kaErr += r.KAErrors
+		for _, us := range r.RTTMicros {
+			rtts = append(rtts, time.Duration(us)*time.Microsecond)
+		}
+	}
+	f.kaN, f.ka = percentiles(rtts, 50, 99, 99.9, 100)
+	f.conns = established(reps)
+	time.Sleep(2 * time.Second) // the flushers' last writes
+	// 50,000 agents are a listing of about 20 MB from a loaded replica.
+	b := &bench{base: bases[0], listTimeout: 2 * time.Minute}
+	f.falseOff = countOfflineAll(reps) - f.rampMarks
+	if f.held, f.offline, err = b.countAgents(ctx); err != nil {
+		f.held, f.offline, f.listErr = -1, -1, err
+	}
+	f.print()
+	return f, nil
+}
+
+func sumUp(rs []simReport, replicas int) (int64, []int64) {
+	var up int64
+	per := make([]int64, replicas)
+	for _, r := range rs {
+		up += r.Up
+		for i, v := range r.UpPerServer {
+			if i < replicas {
+				per[i] += v
+			}
+		}
+	}
+	return up, per
+}
+
+func percentiles(d []time.Duration, ps ...float64) (int, []time.Duration) {
+	slices.Sort(d)
+	var out []time.Duration
+	for _, p := range ps {
+		if len(d) == 0 {
+			out = append(out, 0)
+			continue
+		}
+		out = append(out, d[int(p/100*float64(len(d)-1))])
+	}
+	return len(d), out
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
+// countOfflineAll counts the reaper's offline marks in every replica's
+// log (the leader's reaper makes them; leadership may move).
+func countOfflineAll(reps []*replica) int {
+	n := 0
+	for _, r := range reps {
+		n += countOffline(r.logPath)
+	}
+	return n
+}
+
+// established counts the established TCP connections whose local port is
+// each replica's listening port, from /proc/net/tcp: the kernel's count of
+// the sessions each replica holds (plus the odd API call).
+func established(reps []*replica) []int {
+	ports := map[string]int{} // local address "0100007F:PORT" in hex → replica
+	for i, r := range reps {
+		_, p, _ := strings.Cut(r.addr, ":")
+		port, _ := strconv.Atoi(p)
+		ports[fmt.Sprintf("0100007F:%04X", port)] = i
+	}
+	out := make([]int, len(reps))
+	fh, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return out
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 4 || fs[3] != "01" { // 01: ESTABLISHED
+			continue
+		}
+		if i, ok := ports[fs[1]]; ok {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// print writes the cluster hold's figures.
+func (f clusterFigures) print() {
+	if f.listErr != nil {
+		fmt.Printf("agents held: UNKNOWN, the API's listing failed: %v\n", f.listErr)
+	}
+	fmt.Printf("agents held (online at the end, the API's listing): %d of %d (%d offline); the simulators count %d sessions open\n",
+		f.held, f.agents, f.offline, f.simUp)
+	if f.allUpAfter > 0 {
+		fmt.Printf("all sessions up after:               %.0f s\n", f.allUpAfter.Seconds())
+	}
+	fmt.Printf("sessions per replica (kernel, established): %v\n", f.conns)
+	fmt.Printf("keep-alive (every 3 s):              %d answered (%.0f/s), %d errors, %d sessions lost, %d failed opens in the window\n",
+		f.kaN, float64(f.kaN)/f.window.Seconds(), f.kaErr, f.lost, f.failedOpen)
+	fmt.Printf("keep-alive latency:                  p50 %s  p99 %s  p99.9 %s  max %s\n", ms(f.ka[0]), ms(f.ka[1]), ms(f.ka[2]), ms(f.ka[3]))
+	fmt.Printf("false offline (reaper marks):        %d in the %.0f s window (%d during the ramp)\n", f.falseOff, f.window.Seconds(), f.rampMarks)
+	var cpu time.Duration
+	var rss int64
+	for i := range f.replicaCPU {
+		cpu += f.replicaCPU[i]
+		rss += f.rss[i]
+		fmt.Printf("replica %d:                           RSS %s (peak %s), CPU %.1f%% of a core\n", i, mb(f.rss[i]), mb(f.hwm[i]), 100*f.replicaCPU[i].Seconds()/f.window.Seconds())
+	}
+	fmt.Printf("replicas together:                   RSS %s, %.1f KB per agent; CPU %.1f%% of a core, %.2f µs per agent per second\n",
+		mb(rss), float64(rss)/1e3/float64(max(f.agents, 1)), 100*cpu.Seconds()/f.window.Seconds(), f.perAgent(cpu))
+	fmt.Printf("PostgreSQL:                          PSS %s; CPU %.1f%% of a core (%.2f µs per agent per second)\n",
+		mb(f.pgPSS), 100*f.pgCPU.Seconds()/f.window.Seconds(), f.perAgent(f.pgCPU))
+	fmt.Printf("cluster (replicas + PostgreSQL):     %s, %.1f KB per agent; %.2f µs CPU per agent per second\n",
+		mb(rss+f.pgPSS), float64(rss+f.pgPSS)/1e3/float64(max(f.agents, 1)), f.perAgent(cpu+f.pgCPU))
+	fmt.Printf("simulators:                          CPU %.1f%% of a core\n", 100*f.simCPU.Seconds()/f.window.Seconds())
+	fmt.Printf("machine load average:                %s at the start, %s at the end of the window\n", f.load0, f.load)
+}
+
+func (f clusterFigures) perAgent(cpu time.Duration) float64 {
+	return cpu.Seconds() / f.window.Seconds() / float64(max(f.agents, 1)) * 1e6
+}
+
+func (f clusterFigures) met() bool {
+	return f.held == f.agents && f.offline == 0 && f.falseOff == 0
+}
+
+// summary is the hold's line in the targets.
+func (f clusterFigures) summary() string {
+	var rss int64
+	var cpu time.Duration
+	for i := range f.rss {
+		rss += f.rss[i]
+		cpu += f.replicaCPU[i]
+	}
+	return fmt.Sprintf("%d agents held on sessions (%d replicas on PostgreSQL, %d simulators): %d/%d online, %d false offline, keep-alive p99 %s; replicas' RSS %s (%.1f KB per agent; with PostgreSQL %.1f KB), %.2f µs CPU per agent per second (with PostgreSQL %.2f); load %s: %s",
+		f.agents, f.replicas, f.sims, f.held, f.agents, f.falseOff, ms(f.ka[1]), mb(rss), float64(rss)/1e3/float64(f.agents),
+		float64(rss+f.pgPSS)/1e3/float64(f.agents), f.perAgent(cpu), f.perAgent(cpu+f.pgCPU), f.load, verdict(f.met()))
+}
