@@ -192,21 +192,33 @@ func (s *Server) persistEvery() time.Duration {
 	return min(3*time.Second, s.opts.OfflineAfter/3)
 }
 
-// sessionPersistEvery is the same for an agent held on a session here:
-// half the offline threshold, at most 5 s. Its latest sign of life is
-// refreshed at every flush (the open session is presence, whatever its
-// keep-alives' timing), so its stored time lags by at most this plus a
-// flush period and a second's rounding: 7 s of the 10 s threshold, which
-// leaves 3 s for a leader reaper on another replica (the leader's own
-// reaper refreshes and flushes before it looks). A polling agent's time
-// also waits for its next heartbeat, hence its shorter 3 s.
+// sessionPersistEvery is the same for an agent held on a session here,
+// on a server without replicas: half the offline threshold, at most 5 s.
+// Its latest sign of life is refreshed at every flush (the open session is
+// presence, whatever its keep-alives' timing), and the only reaper that
+// reads the stored times is this server's, which refreshes and flushes
+// before it looks; so the longer lag (at most 5 s + a flush period + a
+// second's rounding = 7 s) is never seen as silence. With replicas (a
+// Bus), a leader on another replica sees these agents only through
+// their stored times, under load late by whatever the flushes are late
+// (50,000 agents on four replicas lost 20,000 to false offline marks at
+// an 8 s lag): there it stays persistEvery.
 func (s *Server) sessionPersistEvery() time.Duration {
+	if s.opts.Bus != nil {
+		return s.persistEvery()
+	}
 	return min(5*time.Second, s.opts.OfflineAfter/2)
 }
 
-// flushBeats records the open sessions as alive and writes the heartbeat
-// times that lag too far (see dirtyAgents) to the store in one
-// transaction.
+// flushBeats writes the heartbeat times that lag too far (see
+// dirtyAgents) to the store in one transaction. An agent holding a session
+// here is stamped now first: an open session is presence (the server ends
+// one silent for sessionSilence). Every replica does this on its own
+// flushes, not only the leader before it reaps: the leader sees the
+// agents held by other replicas only through their stored times, which
+// would otherwise lag by a keep-alive period plus persistEvery plus a
+// flush period before any delay of a loaded machine
+// (docs/control-plane.md, "Scale").
 func (s *Server) flushBeats(ctx context.Context) error {
 	s.sessions.touch(s.beats, s.now())
 	return s.flush(ctx, s.persistEvery(), s.sessionPersistEvery())

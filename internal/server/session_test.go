@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,5 +310,39 @@ func TestSessionSilenceEnds(t *testing.T) {
 	}
 	if f.srv.Sessions() != 1 {
 		t.Errorf("%d sessions open, want 1", f.srv.Sessions())
+	}
+}
+
+// TestSessionPresenceFlushed: an agent holding a session is written to the
+// store as present at every flush, keep-alive or not, so a leader on
+// another replica (which sees only the stored time) does not mark it
+// offline while a loaded machine delays its keep-alives.
+func TestSessionPresenceFlushed(t *testing.T) { storetest.ForEach(t, testSessionPresenceFlushed) }
+
+func testSessionPresenceFlushed(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, nil)
+	var ahead atomic.Int64 // the server's clock runs this far ahead of time.Now
+	f.srv.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	ctx := context.Background()
+	s, err := f.agent.OpenSession(ctx, "uid-p", helloOf("uid-p", "pod-p", "10.244.1.30", "node-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	registered, err := f.st.GetAgent(ctx, "uid-p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead.Store(int64(6 * time.Second)) // no keep-alive in those 6 s
+	if err := f.srv.flushBeats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.st.GetAgent(ctx, "uid-p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag := got.LastHeartbeat.Sub(registered.LastHeartbeat); lag < 5*time.Second {
+		t.Errorf("stored heartbeat moved %v after 6 s with the session open (registered %v, now %v), want >= 5 s",
+			lag, registered.LastHeartbeat, got.LastHeartbeat)
 	}
 }
