@@ -333,6 +333,10 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			break
 		}
+		// The silence is counted from here, as the read deadline set
+		// after each frame counted it: a frame slow to handle (a big
+		// report on a loaded machine) does not eat into it.
+		a.lastFrame.Store(time.Now().UnixNano())
 	}
 	cancel(fmt.Errorf("read: %w", errOr(sc.Err(), errors.New("the agent closed the session"))))
 	if !stopBye() {
