@@ -18,6 +18,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -41,7 +43,9 @@ const pgName = "kcn-postgres"
 // agent connections while they are in flight, and checks that the run
 // completes with every task succeeded and its result stored, and that the
 // agents whose session ended hold one again within 10 s. The user's calls
-// go to the other replica through a port-forward.
+// go to the other replica through a port-forward. Last, it evicts one
+// replica and checks that the PodDisruptionBudget refuses the eviction of
+// the other.
 func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc) {
 	start := time.Now()
 	ns := kc.NS()
@@ -284,7 +288,40 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 			restarts += cs.RestartCount
 		}
 	}
-	t.Logf("both server replicas ready again (%d container restart(s)); check took %v", restarts, time.Since(start).Round(time.Second))
+	t.Logf("both server replicas ready again (%d container restart(s))", restarts)
+
+	// The PodDisruptionBudget at work, as in a node drain: with both
+	// replicas healthy one eviction is allowed and the next, before the
+	// evicted replica's replacement is ready, is refused (429).
+	policy := kc.Kube.PolicyV1()
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		pdb, err := policy.PodDisruptionBudgets(ns).Get(ctx, "cnperf-server", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pdb.Status.DisruptionsAllowed == 1 && pdb.Status.CurrentHealthy == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PodDisruptionBudget cnperf-server: %d healthy, %d disruptions allowed after 60s; want 2 and 1", pdb.Status.CurrentHealthy, pdb.Status.DisruptionsAllowed)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	evict := func(p corev1.Pod) error {
+		return policy.Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})
+	}
+	if err := evict(back[0]); err != nil {
+		t.Fatalf("evict %s with both replicas healthy: %v", back[0].Name, err)
+	}
+	err = evict(back[1])
+	if !apierrors.IsTooManyRequests(err) {
+		t.Errorf("evict %s right after %s: %v; want 429, the PodDisruptionBudget keeping one replica", back[1].Name, back[0].Name, err)
+	} else {
+		t.Logf("eviction of %s allowed; of %s right after it refused: %v", back[0].Name, back[1].Name, err)
+	}
+	waitReady(ctx, t, kc, k8s.ServerSelector, 2, 90*time.Second)
+	t.Logf("the evicted replica's replacement ready; check took %v", time.Since(start).Round(time.Second))
 }
 
 // waitReady waits until exactly want pods match selector, all ready and

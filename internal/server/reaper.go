@@ -24,10 +24,10 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 	var res ReapResult
 	now := s.now()
 	var errs []error
-	// An open session is presence: the server ends one silent for
-	// sessionSilence, so its agent sent a frame within that time. Keep-alives
-	// delayed on a loaded machine do not make a held agent offline.
-	s.sessions.touch(s.beats, now)
+	// An open session is presence (flushBeats stamps its agent): the
+	// server ends one silent for sessionSilence, so its agent sent a frame
+	// within that time. Keep-alives delayed on a loaded machine do not make
+	// a held agent offline.
 	if err := s.flushBeats(ctx); err != nil {
 		// Marking agents offline from stale times would be wrong: skip.
 		return res, fmt.Errorf("reaper: flush heartbeats: %w", err)

@@ -261,5 +261,10 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 	if err != nil {
 		return Task{}, false, err
 	}
+	if !dup {
+		if err := s.settleRuns(ctx, []Task{out}, now); err != nil {
+			return out, false, err
+		}
+	}
 	return out, dup, nil
 }

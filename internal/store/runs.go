@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -209,6 +210,22 @@ func (s *sqlStore) CancelRun(ctx context.Context, id, reason string, now time.Ti
 		return Run{}, err
 	}
 	return s.withCounts(ctx, out)
+}
+
+// settleRuns finishes, in a transaction of its own, the runs of tasks that
+// a committed transaction ended. finishRuns inside the ending transaction
+// is not enough where writers run at once (PostgreSQL, MySQL): two
+// transactions ending a run's last two tasks each see the other's task
+// still open (it is not committed yet), so neither finishes the run, which
+// then stays running with every task done (seen with two server replicas
+// storing reports side by side). Looking again after the commit, the
+// later of the two sees both. With one writer (SQLite) the look inside
+// the transaction sees everything, and nothing more is done.
+func (s *sqlStore) settleRuns(ctx context.Context, tasks []Task, now time.Time) error {
+	if s.d.forUpdate() == "" || !slices.ContainsFunc(tasks, func(t Task) bool { return t.RunID != "" }) {
+		return nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.finishRuns(ctx, tx, tasks, now) })
 }
 
 // finishRuns ends every running run of the tasks whose tasks are all

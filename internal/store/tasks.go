@@ -195,7 +195,10 @@ func (s *sqlStore) Cancel(ctx context.Context, taskID, reason string, now time.T
 		}
 		return s.finishRuns(ctx, tx, []Task{out}, now)
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	return out, s.settleRuns(ctx, []Task{out}, now)
 }
 
 // endActive moves the active tasks matching cond (with its args) to state
@@ -214,6 +217,9 @@ func (s *sqlStore) endActive(ctx context.Context, state TaskState, reason, cond 
 		}
 		return s.finishRuns(ctx, tx, out, now)
 	})
+	if err == nil {
+		err = s.settleRuns(ctx, out, now)
+	}
 	if out == nil && err == nil {
 		out = []Task{}
 	}

@@ -1,7 +1,7 @@
 // Command serverbench measures how many agents one cnperf server holds:
 // it starts `cnperf server` on SQLite as a separate process and simulates
 // N agents in two ways, one run each: agent sessions through the agent's
-// own session client (client.HoldSession: a keep-alive every 3 s, offers,
+// own session client (client.HoldSession: a keep-alive every api.DefaultKeepalive, offers,
 // acks, start and report frames), and the v1-style polling agent (a REST
 // heartbeat per second each, a long poll held open each, start and report
 // calls). It creates ping tasks between random agents during the
@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&c.cpuProf, "cpuprofile", "", "write the simulated agents' CPU profile (measurement window) to this file")
 	flag.StringVar(&c.mode, "mode", "both", "agents to simulate: sessions (the agent's session client), poll (the v1-style REST heartbeat a second and long poll), both, one after the other, or hold (the -hold phase alone)")
 	flag.IntVar(&c.hold, "hold", 50000, "then hold this many agents' sessions and print the servers' memory (0: skip)")
-	flag.DurationVar(&c.holdRamp, "hold-ramp", 120*time.Second, "time over which the held agents open their sessions")
+	flag.DurationVar(&c.holdRamp, "hold-ramp", 300*time.Second, "time over which the held agents open their sessions")
 	flag.IntVar(&c.holdReplicas, "hold-replicas", 4, "server replicas on one throwaway PostgreSQL holding the -hold agents (0: one server on SQLite, capped by the open-file limit)")
 	flag.IntVar(&c.holdSims, "hold-sims", 4, "simulator processes holding the -hold agents' sessions, each from its own loopback address (127.0.0.2, ...)")
 	flag.DurationVar(&c.holdMeasure, "hold-measure", 30*time.Second, "measurement window of the hold")

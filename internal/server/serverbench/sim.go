@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,9 @@ type simReport struct {
 	FailedOpen  int64   `json:"failed_open"`   // opens that failed while recording
 	KAErrors    int64   `json:"ka_errors"`     // keep-alives that failed while recording
 	RTTMicros   []int64 `json:"rtt_us"`        // keep-alive round trips while recording
+	// Why sessions ended or could not open since the start (the error's
+	// text without digits, so alike errors count together), and how often.
+	DownReasons map[string]int64 `json:"down_reasons,omitempty"`
 }
 
 // simState is a simulator's counters.
@@ -53,8 +57,9 @@ type simState struct {
 	lost       atomic.Int64
 	failedOpen atomic.Int64
 	kaErrors   atomic.Int64
-	mu         sync.Mutex // guards rtts
+	mu         sync.Mutex // guards rtts and reasons
 	rtts       []int64
+	reasons    map[string]int64
 }
 
 // runSimChild holds agents [simFirst, simFirst+simCount) on the servers
@@ -73,7 +78,7 @@ func runSimChild(c config) error {
 		}
 		clients = append(clients, cl)
 	}
-	st := &simState{upPer: make([]atomic.Int64, len(servers))}
+	st := &simState{upPer: make([]atomic.Int64, len(servers)), reasons: map[string]int64{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -126,11 +131,12 @@ func (st *simState) report(withRTT bool) simReport {
 	for i := range st.upPer {
 		r.UpPerServer = append(r.UpPerServer, st.upPer[i].Load())
 	}
+	st.mu.Lock()
 	if withRTT {
-		st.mu.Lock()
 		r.RTTMicros = append([]int64(nil), st.rtts...)
-		st.mu.Unlock()
 	}
+	r.DownReasons = maps.Clone(st.reasons)
+	st.mu.Unlock()
 	return r
 }
 
@@ -165,6 +171,9 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 			_ = s.Pull()
 		},
 		OnDown: func(err error, held bool) {
+			if err != nil && ctx.Err() == nil {
+				st.reason(err)
+			}
 			wasUp := up.Swap(false)
 			if wasUp {
 				st.up.Add(-1)
@@ -191,6 +200,24 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 			st.mu.Unlock()
 		},
 	})
+}
+
+// reason counts why a session ended or could not open.
+func (st *simState) reason(err error) {
+	msg := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, err.Error())
+	if len(msg) > 160 {
+		msg = msg[:160]
+	}
+	st.mu.Lock()
+	if _, ok := st.reasons[msg]; ok || len(st.reasons) < 50 {
+		st.reasons[msg]++
+	}
+	st.mu.Unlock()
 }
 
 // simClient is the agent's API client for one server, dialing from src.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,5 +60,66 @@ func testRuns(t *testing.T, st store.Store) {
 	runs, total, err := st.ListRuns(ctx, store.RunFilter{Suite: "baseline"}, store.Page{Limit: 1})
 	if err != nil || total != 2 || len(runs) != 1 || runs[0].ID != run.ID {
 		t.Errorf("list runs: %v %d %v", runs, total, err)
+	}
+}
+
+// testConcurrentRunEnd: the last two tasks of a run reported at the same
+// moment (two agents, or two server replicas, storing reports side by
+// side) finish the run. Each transaction sees the other's task still open
+// when it looks; the store must look again after the commit, or the run
+// stays running with every task done. A report the store refuses with an
+// error (MySQL aborts one of the two as a deadlock) is delivered again, as
+// agents do.
+func testConcurrentRunEnd(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	beat(t, st, "ce-src", "ce-n1", at(0))
+	beat(t, st, "ce-dst", "ce-n2", at(0))
+	const rounds = 100
+	stuck := 0
+	var retried atomic.Int32
+	for round := range rounds {
+		run, ts, err := st.CreateRun(ctx, store.Run{Suite: "ce"}, []store.Task{mkTask("ce-src", "ce-dst", "probe"), mkTask("ce-src", "ce-dst", "probe")}, at(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.ClaimTasks(ctx, "ce-src", at(1), 10, time.Second); err != nil || len(got) != 2 {
+			t.Fatalf("claim: %d %v", len(got), err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, tk := range ts {
+			wg.Go(func() {
+				<-start
+				rep := store.Report{TaskID: tk.TaskID, AgentUID: "ce-src", ReportID: fmt.Sprintf("ce-%d-%d", round, i), State: store.TaskSucceeded}
+				for attempt := 0; ; attempt++ {
+					_, _, err := st.Complete(ctx, rep, at(2))
+					if err == nil {
+						return
+					}
+					if attempt == 4 {
+						t.Errorf("complete, 5 times: %v", err)
+						return
+					}
+					retried.Add(1)
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		end, err := st.GetRun(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.State != store.RunSucceeded {
+			stuck++
+			if stuck == 1 {
+				t.Errorf("run %s is %s with its tasks %v", run.ID, end.State, end.Counts)
+			}
+		}
+	}
+	t.Logf("%d runs ended by two reports at once; reports delivered again after an error: %d", rounds, retried.Load())
+	if stuck > 0 {
+		t.Errorf("%d of %d runs whose last two tasks ended at once were left running", stuck, rounds)
 	}
 }

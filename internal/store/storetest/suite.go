@@ -55,6 +55,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("exclusive nodes", func(t *testing.T) { testExclusive(t, st) })
 	t.Run("offline and deadlines", func(t *testing.T) { testOfflineAndDeadlines(t, st) })
 	t.Run("runs", func(t *testing.T) { testRuns(t, st) })
+	t.Run("runs ended by two writers at once", func(t *testing.T) { testConcurrentRunEnd(t, st) })
 	t.Run("paging", func(t *testing.T) { testPaging(t, st) })
 	t.Run("write probe", func(t *testing.T) { testCheckWrite(t, st) })
 	t.Run("credentials", func(t *testing.T) { testCredentials(t, st) })
