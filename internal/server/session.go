@@ -238,7 +238,10 @@ func (s *Server) CloseSessions() {
 	s.sessions.endAll(&sessionEnded{status: http.StatusServiceUnavailable, msg: "the server is shutting down"})
 }
 
-var keepaliveLine = []byte(api.KeepaliveLine)
+var (
+	keepaliveLine = []byte(api.KeepaliveLine)
+	keepaliveEcho = []byte(api.KeepaliveLine + "\n") // written as is: no allocation per keep-alive
+)
 
 // handleSession serves one agent session.
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
@@ -425,7 +428,7 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 				return fmt.Errorf("register the agent again: %w", err)
 			}
 		}
-		return a.write(append(keepaliveLine, '\n'))
+		return a.write(keepaliveEcho)
 	}
 	if err := s.recheck(ctx, a); err != nil {
 		return err
@@ -436,7 +439,7 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 	}
 	switch f.Type {
 	case api.FrameKeepalive:
-		return a.write(append(keepaliveLine, '\n'))
+		return a.write(keepaliveEcho)
 	case api.FramePull:
 		a.pull.Store(true)
 		a.wakeUp()
