@@ -22,6 +22,11 @@ type beat struct {
 	online bool      // false after the reaper marked the agent offline
 	bootID string    // the agent process's boot ID, "" when not known
 	prev   time.Time // the heartbeat before last
+	// session: the latest sign of life came from an open session (its
+	// keep-alive, or the flusher's touch of open sessions), not from a
+	// REST heartbeat; such an agent's stored time may lag longer
+	// (sessionPersistEvery).
+	session bool
 }
 
 func newBeatCache() *beatCache { return &beatCache{m: map[string]*beat{}} }
@@ -46,6 +51,7 @@ func (c *beatCache) touch(a store.Agent, now time.Time) (id int64, ok bool) {
 	b.prev, b.last = b.last, now
 	b.status = a.Status
 	b.dirty = true
+	b.session = false
 	return b.agent.ID, true
 }
 
@@ -98,12 +104,13 @@ func (c *beatCache) stored(a store.Agent, now time.Time) {
 // stamped with its own time rounded down to the second (never fresher than
 // it was; touches sharing a second share a statement), and clears their
 // flag. An agent is written when its status changed, or when its stored
-// time is minAge or more behind its latest heartbeat: the store's times lag
-// reality by at most minAge plus a flush period, far less than the offline
-// threshold, so the reaper (which flushes first) never sees a beating agent
-// as silent, while the store writes each agent every few seconds instead
-// of every second.
-func (c *beatCache) dirtyAgents(minAge time.Duration) []store.Touch {
+// time is minAge (sessionMinAge for an agent whose latest sign came from
+// an open session) or more behind its latest heartbeat: the store's times
+// lag reality by at most that age plus a flush period and a second, less
+// than the offline threshold, so the reaper (which flushes first) never
+// sees a beating agent as silent, while the store writes each agent every
+// few seconds instead of every second.
+func (c *beatCache) dirtyAgents(minAge, sessionMinAge time.Duration) []store.Touch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []store.Touch
@@ -111,7 +118,11 @@ func (c *beatCache) dirtyAgents(minAge time.Duration) []store.Touch {
 		if !b.dirty || !b.online {
 			continue
 		}
-		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < minAge {
+		age := minAge
+		if b.session {
+			age = sessionMinAge
+		}
+		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < age {
 			continue
 		}
 		at := b.last.Truncate(time.Second)
@@ -175,10 +186,28 @@ func (c *beatCache) full(uid string, max int) bool {
 	return !held && len(c.m) >= max
 }
 
-// persistEvery is how far an agent's stored heartbeat time may lag before
-// a flush writes it: a third of the offline threshold, at most 3 s.
+// persistEvery is how far a polling agent's stored heartbeat time may lag
+// before a flush writes it: a third of the offline threshold, at most 3 s.
 func (s *Server) persistEvery() time.Duration {
 	return min(3*time.Second, s.opts.OfflineAfter/3)
+}
+
+// sessionPersistEvery is the same for an agent held on a session here,
+// on a server without replicas: half the offline threshold, at most 5 s.
+// Its latest sign of life is refreshed at every flush (the open session is
+// presence, whatever its keep-alives' timing), and the only reaper that
+// reads the stored times is this server's, which refreshes and flushes
+// before it looks; so the longer lag (at most 5 s + a flush period + a
+// second's rounding = 7 s) is never seen as silence. With replicas (a
+// Bus), a leader on another replica sees these agents only through
+// their stored times, under load late by whatever the flushes are late
+// (50,000 agents on four replicas lost 20,000 to false offline marks at
+// an 8 s lag): there it stays persistEvery.
+func (s *Server) sessionPersistEvery() time.Duration {
+	if s.opts.Bus != nil {
+		return s.persistEvery()
+	}
+	return min(5*time.Second, s.opts.OfflineAfter/2)
 }
 
 // flushBeats writes the heartbeat times that lag too far (see
@@ -188,19 +217,18 @@ func (s *Server) persistEvery() time.Duration {
 // flushes, not only the leader before it reaps: the leader sees the
 // agents held by other replicas only through their stored times, which
 // would otherwise lag by a keep-alive period plus persistEvery plus a
-// flush period (8 s of the 10 s threshold) before any delay of a loaded
-// machine; 50,000 agents on four replicas lost 20,000 to false offline
-// marks that way (docs/control-plane.md, "Scale").
+// flush period before any delay of a loaded machine
+// (docs/control-plane.md, "Scale").
 func (s *Server) flushBeats(ctx context.Context) error {
 	s.sessions.touch(s.beats, s.now())
-	return s.flush(ctx, s.persistEvery())
+	return s.flush(ctx, s.persistEvery(), s.sessionPersistEvery())
 }
 
 // flushAll writes every unwritten heartbeat (at shutdown).
-func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0) }
+func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0, 0) }
 
-func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
-	ts := s.beats.dirtyAgents(minAge)
+func (s *Server) flush(ctx context.Context, minAge, sessionMinAge time.Duration) error {
+	ts := s.beats.dirtyAgents(minAge, sessionMinAge)
 	if len(ts) == 0 {
 		return nil
 	}
@@ -224,5 +252,20 @@ func (c *beatCache) alive(uid string, now time.Time) (ok bool) {
 	}
 	b.prev, b.last = b.last, now
 	b.dirty = true
+	b.session = true
 	return true
+}
+
+// aliveAll is alive for many agents under one lock (the open sessions,
+// at every flush and reap).
+func (c *beatCache) aliveAll(uids []string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, uid := range uids {
+		if b := c.m[uid]; b != nil && b.online {
+			b.prev, b.last = b.last, now
+			b.dirty = true
+			b.session = true
+		}
+	}
 }

@@ -23,7 +23,7 @@ import (
 //
 //   - presence is the open session and a keep-alive frame every
 //     KeepaliveS (memory only, beatCache.alive); a session silent for
-//     sessionSilence ends (read deadline);
+//     sessionSilence ends (the sweeper, below);
 //   - a pull frame asks for tasks: a dispatch pass claims them as a long
 //     poll would, run wherever the agent's long poll would be woken
 //     (dispatcher.hold), and sends one offer; server requests and
@@ -39,11 +39,21 @@ import (
 //     (bye, status 401), as does a newer session of the same agent (409).
 
 // sessionSilence is how long a session may send nothing before the server
-// ends it: three keep-alive periods and a second.
-func (s *Server) sessionSilence() time.Duration { return 3*s.opts.SessionKeepalive + time.Second }
+// ends it: two keep-alive periods and a second (11 s at 5 s), so one
+// keep-alive may be up to 6 s late.
+func (s *Server) sessionSilence() time.Duration { return 2*s.opts.SessionKeepalive + time.Second }
 
 // sessionWriteTimeout bounds one frame's write.
 const sessionWriteTimeout = 10 * time.Second
+
+// sweepEvery is how often the sweeper looks for silent sessions and stuck
+// writes. Silence and write limits are enforced by this one ticker rather
+// than by a read and a write deadline reset on every frame: 10,000
+// sessions kept 20,000 runtime timers moving, each keep-alive reset two
+// of them, and the runtime's monitor thread, woken by the nearest timer
+// every fraction of a millisecond, cost a fifth of the server's CPU
+// (docs/control-plane.md, "Server CPU per agent").
+const sweepEvery = time.Second
 
 // sessionMaxLine bounds one frame (a report carries up to MaxReportBody).
 const sessionMaxLine = api.MaxReportBody + 64<<10
@@ -76,6 +86,11 @@ type agentSession struct {
 	hb   api.Heartbeat // the latest heartbeat, to register the agent again
 
 	checked time.Time // the token's last check (read loop only)
+
+	lastFrame  atomic.Int64 // when the latest frame was read (unix ns)
+	writeSince atomic.Int64 // when the write in progress began (unix ns; 0: none)
+	dmu        sync.Mutex   // guards done
+	done       bool         // the handler is returning: w is not to be touched
 }
 
 // sessionEnded is why a session's context ends.
@@ -88,12 +103,15 @@ func (e *sessionEnded) Error() string { return e.msg }
 
 // sessionSet holds the open sessions, one per agent.
 type sessionSet struct {
-	mu sync.Mutex // guards m
-	m  map[string]*agentSession
+	mu       sync.Mutex // guards m, sweeping
+	m        map[string]*agentSession
+	sweeping bool // a sweeper runs (while sessions are open)
+	silence  time.Duration
 }
 
 // add registers a session and returns the one it replaces (nil if none).
-func (ss *sessionSet) add(a *agentSession) *agentSession {
+// It starts the sweeper if none runs.
+func (ss *sessionSet) add(a *agentSession, silence time.Duration) *agentSession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.m == nil {
@@ -101,7 +119,63 @@ func (ss *sessionSet) add(a *agentSession) *agentSession {
 	}
 	old := ss.m[a.uid]
 	ss.m[a.uid] = a
+	ss.silence = silence
+	if !ss.sweeping {
+		ss.sweeping = true
+		go ss.sweep()
+	}
 	return old
+}
+
+// sweep ends sessions silent for the silence limit and unblocks writes
+// stuck for sessionWriteTimeout, every sweepEvery, until no session is
+// left.
+func (ss *sessionSet) sweep() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	var all []*agentSession
+	for range t.C {
+		ss.mu.Lock()
+		if len(ss.m) == 0 {
+			ss.sweeping = false
+			ss.mu.Unlock()
+			return
+		}
+		silence := ss.silence
+		all = all[:0]
+		for _, a := range ss.m {
+			all = append(all, a)
+		}
+		ss.mu.Unlock()
+		now := time.Now().UnixNano()
+		for _, a := range all {
+			if quiet := time.Duration(now - a.lastFrame.Load()); quiet > silence {
+				a.cancel(fmt.Errorf("read: no frame for %v (limit %v)", quiet.Round(time.Millisecond), silence))
+			}
+			if since := a.writeSince.Load(); since != 0 && time.Duration(now-since) > sessionWriteTimeout {
+				a.expireWrite()
+			}
+		}
+		clear(all)
+	}
+}
+
+// expireWrite makes a blocked write fail (its peer stopped reading).
+func (a *agentSession) expireWrite() {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	if !a.done {
+		_ = a.rc.SetWriteDeadline(time.Now())
+	}
+}
+
+// wake makes the blocked read return (the session ended).
+func (a *agentSession) wake() {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	if !a.done {
+		_ = a.rc.SetReadDeadline(time.Now())
+	}
 }
 
 func (ss *sessionSet) remove(a *agentSession) {
@@ -144,9 +218,7 @@ func (ss *sessionSet) touch(beats *beatCache, now time.Time) {
 		uids = append(uids, uid)
 	}
 	ss.mu.Unlock()
-	for _, uid := range uids {
-		beats.alive(uid, now)
-	}
+	beats.aliveAll(uids, now)
 }
 
 // count is the number of open sessions.
@@ -166,7 +238,10 @@ func (s *Server) CloseSessions() {
 	s.sessions.endAll(&sessionEnded{status: http.StatusServiceUnavailable, msg: "the server is shutting down"})
 }
 
-var keepaliveLine = []byte(api.KeepaliveLine)
+var (
+	keepaliveLine = []byte(api.KeepaliveLine)
+	keepaliveEcho = []byte(api.KeepaliveLine + "\n") // written as is: no allocation per keep-alive
+)
 
 // handleSession serves one agent session.
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
@@ -184,9 +259,10 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The server's own read and write timeouts bound ordinary requests;
-	// a session sets its deadlines frame by frame.
+	// a session's hello must come within the silence limit, and after it
+	// the sweeper bounds silences and writes.
 	_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
-	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
 	sc := bufio.NewScanner(r.Body)
 	sc.Buffer(make([]byte, 0, 1024), sessionMaxLine)
 	if !sc.Scan() {
@@ -216,7 +292,15 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel,
 		hb: *hello.Heartbeat, checked: s.now(), ctx: ctx, srv: s}
-	if old := s.sessions.add(a); old != nil {
+	a.lastFrame.Store(time.Now().UnixNano())
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	defer func() {
+		a.dmu.Lock()
+		a.done = true
+		a.dmu.Unlock()
+	}()
+	if old := s.sessions.add(a, s.sessionSilence()); old != nil {
 		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
 	}
 	defer s.sessions.remove(a)
@@ -237,13 +321,14 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		if errors.As(context.Cause(ctx), &ended) {
 			_ = s.send(a, api.SessionFrame{Type: api.FrameBye, Status: ended.status, Error: &api.ErrorBody{Error: ended.msg}})
 		}
-		_ = rc.SetReadDeadline(time.Now())
+		a.wake()
 	})
 	// Unacknowledged offers from before this session (its previous
 	// connection broke after they were sent) are looked at once they are
 	// due; tasks waiting now go out at the first pull.
 	s.scheduleReoffer(a)
 	for sc.Scan() {
+		a.lastFrame.Store(time.Now().UnixNano())
 		if err := s.sessionFrame(ctx, a, sc.Bytes()); err != nil {
 			cancel(err)
 			break
@@ -251,7 +336,10 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			break
 		}
-		_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
+		// The silence is counted from here, as the read deadline set
+		// after each frame counted it: a frame slow to handle (a big
+		// report on a loaded machine) does not eat into it.
+		a.lastFrame.Store(time.Now().UnixNano())
 	}
 	cancel(fmt.Errorf("read: %w", errOr(sc.Err(), errors.New("the agent closed the session"))))
 	if !stopBye() {
@@ -284,7 +372,8 @@ func (s *Server) send(a *agentSession, f api.SessionFrame) error {
 func (a *agentSession) write(line []byte) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	_ = a.rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+	a.writeSince.Store(time.Now().UnixNano())
+	defer a.writeSince.Store(0)
 	if _, err := a.w.Write(line); err != nil {
 		return err
 	}
@@ -339,7 +428,7 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 				return fmt.Errorf("register the agent again: %w", err)
 			}
 		}
-		return a.write(append(keepaliveLine, '\n'))
+		return a.write(keepaliveEcho)
 	}
 	if err := s.recheck(ctx, a); err != nil {
 		return err
@@ -350,7 +439,7 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 	}
 	switch f.Type {
 	case api.FrameKeepalive:
-		return a.write(append(keepaliveLine, '\n'))
+		return a.write(keepaliveEcho)
 	case api.FramePull:
 		a.pull.Store(true)
 		a.wakeUp()

@@ -269,6 +269,50 @@ func testSessionIdentity(t *testing.T, dsn string) {
 	}
 }
 
+// TestSessionSilenceEnds: the sweeper ends a session that sends nothing
+// for two keep-alive periods and a second, and keeps one whose
+// keep-alives come on time (no per-frame deadlines).
+func TestSessionSilenceEnds(t *testing.T) {
+	f := sessionFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db")
+	f.srv.opts.SessionKeepalive = 200 * time.Millisecond // silence: 1.4 s
+	ctx := context.Background()
+	quiet, err := f.agent.OpenSession(ctx, "uid-q", helloOf("uid-q", "pod-q", "10.244.1.2", "node-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	talker, err := f.agent.OpenSession(ctx, "uid-t", helloOf("uid-t", "pod-t", "10.244.1.3", "node-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talker.Close()
+	opened := time.Now()
+	var ended time.Duration
+	for time.Since(opened) < 4*time.Second && ended == 0 {
+		if _, err := talker.Keepalive(ctx); err != nil {
+			t.Fatalf("keep-alive on time failed after %v: %v", time.Since(opened), err)
+		}
+		select {
+		case <-quiet.Done():
+			ended = time.Since(opened)
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+	silence := f.srv.sessionSilence()
+	t.Logf("silent session ended after %v (limit %v): %v", ended.Round(time.Millisecond), silence, quiet.Err())
+	if ended < silence || ended > silence+sweepEvery+time.Second {
+		t.Errorf("silent session ended after %v, want within [%v, %v]", ended, silence, silence+sweepEvery+time.Second)
+	}
+	select {
+	case <-talker.Done():
+		t.Errorf("the session sending keep-alives ended: %v", talker.Err())
+	default:
+	}
+	if f.srv.Sessions() != 1 {
+		t.Errorf("%d sessions open, want 1", f.srv.Sessions())
+	}
+}
+
 // TestSessionPresenceFlushed: an agent holding a session is written to the
 // store as present at every flush, keep-alive or not, so a leader on
 // another replica (which sees only the stored time) does not mark it

@@ -408,7 +408,7 @@ const sessionHeld = 30 * time.Second
 
 // HoldSession keeps the agent's session open until ctx ends: it opens
 // one, sends a keep-alive every period the server asked for (a missing
-// echo within three periods ends the session), and after a failure or
+// echo two periods late ends the session), and after a failure or
 // an end waits a jittered exponential back-off before opening another:
 // "full jitter", a uniform wait in [0, min(max, min·2^n)), so that a
 // server restart meets its agents spread over a second, then two, four...
@@ -491,10 +491,11 @@ func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error
 			return echoed, s.Err()
 		case <-t.C:
 		}
-		// Three periods: the server ends a session silent for three periods
+		// Two periods: the server ends a session silent for two periods
 		// and a second, so on a starved machine the agent does not give up
-		// on a session the server still holds.
-		kctx, cancel := context.WithTimeout(ctx, 3*period)
+		// on a session the server still holds, and a server that vanished
+		// without closing the connection is left within two periods.
+		kctx, cancel := context.WithTimeout(ctx, 2*period)
 		rtt, err := s.Keepalive(kctx)
 		cancel()
 		if onKA != nil && ctx.Err() == nil {

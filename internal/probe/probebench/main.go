@@ -15,7 +15,8 @@
 // Everything runs twice: unpinned (as on a node, nothing pinned) and pinned
 // (client on CPU 0, servers on CPU 1, the same for every tool). Within a
 // mode, runs alternate tool by tool and the table holds medians. The
-// machine is shared and noisy: every run is printed, not only the medians.
+// machine is shared and noisy: every run is printed, not only the medians,
+// and the load average at the start, at each mode and at the end.
 // Needs root, iperf3, sockperf and taskset (scripts/install-test-deps.sh).
 package main
 
@@ -28,6 +29,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,12 +89,12 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs\n",
-		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU())
+	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs; %s\n",
+		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU(), loadNow())
 	var rows []row
 	for _, pinned := range []bool{false, true} {
 		b := &bench{o: o, pair: pair, ctx: ctx, pinned: pinned}
-		fmt.Printf("\n== %s ==\n", b.modeName())
+		fmt.Printf("\n== %s == %s\n", b.modeName(), loadNow())
 		r, err := b.runMode()
 		b.stopServers()
 		if err != nil {
@@ -100,7 +102,20 @@ func run(ctx context.Context, o options) error {
 		}
 		rows = append(rows, r...)
 	}
-	fmt.Println()
+	fmt.Printf("\nprobebench: done %s\n\n", loadNow())
 	printTable(os.Stdout, rows)
 	return nil
+}
+
+// loadNow says when and under what load (the 1, 5 and 15 minute load
+// averages of /proc/loadavg) a part of the run took place: the machine is
+// shared, and the ratios are read with its load beside them.
+func loadNow() string {
+	at := time.Now().UTC().Format("15:04:05 UTC")
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "at " + at + ", load average unknown"
+	}
+	return fmt.Sprintf("at %s, load average %s %s %s", at, f[0], f[1], f[2])
 }

@@ -1,7 +1,7 @@
 // Command serverbench measures how many agents one cnperf server holds:
 // it starts `cnperf server` on SQLite as a separate process and simulates
 // N agents in two ways, one run each: agent sessions through the agent's
-// own session client (client.HoldSession: a keep-alive every 3 s, offers,
+// own session client (client.HoldSession: a keep-alive every api.DefaultKeepalive, offers,
 // acks, start and report frames), and the v1-style polling agent (a REST
 // heartbeat per second each, a long poll held open each, start and report
 // calls). It creates ping tasks between random agents during the

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
 )
 
 // ms formats a duration in milliseconds with one decimal.
@@ -15,7 +17,7 @@ func mb(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
 func (f figures) print() {
 	what := "heartbeat (REST, 1/s)"
 	if f.mode == "sessions" {
-		what = "keep-alive (every 3 s)"
+		what = fmt.Sprintf("keep-alive (every %v)", api.DefaultKeepalive)
 	}
 	fmt.Printf("agents held (online at the end):     %d of %d (%d offline)\n", f.held, f.agents, f.offline)
 	fmt.Printf("%-36s %d answered (%.0f/s), %d errors", what+":", f.hbN, float64(f.hbN)/f.window.Seconds(), f.hbErr)
