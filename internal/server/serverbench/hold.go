@@ -393,7 +393,7 @@ func (f clusterFigures) print() {
 		fmt.Printf("all sessions up after:               %.0f s\n", f.allUpAfter.Seconds())
 	}
 	fmt.Printf("sessions per replica (kernel, established): %v\n", f.conns)
-	fmt.Printf("keep-alive (every 3 s):              %d answered (%.0f/s), %d errors, %d sessions lost, %d failed opens in the window\n",
+	fmt.Printf("keep-alive:                          %d answered (%.0f/s), %d errors, %d sessions lost, %d failed opens in the window\n",
 		f.kaN, float64(f.kaN)/f.window.Seconds(), f.kaErr, f.lost, f.failedOpen)
 	if len(f.reasons) > 0 {
 		keys := slices.SortedFunc(maps.Keys(f.reasons), func(a, b string) int { return cmp.Compare(f.reasons[b], f.reasons[a]) })
