@@ -267,9 +267,19 @@ func (s *sqlStore) ListAgents(ctx context.Context, f AgentFilter) ([]Agent, erro
 }
 
 func (s *sqlStore) MarkSilentOffline(ctx context.Context, silentSince, now time.Time) ([]Agent, error) {
+	where, args := "status IN (1, 2) AND last_heartbeat < ?", []any{s.d.timeArg(silentSince)}
+	if _, ok := s.d.(postgresDialect); ok {
+		// Skip the rows another transaction holds: with server replicas
+		// those are a flusher writing the agents' times (they are alive),
+		// and waiting for it (or deadlocking with it, as the two lock rows
+		// in different orders) held every replica's pool and failed the
+		// flushes whose times would have kept the agents online. A row
+		// skipped and still silent is marked at the next pass.
+		where = "id IN (SELECT id FROM agents WHERE " + where + " FOR UPDATE SKIP LOCKED) AND " + where
+		args = append(args, args[0])
+	}
 	out, err := updateReturning(ctx, s, nil, update{table: "agents", key: "id", cols: agentCols,
-		set:   "status = 3",
-		where: "status IN (1, 2) AND last_heartbeat < ?", whereArgs: []any{s.d.timeArg(silentSince)},
+		set: "status = 3", where: where, whereArgs: args,
 	}, scanAgent)
 	if err != nil {
 		return nil, fmt.Errorf("mark silent agents offline: %w", err)
