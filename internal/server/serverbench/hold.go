@@ -45,6 +45,9 @@ type clusterFigures struct {
 	pgPSS                   int64
 	load0, load             string
 	listErr                 error            // the listing failed: held unknown (-1)
+	peakUp                  int64            // the most sessions up at a progress check (the simulators' count)
+	peakAt                  time.Duration    // when
+	peakRSS                 int64            // the replicas' RSS then
 	reasons                 map[string]int64 // why sessions ended or failed to open (the simulators')
 }
 
@@ -225,6 +228,15 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		up, per := sumUp(rs, R)
 		el := time.Since(t0)
 		fmt.Printf("  %3.0f s: %d sessions up (per replica %v), load %s\n", el.Seconds(), up, per, loadavg())
+		if up > f.peakUp {
+			// The memory at the most sessions held, in case they do not
+			// all stay up.
+			f.peakUp, f.peakAt, f.peakRSS = up, el, 0
+			for _, r := range reps {
+				rss, _ := rssOf(r.pid)
+				f.peakRSS += rss
+			}
+		}
 		if up == int64(n) && f.allUpAfter == 0 {
 			f.allUpAfter = el
 		}
@@ -392,6 +404,10 @@ func (f clusterFigures) print() {
 	}
 	fmt.Printf("keep-alive latency:                  p50 %s  p99 %s  p99.9 %s  max %s\n", ms(f.ka[0]), ms(f.ka[1]), ms(f.ka[2]), ms(f.ka[3]))
 	fmt.Printf("false offline (reaper marks):        %d in the %.0f s window (%d during the ramp)\n", f.falseOff, f.window.Seconds(), f.rampMarks)
+	if f.peakUp > 0 {
+		fmt.Printf("at the most sessions up (%d, %.0f s in):  replicas' RSS %s, %.1f KB per session\n",
+			f.peakUp, f.peakAt.Seconds(), mb(f.peakRSS), float64(f.peakRSS)/1e3/float64(f.peakUp))
+	}
 	if d := f.divisor(); d != f.agents {
 		fmt.Printf("per-agent figures below divide by the %d sessions the replicas hold, not by %d\n", d, f.agents)
 	}
