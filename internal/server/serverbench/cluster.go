@@ -104,15 +104,7 @@ func (p *postgres) pids() []int {
 
 // ppidOf returns a process's parent pid (0 when unknown).
 func ppidOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := statFields(pid)
 	if len(f) < 2 {
 		return 0
 	}

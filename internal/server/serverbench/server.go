@@ -116,17 +116,9 @@ func cpuTime(pid int) time.Duration {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the ")" closing the command name: state is field 3;
-	// utime and stime are fields 14 and 15, in clock ticks (100 Hz).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
+	// utime and stime are fields 14 and 15 of /proc/PID/stat, in clock
+	// ticks (100 Hz).
+	f := statFields(pid)
 	if len(f) < 13 {
 		return 0
 	}
@@ -134,6 +126,20 @@ func cpuTime(pid int) time.Duration {
 	fmt.Sscan(f[11], &ut)
 	fmt.Sscan(f[12], &st)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// statFields returns the fields of /proc/PID/stat after the ")" closing
+// the command name (the first is the state, field 3); nil when unknown.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
 }
 
 // countOffline counts the reaper's "agent offline" log lines.
