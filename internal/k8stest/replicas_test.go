@@ -238,8 +238,21 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 		t.Errorf("with one server replica SIGKILLed: run %s, %v, %d of %d results stored; want every task succeeded with its result", run.State, run.Counts, withResult, n)
 	}
 
-	// The agents whose session died with the replica hold one again.
+	// The agents whose session died with the replica hold one again: their
+	// logs are read until every one of them does, or until the bound (and
+	// 2 s for the logs' delay); the run can end before the last agent's
+	// back-off does. The bound is 20 s here, not the 10 s that
+	// TestReplicasSurviveSIGKILL asserts with the replicas' own addresses:
+	// through the Service a reopen can land on the dead pod's endpoint
+	// until the kubelet marks it not ready, and each refused open doubles
+	// the jittered back-off ([0,2) s, [0,4) s, [0,8) s); runs moved all
+	// agents in 0.5-2.4 s and, once, the last in 7.25 s.
+	const moveBound = 20 * time.Second
 	moved, lost := sessionMoves(ctx, t, kc, agents, killedAt)
+	for len(moved) < len(lost) && time.Since(killedAt) < moveBound+2*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		moved, lost = sessionMoves(ctx, t, kc, agents, killedAt)
+	}
 	var worst time.Duration
 	var notBack []string
 	for _, a := range lost {
@@ -253,6 +266,9 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 	if len(lost) == 0 {
 		t.Errorf("no agent lost its session with the killed replica: the check shows no move (connections were %v)", conns)
 	}
+	if len(notBack) > 0 || worst > moveBound {
+		t.Errorf("agents back in session within %v, not back: %v; want all within %v", worst, notBack, moveBound)
+	}
 	if t.Failed() {
 		for _, a := range agents {
 			lines, times := agentLogLines(ctx, kc, a.Name, t0)
@@ -264,9 +280,6 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 			}
 			t.Logf("agent %s since the re-deploy (%d lines; kill at %s):%s", a.Name, len(lines), killedAt.Format("15:04:05.000"), b.String())
 		}
-	}
-	if len(notBack) > 0 || worst > 10*time.Second {
-		t.Errorf("agents back in session within %v, not back: %v; want all within 10s", worst, notBack)
 	}
 	var online []api.Agent
 	call("GET", "/api/v2/agents", nil, &online)
