@@ -167,15 +167,7 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		fmt.Fprintf(os.Stderr, "serverbench: PostgreSQL stopped in %.1f s\n", time.Since(t).Seconds())
 	}()
 	var reps []*replica
-	defer func() {
-		t := time.Now()
-		var wg sync.WaitGroup
-		for _, r := range reps {
-			wg.Go(r.stop)
-		}
-		wg.Wait()
-		fmt.Fprintf(os.Stderr, "serverbench: replicas stopped in %.1f s\n", time.Since(t).Seconds())
-	}()
+	defer func() { stopAll("replicas", reps, func(r *replica) { r.stop() }) }()
 	var bases []string
 	for i := range R {
 		r, err := startReplica(ctx, c, pg.dsn, dir, i, n+1000)
@@ -194,15 +186,7 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 	fmt.Printf("\n== cluster hold: %d agents on sessions, %d replicas on one PostgreSQL (%s), %d simulator processes from 127.0.0.2-%d, ramp %v\n",
 		n, R, pg.dir, S, 1+S, c.holdRamp)
 	var sims []*sim
-	defer func() {
-		t := time.Now()
-		var wg sync.WaitGroup
-		for _, s := range sims {
-			wg.Go(s.stop)
-		}
-		wg.Wait()
-		fmt.Fprintf(os.Stderr, "serverbench: simulators stopped in %.1f s\n", time.Since(t).Seconds())
-	}()
+	defer func() { stopAll("simulators", sims, (*sim).stop) }()
 	for k := range S {
 		first, last := k*n/S, (k+1)*n/S
 		s, err := startSim(c, dir, k, bases, first, last-first)
@@ -460,4 +444,16 @@ func (f clusterFigures) summary() string {
 	return fmt.Sprintf("%d agents held on sessions (%d replicas on PostgreSQL, %d simulators): %d/%d online, %d false offline, keep-alive p99 %s; replicas' RSS %s (%.1f KB per agent; with PostgreSQL %.1f KB), %.2f µs CPU per agent per second (with PostgreSQL %.2f); load %s: %s",
 		f.agents, f.replicas, f.sims, f.held, f.agents, f.falseOff, ms(f.ka[1]), mb(rss), float64(rss)/1e3/float64(f.divisor()),
 		float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu), f.perAgent(cpu+f.pgCPU), f.load, verdict(f.met()))
+}
+
+// stopAll stops every one of a kind of child process at once and says how
+// long it took.
+func stopAll[T any](what string, all []T, stop func(T)) {
+	t := time.Now()
+	var wg sync.WaitGroup
+	for _, x := range all {
+		wg.Go(func() { stop(x) })
+	}
+	wg.Wait()
+	fmt.Fprintf(os.Stderr, "serverbench: %s stopped in %.1f s\n", what, time.Since(t).Seconds())
 }
