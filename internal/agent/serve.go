@@ -2,11 +2,7 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,24 +62,7 @@ func (s *serverSet) serve(ctx context.Context, req api.ServeRequest) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keep)
 	defer cancel()
 	bind := s.id.PodIP // never another address, whatever the request says
-	var (
-		srv *external.Server
-		err error
-	)
-	// A port found free can be taken by another process before the tool
-	// binds it (seen in a loaded test run: "listener bind failed: Address
-	// already in use"); another port is tried then.
-	for attempt := 0; ; attempt++ {
-		var port int
-		port, err = freePort(bind)
-		if err == nil {
-			srv, err = external.StartServer(sctx, req.Tool, req.UDP, bind, port)
-		}
-		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "Address already in use") {
-			break
-		}
-		log.Info("the destination server's port was taken before it bound; trying another", "port", port)
-	}
+	srv, err := external.StartServerOnFreePort(sctx, req.Tool, req.UDP, bind)
 	if err != nil {
 		log.Warn("could not start the destination server", "err", err)
 		s.answer(ctx, log, req.TaskID, api.Serving{PodUID: s.id.PodUID, Error: err.Error()})
@@ -140,26 +119,4 @@ func (s *serverSet) closeAll() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-}
-
-// freePort finds a port free for both TCP and UDP on ip (iperf3 uses one
-// port for its TCP control and its UDP data; iperf2 for one or the other).
-func freePort(ip string) (int, error) {
-	var lastErr error
-	for attempt := 0; attempt < 20; attempt++ {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		ln.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		pc.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("find a free port on %s: %w", ip, lastErr)
 }

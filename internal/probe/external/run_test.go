@@ -2,6 +2,7 @@ package external
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"strconv"
@@ -219,4 +220,31 @@ func TestRunFailures(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStartServerPortInUse: a server whose port is taken fails with
+// ErrPortInUse, and StartServerOnFreePort finds a free one.
+func TestStartServerPortInUse(t *testing.T) {
+	needTool(t, ToolIperf3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if srv, err := StartServer(ctx, ToolIperf3, false, "127.0.0.1", ln.Addr().(*net.TCPAddr).Port); !errors.Is(err, ErrPortInUse) {
+		if srv != nil {
+			srv.Close()
+		}
+		t.Fatalf("on a taken port: %v, want ErrPortInUse", err)
+	}
+	srv, err := StartServerOnFreePort(ctx, ToolIperf3, false, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if srv.Port() == 0 || srv.Port() == ln.Addr().(*net.TCPAddr).Port {
+		t.Errorf("server on port %d, want a free one", srv.Port())
+	}
 }

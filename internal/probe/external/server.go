@@ -19,6 +19,10 @@ import (
 // ServerReadyTimeout bounds how long StartServer waits for a server to bind.
 const ServerReadyTimeout = 5 * time.Second
 
+// ErrPortInUse is the error of a server that exited because its port was
+// taken ("Address already in use").
+var ErrPortInUse = errors.New("port in use")
+
 // Server is an iperf3 or iperf2 server process started by StartServer.
 type Server struct {
 	tool string
@@ -131,7 +135,11 @@ func startServer(ctx context.Context, tool string, udp bool, bind string, port i
 		}
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("%s server on %s exited before it was ready (%v): %s", tool, s.addr, s.werr, lastLines(out.String(), 5))
+			err := fmt.Errorf("%s server on %s exited before it was ready (%v): %s", tool, s.addr, s.werr, lastLines(out.String(), 5))
+			if strings.Contains(out.String(), "Address already in use") {
+				err = fmt.Errorf("%w: %w", ErrPortInUse, err)
+			}
+			return nil, err
 		case <-ctx.Done():
 			_ = s.Close()
 			return nil, fmt.Errorf("%s server on %s: %w", tool, s.addr, ctx.Err())
@@ -249,4 +257,45 @@ func scanProcNet(path, portSuffix, proto string, inodes map[string]bool) (bool, 
 		return true, nil
 	}
 	return false, sc.Err()
+}
+
+// StartServerOnFreePort is StartServer on a port free for both TCP and UDP
+// on bind (iperf3 uses one port for its TCP control and its UDP data;
+// iperf2 one or the other). A port found free can be taken by another
+// process before the tool binds it (seen in a loaded test run); another
+// port is tried then, three times in all.
+func StartServerOnFreePort(ctx context.Context, tool string, udp bool, bind string) (*Server, error) {
+	var err error
+	for range 3 {
+		var port int
+		if port, err = freeServerPort(bind); err != nil {
+			return nil, err
+		}
+		var srv *Server
+		if srv, err = StartServer(ctx, tool, udp, bind, port); !errors.Is(err, ErrPortInUse) {
+			return srv, err
+		}
+	}
+	return nil, err
+}
+
+// freeServerPort finds a port free for both TCP and UDP on ip.
+func freeServerPort(ip string) (int, error) {
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		ln.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		pc.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("find a free port on %s: %w", ip, lastErr)
 }
