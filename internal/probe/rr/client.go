@@ -33,6 +33,15 @@ func setTimeouts(fd int, d time.Duration) error {
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv))
 }
 
+// setSendTimeout bounds blocking writes only. The kernel arms the send
+// timeout's timer only when a write has to wait for buffer space, which
+// one request in flight never does; a receive timeout would arm one
+// around every blocking read.
+func setSendTimeout(fd int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+}
+
 func sockaddrString(fd int) string {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
@@ -184,7 +193,10 @@ type tcpConn struct {
 
 func (c tcpConn) Close() { unix.Close(c.fd) }
 
-func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration) (tcpConn, error) {
+// openTCP dials data connection stream. With recvTimeout its reads time
+// out after timeout (crr: one read per connection); without, only its
+// writes do and the caller bounds the reads (stallWatch).
+func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration, recvTimeout bool) (tcpConn, error) {
 	c, err := cl.DialData(ctx, stream)
 	if err != nil {
 		return tcpConn{}, err
@@ -201,7 +213,11 @@ func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Dur
 	if err != nil {
 		return tcpConn{}, fmt.Errorf("data connection descriptor: %w", err)
 	}
-	if err := setTimeouts(fd, timeout); err != nil {
+	set := setSendTimeout
+	if recvTimeout {
+		set = setTimeouts
+	}
+	if err := set(fd, timeout); err != nil {
 		unix.Close(fd)
 		return tcpConn{}, fmt.Errorf("data connection timeouts: %w", err)
 	}
@@ -214,12 +230,17 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	crr := cfg.proto == ProtoCRR
 	t := newTally()
 	var conn tcpConn
+	// The long connection's reads are bounded by a stall watch, not by a
+	// receive timeout (see stallWatch).
+	var watch *stallWatch
 	if !crr {
 		var err error
-		if conn, err = openTCP(ctx, cl, 0, cfg.timeout); err != nil {
+		if conn, err = openTCP(ctx, cl, 0, cfg.timeout, false); err != nil {
 			return nil, err
 		}
 		defer conn.Close()
+		watch = watchStalls(conn.fd, cfg.timeout)
+		defer watch.stop()
 		t.src = sockaddrString(conn.fd)
 	}
 	req := make([]byte, cfg.size)
@@ -229,17 +250,27 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	y := yielder{on: cfg.interval == 0}
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
+	// now is the loop's clock between transactions: the previous
+	// transaction's end, read again only when the loop slept (pace) or for
+	// crr's connect, so a transaction costs two clock readings.
+	now := begin.UnixNano()
 	for i := int64(0); ; i++ {
 		y.tick()
-		pace(ctx, cfg, begin, i)
-		t0 := time.Now().UnixNano()
+		if cfg.interval > 0 && i > 0 {
+			pace(ctx, cfg, begin, i)
+			now = time.Now().UnixNano()
+		}
+		t0 := now
+		if crr {
+			t0 = time.Now().UnixNano()
+		}
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
 			t.stoppedByCtx = byCtx
 			break
 		}
 		if crr {
 			var err error
-			if conn, err = openTCP(ctx, cl, int(i&0x7fffffff), cfg.timeout); err != nil {
+			if conn, err = openTCP(ctx, cl, int(i&0x7fffffff), cfg.timeout, true); err != nil {
 				return nil, fmt.Errorf("transaction %d: %w", i, err)
 			}
 			if t.src == "" {
@@ -253,7 +284,13 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		} else {
 			t0 = tw
 		}
+		if watch != nil {
+			watch.since.Store(tw)
+		}
 		if err := writeAll(conn.fd, req); err != nil {
+			if watch != nil && watch.stalled.Load() {
+				return nil, fmt.Errorf("send request %d: not sent within %v", i, cfg.timeout)
+			}
 			return nil, fmt.Errorf("send request %d: %w", i, err)
 		}
 		t.sent++
@@ -263,7 +300,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 			switch {
 			case errno == unix.EINTR:
 				continue
-			case errno == unix.EAGAIN:
+			case errno == unix.EAGAIN, (errno != 0 || n == 0) && watch != nil && watch.stalled.Load():
 				return nil, fmt.Errorf("no response to request %d within %v", i, cfg.timeout)
 			case errno != 0:
 				return nil, fmt.Errorf("receive response %d: %w", i, errno)
@@ -276,6 +313,10 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 			}
 		}
 		t1 := time.Now().UnixNano()
+		now = t1
+		if watch != nil {
+			watch.since.Store(0)
+		}
 		if crr {
 			conn.Close()
 		}
