@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -287,7 +288,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		if watch != nil {
 			watch.since.Store(tw)
 		}
-		if err := writeAll(conn.fd, req); err != nil {
+		if err := writeAll(conn.fd, req, nil); err != nil {
 			if watch != nil && watch.stalled.Load() {
 				return nil, fmt.Errorf("send request %d: not sent within %v", i, cfg.timeout)
 			}
@@ -330,7 +331,26 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	return t, nil
 }
 
-func writeAll(fd int, b []byte) error {
+// writeAll writes b to the blocking descriptor fd. It first tries once
+// without blocking, as a raw system call: a request or a reply fits the
+// socket's buffer, so that write never waits, and a raw call skips the Go
+// runtime's bookkeeping around a system call that may block (the P hand-off
+// preparation on entry and exit, inside every round trip). What that try
+// did not write is written with plain blocking writes, bounded by the
+// socket's send timeout; when one times out, writeAll goes on while
+// again (nil: never) says so.
+func writeAll(fd int, b []byte, again func() bool) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+		unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	switch {
+	case e == 0:
+		b = b[n:]
+	case e != unix.EAGAIN && e != unix.EINTR:
+		return e
+	}
 	for len(b) > 0 {
 		n, err := unix.Write(fd, b)
 		if err != nil {
@@ -338,6 +358,9 @@ func writeAll(fd int, b []byte) error {
 				continue
 			}
 			if errors.Is(err, unix.EAGAIN) {
+				if again != nil && again() {
+					continue
+				}
 				return errors.New("send timed out")
 			}
 			return err

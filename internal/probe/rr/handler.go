@@ -278,6 +278,8 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			c.Close()
 		}
 	}()
+	// A reply's write that waits for buffer space goes on until ctx ends.
+	writeAgain := func() bool { return !end.ended.Load() }
 	buf := make([]byte, cfg.size)
 	var rx receiver
 	y := yielder{on: true}
@@ -313,15 +315,11 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			c.Close()
 		}
 		body(buf).stampReply(krx, tos, tosOK, delay)
-		for off := 0; off < len(buf); {
-			n, err := unix.Write(fd, buf[off:])
-			if err != nil {
-				if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) && ctx.Err() == nil {
-					continue
-				}
-				return fmt.Errorf("reply: %w", err)
+		if err := writeAll(fd, buf, writeAgain); err != nil {
+			if end.ended.Load() {
+				return ctx.Err()
 			}
-			off += n
+			return fmt.Errorf("reply: %w", err)
 		}
 		served.Add(1)
 	}
