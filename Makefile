@@ -85,13 +85,18 @@ bench-lab:
 # suites into the file); K8S_CNIS=bridge uses the harness's own conflist.
 # Serialised by /tmp/cnperf-k8s.lock: two harness runs at once would tear
 # down each other's cluster (fixed namespace and device names). Every CNI
-# runs even when one fails; the target fails if any did.
+# runs even when one fails; the target fails if any did. Each CNI's output
+# is also kept in $TMPDIR/cnperf-test-k8s-CNI.log, and a failed run ends
+# with what each failed test said (scripts/test-failures.sh): the verbose
+# log's component dumps would otherwise bury it.
 K8S_CNIS ?= flannel calico
 test-k8s: test-deps
 	@st=0; for cni in $(K8S_CNIS); do \
 		echo "== test-k8s: CNI $$cni"; start=$$(date +%s); \
-		CNPERF_K8S_CNI=$$cni CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/ || st=1; \
-		echo "== test-k8s: CNI $$cni took $$(( $$(date +%s) - start ))s"; \
+		log=$${TMPDIR:-/tmp}/cnperf-test-k8s-$$cni.log; \
+		{ CNPERF_K8S_CNI=$$cni CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/; echo $$? > $$log.rc; } 2>&1 | tee $$log; \
+		if [ "$$(cat $$log.rc)" != 0 ]; then st=1; ./scripts/test-failures.sh $$log; fi; rm -f $$log.rc; \
+		echo "== test-k8s: CNI $$cni took $$(( $$(date +%s) - start ))s (log $$log)"; \
 	done; exit $$st
 
 # The real-cluster test on Cilium v1.20.2 (vxlan, then native routing,

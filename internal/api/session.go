@@ -59,10 +59,12 @@ type SessionFrame struct {
 }
 
 // DefaultKeepalive is the keep-alive period of a session. The open session
-// is the agent's presence (the server refreshes every held agent itself),
-// so the period only bounds how long a peer that vanished without closing
-// the connection goes unnoticed: the server ends a session silent for two
-// periods and a second (11 s), the agent one whose echo is two periods
-// late (10 s). A keep-alive costs the server a read and a write: at 5 s
-// instead of 3 s, 40 % fewer (docs/control-plane.md).
-const DefaultKeepalive = 5 * time.Second
+// is the agent's presence (the server writes it to the store when the
+// session opens and ends), so the period only bounds how long a peer that
+// vanished without closing the connection goes unnoticed: the server ends
+// a session silent for two periods and a second (21 s), the agent one
+// whose echo is two periods late (20 s). A keep-alive costs the server a
+// read, a write and their wake-ups (most of its CPU per agent): 10 s, as
+// Kubernetes renews a node's Lease, halves them against 5 s
+// (docs/control-plane.md, "Server CPU per agent").
+const DefaultKeepalive = 10 * time.Second

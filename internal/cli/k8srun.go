@@ -119,7 +119,11 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		return err
 	}
 	env.Server = cl
-	r.API, r.Env = k8s.LiveAPI{ServerAPI: cl, Live: live}, env
+	liveAPI := k8s.LiveAPI{ServerAPI: cl, Live: live}
+	if err := waitAgentsOnline(ctx, st, c, liveAPI); err != nil {
+		return err
+	}
+	r.API, r.Env = liveAPI, env
 	rep, err := r.Run(ctx, f.suite, f.opts)
 	if err != nil {
 		return err
@@ -154,6 +158,39 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		fmt.Fprintln(st.Out)
 	}
 	return f.print(st, out.Output)
+}
+
+// agentsOnlineWithin bounds the wait for the agents of running pods to be
+// online at the server before a suite is planned.
+const agentsOnlineWithin = 30 * time.Second
+
+// waitAgentsOnline waits until the agent of every running agent pod is
+// online at the server (a Ready pod's agent can still be in its reconnect
+// back-off, e.g. right after a deploy or a server restart). Agents still
+// missing after agentsOnlineWithin are named on stderr and the suite runs
+// without them (their connections are left out of the plan).
+func waitAgentsOnline(ctx context.Context, st Streams, c *k8s.Client, l k8s.LiveAPI) error {
+	missing, err := l.WaitOnline(ctx, agentsOnlineWithin, 500*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("list the server's agents: %w", err)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	names := map[string]string{}
+	if as, err := c.Agents(ctx); err == nil {
+		for _, a := range as {
+			names[a.UID] = a.Name + "@" + a.Node
+		}
+	}
+	for i, uid := range missing {
+		if n := names[uid]; n != "" {
+			missing[i] = n
+		}
+	}
+	fmt.Fprintf(st.Err, "warning: the agents of %d running pod(s) are not online at the server after %v: %s; the suite runs without them (cnperf k8s status; kubectl logs)\n",
+		len(missing), agentsOnlineWithin, strings.Join(missing, ", "))
+	return nil
 }
 
 // labelCNI names the cluster's CNI, its release and its backend in every

@@ -2,7 +2,9 @@ package k8s
 
 import (
 	"context"
+	"sort"
 	"strconv"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 )
@@ -29,6 +31,56 @@ func (l LiveAPI) Agents(ctx context.Context, all bool) ([]api.Agent, error) {
 		}
 	}
 	return out, nil
+}
+
+// WaitOnline waits until the agent of every running pod in Live is online
+// at the server, polling every `every`, for at most bound. A pod is Ready
+// once its responder listens, which can be seconds before its agent has
+// registered (the agent may be in its reconnect back-off after a server
+// restart); a suite planned then would leave that agent's connections out.
+// It returns the uids still missing when bound passed (nil when none), or
+// the error of the last listing when no listing succeeded.
+func (l LiveAPI) WaitOnline(ctx context.Context, bound, every time.Duration) ([]string, error) {
+	deadline := time.Now().Add(bound)
+	var lastErr error
+	listed := false
+	var missing []string
+	for {
+		as, err := l.ServerAPI.Agents(ctx, false)
+		if err != nil {
+			lastErr = err
+		} else {
+			listed = true
+			online := map[string]bool{}
+			for _, a := range as {
+				if a.Status != "offline" {
+					online[a.PodUID] = true
+				}
+			}
+			missing = missing[:0]
+			for uid, ok := range l.Live {
+				if ok && !online[uid] {
+					missing = append(missing, uid)
+				}
+			}
+			if len(missing) == 0 {
+				return nil, nil
+			}
+		}
+		if !time.Now().Add(every).Before(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return missing, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+	if !listed {
+		return nil, lastErr
+	}
+	sort.Strings(missing)
+	return missing, nil
 }
 
 // Live returns the uids of running agent pods, shaped ones left out.

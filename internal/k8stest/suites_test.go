@@ -194,6 +194,9 @@ func runBaseline(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc,
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 	rec.add(t, want, out)
+	if e := strings.TrimSpace(errOut); e != "" {
+		t.Logf("cnperf run baseline --k8s stderr:\n%s", e)
+	}
 	t.Logf("baseline --k8s in %v: run %s, cluster %s, CNI %s, backend %s, pod MTU %d, kube-proxy %s", time.Since(t0).Round(time.Second), res.RunID,
 		res.Cluster.KubernetesVersion, res.Cluster.CNI, res.Cluster.Backend, res.Cluster.PodMTU, res.Cluster.ProxyMode)
 	got := map[string]row{}

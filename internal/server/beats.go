@@ -22,11 +22,10 @@ type beat struct {
 	online bool      // false after the reaper marked the agent offline
 	bootID string    // the agent process's boot ID, "" when not known
 	prev   time.Time // the heartbeat before last
-	// session: the latest sign of life came from an open session (its
-	// keep-alive, or the flusher's touch of open sessions), not from a
-	// REST heartbeat; such an agent's stored time may lag longer
-	// (sessionPersistEvery).
-	session bool
+	// held: the store's row names this replica's presence lease (the
+	// agent holds a session here, presence.go): its time is not written
+	// while it is held, only a change of its status.
+	held bool
 }
 
 func newBeatCache() *beatCache { return &beatCache{m: map[string]*beat{}} }
@@ -51,7 +50,6 @@ func (c *beatCache) touch(a store.Agent, now time.Time) (id int64, ok bool) {
 	b.prev, b.last = b.last, now
 	b.status = a.Status
 	b.dirty = true
-	b.session = false
 	return b.agent.ID, true
 }
 
@@ -95,7 +93,8 @@ func (c *beatCache) stored(a store.Agent, now time.Time) {
 	defer c.mu.Unlock()
 	nb := &beat{agent: a, status: a.Status, last: now, online: true}
 	if old := c.m[a.PodUID]; old != nil {
-		nb.bootID, nb.prev = old.bootID, old.last
+		// The upsert leaves the row's presence lease as it was.
+		nb.bootID, nb.prev, nb.held = old.bootID, old.last, old.held
 	}
 	c.m[a.PodUID] = nb
 }
@@ -104,13 +103,14 @@ func (c *beatCache) stored(a store.Agent, now time.Time) {
 // stamped with its own time rounded down to the second (never fresher than
 // it was; touches sharing a second share a statement), and clears their
 // flag. An agent is written when its status changed, or when its stored
-// time is minAge (sessionMinAge for an agent whose latest sign came from
-// an open session) or more behind its latest heartbeat: the store's times
+// time is minAge or more behind its latest heartbeat: the store's times
 // lag reality by at most that age plus a flush period and a second, less
 // than the offline threshold, so the reaper (which flushes first) never
 // sees a beating agent as silent, while the store writes each agent every
-// few seconds instead of every second.
-func (c *beatCache) dirtyAgents(minAge, sessionMinAge time.Duration) []store.Touch {
+// few seconds instead of every second. An agent held by a session here
+// (its row names this replica's presence lease) is written only when its
+// status changed.
+func (c *beatCache) dirtyAgents(minAge time.Duration) []store.Touch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []store.Touch
@@ -118,11 +118,7 @@ func (c *beatCache) dirtyAgents(minAge, sessionMinAge time.Duration) []store.Tou
 		if !b.dirty || !b.online {
 			continue
 		}
-		age := minAge
-		if b.session {
-			age = sessionMinAge
-		}
-		if b.status == b.agent.Status && b.last.Sub(b.agent.LastHeartbeat) < age {
+		if b.status == b.agent.Status && (b.held || b.last.Sub(b.agent.LastHeartbeat) < minAge) {
 			continue
 		}
 		at := b.last.Truncate(time.Second)
@@ -135,6 +131,28 @@ func (c *beatCache) dirtyAgents(minAge, sessionMinAge time.Duration) []store.Tou
 		b.agent.Status, b.agent.LastHeartbeat = b.status, at
 	}
 	return out
+}
+
+// setHeld records presence written to the store at now (SetPresence):
+// held agents are no longer written for their times, released ones are
+// again.
+func (c *beatCache) setHeld(ps []store.Presence, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range ps {
+		b := c.m[p.PodUID]
+		if b == nil {
+			continue
+		}
+		b.held = p.Held
+		at := now
+		if !p.Held && !p.At.IsZero() {
+			at = p.At.Truncate(time.Second)
+		}
+		if at.After(b.agent.LastHeartbeat) {
+			b.agent.LastHeartbeat = at
+		}
+	}
 }
 
 // redirty marks agents dirty again after a failed flush.
@@ -188,47 +206,32 @@ func (c *beatCache) full(uid string, max int) bool {
 
 // persistEvery is how far a polling agent's stored heartbeat time may lag
 // before a flush writes it: a third of the offline threshold, at most 3 s.
+// (An agent holding a session is present by its replica's presence lease
+// instead: presence.go.)
 func (s *Server) persistEvery() time.Duration {
 	return min(3*time.Second, s.opts.OfflineAfter/3)
 }
 
-// sessionPersistEvery is the same for an agent held on a session here,
-// on a server without replicas: half the offline threshold, at most 5 s.
-// Its latest sign of life is refreshed at every flush (the open session is
-// presence, whatever its keep-alives' timing), and the only reaper that
-// reads the stored times is this server's, which refreshes and flushes
-// before it looks; so the longer lag (at most 5 s + a flush period + a
-// second's rounding = 7 s) is never seen as silence. With replicas (a
-// Bus), a leader on another replica sees these agents only through
-// their stored times, under load late by whatever the flushes are late
-// (50,000 agents on four replicas lost 20,000 to false offline marks at
-// an 8 s lag): there it stays persistEvery.
-func (s *Server) sessionPersistEvery() time.Duration {
-	if s.opts.Bus != nil {
-		return s.persistEvery()
-	}
-	return min(5*time.Second, s.opts.OfflineAfter/2)
-}
-
-// flushBeats writes the heartbeat times that lag too far (see
-// dirtyAgents) to the store in one transaction. An agent holding a session
-// here is stamped now first: an open session is presence (the server ends
-// one silent for sessionSilence). Every replica does this on its own
-// flushes, not only the leader before it reaps: the leader sees the
-// agents held by other replicas only through their stored times, which
-// would otherwise lag by a keep-alive period plus persistEvery plus a
-// flush period before any delay of a loaded machine
-// (docs/control-plane.md, "Scale").
+// flushBeats writes the presence of sessions opened and ended since the
+// last flush (renewing this replica's presence lease) and the heartbeat
+// times that lag too far (see dirtyAgents) to the store.
 func (s *Server) flushBeats(ctx context.Context) error {
-	s.sessions.touch(s.beats, s.now())
-	return s.flush(ctx, s.persistEvery(), s.sessionPersistEvery())
+	if err := s.writePresence(ctx); err != nil {
+		return err
+	}
+	return s.flush(ctx, s.persistEvery())
 }
 
 // flushAll writes every unwritten heartbeat (at shutdown).
-func (s *Server) flushAll(ctx context.Context) error { return s.flush(ctx, 0, 0) }
+func (s *Server) flushAll(ctx context.Context) error {
+	if err := s.writePresence(ctx); err != nil {
+		return err
+	}
+	return s.flush(ctx, 0)
+}
 
-func (s *Server) flush(ctx context.Context, minAge, sessionMinAge time.Duration) error {
-	ts := s.beats.dirtyAgents(minAge, sessionMinAge)
+func (s *Server) flush(ctx context.Context, minAge time.Duration) error {
+	ts := s.beats.dirtyAgents(minAge)
 	if len(ts) == 0 {
 		return nil
 	}
@@ -240,9 +243,10 @@ func (s *Server) flush(ctx context.Context, minAge, sessionMinAge time.Duration)
 }
 
 // alive records a session's keep-alive: the agent's latest sign of life,
-// in memory, as a heartbeat that changed nothing. ok is false when the
-// agent is not held online (the reaper marked it offline): the session
-// then registers it again with its last heartbeat.
+// in memory, as a heartbeat that changed nothing (nothing to write while
+// its session holds it in the store). ok is false when the agent is not
+// held online (the reaper marked it offline): the session then registers
+// it again with its last heartbeat.
 func (c *beatCache) alive(uid string, now time.Time) (ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -251,21 +255,8 @@ func (c *beatCache) alive(uid string, now time.Time) (ok bool) {
 		return false
 	}
 	b.prev, b.last = b.last, now
-	b.dirty = true
-	b.session = true
-	return true
-}
-
-// aliveAll is alive for many agents under one lock (the open sessions,
-// at every flush and reap).
-func (c *beatCache) aliveAll(uids []string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, uid := range uids {
-		if b := c.m[uid]; b != nil && b.online {
-			b.prev, b.last = b.last, now
-			b.dirty = true
-			b.session = true
-		}
+	if !b.held {
+		b.dirty = true
 	}
+	return true
 }

@@ -24,10 +24,10 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 	var res ReapResult
 	now := s.now()
 	var errs []error
-	// An open session is presence (flushBeats stamps its agent): the
-	// server ends one silent for sessionSilence, so its agent sent a frame
-	// within that time. Keep-alives delayed on a loaded machine do not make
-	// a held agent offline.
+	// An open session is presence: flushBeats writes the sessions opened
+	// here as held by this replica's presence lease (presence.go), and the
+	// store leaves agents held by a live lease online. Keep-alives delayed
+	// on a loaded machine do not make a held agent offline.
 	if err := s.flushBeats(ctx); err != nil {
 		// Marking agents offline from stale times would be wrong: skip.
 		return res, fmt.Errorf("reaper: flush heartbeats: %w", err)
@@ -51,6 +51,9 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 		res.Failed = append(res.Failed, ts...)
 		s.forgetAgent(a.PodUID, "destination agent went offline before starting its server")
 		s.publish(clusterMsg{Kind: msgOffline, Agent: a.PodUID})
+	}
+	if err := s.dropDeadPresence(ctx, now); err != nil {
+		errs = append(errs, fmt.Errorf("reaper: %w", err))
 	}
 	exp, err := s.st.ExpireDeadlines(ctx, now)
 	if err != nil {

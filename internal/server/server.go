@@ -130,6 +130,10 @@ type Server struct {
 	creds      credCache
 	leader     atomic.Bool // held the reaper lease at the last try (lease.go)
 	sessions   sessionSet  // open agent sessions (session.go)
+
+	presenceMu      sync.Mutex // orders presence writes (presence.go)
+	presenceRenewed time.Time  // the presence lease's last renewal (under presenceMu)
+	presenceDropped time.Time  // the last drop of dead presence leases (reaper only)
 }
 
 // New checks opts and returns a server.

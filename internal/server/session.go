@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
 )
 
 // Agent sessions (POST /api/v2/agent/session?pod_uid=): one full-duplex
@@ -88,6 +89,7 @@ type agentSession struct {
 	checked time.Time // the token's last check (read loop only)
 
 	lastFrame  atomic.Int64 // when the latest frame was read (unix ns)
+	silent     atomic.Bool  // the sweeper ended the session for its silence
 	writeSince atomic.Int64 // when the write in progress began (unix ns; 0: none)
 	dmu        sync.Mutex   // guards done
 	done       bool         // the handler is returning: w is not to be touched
@@ -107,6 +109,9 @@ type sessionSet struct {
 	m        map[string]*agentSession
 	sweeping bool // a sweeper runs (while sessions are open)
 	silence  time.Duration
+	// presence: sessions opened and ended since the last flush wrote
+	// them to the store (presence.go), by pod uid.
+	presence map[string]store.Presence
 }
 
 // add registers a session and returns the one it replaces (nil if none).
@@ -119,6 +124,7 @@ func (ss *sessionSet) add(a *agentSession, silence time.Duration) *agentSession 
 	}
 	old := ss.m[a.uid]
 	ss.m[a.uid] = a
+	ss.mark(a.uid, true, time.Time{})
 	ss.silence = silence
 	if !ss.sweeping {
 		ss.sweeping = true
@@ -150,6 +156,7 @@ func (ss *sessionSet) sweep() {
 		now := time.Now().UnixNano()
 		for _, a := range all {
 			if quiet := time.Duration(now - a.lastFrame.Load()); quiet > silence {
+				a.silent.Store(true)
 				a.cancel(fmt.Errorf("read: no frame for %v (limit %v)", quiet.Round(time.Millisecond), silence))
 			}
 			if since := a.writeSince.Load(); since != 0 && time.Duration(now-since) > sessionWriteTimeout {
@@ -183,6 +190,14 @@ func (ss *sessionSet) remove(a *agentSession) {
 	defer ss.mu.Unlock()
 	if ss.m[a.uid] == a {
 		delete(ss.m, a.uid)
+		// An agent whose session went silent is silent since its last
+		// frame (its node died, or the path to it); one that closed its
+		// session (or whose session this server ended) since now.
+		var since time.Time
+		if a.silent.Load() {
+			since = time.Unix(0, a.lastFrame.Load())
+		}
+		ss.mark(a.uid, false, since)
 	}
 }
 
@@ -207,18 +222,6 @@ func (ss *sessionSet) endAll(cause *sessionEnded) {
 	for _, a := range all {
 		a.cancel(cause)
 	}
-}
-
-// touch records every open session's agent as alive at now (the reaper,
-// before it looks for silent agents).
-func (ss *sessionSet) touch(beats *beatCache, now time.Time) {
-	ss.mu.Lock()
-	uids := make([]string, 0, len(ss.m))
-	for uid := range ss.m {
-		uids = append(uids, uid)
-	}
-	ss.mu.Unlock()
-	beats.aliveAll(uids, now)
 }
 
 // count is the number of open sessions.
@@ -427,6 +430,7 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 			if _, err := s.heartbeat(ctx, hb); err != nil {
 				return fmt.Errorf("register the agent again: %w", err)
 			}
+			s.sessions.hold(a)
 		}
 		return a.write(keepaliveEcho)
 	}

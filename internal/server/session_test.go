@@ -287,6 +287,9 @@ func TestSessionSilenceEnds(t *testing.T) {
 	}
 	defer talker.Close()
 	opened := time.Now()
+	if err := f.srv.flushBeats(ctx); err != nil { // the sessions are held
+		t.Fatal(err)
+	}
 	var ended time.Duration
 	for time.Since(opened) < 4*time.Second && ended == 0 {
 		if _, err := talker.Keepalive(ctx); err != nil {
@@ -311,38 +314,98 @@ func TestSessionSilenceEnds(t *testing.T) {
 	if f.srv.Sessions() != 1 {
 		t.Errorf("%d sessions open, want 1", f.srv.Sessions())
 	}
+	// The silent agent is released as of its last frame (the hello), not
+	// of the session's end: a reaper counts its silence from then.
+	if err := f.srv.flushBeats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := f.st.GetAgent(ctx, "uid-q"); err != nil || !g.LastHeartbeat.Before(opened.Add(silence)) {
+		t.Errorf("the silent agent's stored time %v (%v), want before %v (its last frame, not the session's end)", g.LastHeartbeat, err, opened.Add(silence))
+	}
 }
 
-// TestSessionPresenceFlushed: an agent holding a session is written to the
-// store as present at every flush, keep-alive or not, so a leader on
-// another replica (which sees only the stored time) does not mark it
-// offline while a loaded machine delays its keep-alives.
-func TestSessionPresenceFlushed(t *testing.T) { storetest.ForEach(t, testSessionPresenceFlushed) }
+// TestSessionPresenceLease: an agent holding a session is written to the
+// store once, as held by the replica's presence lease, and stays online
+// for a reaper that sees only the store (a leader on another replica)
+// however long no keep-alive comes, while the replica renews its lease;
+// its time is not rewritten meanwhile. Once the session ends, the agent is
+// released and goes offline OfflineAfter after the release; a replica
+// that stops renewing its lease loses its agents once it expired.
+func TestSessionPresenceLease(t *testing.T) { storetest.ForEach(t, testSessionPresenceLease) }
 
-func testSessionPresenceFlushed(t *testing.T, dsn string) {
+func testSessionPresenceLease(t *testing.T, dsn string) {
 	f := newFixture(t, dsn, nil)
 	var ahead atomic.Int64 // the server's clock runs this far ahead of time.Now
 	f.srv.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	ctx := context.Background()
-	s, err := f.agent.OpenSession(ctx, "uid-p", helloOf("uid-p", "pod-p", "10.244.1.30", "node-1"), nil)
+	// What a leader on another replica would mark offline now.
+	otherReaper := func() []string {
+		t.Helper()
+		now := f.srv.now()
+		off, err := f.st.MarkSilentOffline(ctx, now.Add(-f.srv.opts.OfflineAfter), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var uids []string
+		for _, a := range off {
+			uids = append(uids, a.PodUID)
+		}
+		return uids
+	}
+	flushAt := func(d time.Duration) {
+		t.Helper()
+		ahead.Store(int64(d))
+		if err := f.srv.flushBeats(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, uid := range []string{"uid-p", "uid-q"} {
+		s, err := f.agent.OpenSession(ctx, uid, helloOf(uid, "pod-"+uid, "10.244.1.30", "node-1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	flushAt(0)
+	held, err := f.st.GetAgent(ctx, "uid-p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	registered, err := f.st.GetAgent(ctx, "uid-p")
-	if err != nil {
-		t.Fatal(err)
+	// 30 s without a keep-alive, the replica flushing (and renewing its
+	// lease every ReapEvery) as it runs.
+	for d := time.Second; d <= 30*time.Second; d += time.Second {
+		flushAt(d)
 	}
-	ahead.Store(int64(6 * time.Second)) // no keep-alive in those 6 s
-	if err := f.srv.flushBeats(ctx); err != nil {
-		t.Fatal(err)
+	if off := otherReaper(); len(off) != 0 {
+		t.Fatalf("agents held by a live presence lease marked offline: %v", off)
 	}
-	got, err := f.st.GetAgent(ctx, "uid-p")
-	if err != nil {
-		t.Fatal(err)
+	if got, _ := f.st.GetAgent(ctx, "uid-p"); !got.LastHeartbeat.Equal(held.LastHeartbeat) {
+		t.Errorf("a held agent's time was rewritten: %v, held at %v", got.LastHeartbeat, held.LastHeartbeat)
 	}
-	if lag := got.LastHeartbeat.Sub(registered.LastHeartbeat); lag < 5*time.Second {
-		t.Errorf("stored heartbeat moved %v after 6 s with the session open (registered %v, now %v), want >= 5 s",
-			lag, registered.LastHeartbeat, got.LastHeartbeat)
+	// uid-p's session ends: released at the next flush, offline
+	// OfflineAfter later.
+	f.srv.sessions.end("uid-p", &sessionEnded{status: http.StatusServiceUnavailable, msg: "test"})
+	deadline := time.Now().Add(5 * time.Second)
+	for f.srv.Sessions() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	flushAt(31 * time.Second)
+	ahead.Store(int64(40 * time.Second))
+	if off := otherReaper(); len(off) != 0 {
+		t.Fatalf("offline 9 s after its release: %v", off)
+	}
+	ahead.Store(int64(42 * time.Second))
+	if off := otherReaper(); len(off) != 1 || off[0] != "uid-p" {
+		t.Fatalf("11 s after the release of uid-p's session, offline %v; want [uid-p]", off)
+	}
+	// The replica stops renewing (it died): uid-q goes offline once its
+	// lease (renewed last at 30 s) expired.
+	ahead.Store(int64(30*time.Second + f.srv.presenceTTL() - time.Second))
+	if off := otherReaper(); len(off) != 0 {
+		t.Fatalf("offline before the lease expired: %v", off)
+	}
+	ahead.Store(int64(31*time.Second + f.srv.presenceTTL()))
+	if off := otherReaper(); len(off) != 1 || off[0] != "uid-q" {
+		t.Fatalf("after the lease expired, offline %v; want [uid-q]", off)
 	}
 }

@@ -267,7 +267,10 @@ func (s *sqlStore) ListAgents(ctx context.Context, f AgentFilter) ([]Agent, erro
 }
 
 func (s *sqlStore) MarkSilentOffline(ctx context.Context, silentSince, now time.Time) ([]Agent, error) {
-	where, args := "status IN (1, 2) AND last_heartbeat < ?", []any{s.d.timeArg(silentSince)}
+	// An agent whose row names a presence lease alive now holds a session
+	// on that lease's replica: it is present whatever its time.
+	where := "status IN (1, 2) AND last_heartbeat < ? AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.name = agents.presence_lease AND leases.expires_at > ?)"
+	args := []any{s.d.timeArg(silentSince), s.d.timeArg(now)}
 	if _, ok := s.d.(postgresDialect); ok {
 		// Skip the rows another transaction holds: with server replicas
 		// those are a flusher writing the agents' times (they are alive),
@@ -276,7 +279,7 @@ func (s *sqlStore) MarkSilentOffline(ctx context.Context, silentSince, now time.
 		// flushes whose times would have kept the agents online. A row
 		// skipped and still silent is marked at the next pass.
 		where = "id IN (SELECT id FROM agents WHERE " + where + " FOR UPDATE SKIP LOCKED) AND " + where
-		args = append(args, args[0])
+		args = append(args, args...)
 	}
 	out, err := updateReturning(ctx, s, nil, update{table: "agents", key: "id", cols: agentCols,
 		set: "status = 3", where: where, whereArgs: args,
@@ -285,4 +288,63 @@ func (s *sqlStore) MarkSilentOffline(ctx context.Context, silentSince, now time.
 		return nil, fmt.Errorf("mark silent agents offline: %w", err)
 	}
 	return out, nil
+}
+
+func (s *sqlStore) SetPresence(ctx context.Context, lease string, ps []Presence, now time.Time) (int, error) {
+	if lease == "" {
+		return 0, fmt.Errorf("set presence: %w: no lease", ErrInvalid)
+	}
+	// One statement per kind and time, for a few hundred agents each.
+	type key struct {
+		held bool
+		at   int64
+	}
+	groups := map[key][]string{}
+	var keys []key
+	for i, p := range ps {
+		if p.PodUID == "" {
+			return 0, fmt.Errorf("presence %d: %w: pod_uid is empty", i, ErrInvalid)
+		}
+		at := now
+		if !p.Held && !p.At.IsZero() {
+			at = p.At.Truncate(time.Second)
+		}
+		k := key{p.Held, at.UnixMicro()}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], p.PodUID)
+	}
+	// Never move a time back (another replica may have stored a later one).
+	const setTime = "last_heartbeat = CASE WHEN last_heartbeat < ? THEN ? ELSE last_heartbeat END"
+	total := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		total = 0
+		for _, k := range keys {
+			at := s.d.timeArg(time.UnixMicro(k.at))
+			for uids := groups[k]; len(uids) > 0; {
+				n := min(len(uids), touchChunk)
+				in, uidArgs := inList(uids[:n])
+				var q string
+				var args []any
+				if k.held {
+					q = "UPDATE agents SET presence_lease = ?, " + setTime + " WHERE pod_uid IN " + in
+					args = append(append(args, lease, at, at), uidArgs...)
+				} else {
+					q = "UPDATE agents SET presence_lease = '', " + setTime + " WHERE pod_uid IN " + in + " AND presence_lease = ?"
+					args = append(append(append(args, at, at), uidArgs...), lease)
+				}
+				res, err := tx.ExecContext(ctx, s.d.rebind(q), args...)
+				if err != nil {
+					return fmt.Errorf("set presence: %w", err)
+				}
+				if k, err := res.RowsAffected(); err == nil {
+					total += int(k)
+				}
+				uids = uids[n:]
+			}
+		}
+		return nil
+	})
+	return total, err
 }

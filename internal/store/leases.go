@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -86,4 +87,16 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, name, holder string) error 
 		return fmt.Errorf("release lease %s of %s: %w", name, holder, err)
 	}
 	return nil
+}
+
+func (s *sqlStore) DropExpiredLeases(ctx context.Context, prefix string, before time.Time) (int, error) {
+	if prefix == "" || strings.ContainsAny(prefix, "%_\\") {
+		return 0, fmt.Errorf("drop expired leases: %w: prefix %q is empty or holds a LIKE wildcard", ErrInvalid, prefix)
+	}
+	res, err := s.w.ExecContext(ctx, s.d.rebind("DELETE FROM leases WHERE name LIKE ? AND expires_at < ?"), prefix+"%", s.d.timeArg(before))
+	if err != nil {
+		return 0, fmt.Errorf("drop expired leases %s*: %w", prefix, err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }

@@ -101,6 +101,18 @@ type Touch struct {
 	At     time.Time   // the heartbeat's time (becomes LastHeartbeat)
 }
 
+// Presence is one change of where an agent holds its session, for
+// SetPresence.
+type Presence struct {
+	PodUID string
+	// Held: the agent's session is open on the lease's replica. False:
+	// the session there ended.
+	Held bool
+	// At is, for a release, the agent's last sign of life (rounded down
+	// to the second); zero: the call's now. Holds take now.
+	At time.Time
+}
+
 // AgentFilter selects agents for ListAgents.
 type AgentFilter struct {
 	IncludeOffline bool   // false: only free and busy agents (the seed's default)
@@ -298,9 +310,21 @@ type Store interface {
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
 	// ListAgents returns the agents matching f, ordered by ID.
 	ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error)
+	// SetPresence records sessions opened and ended on the replica whose
+	// presence lease is lease (a lease HoldLease keeps alive): a held
+	// agent's row names lease, whoever named it before (the newest session
+	// wins), and a released one's row names none, if it named lease (the
+	// agent may hold a newer session elsewhere). A hold moves the agent's
+	// LastHeartbeat to now, a release to its At (now when zero), unless it
+	// is later: a released agent's silence counts from then. Offline and unknown agents are
+	// held too (a held row coming online again is held). In one
+	// transaction; returns the rows changed.
+	SetPresence(ctx context.Context, lease string, ps []Presence, now time.Time) (int, error)
 	// MarkSilentOffline sets every online agent whose LastHeartbeat is
-	// before silentSince to AgentOffline, atomically, and returns them. It
-	// does not touch their tasks: the caller calls FailAgentTasks.
+	// before silentSince to AgentOffline, atomically, and returns them,
+	// except the agents whose rows name a lease alive at now (their
+	// sessions are open: SetPresence). It does not touch their tasks: the
+	// caller calls FailAgentTasks.
 	MarkSilentOffline(ctx context.Context, silentSince, now time.Time) ([]Agent, error)
 
 	// CreateRun stores a run (State RunRunning, CreatedAt = now) and its
@@ -392,6 +416,10 @@ type Store interface {
 	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, error)
 	// ReleaseLease ends holder's hold of name (nothing when not held).
 	ReleaseLease(ctx context.Context, name, holder string) error
+	// DropExpiredLeases deletes the leases whose names start with prefix
+	// and that expired before before (presence leases of replicas gone for
+	// good); returns how many.
+	DropExpiredLeases(ctx context.Context, prefix string, before time.Time) (int, error)
 
 	// CreateSchedule stores a schedule (CreatedAt = now; NextAt = now when
 	// zero). An empty suite, a non-positive Every or malformed JSON is

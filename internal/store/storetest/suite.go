@@ -60,6 +60,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("write probe", func(t *testing.T) { testCheckWrite(t, st) })
 	t.Run("credentials", func(t *testing.T) { testCredentials(t, st) })
 	t.Run("leases", func(t *testing.T) { testLeases(t, st) })
+	t.Run("presence", func(t *testing.T) { testPresence(t, st) })
 	t.Run("schedules", func(t *testing.T) { testSchedules(t, st) })
 	t.Run("restart with tasks in flight", func(t *testing.T) { testRestart(t, open, st) })
 }
