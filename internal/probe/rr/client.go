@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +32,15 @@ func setTimeouts(fd int, d time.Duration) error {
 	return errors.Join(
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv))
+}
+
+// setSendTimeout bounds blocking writes only. The kernel arms the send
+// timeout's timer only when a write has to wait for buffer space, which
+// one request in flight never does; a receive timeout would arm one
+// around every blocking read.
+func setSendTimeout(fd int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 }
 
 func sockaddrString(fd int) string {
@@ -184,7 +194,10 @@ type tcpConn struct {
 
 func (c tcpConn) Close() { unix.Close(c.fd) }
 
-func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration) (tcpConn, error) {
+// openTCP dials data connection stream. With recvTimeout its reads time
+// out after timeout (crr: one read per connection); without, only its
+// writes do and the caller bounds the reads (stallWatch).
+func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration, recvTimeout bool) (tcpConn, error) {
 	c, err := cl.DialData(ctx, stream)
 	if err != nil {
 		return tcpConn{}, err
@@ -201,7 +214,11 @@ func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Dur
 	if err != nil {
 		return tcpConn{}, fmt.Errorf("data connection descriptor: %w", err)
 	}
-	if err := setTimeouts(fd, timeout); err != nil {
+	set := setSendTimeout
+	if recvTimeout {
+		set = setTimeouts
+	}
+	if err := set(fd, timeout); err != nil {
 		unix.Close(fd)
 		return tcpConn{}, fmt.Errorf("data connection timeouts: %w", err)
 	}
@@ -214,12 +231,17 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	crr := cfg.proto == ProtoCRR
 	t := newTally()
 	var conn tcpConn
+	// The long connection's reads are bounded by a stall watch, not by a
+	// receive timeout (see stallWatch).
+	var watch *stallWatch
 	if !crr {
 		var err error
-		if conn, err = openTCP(ctx, cl, 0, cfg.timeout); err != nil {
+		if conn, err = openTCP(ctx, cl, 0, cfg.timeout, false); err != nil {
 			return nil, err
 		}
 		defer conn.Close()
+		watch = watchStalls(conn.fd, cfg.timeout)
+		defer watch.stop()
 		t.src = sockaddrString(conn.fd)
 	}
 	req := make([]byte, cfg.size)
@@ -229,17 +251,27 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	y := yielder{on: cfg.interval == 0}
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
+	// now is the loop's clock between transactions: the previous
+	// transaction's end, read again only when the loop slept (pace) or for
+	// crr's connect, so a transaction costs two clock readings.
+	now := begin.UnixNano()
 	for i := int64(0); ; i++ {
 		y.tick()
-		pace(ctx, cfg, begin, i)
-		t0 := time.Now().UnixNano()
+		if cfg.interval > 0 && i > 0 {
+			pace(ctx, cfg, begin, i)
+			now = time.Now().UnixNano()
+		}
+		t0 := now
+		if crr {
+			t0 = time.Now().UnixNano()
+		}
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
 			t.stoppedByCtx = byCtx
 			break
 		}
 		if crr {
 			var err error
-			if conn, err = openTCP(ctx, cl, int(i&0x7fffffff), cfg.timeout); err != nil {
+			if conn, err = openTCP(ctx, cl, int(i&0x7fffffff), cfg.timeout, true); err != nil {
 				return nil, fmt.Errorf("transaction %d: %w", i, err)
 			}
 			if t.src == "" {
@@ -253,7 +285,13 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		} else {
 			t0 = tw
 		}
-		if err := writeAll(conn.fd, req); err != nil {
+		if watch != nil {
+			watch.since.Store(tw)
+		}
+		if err := writeAll(conn.fd, req, nil); err != nil {
+			if watch != nil && watch.stalled.Load() {
+				return nil, fmt.Errorf("send request %d: not sent within %v", i, cfg.timeout)
+			}
 			return nil, fmt.Errorf("send request %d: %w", i, err)
 		}
 		t.sent++
@@ -263,7 +301,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 			switch {
 			case errno == unix.EINTR:
 				continue
-			case errno == unix.EAGAIN:
+			case errno == unix.EAGAIN, (errno != 0 || n == 0) && watch != nil && watch.stalled.Load():
 				return nil, fmt.Errorf("no response to request %d within %v", i, cfg.timeout)
 			case errno != 0:
 				return nil, fmt.Errorf("receive response %d: %w", i, errno)
@@ -276,6 +314,10 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 			}
 		}
 		t1 := time.Now().UnixNano()
+		now = t1
+		if watch != nil {
+			watch.since.Store(0)
+		}
 		if crr {
 			conn.Close()
 		}
@@ -289,7 +331,26 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	return t, nil
 }
 
-func writeAll(fd int, b []byte) error {
+// writeAll writes b to the blocking descriptor fd. It first tries once
+// without blocking, as a raw system call: a request or a reply fits the
+// socket's buffer, so that write never waits, and a raw call skips the Go
+// runtime's bookkeeping around a system call that may block (the P hand-off
+// preparation on entry and exit, inside every round trip). What that try
+// did not write is written with plain blocking writes, bounded by the
+// socket's send timeout; when one times out, writeAll goes on while
+// again (nil: never) says so.
+func writeAll(fd int, b []byte, again func() bool) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+		unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	switch {
+	case e == 0:
+		b = b[n:]
+	case e != unix.EAGAIN && e != unix.EINTR:
+		return e
+	}
 	for len(b) > 0 {
 		n, err := unix.Write(fd, b)
 		if err != nil {
@@ -297,6 +358,9 @@ func writeAll(fd int, b []byte) error {
 				continue
 			}
 			if errors.Is(err, unix.EAGAIN) {
+				if again != nil && again() {
+					continue
+				}
 				return errors.New("send timed out")
 			}
 			return err

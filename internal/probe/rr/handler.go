@@ -222,8 +222,8 @@ func readMsg(rc syscall.RawConn, rx *receiver, buf []byte) (int, int64, error) {
 	return n, ts, nil
 }
 
-// pollWait bounds one blocking read or write of serveInThread, so that it
-// sees ctx end.
+// pollWait bounds one blocking read or write of the UDP session socket's
+// loop, and a blocking write of serveInThread, so that they see ctx end.
 const pollWait = 50 * time.Millisecond
 
 // serveInThread is serveConn for a long tcp connection, served the way the
@@ -232,7 +232,10 @@ const pollWait = 50 * time.Millisecond
 // blocked in the read is the one a request wakes: no wake-up of the
 // poller's thread for every segment, no hand-off of the goroutine to
 // another thread (together several microseconds of each round trip, and
-// CPU). The goroutine is not locked to its thread (see yielder).
+// CPU). The goroutine is not locked to its thread (see yielder). Its reads
+// block with no timeout: ctx's end shuts the connection down, which ends
+// a blocked read (a receive timeout would make the kernel arm and cancel a
+// timer around every wait for a request, inside each round trip).
 func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.Int64, delay time.Duration) error {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -250,11 +253,19 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 	if err != nil {
 		return fmt.Errorf("data connection descriptor: %w", err)
 	}
-	defer unix.Close(fd)
+	// ctx's end, checked between transactions without a lock, and a
+	// shutdown that wakes a blocked read.
+	var end shutdownOnEnd
+	stopEnd := context.AfterFunc(ctx, func() { end.fire(fd) })
+	defer func() {
+		stopEnd()
+		end.release()
+		unix.Close(fd)
+	}()
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return fmt.Errorf("SO_TIMESTAMPNS: %w", err)
 	}
-	if err := setTimeouts(fd, pollWait); err != nil {
+	if err := setSendTimeout(fd, pollWait); err != nil {
 		return fmt.Errorf("data connection timeouts: %w", err)
 	}
 	// c stays open (and in the poller) until the first request's TOS is
@@ -267,25 +278,23 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			c.Close()
 		}
 	}()
-	// ctx's end, checked between transactions without a lock.
-	var ended atomic.Bool
-	defer context.AfterFunc(ctx, func() { ended.Store(true) })()
+	// A reply's write that waits for buffer space goes on until ctx ends.
+	writeAgain := func() bool { return !end.ended.Load() }
 	buf := make([]byte, cfg.size)
 	var rx receiver
 	y := yielder{on: true}
 	for {
 		y.tick()
-		if ended.Load() {
+		if end.ended.Load() {
 			return ctx.Err()
 		}
 		var krx int64
 		for got := 0; got < len(buf); {
 			n, ts, errno := rx.recv(fd, buf[got:], 0)
 			switch {
+			case end.ended.Load() && (errno != 0 || n == 0):
+				return ctx.Err()
 			case errno == unix.EAGAIN || errno == unix.EINTR:
-				if err := ctx.Err(); err != nil {
-					return err
-				}
 				continue
 			case errno != 0:
 				return errno
@@ -306,15 +315,11 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			c.Close()
 		}
 		body(buf).stampReply(krx, tos, tosOK, delay)
-		for off := 0; off < len(buf); {
-			n, err := unix.Write(fd, buf[off:])
-			if err != nil {
-				if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) && ctx.Err() == nil {
-					continue
-				}
-				return fmt.Errorf("reply: %w", err)
+		if err := writeAll(fd, buf, writeAgain); err != nil {
+			if end.ended.Load() {
+				return ctx.Err()
 			}
-			off += n
+			return fmt.Errorf("reply: %w", err)
 		}
 		served.Add(1)
 	}

@@ -198,6 +198,30 @@ func TestDwellSubtracted(t *testing.T) {
 	}
 }
 
+// TestTCPResponseLate makes the responder hold its answer past the
+// client's timeout. The long TCP connection's reads carry no receive
+// timeout (the stall watch bounds them), crr's do: both must fail naming
+// the timeout, within it and the watch's period, not wait for the answer.
+func TestTCPResponseLate(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	addr := probetest.Start(t, Handler{delay: 3 * time.Second})
+	for _, p := range []string{ProtoTCP, ProtoCRR} {
+		t.Run(p, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			_, err := Prober{}.Run(ctx, probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 3, Timeout: dur(timeout)}, probe.Env{})
+			took := time.Since(t0)
+			if err == nil || !strings.Contains(err.Error(), "no response to request 0 within "+timeout.String()) {
+				t.Fatalf("Run = %v, want no response to request 0 within %v", err, timeout)
+			}
+			if limit := timeout + watchPeriod(timeout) + time.Second; took > limit {
+				t.Errorf("failed after %v, want under %v", took, limit)
+			}
+		})
+	}
+}
+
 // TestAcrossNamespaces runs each transport over a veth between two
 // namespaces, IPv4 and IPv6, with the mark checked on arrival.
 func TestAcrossNamespaces(t *testing.T) {
