@@ -16,7 +16,10 @@
 // trade-off: a crash loses at most a few seconds of heartbeat times (agents
 // beat again within a second), in exchange for one write transaction per
 // second, touching each agent's row every few seconds, instead of one
-// write per heartbeat.
+// write per heartbeat. An agent holding a session is written only when its
+// session opens and ends: its row names this replica's presence lease
+// meanwhile, and the reaper leaves it online while the lease lives
+// (presence.go).
 //
 // iperf and iperf3 tasks: the destination must run the tool's server. When
 // the source agent's fetch claims such a task, the server holds it back and
