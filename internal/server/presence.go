@@ -11,19 +11,19 @@ import (
 // Presence of agents on sessions. An open session is the agent's presence;
 // the store learns it once per session, not every few seconds: when a
 // session opens, the next flush writes the agent's row as held by this
-// replica's presence lease (a row of the leases table, "presence
-// REPLICA", renewed every ReapEvery for presenceTTL); when it ends, the
-// next flush releases the row, stamped with the flush's time (or, for a
-// session the server ended for its silence, the time of its last frame). The reaper
+// replica's presence lease (a row of the leases table, "presence REPLICA",
+// renewed every ReapEvery for presenceTTL); when it ends, the next flush
+// releases the row, stamped with the flush's time (or, for a session the
+// server ended for its silence, the time of its last frame). The reaper
 // (store.MarkSilentOffline), on whichever replica leads, leaves an agent
-// whose row names a live lease online, whatever its time; a released
-// agent is silent from its release, as a polling agent is from its last
+// whose row names a live lease online, whatever its time; a released agent
+// is silent from its release, as a polling agent is from its last
 // heartbeat. A replica that dies stops renewing its lease, and its agents
 // not held elsewhere by then (they reconnect within their back-off) go
-// offline once it expired. Before, every replica rewrote every held
-// agent's time every 3-6 s, ~10 % of a single server's CPU at 10,000
-// agents and half a core of PostgreSQL at 50,000 (docs/control-plane.md,
-// "Server CPU per agent").
+// offline once it expired. Before, every replica rewrote every held agent's
+// time every 3-6 s, ~10 % of a single server's CPU at 10,000 agents and
+// half a core of PostgreSQL at 50,000 (docs/control-plane.md, "Server CPU
+// per agent").
 
 // presenceLeasePrefix starts the name of every replica's presence lease.
 const presenceLeasePrefix = "presence "
