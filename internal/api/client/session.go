@@ -407,7 +407,8 @@ type SessionLoop struct {
 const sessionHeld = 30 * time.Second
 
 // HoldSession keeps the agent's session open until ctx ends: it opens
-// one, sends a keep-alive every period the server asked for (a missing
+// one, sends a keep-alive at once and then every period the server asked
+// for (a missing
 // echo two periods late ends the session), and after a failure or
 // an end waits a jittered exponential back-off before opening another:
 // "full jitter", a uniform wait in [0, min(max, min·2^n)), so that a
@@ -478,17 +479,23 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 }
 
 // keepSession sends keep-alives until the session ends, and says why and
-// whether a keep-alive was echoed.
+// whether a keep-alive was echoed. The first goes out as the session
+// opens: its echo proves within a round trip that the path carries
+// sessions (the back-off then starts over when the session ends), not
+// only after a period (10 s by default).
 func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error)) (echoed bool, err error) {
 	period := s.KeepalivePeriod()
 	t := time.NewTicker(period)
 	defer t.Stop()
+	first := make(chan struct{}, 1)
+	first <- struct{}{}
 	for {
 		select {
 		case <-ctx.Done():
 			return echoed, ctx.Err()
 		case <-s.Done():
 			return echoed, s.Err()
+		case <-first:
 		case <-t.C:
 		}
 		// Two periods: the server ends a session silent for two periods
