@@ -211,29 +211,44 @@ func (s *sqlStore) TouchAgents(ctx context.Context, touches []Touch) (int, error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		total = 0
 		for _, k := range keys {
-			uids := groups[k]
-			for len(uids) > 0 {
-				n := min(len(uids), touchChunk)
-				in, uidArgs := inList(uids[:n])
-				args := append([]any{s.d.timeArg(time.UnixMicro(k.at)), int64(k.status)}, uidArgs...)
-				// "+status": keep SQLite from scanning the status index
-				// instead of looking the uids up.
-				// Never back in time: with server replicas, one that the
-				// agent left may flush a time older than another's.
-				args = append(args, s.d.timeArg(time.UnixMicro(k.at)))
-				res, err := tx.ExecContext(ctx, s.d.rebind("UPDATE agents SET last_heartbeat = ?, status = ? WHERE pod_uid IN "+in+" AND +status IN (1, 2) AND last_heartbeat <= ?"), args...)
-				if err != nil {
-					return fmt.Errorf("touch agents: %w", err)
-				}
-				if k, err := res.RowsAffected(); err == nil {
-					total += int(k)
-				}
-				uids = uids[n:]
+			at := s.d.timeArg(time.UnixMicro(k.at))
+			// "+status": keep SQLite from scanning the status index
+			// instead of looking the uids up. Never back in time: with
+			// server replicas, one that the agent left may flush a time
+			// older than another's.
+			n, err := s.updateByUIDs(ctx, tx, groups[k], func(in string, uidArgs []any) (string, []any) {
+				return "UPDATE agents SET last_heartbeat = ?, status = ? WHERE pod_uid IN " + in + " AND +status IN (1, 2) AND last_heartbeat <= ?",
+					append(append([]any{at, int64(k.status)}, uidArgs...), at)
+			})
+			if err != nil {
+				return fmt.Errorf("touch agents: %w", err)
 			}
+			total += n
 		}
 		return nil
 	})
 	return total, err
+}
+
+// updateByUIDs runs the statement stmt makes for each chunk of at most
+// touchChunk uids (in: the chunk's IN list, uidArgs: its arguments) in tx,
+// and returns the rows they changed.
+func (s *sqlStore) updateByUIDs(ctx context.Context, tx *sql.Tx, uids []string, stmt func(in string, uidArgs []any) (string, []any)) (int, error) {
+	total := 0
+	for len(uids) > 0 {
+		n := min(len(uids), touchChunk)
+		in, uidArgs := inList(uids[:n])
+		q, args := stmt(in, uidArgs)
+		res, err := tx.ExecContext(ctx, s.d.rebind(q), args...)
+		if err != nil {
+			return total, err
+		}
+		if k, err := res.RowsAffected(); err == nil {
+			total += int(k)
+		}
+		uids = uids[n:]
+	}
+	return total, nil
 }
 
 func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
@@ -322,27 +337,18 @@ func (s *sqlStore) SetPresence(ctx context.Context, lease string, ps []Presence,
 		total = 0
 		for _, k := range keys {
 			at := s.d.timeArg(time.UnixMicro(k.at))
-			for uids := groups[k]; len(uids) > 0; {
-				n := min(len(uids), touchChunk)
-				in, uidArgs := inList(uids[:n])
-				var q string
-				var args []any
+			n, err := s.updateByUIDs(ctx, tx, groups[k], func(in string, uidArgs []any) (string, []any) {
 				if k.held {
-					q = "UPDATE agents SET presence_lease = ?, " + setTime + " WHERE pod_uid IN " + in
-					args = append(append(args, lease, at, at), uidArgs...)
-				} else {
-					q = "UPDATE agents SET presence_lease = '', " + setTime + " WHERE pod_uid IN " + in + " AND presence_lease = ?"
-					args = append(append(append(args, at, at), uidArgs...), lease)
+					return "UPDATE agents SET presence_lease = ?, " + setTime + " WHERE pod_uid IN " + in,
+						append([]any{lease, at, at}, uidArgs...)
 				}
-				res, err := tx.ExecContext(ctx, s.d.rebind(q), args...)
-				if err != nil {
-					return fmt.Errorf("set presence: %w", err)
-				}
-				if k, err := res.RowsAffected(); err == nil {
-					total += int(k)
-				}
-				uids = uids[n:]
+				return "UPDATE agents SET presence_lease = '', " + setTime + " WHERE pod_uid IN " + in + " AND presence_lease = ?",
+					append(append([]any{at, at}, uidArgs...), lease)
+			})
+			if err != nil {
+				return fmt.Errorf("set presence: %w", err)
 			}
+			total += n
 		}
 		return nil
 	})
