@@ -145,11 +145,7 @@ func (c *beatCache) setHeld(ps []store.Presence, now time.Time) {
 			continue
 		}
 		b.held = p.Held
-		at := now
-		if !p.Held && !p.At.IsZero() {
-			at = p.At.Truncate(time.Second)
-		}
-		if at.After(b.agent.LastHeartbeat) {
+		if at := p.Time(now); at.After(b.agent.LastHeartbeat) {
 			b.agent.LastHeartbeat = at
 		}
 	}

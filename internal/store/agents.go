@@ -320,11 +320,7 @@ func (s *sqlStore) SetPresence(ctx context.Context, lease string, ps []Presence,
 		if p.PodUID == "" {
 			return 0, fmt.Errorf("presence %d: %w: pod_uid is empty", i, ErrInvalid)
 		}
-		at := now
-		if !p.Held && !p.At.IsZero() {
-			at = p.At.Truncate(time.Second)
-		}
-		k := key{p.Held, at.UnixMicro()}
+		k := key{p.Held, p.Time(now).UnixMicro()}
 		if _, ok := groups[k]; !ok {
 			keys = append(keys, k)
 		}

@@ -113,6 +113,15 @@ type Presence struct {
 	At time.Time
 }
 
+// Time is the LastHeartbeat p gives its agent when written at now: now
+// for a hold, At rounded down to the second for a release that names it.
+func (p Presence) Time(now time.Time) time.Time {
+	if !p.Held && !p.At.IsZero() {
+		return p.At.Truncate(time.Second)
+	}
+	return now
+}
+
 // AgentFilter selects agents for ListAgents.
 type AgentFilter struct {
 	IncludeOffline bool   // false: only free and busy agents (the seed's default)

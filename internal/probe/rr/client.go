@@ -29,9 +29,7 @@ func lowerSlack() (func(), error) {
 
 func setTimeouts(fd int, d time.Duration) error {
 	tv := unix.NsecToTimeval(d.Nanoseconds())
-	return errors.Join(
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv))
+	return errors.Join(unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv), setSendTimeout(fd, d))
 }
 
 // setSendTimeout bounds blocking writes only. The kernel arms the send
