@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"time"
 	"unsafe"
@@ -26,14 +27,29 @@ const (
 	// udpPollWait bounds one wait for datagrams, so that the reader sees
 	// its context end.
 	udpPollWait = 50 * time.Millisecond
+	// udpIdleAfter is how long the reader waits in poll(2) on its own
+	// thread after the last datagram; past it, it waits on Go's poller.
+	udpIdleAfter = 10 * time.Millisecond
 )
 
 // readUDP is the responder's UDP reader: it reads in batches (recvmmsg, and
 // UDP GRO where the kernel has it), splits merged datagrams back into the
 // ones that were sent, and demultiplexes each to its session's PacketFunc by
-// the session id in the packet header. It has its OS thread to itself and
-// waits for datagrams in poll(2) there (udpio's RecvInThread): an rr
-// request is then answered without a wake-up through Go's poller.
+// the session id in the packet header. It has its OS thread to itself and,
+// while datagrams come, waits for the next in poll(2) there (udpio's
+// RecvInThread): an rr request is then answered without a wake-up through
+// Go's poller.
+//
+// Idle (udpIdleAfter without a datagram) it waits on Go's poller instead.
+// A goroutine blocked in a system call keeps its P (Go's scheduler slot)
+// until the runtime's monitor takes it back, and the monitor takes it
+// back only when no P is idle; it then wakes a thread to hand the P to,
+// and polls every 20 µs for the next millisecond. With the UDP reader
+// parked in poll(2) and an rr TCP loop blocked in its read, a responder
+// with GOMAXPROCS 2 has no idle P, and that happened every poll timeout:
+// hundreds of monitor wake-ups a second, each one taking the CPU from the
+// loops it shares a CPU with (docs/probes.md, "rr: the Go runtime's
+// share").
 func (r *Responder) readUDP(ctx context.Context) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -80,9 +96,23 @@ func (r *Responder) readUDP(ctx context.Context) {
 		}
 		lastFn(pkt, from, RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs, Drops: m.Drops, DropsOK: m.DropsOK})
 	}
+	lastRx := time.Now()
 	for ctx.Err() == nil {
 		lastFn = nil // a session may have ended since the last batch
-		if _, err := rcv.RecvInThread(deliver, udpPollWait); err != nil {
+		var n int
+		var err error
+		if idle := time.Since(lastRx); idle < udpIdleAfter {
+			n, err = rcv.RecvInThread(deliver, udpIdleAfter-idle)
+		} else {
+			_ = r.udp.SetReadDeadline(time.Now().Add(udpPollWait))
+			if n, err = rcv.Recv(deliver); errors.Is(err, os.ErrDeadlineExceeded) {
+				err = nil
+			}
+		}
+		if n > 0 {
+			lastRx = time.Now()
+		}
+		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
 			}

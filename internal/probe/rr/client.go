@@ -112,15 +112,16 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	probe.PacketHeader{Type: probe.PacketRRRequest, Session: cl.Session}.Put(req)
 	rb := body(req[probe.PacketHeaderLen:])
 	var rx receiver
-	y := yielder{on: cfg.interval == 0}
+	y := newYielder(cfg.interval == 0)
 	timeout := cfg.timeout.Nanoseconds()
 	timeoutChanged := false
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
+	clk := newWallClock()
 	for i := int64(0); ; i++ {
 		y.tick()
 		pace(ctx, cfg, begin, i)
-		tw := time.Now().UnixNano()
+		tw := clk.now()
 		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
 			t.stoppedByCtx = byCtx
 			break
@@ -132,7 +133,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 			}
 			timeoutChanged = false
 		}
-		if _, err := unix.Write(fd, req); err != nil {
+		if err := writeAll(fd, req, nil); err != nil {
 			if errors.Is(err, unix.ECONNREFUSED) {
 				return nil, fmt.Errorf("responder's UDP port %d refused the request (ICMP port unreachable): responder gone or UDP blocked", ap.Port())
 			}
@@ -146,7 +147,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 		deadline := tw + timeout
 		for {
 			n, krx, errno := rx.recv(fd, resp, 0)
-			t1 := time.Now().UnixNano()
+			t1 := clk.now()
 			switch errno {
 			case 0:
 			case unix.EINTR:
@@ -246,9 +247,11 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	resp := make([]byte, cfg.size)
 	rb := body(req)
 	var rx receiver
-	y := yielder{on: cfg.interval == 0}
+	var peek peekPolicy
+	y := newYielder(cfg.interval == 0)
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
+	clk := newWallClock()
 	// now is the loop's clock between transactions: the previous
 	// transaction's end, read again only when the loop slept (pace) or for
 	// crr's connect, so a transaction costs two clock readings.
@@ -256,12 +259,15 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	for i := int64(0); ; i++ {
 		y.tick()
 		if cfg.interval > 0 && i > 0 {
+			if watch != nil {
+				watch.since.Store(0) // nothing waits while the loop sleeps
+			}
 			pace(ctx, cfg, begin, i)
-			now = time.Now().UnixNano()
+			now = clk.now()
 		}
 		t0 := now
 		if crr {
-			t0 = time.Now().UnixNano()
+			t0 = clk.now()
 		}
 		if stop, byCtx := loopDone(ctx, cfg, i, t0, end); stop {
 			t.stoppedByCtx = byCtx
@@ -277,7 +283,7 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 			}
 		}
 		rb.setSeq(uint64(i))
-		tw := time.Now().UnixNano()
+		tw := clk.now()
 		if crr {
 			t0 = min(t0, tw)
 		} else {
@@ -295,7 +301,16 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 		t.sent++
 		var krx int64
 		for got := 0; got < len(resp); {
-			n, ts, errno := rx.recv(conn.fd, resp[got:], 0)
+			var n int
+			var ts int64
+			errno := unix.EAGAIN
+			if got == 0 && !crr && peek.try() {
+				n, ts, errno = rx.recvWaiting(conn.fd, resp)
+				peek.result(errno != unix.EAGAIN)
+			}
+			if errno == unix.EAGAIN {
+				n, ts, errno = rx.recv(conn.fd, resp[got:], 0)
+			}
 			switch {
 			case errno == unix.EINTR:
 				continue
@@ -311,11 +326,8 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 				krx = ts
 			}
 		}
-		t1 := time.Now().UnixNano()
+		t1 := clk.now()
 		now = t1
-		if watch != nil {
-			watch.since.Store(0)
-		}
 		if crr {
 			conn.Close()
 		}

@@ -149,6 +149,7 @@ func serveConn(c net.Conn, cfg config, served *atomic.Int64, delay time.Duration
 	}
 	buf := make([]byte, cfg.size)
 	var rx receiver
+	clk := newWallClock()
 	tosKnown := false
 	var tos int
 	var tosOK bool
@@ -174,7 +175,7 @@ func serveConn(c net.Conn, cfg config, served *atomic.Int64, delay time.Duration
 			tos, tosOK, _ = tcp.ArrivedTOS(c)
 			tosKnown = true
 		}
-		body(buf).stampReply(krx, tos, tosOK, delay)
+		body(buf).stampReply(clk, krx, tos, tosOK, delay)
 		if _, err := c.Write(buf); err != nil {
 			return fmt.Errorf("reply: %w", err)
 		}
@@ -184,13 +185,13 @@ func serveConn(c net.Conn, cfg config, served *atomic.Int64, delay time.Duration
 
 // stampReply fills a request's body in as the reply: the flags, the
 // arrival TOS when known, the receive time (the kernel's krx, or now when
-// krx is 0), then, after delay, the transmit time.
-func (b body) stampReply(krx int64, tos int, tosOK bool, delay time.Duration) {
+// krx is 0), then, after delay, the transmit time, read from clk.
+func (b body) stampReply(clk *wallClock, krx int64, tos int, tosOK bool, delay time.Duration) {
 	var flags byte
 	if krx != 0 {
 		flags |= flagKernelRx
 	} else {
-		krx = time.Now().UnixNano()
+		krx = clk.now()
 	}
 	if tosOK {
 		b[offTOS] = byte(tos)
@@ -201,7 +202,7 @@ func (b body) stampReply(krx int64, tos int, tosOK bool, delay time.Duration) {
 	if delay > 0 {
 		time.Sleep(delay)
 	}
-	b.setTx(time.Now().UnixNano())
+	b.setTx(clk.now())
 }
 
 // readMsg reads once through the Go poller, with the kernel timestamp.
@@ -282,7 +283,8 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 	writeAgain := func() bool { return !end.ended.Load() }
 	buf := make([]byte, cfg.size)
 	var rx receiver
-	y := yielder{on: true}
+	clk := newWallClock()
+	y := newYielder(true)
 	for {
 		y.tick()
 		if end.ended.Load() {
@@ -314,7 +316,7 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 			tosKnown = true
 			c.Close()
 		}
-		body(buf).stampReply(krx, tos, tosOK, delay)
+		body(buf).stampReply(clk, krx, tos, tosOK, delay)
 		if err := writeAll(fd, buf, writeAgain); err != nil {
 			if end.ended.Load() {
 				return ctx.Err()

@@ -344,27 +344,45 @@ func loopDone(ctx context.Context, cfg config, i int64, now, end int64) (stop, b
 // yielder lets Go's scheduler see a transaction loop that never blocks in
 // it. A goroutine that keeps its P for 10 ms (the loop's blocking reads are
 // syscalls, not scheduler waits) is preempted by the runtime's monitor,
-// which then polls every 20 µs for a millisecond and backs off: measured
-// here as thousands of monitor wake-ups a second, on the two CPUs the
-// round trips need, and a fatter p90. On a locked thread each preemption
-// also hands the P to another thread and back (two futex wake-ups). So
-// the loops run unlocked and yield every yieldEvery transactions, which on
-// an unlocked goroutine costs a pass through the scheduler and keeps the
-// monitor asleep.
+// which then takes the P, hands it to another thread and polls every 20 µs
+// for a millisecond: measured here as thousands of monitor wake-ups a
+// second, on the two CPUs the round trips need, and a fatter p99. On a
+// locked thread each preemption also hands the P to another thread and
+// back (two futex wake-ups). So the loops run unlocked and yield every
+// yieldPeriod, which on an unlocked goroutine costs a pass through the
+// scheduler and keeps the monitor asleep.
+//
+// By time, not by count: each runtime.Gosched wakes an idle thread of the
+// runtime to look for work (a futex wake-up, and on a shared CPU a context
+// switch inside someone's round trip). Every 64 transactions that was
+// about a thousand a second at each end; every 4 ms it is 250.
 type yielder struct {
-	on bool
-	n  uint32
+	on   bool
+	n    uint32
+	base time.Time
+	last time.Duration // since base, at the last yield
 }
 
-// yieldEvery transactions (about a millisecond at 20 µs each).
-const yieldEvery = 64
+// yieldPeriod is well under the monitor's 10 ms; the clock is read every
+// yieldCheck transactions to see whether it has passed.
+const (
+	yieldPeriod = 4 * time.Millisecond
+	yieldCheck  = 16
+)
+
+func newYielder(on bool) yielder { return yielder{on: on, base: time.Now()} }
 
 func (y *yielder) tick() {
 	if !y.on {
 		return
 	}
 	y.n++
-	if y.n%yieldEvery == 0 {
+	if y.n%yieldCheck != 0 {
+		return
+	}
+	// time.Since reads only the monotonic clock: half a time.Now.
+	if now := time.Since(y.base); now-y.last >= yieldPeriod {
+		y.last = now
 		runtime.Gosched()
 	}
 }

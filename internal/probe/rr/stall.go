@@ -16,8 +16,12 @@ import (
 // that wakes a few times per timeout shuts the connection down once one
 // has waited longer than the timeout, which ends the blocked read.
 type stallWatch struct {
-	// since is the client's clock (ns) right before the waiting request's
-	// write, 0 while no request waits.
+	// since is the client's clock (ns) right before the latest request's
+	// write, set once per transaction; 0 while the loop sleeps between
+	// transactions (an interval). Between a response and the next write
+	// (a fraction of a microsecond, no wait) it still holds the answered
+	// request's time: clearing it there cost a second atomic store in
+	// every round trip.
 	since   atomic.Int64
 	stalled atomic.Bool // the watch shut the connection down
 	done    chan struct{}

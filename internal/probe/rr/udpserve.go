@@ -71,6 +71,7 @@ func (u *udpServer) sharedOnly() string {
 // responder's UDP reader goroutine, into one reused buffer.
 func (u *udpServer) reflector() probe.PacketFunc {
 	buf := make([]byte, 64<<10)
+	clk := newWallClock()
 	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
 		h, ok := probe.ParsePacketHeader(pkt)
 		if !ok || h.Type != probe.PacketRRRequest || len(pkt) < probe.PacketHeaderLen+bodyLen {
@@ -78,7 +79,7 @@ func (u *udpServer) reflector() probe.PacketFunc {
 		}
 		n := copy(buf, pkt)
 		buf[2] = probe.PacketRRResponse
-		body(buf[probe.PacketHeaderLen:n]).stampReply(rx.KernelNs, rx.TOS, rx.TOSOK, u.delay)
+		body(buf[probe.PacketHeaderLen:n]).stampReply(clk, rx.KernelNs, rx.TOS, rx.TOSOK, u.delay)
 		if err := u.s.WriteTo(buf[:n], from); err != nil {
 			u.s.Log.Debug("rr reply", "to", from, "err", err)
 			return
@@ -153,7 +154,8 @@ func (u *udpServer) serve(fd int) error {
 		oob [256]byte
 	)
 	session := u.s.ID
-	y := yielder{on: true}
+	clk := newWallClock()
+	y := newYielder(true)
 	for !ended.Load() {
 		y.tick()
 		iov.Base = &buf[0]
@@ -180,8 +182,13 @@ func (u *udpServer) serve(fd int) error {
 		}
 		m := udpio.ParseCmsgs(oob[:msg.Controllen])
 		buf[2] = probe.PacketRRResponse
-		body(buf[probe.PacketHeaderLen:n]).stampReply(m.KernelNs, m.TOS, m.TOSOK, u.delay)
-		if _, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(n)); e != 0 {
+		body(buf[probe.PacketHeaderLen:n]).stampReply(clk, m.KernelNs, m.TOS, m.TOSOK, u.delay)
+		// One raw non-blocking send: a datagram is sent whole or not at
+		// all, and a reply that finds the send buffer full is lost like
+		// one dropped on the way (no Go system-call bookkeeping for a call
+		// that never waits).
+		if _, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(n),
+			unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0); e != 0 {
 			if e == unix.ECONNREFUSED {
 				return errors.New("client's port closed")
 			}
