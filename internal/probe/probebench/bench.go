@@ -31,7 +31,16 @@ type bench struct {
 	o       options
 	pair    *nettest.Pair
 	pinned  bool
-	servers []*exec.Cmd
+	servers []*server
+
+	// The rr servers, sampled beside their clients.
+	cnperfServer, sockperfUDP, sockperfTCP *server
+}
+
+// server is a server process of one mode.
+type server struct {
+	cmd  *exec.Cmd
+	tool string // the tool's executable (cmd may be taskset's)
 }
 
 func (b *bench) modeName() string {
@@ -58,19 +67,28 @@ func (b *bench) command(ctx context.Context, cpu int, name string, args ...strin
 
 func (b *bench) startServers() error {
 	dst := b.pair.AddrB.String()
-	bg := context.Background()
-	cmds := []*exec.Cmd{
-		b.command(bg, 1, b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"),
-		b.command(bg, 1, "iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)),
-		b.command(bg, 1, "sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)),
-		b.command(bg, 1, "sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)),
-	}
-	for _, c := range cmds {
+	start := func(name string, args ...string) (*server, error) {
+		c := b.command(context.Background(), 1, name, args...)
 		c.Stdout, c.Stderr = io.Discard, os.Stderr
 		if err := b.pair.B.Start(c); err != nil {
-			return fmt.Errorf("start %v: %w", c.Args, err)
+			return nil, fmt.Errorf("start %v: %w", c.Args, err)
 		}
-		b.servers = append(b.servers, c)
+		s := &server{cmd: c, tool: name}
+		b.servers = append(b.servers, s)
+		return s, nil
+	}
+	var err error
+	if b.cnperfServer, err = start(b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"); err != nil {
+		return err
+	}
+	if _, err = start("iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
+		return err
+	}
+	if b.sockperfUDP, err = start("sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)); err != nil {
+		return err
+	}
+	if b.sockperfTCP, err = start("sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)); err != nil {
+		return err
 	}
 	for _, port := range []int{cnperfPort, iperf3Port, sockperfTCPPort} {
 		if err := b.waitPort(port); err != nil {
@@ -100,9 +118,9 @@ func (b *bench) waitPort(port int) error {
 }
 
 func (b *bench) stopServers() {
-	for _, c := range b.servers {
-		_ = c.Process.Kill()
-		_ = c.Wait()
+	for _, s := range b.servers {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
 	}
 	b.servers = nil
 }
@@ -110,18 +128,40 @@ func (b *bench) stopServers() {
 // client runs a client command in namespace A (on CPU 0 when pinned) and
 // returns its stdout.
 func (b *bench) client(timeout time.Duration, name string, args ...string) ([]byte, error) {
+	out, _, err := b.clientWatched(timeout, nil, name, args...)
+	return out, err
+}
+
+// clientWatched is client that, when server is not nil, samples the
+// client and server processes while the client runs (watch) for an rr
+// run's CPU per transaction.
+func (b *bench) clientWatched(timeout time.Duration, server *server, name string, args ...string) ([]byte, watchResult, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	cmd := b.command(ctx, 0, name, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := b.pair.A.Start(cmd); err != nil {
-		return nil, err
+		return nil, watchResult{}, err
 	}
-	if err := cmd.Wait(); err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(errb.String()))
+	var w watchResult
+	watched := make(chan struct{})
+	stopWatch, endWatch := context.WithCancel(context.Background())
+	defer endWatch()
+	if server != nil {
+		spec := watchSpec{client: cmd.Process.Pid, server: server.cmd.Process.Pid,
+			clientComm: commOf(name), serverComm: commOf(server.tool), rrTime: b.o.rrTime}
+		go func() { w = watch(stopWatch, spec); close(watched) }()
+	} else {
+		close(watched)
 	}
-	return out.Bytes(), nil
+	err := cmd.Wait()
+	endWatch()
+	<-watched
+	if err != nil {
+		return out.Bytes(), w, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(errb.String()))
+	}
+	return out.Bytes(), w, nil
 }
 
 func lastLine(s string) string {
@@ -145,15 +185,21 @@ type cnperfResult struct {
 }
 
 func (b *bench) cnperf(timeout time.Duration, args ...string) (cnperfResult, error) {
-	out, err := b.client(timeout, b.o.cnperf, append([]string{"probe"}, append(args, "--json", "--log-level", "warn")...)...)
+	r, _, err := b.cnperfWatched(timeout, nil, args...)
+	return r, err
+}
+
+// cnperfWatched is cnperf sampling the client and server (an rr run).
+func (b *bench) cnperfWatched(timeout time.Duration, server *server, args ...string) (cnperfResult, watchResult, error) {
+	out, w, err := b.clientWatched(timeout, server, b.o.cnperf, append([]string{"probe"}, append(args, "--json", "--log-level", "warn")...)...)
 	if err != nil {
-		return cnperfResult{}, err
+		return cnperfResult{}, w, err
 	}
 	var r cnperfResult
 	if err := json.Unmarshal(out, &r); err != nil {
-		return r, fmt.Errorf("cnperf %v: decode result: %w", args, err)
+		return r, w, fmt.Errorf("cnperf %v: decode result: %w", args, err)
 	}
-	return r, nil
+	return r, w, nil
 }
 
 func (b *bench) cnperfTarget() string { return nettest.HostPort(b.pair.AddrB, cnperfPort) }
@@ -203,20 +249,21 @@ type sockperfResult struct {
 
 // sockperf runs ping-pong at the maximum rate for the rr time with 64-byte
 // messages and full round-trip figures.
-func (b *bench) sockperf(tcp bool) (sockperfResult, error) {
-	port := sockperfUDPPort
+func (b *bench) sockperf(tcp bool) (sockperfResult, watchResult, error) {
+	port, srv := sockperfUDPPort, b.sockperfUDP
 	args := []string{"ping-pong", "-i", b.pair.AddrB.String(), "-m", "64", "--mps=max", "--full-rtt",
 		"-t", strconv.Itoa(max(1, int(b.o.rrTime.Seconds())))}
 	if tcp {
-		port = sockperfTCPPort
+		port, srv = sockperfTCPPort, b.sockperfTCP
 		args = append(args, "--tcp")
 	}
 	args = append(args, "-p", strconv.Itoa(port))
-	out, err := b.client(b.o.rrTime+30*time.Second, "sockperf", args...)
+	out, w, err := b.clientWatched(b.o.rrTime+30*time.Second, srv, "sockperf", args...)
 	if err != nil {
-		return sockperfResult{}, err
+		return sockperfResult{}, w, err
 	}
-	return parseSockperf(out)
+	r, err := parseSockperf(out)
+	return r, w, err
 }
 
 // parseSockperf reads the 50th percentile and the valid period's received

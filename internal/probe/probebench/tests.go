@@ -122,37 +122,3 @@ func rateName(r float64) string {
 	}
 	return fmt.Sprintf("%g", r)
 }
-
-// rr compares 64-byte request/response, back to back: app p50 and
-// transactions per second.
-func (b *bench) rr(tcp bool) ([]row, error) {
-	proto := "udp"
-	if tcp {
-		proto = "tcp"
-	}
-	var cnP50, cnTPS, cnCPU, spP50, spTPS []float64
-	for i := 0; i < b.o.runs; i++ {
-		c, err := b.cnperf(b.o.rrTime+30*time.Second, "rr", "--proto", proto, "--to", b.cnperfTarget(), "-t", b.o.rrTime.String(), "-l", "64")
-		if err != nil {
-			return nil, err
-		}
-		cnP50, cnTPS, cnCPU = append(cnP50, c.AppRTTms.P50*1e3), append(cnTPS, c.TPS), append(cnCPU, c.CPUPct.Sender)
-		s, err := b.sockperf(tcp)
-		if err != nil {
-			return nil, err
-		}
-		spP50, spTPS = append(spP50, s.p50us), append(spTPS, s.tps)
-		fmt.Printf("  rr %s run %d: cnperf app p50 %.1f µs, %.0f/s (cpu %.0f %%); sockperf p50 %.1f µs, %.0f/s\n",
-			proto, i+1, cnP50[i], cnTPS[i], cnCPU[i], spP50[i], spTPS[i])
-	}
-	p50Ratio := median(cnP50) / median(spP50)
-	tpsRatio := median(cnTPS) / median(spTPS)
-	name := "rr " + map[bool]string{false: "UDP", true: "TCP"}[tcp] + " 64 B"
-	return []row{
-		{mode: b.modeShort(), test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(cnP50)),
-			ref: fmt.Sprintf("sockperf %.1f µs", median(spP50)), ratio: p50Ratio, target: "≤ 1.0", met: p50Ratio <= 1.0,
-			note: fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU))},
-		{mode: b.modeShort(), test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(cnTPS)/1e3),
-			ref: fmt.Sprintf("sockperf %.1fk", median(spTPS)/1e3), ratio: tpsRatio, target: "≥ 1.0", met: tpsRatio >= 1.0},
-	}, nil
-}
