@@ -30,8 +30,8 @@ func (r rrRun) describe(serverName string) string {
 		return "CPU not measured: " + r.w.err.Error()
 	}
 	c, s := r.cpuPerTx()
-	out := fmt.Sprintf("CPU per transaction: client %.1f µs, %s %.1f µs (window %.2f s; sampler %.1f %% of a CPU)",
-		c, serverName, s, r.w.window.Seconds(), 100*float64(r.w.samplerNs)/float64(r.w.samplerWall.Nanoseconds()))
+	out := fmt.Sprintf("CPU per transaction: client %.1f µs, %s %.1f µs; same CPU %s (%s) (window %.2f s, %d periods; sampler %.1f %% of a CPU)",
+		c, serverName, s, fmtPct(r.w.samePct()), r.placement(), r.w.window.Seconds(), r.w.periods, 100*float64(r.w.samplerNs)/float64(r.w.samplerWall.Nanoseconds()))
 	if r.w.warn != "" {
 		out += "; cross-check:" + strings.TrimSuffix(r.w.warn, ";")
 	}
@@ -79,15 +79,23 @@ func (b *bench) rr(tcp bool) ([]row, error) {
 	p50Ratio := median(get(cn, p50)) / median(get(sp, p50))
 	tpsRatio := median(get(cn, tps)) / median(get(sp, tps))
 	name := "rr " + map[bool]string{false: "UDP", true: "TCP"}[tcp] + " 64 B"
-	return []row{
+	rows := []row{
 		{mode: b.modeShort(), test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(get(cn, p50))),
 			ref: fmt.Sprintf("sockperf %.1f µs", median(get(sp, p50))), ratio: p50Ratio, target: "≤ 1.0", met: p50Ratio <= 1.0,
-			note: fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU))},
+			notes: []string{fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU)),
+				fmt.Sprintf("same CPU per run: cnperf %s; sockperf %s", placementSummary(cn), placementSummary(sp))}},
 		{mode: b.modeShort(), test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(get(cn, tps))/1e3),
 			ref: fmt.Sprintf("sockperf %.1fk", median(get(sp, tps))/1e3), ratio: tpsRatio, target: "≥ 1.0", met: tpsRatio >= 1.0},
 		cpuRow(b.modeShort(), name+", client CPU per transaction", "sockperf", get(cn, clientCPU), get(sp, clientCPU)),
 		cpuRow(b.modeShort(), name+", responder CPU per transaction", "sockperf server", get(cn, serverCPU), get(sp, serverCPU)),
-	}, nil
+	}
+	// Report only: the verdicts stay the medians' ratios.
+	for i, f := range []func(rrRun) float64{p50, tps, clientCPU, serverCPU} {
+		if line := placementsDiffer(cn, sp, f); line != "" {
+			rows[i].notes = append(rows[i].notes, line)
+		}
+	}
+	return rows, nil
 }
 
 // cpuRow compares the medians of the measured runs' CPU per transaction

@@ -67,12 +67,12 @@ func (b *bench) tcp(streams int) (row, error) {
 	if streams > 1 {
 		name = fmt.Sprintf("TCP -P %d, receiver", streams)
 	}
-	note := ""
+	var notes []string
 	if how != "" {
-		note = "cnperf receiver: " + how
+		notes = []string{"cnperf receiver: " + how}
 	}
 	return row{mode: b.modeShort(), test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
-		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, note: note}, nil
+		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, notes: notes}, nil
 }
 
 // udp compares the sender's CPU at a paced rate with 1400-byte payloads.
@@ -109,8 +109,8 @@ func (b *bench) udp(rate float64) (row, error) {
 	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
 		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
 		ratio: ratio, target: target, met: met,
-		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
-			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}, nil
+		notes: []string{fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
+			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}}, nil
 }
 
 func rateName(r float64) string {

@@ -47,6 +47,7 @@ type watchResult struct {
 	window             time.Duration // between the window's first and last samples
 	clientNs, serverNs uint64        // CPU time in the window, schedstat summed over threads
 	warn               string        // the /proc/PID/stat cross-check disagreed
+	periods, same      int           // sample periods in the window in which both ends ran; of them, on one CPU
 	samplerNs          uint64        // the sampling thread's own CPU over the whole run
 	samplerWall        time.Duration
 }
@@ -131,8 +132,8 @@ func watchLoop(ctx context.Context, spec watchSpec) watchResult {
 		if err != nil {
 			return watchResult{err: err}
 		}
-		cGain, _ := step(prev.client, cur.client)
-		sGain, _ := step(prev.server, cur.server)
+		cGain, cBusiest := step(prev.client, cur.client)
+		sGain, sBusiest := step(prev.server, cur.server)
 		switch {
 		case loop.start.IsZero():
 			if loop.feed(prev.at, cur.at, cGain, sGain) {
@@ -156,6 +157,16 @@ func watchLoop(ctx context.Context, spec watchSpec) watchResult {
 		default:
 			r.clientNs += cGain
 			r.serverNs += sGain
+			if cBusiest != 0 && sBusiest != 0 {
+				cc, err1 := rd.client.cpuOf(cBusiest)
+				sc, err2 := rd.server.cpuOf(sBusiest)
+				if err1 == nil && err2 == nil { // else a busiest thread just exited
+					r.periods++
+					if cc == sc {
+						r.same++
+					}
+				}
+			}
 			if !cur.at.Before(winEnd) {
 				endTick, err := groupTicks(spec)
 				if err != nil {
