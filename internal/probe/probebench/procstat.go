@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // What the bench reads of another process from /proc, to measure the CPU
@@ -66,45 +67,48 @@ func parseSchedstat(line string) (uint64, error) {
 	return ns, nil
 }
 
-// taskReader reads the threads of one process, keeping each thread's
-// schedstat file open between samples (re-read from offset 0: /proc's
-// files are generated anew on a read at 0) so a sample costs a directory
-// listing and one read per thread. The stat file, the larger one, is read
-// only for the thread whose CPU is wanted.
+// taskReader reads the threads of one process as cheaply as it can, for
+// the sampling shares the two CPUs with what it measures: each thread's
+// schedstat and stat files stay open between samples and are re-read from
+// offset 0 (/proc generates them anew on a read at 0: 2 µs for schedstat,
+// 5 µs for stat here, against 20 µs to open, read and close stat), the
+// stat file only for the thread whose CPU is wanted, and the thread list
+// is read again only every listEvery samples (13 µs a listing). A thread
+// created between two listings is found at the next one and its run time
+// then counted from zero, so no CPU time is lost, only its chance to be
+// the busiest for up to listEvery samples; a thread that exits is dropped
+// when its file read fails.
 type taskReader struct {
-	pid   int
-	dir   string
-	sched map[int]*os.File
-	buf   []byte
+	pid     int
+	dir     string
+	sched   map[int]int // thread id → open file descriptor
+	stat    map[int]int
+	buf     []byte
+	samples int
 }
+
+const listEvery = 10
 
 func newTaskReader(pid int) *taskReader {
-	return &taskReader{pid: pid, dir: "/proc/" + strconv.Itoa(pid) + "/task/", sched: map[int]*os.File{}, buf: make([]byte, 1024)}
+	return &taskReader{pid: pid, dir: "/proc/" + strconv.Itoa(pid) + "/task/",
+		sched: map[int]int{}, stat: map[int]int{}, buf: make([]byte, 1024)}
 }
 
-// read returns every thread's run time in ns. A thread that exits between
-// the listing and its read is left out; the process gone is an error.
+// read returns every thread's run time in ns; the process gone is an
+// error.
 func (r *taskReader) read() (map[int]uint64, error) {
-	names, err := readDirNames(r.dir)
-	if err != nil {
-		return nil, fmt.Errorf("list threads of %d: %w", r.pid, err)
+	if r.samples%listEvery == 0 {
+		if err := r.list(); err != nil {
+			return nil, err
+		}
 	}
-	out := make(map[int]uint64, len(names))
-	for _, name := range names {
-		tid, err := strconv.Atoi(name)
+	r.samples++
+	out := make(map[int]uint64, len(r.sched))
+	for tid, fd := range r.sched {
+		n, err := unix.Pread(fd, r.buf, 0)
 		if err != nil {
+			r.drop(tid) // exited: its file reads ESRCH
 			continue
-		}
-		f := r.sched[tid]
-		if f == nil {
-			if f, err = os.Open(r.dir + name + "/schedstat"); err != nil {
-				continue // exited after the listing
-			}
-			r.sched[tid] = f
-		}
-		n, err := f.ReadAt(r.buf, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
-			continue // exited: its file reads ESRCH
 		}
 		ns, err := parseSchedstat(string(r.buf[:n]))
 		if err != nil {
@@ -112,32 +116,70 @@ func (r *taskReader) read() (map[int]uint64, error) {
 		}
 		out[tid] = ns
 	}
-	for tid, f := range r.sched {
-		if _, ok := out[tid]; !ok {
-			f.Close()
-			delete(r.sched, tid)
-		}
-	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("process %d: no thread readable", r.pid)
 	}
 	return out, nil
 }
 
+// list opens the schedstat file of every thread not yet open.
+func (r *taskReader) list() error {
+	names, err := readDirNames(r.dir)
+	if err != nil {
+		return fmt.Errorf("list threads of %d: %w", r.pid, err)
+	}
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
+		if _, open := r.sched[tid]; err != nil || open {
+			continue
+		}
+		if fd, err := openProc(r.dir + name + "/schedstat"); err == nil {
+			r.sched[tid] = fd
+		} // else exited after the listing
+	}
+	return nil
+}
+
 // cpuOf is the CPU thread tid last ran on (stat's processor).
 func (r *taskReader) cpuOf(tid int) (int, error) {
-	b, err := os.ReadFile(r.dir + strconv.Itoa(tid) + "/stat")
+	fd, open := r.stat[tid]
+	if !open {
+		var err error
+		if fd, err = openProc(r.dir + strconv.Itoa(tid) + "/stat"); err != nil {
+			return 0, err
+		}
+		r.stat[tid] = fd
+	}
+	n, err := unix.Pread(fd, r.buf, 0)
 	if err != nil {
+		r.drop(tid)
 		return 0, err
 	}
-	s, err := parseStat(string(b))
+	s, err := parseStat(string(r.buf[:n]))
 	return s.cpu, err
 }
 
+func (r *taskReader) drop(tid int) {
+	for _, m := range []map[int]int{r.sched, r.stat} {
+		if fd, open := m[tid]; open {
+			unix.Close(fd)
+			delete(m, tid)
+		}
+	}
+}
+
+// openProc opens a /proc file for pread (one system call a read, where
+// os.File.ReadAt makes a second to see the end).
+func openProc(path string) (int, error) {
+	return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+}
+
 func (r *taskReader) close() {
-	for tid, f := range r.sched {
-		f.Close()
-		delete(r.sched, tid)
+	for tid := range r.sched {
+		r.drop(tid)
+	}
+	for tid := range r.stat {
+		r.drop(tid)
 	}
 }
 
