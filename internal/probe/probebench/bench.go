@@ -25,16 +25,50 @@ const (
 	sockperfTCPPort = 5204
 )
 
-// bench runs one mode (pinned or not) of the comparison.
+// bench runs one mode of the comparison.
 type bench struct {
 	ctx     context.Context // cancelled by SIGINT/SIGTERM
 	o       options
 	pair    *nettest.Pair
-	pinned  bool
+	mode    mode
 	servers []*server
 
 	// The rr servers, sampled beside their clients.
 	cnperfServer, sockperfUDP, sockperfTCP *server
+}
+
+// mode says where the bench pins the clients and the servers of every
+// tool alike: a CPU each, or -1 for none.
+type mode struct {
+	name      string // printed at the mode's start
+	short     string // the table's mode column
+	clientCPU int
+	serverCPU int
+	rrOnly    bool // only rr runs in this mode
+}
+
+// modes are run in this order: unpinned, as an agent runs on a node;
+// pinned to two CPUs (the two-CPU placement by construction); and, for rr
+// only, client and server sharing CPU 0 (the one-CPU placement by
+// construction, like two pods on one core), so that each loop is compared
+// in each placement (docs/probes.md, "rr CPU and placement in the bench").
+var modes = []mode{
+	{name: "unpinned", short: "unpinned", clientCPU: -1, serverCPU: -1},
+	{name: "pinned (client CPU 0, server CPU 1)", short: "pinned", clientCPU: 0, serverCPU: 1},
+	{name: "shared (client and server on CPU 0)", short: "shared", clientCPU: 0, serverCPU: 0, rrOnly: true},
+}
+
+// runs says whether test (tcp, udp or rr) runs in m under -only only.
+func (m mode) runs(test, only string) bool {
+	if only != "" && only != test {
+		return false
+	}
+	return !m.rrOnly || test == "rr"
+}
+
+// runsAny says whether any test runs in m under -only only.
+func (m mode) runsAny(only string) bool {
+	return m.runs("tcp", only) || m.runs("udp", only) || m.runs("rr", only)
 }
 
 // server is a server process of one mode.
@@ -43,32 +77,21 @@ type server struct {
 	tool string // the tool's executable (cmd may be taskset's)
 }
 
-func (b *bench) modeName() string {
-	if b.pinned {
-		return "pinned (client CPU 0, server CPU 1)"
-	}
-	return "unpinned"
-}
-
-func (b *bench) modeShort() string {
-	if b.pinned {
-		return "pinned"
-	}
-	return "unpinned"
-}
-
-// command returns name args, pinned to cpu with taskset in pinned mode.
-func (b *bench) command(ctx context.Context, cpu int, name string, args ...string) *exec.Cmd {
-	if !b.pinned {
+// command returns name args, pinned to cpu with taskset unless cpu is -1.
+// taskset executes the tool in place, so cmd's PID is the tool's.
+func command(ctx context.Context, cpu int, name string, args ...string) *exec.Cmd {
+	if cpu < 0 {
 		return exec.CommandContext(ctx, name, args...)
 	}
 	return exec.CommandContext(ctx, "taskset", append([]string{"-c", strconv.Itoa(cpu), name}, args...)...)
 }
 
+// startServers starts the servers the mode's tests need, on the mode's
+// server CPU.
 func (b *bench) startServers() error {
 	dst := b.pair.AddrB.String()
 	start := func(name string, args ...string) (*server, error) {
-		c := b.command(context.Background(), 1, name, args...)
+		c := command(context.Background(), b.mode.serverCPU, name, args...)
 		c.Stdout, c.Stderr = io.Discard, os.Stderr
 		if err := b.pair.B.Start(c); err != nil {
 			return nil, fmt.Errorf("start %v: %w", c.Args, err)
@@ -81,21 +104,30 @@ func (b *bench) startServers() error {
 	if b.cnperfServer, err = start(b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"); err != nil {
 		return err
 	}
-	if _, err = start("iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
-		return err
+	ports := []int{cnperfPort}
+	if b.mode.runs("tcp", b.o.only) || b.mode.runs("udp", b.o.only) {
+		if _, err = start("iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
+			return err
+		}
+		ports = append(ports, iperf3Port)
 	}
-	if b.sockperfUDP, err = start("sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)); err != nil {
-		return err
+	if b.mode.runs("rr", b.o.only) {
+		if b.sockperfUDP, err = start("sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)); err != nil {
+			return err
+		}
+		if b.sockperfTCP, err = start("sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)); err != nil {
+			return err
+		}
+		ports = append(ports, sockperfTCPPort)
 	}
-	if b.sockperfTCP, err = start("sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)); err != nil {
-		return err
-	}
-	for _, port := range []int{cnperfPort, iperf3Port, sockperfTCPPort} {
+	for _, port := range ports {
 		if err := b.waitPort(port); err != nil {
 			return err
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // sockperf's UDP server cannot be dialled to check
+	if b.sockperfUDP != nil {
+		time.Sleep(200 * time.Millisecond) // sockperf's UDP server cannot be dialled to check
+	}
 	return nil
 }
 
@@ -125,8 +157,8 @@ func (b *bench) stopServers() {
 	b.servers = nil
 }
 
-// client runs a client command in namespace A (on CPU 0 when pinned) and
-// returns its stdout.
+// client runs a client command in namespace A (on the mode's client CPU)
+// and returns its stdout.
 func (b *bench) client(timeout time.Duration, name string, args ...string) ([]byte, error) {
 	out, _, err := b.clientWatched(timeout, nil, name, args...)
 	return out, err
@@ -138,7 +170,7 @@ func (b *bench) client(timeout time.Duration, name string, args ...string) ([]by
 func (b *bench) clientWatched(timeout time.Duration, server *server, name string, args ...string) ([]byte, watchResult, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
-	cmd := b.command(ctx, 0, name, args...)
+	cmd := command(ctx, b.mode.clientCPU, name, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := b.pair.A.Start(cmd); err != nil {

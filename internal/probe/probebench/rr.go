@@ -80,14 +80,14 @@ func (b *bench) rr(tcp bool) ([]row, error) {
 	tpsRatio := median(get(cn, tps)) / median(get(sp, tps))
 	name := "rr " + map[bool]string{false: "UDP", true: "TCP"}[tcp] + " 64 B"
 	rows := []row{
-		{mode: b.modeShort(), test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(get(cn, p50))),
+		{mode: b.mode.short, test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(get(cn, p50))),
 			ref: fmt.Sprintf("sockperf %.1f µs", median(get(sp, p50))), ratio: p50Ratio, target: "≤ 1.0", met: p50Ratio <= 1.0,
 			notes: []string{fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU)),
 				fmt.Sprintf("same CPU per run: cnperf %s; sockperf %s", placementSummary(cn), placementSummary(sp))}},
-		{mode: b.modeShort(), test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(get(cn, tps))/1e3),
+		{mode: b.mode.short, test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(get(cn, tps))/1e3),
 			ref: fmt.Sprintf("sockperf %.1fk", median(get(sp, tps))/1e3), ratio: tpsRatio, target: "≥ 1.0", met: tpsRatio >= 1.0},
-		cpuRow(b.modeShort(), name+", client CPU per transaction", "sockperf", get(cn, clientCPU), get(sp, clientCPU)),
-		cpuRow(b.modeShort(), name+", responder CPU per transaction", "sockperf server", get(cn, serverCPU), get(sp, serverCPU)),
+		cpuRow(b.mode.short, name+", client CPU per transaction", "sockperf", get(cn, clientCPU), get(sp, clientCPU)),
+		cpuRow(b.mode.short, name+", responder CPU per transaction", "sockperf server", get(cn, serverCPU), get(sp, serverCPU)),
 	}
 	// Report only: the verdicts stay the medians' ratios.
 	for i, f := range []func(rrRun) float64{p50, tps, clientCPU, serverCPU} {

@@ -13,7 +13,7 @@ func (b *bench) runMode() ([]row, error) {
 		return nil, err
 	}
 	var rows []row
-	if b.o.only == "" || b.o.only == "tcp" {
+	if b.mode.runs("tcp", b.o.only) {
 		for _, streams := range []int{1, b.o.streams} {
 			r, err := b.tcp(streams)
 			if err != nil {
@@ -22,7 +22,7 @@ func (b *bench) runMode() ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if b.o.only == "" || b.o.only == "udp" {
+	if b.mode.runs("udp", b.o.only) {
 		for _, rate := range []float64{10e6, 100e6, 1e9} {
 			r, err := b.udp(rate)
 			if err != nil {
@@ -31,7 +31,7 @@ func (b *bench) runMode() ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if b.o.only == "" || b.o.only == "rr" {
+	if b.mode.runs("rr", b.o.only) {
 		for _, tcp := range []bool{false, true} {
 			r, err := b.rr(tcp)
 			if err != nil {
@@ -71,7 +71,7 @@ func (b *bench) tcp(streams int) (row, error) {
 	if how != "" {
 		notes = []string{"cnperf receiver: " + how}
 	}
-	return row{mode: b.modeShort(), test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
+	return row{mode: b.mode.short, test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
 		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, notes: notes}, nil
 }
 
@@ -106,7 +106,7 @@ func (b *bench) udp(rate float64) (row, error) {
 		met = met && burst <= 9
 		target += ", burst ≤ 9"
 	}
-	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
+	return row{mode: b.mode.short, test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
 		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
 		ratio: ratio, target: target, met: met,
 		notes: []string{fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
