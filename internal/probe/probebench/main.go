@@ -96,6 +96,7 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs; %s\n",
 		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU(), loadNow())
+	fmt.Printf("probebench: %s\n", cnperfVersion(ctx, o.cnperf))
 	var rows []row
 	for _, m := range modes {
 		if !m.runsAny(o.only) {
@@ -126,4 +127,16 @@ func loadNow() string {
 		return "at " + at + ", load average unknown"
 	}
 	return fmt.Sprintf("at %s, load average %s %s %s", at, f[0], f[1], f[2])
+}
+
+// cnperfVersion is what `cnperf version` prints (the commit measured), so
+// that a quoted table carries it.
+func cnperfVersion(ctx context.Context, cnperf string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cnperf, "version").Output()
+	if err != nil {
+		return fmt.Sprintf("%s version: %v", cnperf, err)
+	}
+	return strings.TrimSpace(string(out))
 }
