@@ -152,3 +152,27 @@ func fmtPct(p float64) string {
 	}
 	return fmt.Sprintf("%.0f %%", p)
 }
+
+// timeline shows how the same-CPU share moved through the window: one
+// digit per tenth of its periods, the share of same-CPU periods in it in
+// tenths (0: under 10 %, 9: 90 % or more), so "9999900000" is a run that
+// changed mode half way and "5555555555" one that switched back and forth
+// throughout.
+func timeline(marks []bool) string {
+	const parts = 10
+	if len(marks) < parts {
+		return ""
+	}
+	var b strings.Builder
+	for i := range parts {
+		part := marks[i*len(marks)/parts : (i+1)*len(marks)/parts]
+		same := 0
+		for _, m := range part {
+			if m {
+				same++
+			}
+		}
+		b.WriteByte(byte('0' + min(9, 10*same/len(part))))
+	}
+	return b.String()
+}

@@ -106,3 +106,35 @@ func TestPlacementSummary(t *testing.T) {
 		t.Errorf("placementSummary = %q, want %q", got, want)
 	}
 }
+
+func TestTimeline(t *testing.T) {
+	marks := func(pattern ...int) []bool { // pairs of (count, same 0/1)
+		var m []bool
+		for i := 0; i < len(pattern); i += 2 {
+			for range pattern[i] {
+				m = append(m, pattern[i+1] == 1)
+			}
+		}
+		return m
+	}
+	alternating := make([]bool, 220)
+	for i := range alternating {
+		alternating[i] = i%2 == 0
+	}
+	tests := []struct {
+		name  string
+		marks []bool
+		want  string
+	}{
+		{name: "one-CPU throughout", marks: marks(220, 1), want: "9999999999"},
+		{name: "mode change half way", marks: marks(110, 1, 110, 0), want: "9999900000"},
+		{name: "back and forth", marks: alternating, want: "5555555555"},
+		{name: "uneven count: parts of 2-3 periods", marks: marks(15, 0, 8, 1), want: "0000003999"},
+		{name: "too few periods", marks: marks(9, 1), want: ""},
+	}
+	for _, tt := range tests {
+		if got := timeline(tt.marks); got != tt.want {
+			t.Errorf("%s: timeline = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -30,8 +30,8 @@ func (r rrRun) describe(serverName string) string {
 		return "CPU not measured: " + r.w.err.Error()
 	}
 	c, s := r.cpuPerTx()
-	out := fmt.Sprintf("CPU per transaction: client %.1f µs, %s %.1f µs; same CPU %s (%s) (window %.2f s, %d periods; sampler %.1f %% of a CPU)",
-		c, serverName, s, fmtPct(r.w.samePct()), r.placement(), r.w.window.Seconds(), r.w.periods, 100*float64(r.w.samplerNs)/float64(r.w.samplerWall.Nanoseconds()))
+	out := fmt.Sprintf("CPU per transaction: client %.1f µs, %s %.1f µs; same CPU %s (%s; by tenths %s) (window %.2f s, %d periods; sampler %.1f %% of a CPU)",
+		c, serverName, s, fmtPct(r.w.samePct()), r.placement(), timeline(r.w.sameMarks), r.w.window.Seconds(), r.w.periods, 100*float64(r.w.samplerNs)/float64(r.w.samplerWall.Nanoseconds()))
 	if r.w.warn != "" {
 		out += "; cross-check:" + strings.TrimSuffix(r.w.warn, ";")
 	}

@@ -48,6 +48,7 @@ type watchResult struct {
 	clientNs, serverNs uint64        // CPU time in the window, schedstat summed over threads
 	warn               string        // the /proc/PID/stat cross-check disagreed
 	periods, same      int           // sample periods in the window in which both ends ran; of them, on one CPU
+	sameMarks          []bool        // per such period in order: on one CPU
 	samplerNs          uint64        // the sampling thread's own CPU over the whole run
 	samplerWall        time.Duration
 }
@@ -165,6 +166,7 @@ func watchLoop(ctx context.Context, spec watchSpec) watchResult {
 					if cc == sc {
 						r.same++
 					}
+					r.sameMarks = append(r.sameMarks, cc == sc)
 				}
 			}
 			if !cur.at.Before(winEnd) {
