@@ -73,11 +73,12 @@ func parseSchedstat(line string) (uint64, error) {
 // offset 0 (/proc generates them anew on a read at 0: 2 µs for schedstat,
 // 5 µs for stat here, against 20 µs to open, read and close stat), the
 // stat file only for the thread whose CPU is wanted, and the thread list
-// is read again only every listEvery samples (13 µs a listing). A thread
-// created between two listings is found at the next one and its run time
-// then counted from zero, so no CPU time is lost, only its chance to be
-// the busiest for up to listEvery samples; a thread that exits is dropped
-// when its file read fails.
+// is read at every sample until listRarely is called, then only every
+// listEvery samples (13 µs a listing). A thread created between two
+// listings is found at the next one and its run time then counted from
+// zero, so no CPU time is lost, only its chance to be the busiest for up
+// to listEvery samples; a thread that exits is dropped when its file read
+// fails.
 type taskReader struct {
 	pid     int
 	dir     string
@@ -85,7 +86,14 @@ type taskReader struct {
 	stat    map[int]int
 	buf     []byte
 	samples int
+	rarely  bool
 }
+
+// listRarely makes read list the threads only every listEvery samples
+// from now on. The watch calls it once a window has started, when every
+// thread that ran before is known: a thread found later was created in
+// the window, and all its run time is the window's.
+func (r *taskReader) listRarely() { r.rarely, r.samples = true, 1 }
 
 const listEvery = 10
 
@@ -97,7 +105,7 @@ func newTaskReader(pid int) *taskReader {
 // read returns every thread's run time in ns; the process gone is an
 // error.
 func (r *taskReader) read() (map[int]uint64, error) {
-	if r.samples%listEvery == 0 {
+	if !r.rarely || r.samples%listEvery == 0 {
 		if err := r.list(); err != nil {
 			return nil, err
 		}

@@ -154,3 +154,58 @@ func TestTaskReaderOfThisProcess(t *testing.T) {
 		t.Errorf("reading a PID that cannot exist: no error")
 	}
 }
+
+// TestTaskReaderListsRarely: once listRarely is called, a new thread is
+// found at the next listing (every listEvery samples), not before, and
+// then with all of its run time.
+func TestTaskReaderListsRarely(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	r := newTaskReader(os.Getpid())
+	defer r.close()
+	before, err := r.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.listRarely()
+	// Goroutines locked to their threads hold one each, so of more of them
+	// than there were threads, at least one runs on a new thread. Each
+	// spins 5 ms of CPU and stays until the test ends.
+	tidc, done := make(chan int), make(chan struct{})
+	defer close(done)
+	for range len(before) + 1 {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+			for cpu0 := threadCPU(); threadCPU()-cpu0 < uint64(5*time.Millisecond); {
+			}
+			tidc <- unix.Gettid()
+			<-done
+		}()
+	}
+	tid := 0
+	for range len(before) + 1 {
+		id := <-tidc
+		if _, old := before[id]; !old {
+			tid = id
+		}
+	}
+	if tid == 0 {
+		t.Fatalf("no new thread among the locked goroutines' (threads before: %v)", before)
+	}
+	for i := 1; i <= listEvery; i++ {
+		m, err := r.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, found := m[tid]
+		switch {
+		case i < listEvery && found:
+			t.Fatalf("new thread found at read %d after listRarely, before the listing at %d", i, listEvery)
+		case i == listEvery && !found:
+			t.Fatalf("new thread not found at the listing (read %d)", i)
+		case i == listEvery && ns < uint64(4*time.Millisecond):
+			t.Errorf("new thread's run time %v, want its 5 ms spin", time.Duration(ns))
+		}
+	}
+}

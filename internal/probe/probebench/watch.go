@@ -154,6 +154,8 @@ func watchLoop(ctx context.Context, spec watchSpec) watchResult {
 				}
 				b := cur
 				base = &b
+				rd.client.listRarely()
+				rd.server.listRarely()
 			}
 		default:
 			r.clientNs += cGain
