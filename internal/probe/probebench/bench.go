@@ -25,59 +25,109 @@ const (
 	sockperfTCPPort = 5204
 )
 
-// bench runs one mode (pinned or not) of the comparison.
+// bench runs one mode of the comparison.
 type bench struct {
 	ctx     context.Context // cancelled by SIGINT/SIGTERM
 	o       options
 	pair    *nettest.Pair
-	pinned  bool
-	servers []*exec.Cmd
+	mode    mode
+	servers []*server
+
+	// The rr servers, sampled beside their clients.
+	cnperfServer, sockperfUDP, sockperfTCP *server
 }
 
-func (b *bench) modeName() string {
-	if b.pinned {
-		return "pinned (client CPU 0, server CPU 1)"
+// mode says where the bench pins the clients and the servers of every
+// tool alike: a CPU each, or -1 for none.
+type mode struct {
+	name      string // printed at the mode's start
+	short     string // the table's mode column
+	clientCPU int
+	serverCPU int
+	rrOnly    bool // only rr runs in this mode
+}
+
+// modes are run in this order: unpinned, as an agent runs on a node;
+// pinned to two CPUs (the two-CPU placement by construction); and, for rr
+// only, client and server sharing CPU 0 (the one-CPU placement by
+// construction, like two pods on one core), so that each loop is compared
+// in each placement (docs/probes.md, "rr CPU and placement in the bench").
+var modes = []mode{
+	{name: "unpinned", short: "unpinned", clientCPU: -1, serverCPU: -1},
+	{name: "pinned (client CPU 0, server CPU 1)", short: "pinned", clientCPU: 0, serverCPU: 1},
+	{name: "shared (client and server on CPU 0)", short: "shared", clientCPU: 0, serverCPU: 0, rrOnly: true},
+}
+
+// runs says whether test (tcp, udp or rr) runs in m under -only only.
+func (m mode) runs(test, only string) bool {
+	if only != "" && only != test {
+		return false
 	}
-	return "unpinned"
+	return !m.rrOnly || test == "rr"
 }
 
-func (b *bench) modeShort() string {
-	if b.pinned {
-		return "pinned"
-	}
-	return "unpinned"
+// runsAny says whether any test runs in m under -only only.
+func (m mode) runsAny(only string) bool {
+	return m.runs("tcp", only) || m.runs("udp", only) || m.runs("rr", only)
 }
 
-// command returns name args, pinned to cpu with taskset in pinned mode.
-func (b *bench) command(ctx context.Context, cpu int, name string, args ...string) *exec.Cmd {
-	if !b.pinned {
+// server is a server process of one mode.
+type server struct {
+	cmd  *exec.Cmd
+	tool string // the tool's executable (cmd may be taskset's)
+}
+
+// command returns name args, pinned to cpu with taskset unless cpu is -1.
+// taskset executes the tool in place, so cmd's PID is the tool's.
+func command(ctx context.Context, cpu int, name string, args ...string) *exec.Cmd {
+	if cpu < 0 {
 		return exec.CommandContext(ctx, name, args...)
 	}
 	return exec.CommandContext(ctx, "taskset", append([]string{"-c", strconv.Itoa(cpu), name}, args...)...)
 }
 
+// startServers starts the servers the mode's tests need, on the mode's
+// server CPU.
 func (b *bench) startServers() error {
 	dst := b.pair.AddrB.String()
-	bg := context.Background()
-	cmds := []*exec.Cmd{
-		b.command(bg, 1, b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"),
-		b.command(bg, 1, "iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)),
-		b.command(bg, 1, "sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)),
-		b.command(bg, 1, "sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)),
-	}
-	for _, c := range cmds {
+	start := func(name string, args ...string) (*server, error) {
+		c := command(context.Background(), b.mode.serverCPU, name, args...)
 		c.Stdout, c.Stderr = io.Discard, os.Stderr
 		if err := b.pair.B.Start(c); err != nil {
-			return fmt.Errorf("start %v: %w", c.Args, err)
+			return nil, fmt.Errorf("start %v: %w", c.Args, err)
 		}
-		b.servers = append(b.servers, c)
+		s := &server{cmd: c, tool: name}
+		b.servers = append(b.servers, s)
+		return s, nil
 	}
-	for _, port := range []int{cnperfPort, iperf3Port, sockperfTCPPort} {
+	var err error
+	if b.cnperfServer, err = start(b.o.cnperf, "respond", "--listen", nettest.HostPort(b.pair.AddrB, cnperfPort), "--log-level", "warn"); err != nil {
+		return err
+	}
+	ports := []int{cnperfPort}
+	if b.mode.runs("tcp", b.o.only) || b.mode.runs("udp", b.o.only) {
+		if _, err = start("iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
+			return err
+		}
+		ports = append(ports, iperf3Port)
+	}
+	if b.mode.runs("rr", b.o.only) {
+		if b.sockperfUDP, err = start("sockperf", "server", "-i", dst, "-p", strconv.Itoa(sockperfUDPPort)); err != nil {
+			return err
+		}
+		if b.sockperfTCP, err = start("sockperf", "server", "--tcp", "-i", dst, "-p", strconv.Itoa(sockperfTCPPort)); err != nil {
+			return err
+		}
+		ports = append(ports, sockperfTCPPort)
+	}
+	for _, port := range ports {
 		if err := b.waitPort(port); err != nil {
 			return err
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // sockperf's UDP server cannot be dialled to check
+	if b.sockperfUDP != nil {
+		time.Sleep(200 * time.Millisecond) // sockperf's UDP server cannot be dialled to check
+	}
 	return nil
 }
 
@@ -100,28 +150,50 @@ func (b *bench) waitPort(port int) error {
 }
 
 func (b *bench) stopServers() {
-	for _, c := range b.servers {
-		_ = c.Process.Kill()
-		_ = c.Wait()
+	for _, s := range b.servers {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
 	}
 	b.servers = nil
 }
 
-// client runs a client command in namespace A (on CPU 0 when pinned) and
-// returns its stdout.
+// client runs a client command in namespace A (on the mode's client CPU)
+// and returns its stdout.
 func (b *bench) client(timeout time.Duration, name string, args ...string) ([]byte, error) {
+	out, _, err := b.clientWatched(timeout, nil, name, args...)
+	return out, err
+}
+
+// clientWatched is client that, when server is not nil, samples the
+// client and server processes while the client runs (watch) for an rr
+// run's CPU per transaction.
+func (b *bench) clientWatched(timeout time.Duration, server *server, name string, args ...string) ([]byte, watchResult, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
-	cmd := b.command(ctx, 0, name, args...)
+	cmd := command(ctx, b.mode.clientCPU, name, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := b.pair.A.Start(cmd); err != nil {
-		return nil, err
+		return nil, watchResult{}, err
 	}
-	if err := cmd.Wait(); err != nil {
-		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(errb.String()))
+	var w watchResult
+	watched := make(chan struct{})
+	stopWatch, endWatch := context.WithCancel(context.Background())
+	defer endWatch()
+	if server != nil {
+		spec := watchSpec{client: cmd.Process.Pid, server: server.cmd.Process.Pid,
+			clientComm: commOf(name), serverComm: commOf(server.tool), rrTime: b.o.rrTime}
+		go func() { w = watch(stopWatch, spec); close(watched) }()
+	} else {
+		close(watched)
 	}
-	return out.Bytes(), nil
+	err := cmd.Wait()
+	endWatch()
+	<-watched
+	if err != nil {
+		return out.Bytes(), w, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLine(errb.String()))
+	}
+	return out.Bytes(), w, nil
 }
 
 func lastLine(s string) string {
@@ -145,15 +217,21 @@ type cnperfResult struct {
 }
 
 func (b *bench) cnperf(timeout time.Duration, args ...string) (cnperfResult, error) {
-	out, err := b.client(timeout, b.o.cnperf, append([]string{"probe"}, append(args, "--json", "--log-level", "warn")...)...)
+	r, _, err := b.cnperfWatched(timeout, nil, args...)
+	return r, err
+}
+
+// cnperfWatched is cnperf sampling the client and server (an rr run).
+func (b *bench) cnperfWatched(timeout time.Duration, server *server, args ...string) (cnperfResult, watchResult, error) {
+	out, w, err := b.clientWatched(timeout, server, b.o.cnperf, append([]string{"probe"}, append(args, "--json", "--log-level", "warn")...)...)
 	if err != nil {
-		return cnperfResult{}, err
+		return cnperfResult{}, w, err
 	}
 	var r cnperfResult
 	if err := json.Unmarshal(out, &r); err != nil {
-		return r, fmt.Errorf("cnperf %v: decode result: %w", args, err)
+		return r, w, fmt.Errorf("cnperf %v: decode result: %w", args, err)
 	}
-	return r, nil
+	return r, w, nil
 }
 
 func (b *bench) cnperfTarget() string { return nettest.HostPort(b.pair.AddrB, cnperfPort) }
@@ -203,20 +281,21 @@ type sockperfResult struct {
 
 // sockperf runs ping-pong at the maximum rate for the rr time with 64-byte
 // messages and full round-trip figures.
-func (b *bench) sockperf(tcp bool) (sockperfResult, error) {
-	port := sockperfUDPPort
+func (b *bench) sockperf(tcp bool) (sockperfResult, watchResult, error) {
+	port, srv := sockperfUDPPort, b.sockperfUDP
 	args := []string{"ping-pong", "-i", b.pair.AddrB.String(), "-m", "64", "--mps=max", "--full-rtt",
 		"-t", strconv.Itoa(max(1, int(b.o.rrTime.Seconds())))}
 	if tcp {
-		port = sockperfTCPPort
+		port, srv = sockperfTCPPort, b.sockperfTCP
 		args = append(args, "--tcp")
 	}
 	args = append(args, "-p", strconv.Itoa(port))
-	out, err := b.client(b.o.rrTime+30*time.Second, "sockperf", args...)
+	out, w, err := b.clientWatched(b.o.rrTime+30*time.Second, srv, "sockperf", args...)
 	if err != nil {
-		return sockperfResult{}, err
+		return sockperfResult{}, w, err
 	}
-	return parseSockperf(out)
+	r, err := parseSockperf(out)
+	return r, w, err
 }
 
 // parseSockperf reads the 50th percentile and the valid period's received

@@ -12,11 +12,16 @@
 //     and transactions per second, cnperf rr vs sockperf ping-pong --full-rtt
 //     (targets: p50 ≤ sockperf's, transactions/s ≥ sockperf's).
 //
-// Everything runs twice: unpinned (as on a node, nothing pinned) and pinned
-// (client on CPU 0, servers on CPU 1, the same for every tool). Within a
-// mode, runs alternate tool by tool and the table holds medians. The
-// machine is shared and noisy: every run is printed, not only the medians,
-// and the load average at the start, at each mode and at the end.
+// rr also gives both tools' client and server CPU per transaction and, per
+// run, where the kernel placed the two ends (same CPU or two), read from
+// /proc while the run goes (watch.go, placement.go).
+//
+// Everything runs unpinned (as on a node, nothing pinned) and pinned
+// (client on CPU 0, servers on CPU 1, the same for every tool); rr runs a
+// third time "shared", client and server both on CPU 0. Within a mode,
+// runs alternate tool by tool and the table holds medians. The machine is
+// shared and noisy: every run is printed, not only the medians, and the
+// load average at the start, at each mode and at the end.
 // Needs root, iperf3, sockperf and taskset (scripts/install-test-deps.sh).
 package main
 
@@ -91,10 +96,14 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs; %s\n",
 		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU(), loadNow())
+	fmt.Printf("probebench: %s\n", cnperfVersion(ctx, o.cnperf))
 	var rows []row
-	for _, pinned := range []bool{false, true} {
-		b := &bench{o: o, pair: pair, ctx: ctx, pinned: pinned}
-		fmt.Printf("\n== %s == %s\n", b.modeName(), loadNow())
+	for _, m := range modes {
+		if !m.runsAny(o.only) {
+			continue
+		}
+		b := &bench{o: o, pair: pair, ctx: ctx, mode: m}
+		fmt.Printf("\n== %s == %s\n", m.name, loadNow())
 		r, err := b.runMode()
 		b.stopServers()
 		if err != nil {
@@ -118,4 +127,16 @@ func loadNow() string {
 		return "at " + at + ", load average unknown"
 	}
 	return fmt.Sprintf("at %s, load average %s %s %s", at, f[0], f[1], f[2])
+}
+
+// cnperfVersion is what `cnperf version` prints (the commit measured), so
+// that a quoted table carries it.
+func cnperfVersion(ctx context.Context, cnperf string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cnperf, "version").Output()
+	if err != nil {
+		return fmt.Sprintf("%s version: %v", cnperf, err)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -14,7 +14,7 @@ type row struct {
 	ratio       float64
 	target      string
 	met         bool
-	note        string
+	notes       []string // printed under the table, one line each
 }
 
 func printTable(w io.Writer, rows []row) {
@@ -28,8 +28,8 @@ func printTable(w io.Writer, rows []row) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		if r.note != "" {
-			fmt.Fprintf(w, "%s, %s: %s\n", r.mode, r.test, r.note)
+		for _, n := range r.notes {
+			fmt.Fprintf(w, "%s, %s: %s\n", r.mode, r.test, n)
 		}
 	}
 }

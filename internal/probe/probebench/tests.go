@@ -13,7 +13,7 @@ func (b *bench) runMode() ([]row, error) {
 		return nil, err
 	}
 	var rows []row
-	if b.o.only == "" || b.o.only == "tcp" {
+	if b.mode.runs("tcp", b.o.only) {
 		for _, streams := range []int{1, b.o.streams} {
 			r, err := b.tcp(streams)
 			if err != nil {
@@ -22,7 +22,7 @@ func (b *bench) runMode() ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if b.o.only == "" || b.o.only == "udp" {
+	if b.mode.runs("udp", b.o.only) {
 		for _, rate := range []float64{10e6, 100e6, 1e9} {
 			r, err := b.udp(rate)
 			if err != nil {
@@ -31,7 +31,7 @@ func (b *bench) runMode() ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if b.o.only == "" || b.o.only == "rr" {
+	if b.mode.runs("rr", b.o.only) {
 		for _, tcp := range []bool{false, true} {
 			r, err := b.rr(tcp)
 			if err != nil {
@@ -67,12 +67,12 @@ func (b *bench) tcp(streams int) (row, error) {
 	if streams > 1 {
 		name = fmt.Sprintf("TCP -P %d, receiver", streams)
 	}
-	note := ""
+	var notes []string
 	if how != "" {
-		note = "cnperf receiver: " + how
+		notes = []string{"cnperf receiver: " + how}
 	}
-	return row{mode: b.modeShort(), test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
-		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, note: note}, nil
+	return row{mode: b.mode.short, test: name, cnperf: fmt.Sprintf("%.2f Gbit/s", median(cn)/1e9),
+		ref: fmt.Sprintf("iperf3 %.2f Gbit/s", median(ip)/1e9), ratio: ratio, target: "≥ 1.0", met: ratio >= 1.0, notes: notes}, nil
 }
 
 // udp compares the sender's CPU at a paced rate with 1400-byte payloads.
@@ -106,11 +106,11 @@ func (b *bench) udp(rate float64) (row, error) {
 		met = met && burst <= 9
 		target += ", burst ≤ 9"
 	}
-	return row{mode: b.modeShort(), test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
+	return row{mode: b.mode.short, test: fmt.Sprintf("UDP 1400 B at %s, sender CPU", rateName(rate)),
 		cnperf: fmt.Sprintf("%.1f %%", median(cnCPU)), ref: fmt.Sprintf("iperf3 %.1f %%", median(ipCPU)),
 		ratio: ratio, target: target, met: met,
-		note: fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
-			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}, nil
+		notes: []string{fmt.Sprintf("loss cnperf %.3g %% / iperf3 %.3g %%, rate cnperf received %.0f / iperf3 end.sum %.0f Mbit/s; cnperf send_mode %s, burst_datagrams ≤ %d",
+			median(cnLoss), median(ipLoss), median(cnRate)/1e6, median(ipRate)/1e6, mode, burst)}}, nil
 }
 
 func rateName(r float64) string {
@@ -121,38 +121,4 @@ func rateName(r float64) string {
 		return fmt.Sprintf("%gM", r/1e6)
 	}
 	return fmt.Sprintf("%g", r)
-}
-
-// rr compares 64-byte request/response, back to back: app p50 and
-// transactions per second.
-func (b *bench) rr(tcp bool) ([]row, error) {
-	proto := "udp"
-	if tcp {
-		proto = "tcp"
-	}
-	var cnP50, cnTPS, cnCPU, spP50, spTPS []float64
-	for i := 0; i < b.o.runs; i++ {
-		c, err := b.cnperf(b.o.rrTime+30*time.Second, "rr", "--proto", proto, "--to", b.cnperfTarget(), "-t", b.o.rrTime.String(), "-l", "64")
-		if err != nil {
-			return nil, err
-		}
-		cnP50, cnTPS, cnCPU = append(cnP50, c.AppRTTms.P50*1e3), append(cnTPS, c.TPS), append(cnCPU, c.CPUPct.Sender)
-		s, err := b.sockperf(tcp)
-		if err != nil {
-			return nil, err
-		}
-		spP50, spTPS = append(spP50, s.p50us), append(spTPS, s.tps)
-		fmt.Printf("  rr %s run %d: cnperf app p50 %.1f µs, %.0f/s (cpu %.0f %%); sockperf p50 %.1f µs, %.0f/s\n",
-			proto, i+1, cnP50[i], cnTPS[i], cnCPU[i], spP50[i], spTPS[i])
-	}
-	p50Ratio := median(cnP50) / median(spP50)
-	tpsRatio := median(cnTPS) / median(spTPS)
-	name := "rr " + map[bool]string{false: "UDP", true: "TCP"}[tcp] + " 64 B"
-	return []row{
-		{mode: b.modeShort(), test: name + ", app RTT p50", cnperf: fmt.Sprintf("%.1f µs", median(cnP50)),
-			ref: fmt.Sprintf("sockperf %.1f µs", median(spP50)), ratio: p50Ratio, target: "≤ 1.0", met: p50Ratio <= 1.0,
-			note: fmt.Sprintf("cnperf client cpu_pct %.0f %%", median(cnCPU))},
-		{mode: b.modeShort(), test: name + ", transactions/s", cnperf: fmt.Sprintf("%.1fk", median(cnTPS)/1e3),
-			ref: fmt.Sprintf("sockperf %.1fk", median(spTPS)/1e3), ratio: tpsRatio, target: "≥ 1.0", met: tpsRatio >= 1.0},
-	}, nil
 }
