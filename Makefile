@@ -47,7 +47,8 @@ fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
 # cnperf beside iperf3 and sockperf over a veth between two namespaces,
-# unpinned and pinned (needs root); serialised with other benchmarks.
+# unpinned and pinned, rr also with client and server sharing CPU 0 (needs
+# root); serialised with other benchmarks.
 # BENCH_PROBES_FLAGS passes flags through, e.g. "-runs 3 -only rr".
 bench-probes: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/probe/probebench -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
