@@ -173,6 +173,14 @@ func (s *side) start() {
 	}()
 	s.tickWG.Add(1)
 	go s.tick()
+	if !s.sender {
+		w := newLowWater(s.conns, func(i int) int64 { return s.ctr[i].n.Load() })
+		s.tickWG.Add(1)
+		go func() {
+			defer s.tickWG.Done()
+			w.run(s.doneCh)
+		}()
+	}
 }
 
 func (s *side) fail(i int, err error) {
