@@ -21,9 +21,9 @@ import (
 // lowatEvery, between 1 byte and lowatMax, and to 1 byte when the stream
 // read nothing. Bytes are then read at most about lowatEvery late, a
 // fraction of the shortest interval (100 ms). Measured (docs/probes.md,
-// "TCP -P 2 and the receiver's wake-ups"): -P 2 over a veth, unpinned,
-// 25-27 Gbit/s with the receiver at 70 % of a CPU before, 27-31 Gbit/s at
-// 61-65 % with a mark of 256 KB.
+// "TCP: the receiver's wake-ups"), over a veth, unpinned: one stream's
+// receiver went from 64-67 % of a CPU to 47-49 %, and the sender, with the
+// CPU that freed, from 25.7-28.1 to 25.4-31.7 Gbit/s.
 const (
 	lowatEvery = 10 * time.Millisecond
 	lowatSpan  = 5 * time.Millisecond
