@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cnperf/cnperf/internal/procfs"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -34,23 +36,17 @@ type threadStat struct {
 // command name (field 2) is in parentheses and may hold spaces and
 // parentheses itself, so the fields are counted after its last ')'.
 func parseStat(line string) (threadStat, error) {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
+	f, ok := procfs.StatFields(line)
+	if !ok {
 		return threadStat{}, fmt.Errorf("stat line %.40q: no ')' after the command name", line)
 	}
-	// After ')' come fields 3 (state) onwards: field n is f[n-3].
-	f := strings.Fields(line[i+1:])
-	const utime, stime, processor = 14 - 3, 15 - 3, 39 - 3
-	if len(f) <= processor {
-		return threadStat{}, fmt.Errorf("stat line %.40q: %d fields after the command name, want at least %d", line, len(f), processor+1)
-	}
-	u, err1 := strconv.ParseUint(f[utime], 10, 64)
-	s, err2 := strconv.ParseUint(f[stime], 10, 64)
-	c, err3 := strconv.Atoi(f[processor])
+	u, err1 := procfs.Field(f, procfs.Utime)
+	s, err2 := procfs.Field(f, procfs.Stime)
+	c, err3 := procfs.Field(f, procfs.Processor)
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return threadStat{}, fmt.Errorf("stat line %.40q: %w", line, err)
 	}
-	return threadStat{ticks: u + s, cpu: c}, nil
+	return threadStat{ticks: u + s, cpu: int(c)}, nil
 }
 
 // parseSchedstat reads the run time in ns, the first of schedstat's three

@@ -112,12 +112,12 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	probe.PacketHeader{Type: probe.PacketRRRequest, Session: cl.Session}.Put(req)
 	rb := body(req[probe.PacketHeaderLen:])
 	var rx receiver
-	y := newYielder(cfg.interval == 0)
 	timeout := cfg.timeout.Nanoseconds()
 	timeoutChanged := false
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	clk := newWallClock()
+	y := newYielder(cfg.interval == 0, clk)
 	for i := int64(0); ; i++ {
 		y.tick()
 		pace(ctx, cfg, begin, i)
@@ -248,10 +248,10 @@ func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
 	rb := body(req)
 	var rx receiver
 	var peek peekPolicy
-	y := newYielder(cfg.interval == 0)
 	begin := time.Now()
 	end := begin.Add(cfg.duration).UnixNano()
 	clk := newWallClock()
+	y := newYielder(cfg.interval == 0, clk)
 	// now is the loop's clock between transactions: the previous
 	// transaction's end, read again only when the loop slept (pace) or for
 	// crr's connect, so a transaction costs two clock readings.

@@ -14,6 +14,7 @@ type wallClock struct {
 	base time.Time // a time.Now reading: wall and monotonic
 	wall int64     // base's wall time, ns since the epoch
 	n    uint32
+	last int64 // the latest reading (yielder's clock)
 }
 
 // resyncEvery readings wallClock takes the wall clock again: tens of
@@ -29,6 +30,7 @@ func newWallClock() *wallClock {
 func (c *wallClock) sync() {
 	c.base = time.Now()
 	c.wall = c.base.UnixNano()
+	c.last = c.wall
 }
 
 // now returns the wall clock in ns since the epoch.
@@ -37,5 +39,6 @@ func (c *wallClock) now() int64 {
 	if c.n%resyncEvery == 0 {
 		c.sync()
 	}
-	return c.wall + int64(time.Since(c.base))
+	c.last = c.wall + int64(time.Since(c.base))
+	return c.last
 }

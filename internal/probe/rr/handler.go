@@ -284,7 +284,7 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 	buf := make([]byte, cfg.size)
 	var rx receiver
 	clk := newWallClock()
-	y := newYielder(true)
+	y := newYielder(true, clk)
 	for {
 		y.tick()
 		if end.ended.Load() {

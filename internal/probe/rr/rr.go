@@ -355,34 +355,32 @@ func loopDone(ctx context.Context, cfg config, i int64, now, end int64) (stop, b
 // By time, not by count: each runtime.Gosched wakes an idle thread of the
 // runtime to look for work (a futex wake-up, and on a shared CPU a context
 // switch inside someone's round trip). Every 64 transactions that was
-// about a thousand a second at each end; every 4 ms it is 250.
+// about a thousand a second at each end; every 4 ms it is 250. The time is
+// the loop's own latest clock reading (every loop reads its wallClock in
+// each transaction), so a tick reads no clock.
 type yielder struct {
-	on   bool
-	n    uint32
-	base time.Time
-	last time.Duration // since base, at the last yield
+	clk  *wallClock // nil: never yield
+	last int64      // clk's reading at the last yield
 }
 
-// yieldPeriod is well under the monitor's 10 ms; the clock is read every
-// yieldCheck transactions to see whether it has passed.
-const (
-	yieldPeriod = 4 * time.Millisecond
-	yieldCheck  = 16
-)
+// yieldPeriod is well under the monitor's 10 ms.
+const yieldPeriod = 4 * time.Millisecond
 
-func newYielder(on bool) yielder { return yielder{on: on, base: time.Now()} }
+// newYielder yields by clk's readings when on.
+func newYielder(on bool, clk *wallClock) yielder {
+	if !on {
+		return yielder{}
+	}
+	return yielder{clk: clk, last: clk.last}
+}
 
 func (y *yielder) tick() {
-	if !y.on {
+	if y.clk == nil {
 		return
 	}
-	y.n++
-	if y.n%yieldCheck != 0 {
-		return
-	}
-	// time.Since reads only the monotonic clock: half a time.Now.
-	if now := time.Since(y.base); now-y.last >= yieldPeriod {
-		y.last = now
+	// A reading before the last yield's: the wall clock stepped back.
+	if d := y.clk.last - y.last; d >= int64(yieldPeriod) || d < 0 {
+		y.last = y.clk.last
 		runtime.Gosched()
 	}
 }

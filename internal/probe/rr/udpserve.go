@@ -155,7 +155,7 @@ func (u *udpServer) serve(fd int) error {
 	)
 	session := u.s.ID
 	clk := newWallClock()
-	y := newYielder(true)
+	y := newYielder(true, clk)
 	for !ended.Load() {
 		y.tick()
 		iov.Base = &buf[0]

@@ -42,10 +42,8 @@ func newLowWater(conns []net.Conn, count func(int) int64) *lowWater {
 	w := &lowWater{rcs: make([]syscall.RawConn, len(conns)), mark: make([]int, len(conns)),
 		prev: make([]int64, len(conns)), count: count}
 	for i, c := range conns {
-		if sc, ok := c.(syscall.Conn); ok {
-			if rc, err := sc.SyscallConn(); err == nil {
-				w.rcs[i] = rc
-			}
+		if rc, err := rawConn(c); err == nil {
+			w.rcs[i] = rc
 		}
 	}
 	return w

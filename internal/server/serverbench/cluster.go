@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/procfs"
 )
 
 // The cluster of the 50,000-agent hold: a throwaway PostgreSQL (the
@@ -104,12 +106,12 @@ func (p *postgres) pids() []int {
 
 // ppidOf returns a process's parent pid (0 when unknown).
 func ppidOf(pid int) int {
-	f := statFields(pid)
-	if len(f) < 2 {
+	f, err := procfs.ReadStat(pid)
+	if err != nil {
 		return 0
 	}
-	n, _ := strconv.Atoi(f[1])
-	return n
+	n, _ := procfs.Field(f, 4) // ppid
+	return int(n)
 }
 
 // pssOf returns a process's proportional set size in bytes (shared pages

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/procfs"
+
 	"github.com/cnperf/cnperf/internal/api"
 )
 
@@ -116,30 +118,17 @@ func cpuTime(pid int) time.Duration {
 	if pid == 0 {
 		return 0
 	}
-	// utime and stime are fields 14 and 15 of /proc/PID/stat, in clock
-	// ticks (100 Hz).
-	f := statFields(pid)
-	if len(f) < 13 {
+	// utime and stime, in clock ticks (100 Hz).
+	f, err := procfs.ReadStat(pid)
+	if err != nil {
 		return 0
 	}
-	var ut, st int64
-	fmt.Sscan(f[11], &ut)
-	fmt.Sscan(f[12], &st)
+	ut, err1 := procfs.Field(f, procfs.Utime)
+	st, err2 := procfs.Field(f, procfs.Stime)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
 	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
-// statFields returns the fields of /proc/PID/stat after the ")" closing
-// the command name (the first is the state, field 3); nil when unknown.
-func statFields(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
 }
 
 // countOffline counts the reaper's "agent offline" log lines.
