@@ -64,7 +64,17 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		return err
 	}
 	if !st0.Ready() {
-		return fmt.Errorf("cnperf on the cluster is not ready: %s (cnperf k8s status)", st0.NotReady())
+		// Deployed but still rolling out (a fresh install, or `helm
+		// install --wait`, which counts a DaemonSet done with one pod
+		// short under its default maxUnavailable): wait a bounded time,
+		// as `kubectl rollout status` would, instead of refusing.
+		if !st0.Deployed {
+			return fmt.Errorf("cnperf on the cluster is not ready: %s (cnperf k8s status)", st0.NotReady())
+		}
+		fmt.Fprintf(st.Err, "cnperf on the cluster is not ready yet (%s); waiting up to %v\n", st0.NotReady(), readyWithin)
+		if err := c.WaitReady(ctx, readyWithin); err != nil {
+			return fmt.Errorf("cnperf on the cluster is not ready: %w (cnperf k8s status)", err)
+		}
 	}
 	// The cluster's facts and, for a suite that may ask for what only a
 	// node's kernel can tell (the police action), a look at the nodes,
@@ -159,6 +169,10 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	}
 	return f.print(st, out.Output)
 }
+
+// readyWithin bounds the wait for a deployed cnperf to become ready (its
+// server and every agent DaemonSet) before a suite runs on it.
+const readyWithin = 2 * time.Minute
 
 // agentsOnlineWithin bounds the wait for the agents of running pods to be
 // online at the server before a suite is planned.

@@ -140,10 +140,21 @@ func helmChart(ctx context.Context, t *testing.T, cl *Cluster, kc *k8s.Client, r
 		Deployed, Ready bool
 		Agents          []k8s.Agent
 	}
-	out, errOut, err := plugin(time.Minute, "status", "--kubeconfig", cfg, "--context", "admin", "-n", helmNamespace, "--json")
-	if err != nil || json.Unmarshal([]byte(out), &st) != nil {
-		t.Fatalf("kubectl cnperf status -n %s: %v\n%s\n%s", helmNamespace, err, out, errOut)
+	// helm's --wait counts a DaemonSet done with one pod short (its
+	// default maxUnavailable is 1), so the status is polled until every
+	// agent is ready, for at most two minutes.
+	var errOut string
+	t1 := time.Now()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
+		out, errOut, err = plugin(time.Minute, "status", "--kubeconfig", cfg, "--context", "admin", "-n", helmNamespace, "--json")
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("kubectl cnperf status -n %s: %v\n%s\n%s", helmNamespace, err, out, errOut)
+		}
+		if st.Ready || time.Now().After(deadline) {
+			break
+		}
 	}
+	t.Logf("kubectl cnperf status -n %s: ready %v %v after helm install returned", helmNamespace, st.Ready, time.Since(t1).Round(time.Second))
 	if !st.Deployed || !st.Ready || len(st.Agents) != 3*len(cl.Nodes) {
 		t.Errorf("kubectl cnperf status -n %s: deployed %v ready %v, %d agents, want %d:\n%s", helmNamespace, st.Deployed, st.Ready, len(st.Agents), 3*len(cl.Nodes), out)
 	}

@@ -168,6 +168,9 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 		}
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			t.Logf("%s %s: %d %.500s", method, path, resp.StatusCode, data)
+		}
 		if out != nil && json.Unmarshal(data, out) != nil {
 			t.Fatalf("%s %s: %d %.300s", method, path, resp.StatusCode, data)
 		}
