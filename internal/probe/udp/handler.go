@@ -41,6 +41,12 @@ const (
 type Handler struct {
 	// Opts limit the batching features a reverse test's sender may use.
 	Opts udpio.Options
+	// SharedOnly receives on the responder's shared socket only, never on
+	// a socket of the session's own (ownSocket); for tests and
+	// comparisons.
+	SharedOnly bool
+	// ownDatagrams counts the datagrams read from sessions' own sockets.
+	ownDatagrams atomic.Int64
 	// rxHook, set by tests, sees each datagram before it is accounted and
 	// may deliver it zero, one or more times.
 	rxHook func(pkt []byte, deliver func([]byte))
@@ -97,7 +103,16 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 			h.rxHook(pkt, func(b []byte) { account(b, from, info) })
 		}
 	}
-	s.HandlePackets(fn)
+	own := newOwnSocket(ctx, s, fn, rx.ownSocketDrops, &h.ownDatagrams)
+	defer own.stop()
+	s.HandlePackets(func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
+		own.sharedDelivered()
+		fn(pkt, from, info)
+		own.sharedDelivered()
+		if !h.SharedOnly {
+			own.open(from)
+		}
+	})
 	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
 		return err
 	}
@@ -149,7 +164,12 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	}
 	stopTicks()
 	<-ticks
-	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), s.UDPReadMode())
+	own.stop()
+	mode := own.recvMode()
+	if mode == "" {
+		mode = s.UDPReadMode()
+	}
+	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), mode)
 	rep.Notes = append(rep.Notes, notes...)
 	b, err := json.Marshal(rep)
 	if err != nil {

@@ -22,22 +22,26 @@ type receiver struct {
 
 	mu sync.Mutex // guards everything below
 	// Sequence accounting.
-	seq        stats.SeqTracker
-	jit        stats.Jitter
-	lat        *stats.Recorder
-	bins       *stats.Bins
-	bytes      int64
-	stray      int64
-	firstRxNs  int64
-	lastRxNs   int64
-	tos        int
-	tosSeen    bool
-	mixedTOS   bool
-	kernelTS   bool
-	userTS     bool
-	drops0     uint32
-	drops      uint32
-	dropsOK    bool
+	seq       stats.SeqTracker
+	jit       stats.Jitter
+	lat       *stats.Recorder
+	bins      *stats.Bins
+	bytes     int64
+	stray     int64
+	firstRxNs int64
+	lastRxNs  int64
+	tos       int
+	tosSeen   bool
+	mixedTOS  bool
+	kernelTS  bool
+	userTS    bool
+	drops0    uint32
+	drops     uint32
+	dropsOK   bool
+	// The drop counter of the session's own socket (ownSocket), which
+	// counts from zero at its creation, apart from the shared socket's.
+	ownDrops   uint32
+	ownDropsOK bool
 	prevTx     int64
 	prevRx     int64
 	prevLat    int64
@@ -117,6 +121,14 @@ func (r *receiver) add(pkt []byte, tos int, tosOK bool, kernelNs int64, drops ui
 	return false
 }
 
+// ownSocketDrops records the drop counter (SO_RXQ_OVFL) the session's own
+// socket reported with its latest datagram.
+func (r *receiver) ownSocketDrops(drops uint32) {
+	r.mu.Lock()
+	r.ownDrops, r.ownDropsOK = drops, true
+	r.mu.Unlock()
+}
+
 // tick closes the current interval at now and returns it.
 func (r *receiver) tick(now time.Time) probe.Interval {
 	r.mu.Lock()
@@ -170,8 +182,8 @@ func (r *receiver) report(end time.Time, cpuPct float64, mode string) rxReport {
 	if r.tosSeen {
 		rep.TOS = probe.Int(r.tos)
 	}
-	if r.dropsOK {
-		rep.Drops = probe.Int64(int64(r.drops - r.drops0))
+	if r.dropsOK || r.ownDropsOK {
+		rep.Drops = probe.Int64(int64(r.drops-r.drops0) + int64(r.ownDrops))
 	}
 	if r.latency && r.lat.Count() > 0 {
 		s := r.lat.Summary(1e-6)

@@ -31,6 +31,21 @@ type Receiver struct {
 	iovs  []unix.Iovec
 	pfd   [1]unix.PollFd // RecvInThread's, kept here so that polling allocates nothing
 
+	// The calls handed to rc, made once (a closure made per call escapes
+	// through the RawConn interface and allocates), with their argument
+	// and results.
+	readFn     func(fd uintptr) bool
+	inThreadFn func(fd uintptr)
+	cN         int
+	cWait      time.Duration
+	cPoll      bool // inThreadFn polls when nothing is queued
+	cGot       int
+	cAgain     bool
+	cErr       error
+	// meta is the datagram's Meta handed to the caller's function
+	// (reused: the function must not keep it).
+	meta Meta
+
 	notes []string
 }
 
@@ -43,6 +58,10 @@ func NewReceiver(conn *net.UDPConn, batch, bufSize int, opt Options) (*Receiver,
 	if err != nil {
 		return nil, err
 	}
+	return newReceiver(conn, rc, batch, bufSize, opt), nil
+}
+
+func newReceiver(conn *net.UDPConn, rc syscall.RawConn, batch, bufSize int, opt Options) *Receiver {
 	if batch < 1 || batch > maxMsgs {
 		batch = maxMsgs
 	}
@@ -76,7 +95,18 @@ func NewReceiver(conn *net.UDPConn, batch, bufSize int, opt Options) (*Receiver,
 	r.names = make([]byte, batch*unix.SizeofSockaddrInet6)
 	r.msgs = make([]mmsghdr, batch)
 	r.iovs = make([]unix.Iovec, batch)
-	return r, nil
+	return r
+}
+
+// NewReceiverFd is NewReceiver for a blocking descriptor outside Go's poller
+// (a session's own socket, read on a locked thread): only RecvInThread
+// reads it, and it reads in batches (opt.NoBatch is refused). Close fd
+// after use; the receiver does not.
+func NewReceiverFd(fd int, batch, bufSize int, opt Options) (*Receiver, error) {
+	if opt.NoBatch {
+		return nil, errors.New("udpio: a descriptor receiver reads in batches (recvmmsg)")
+	}
+	return newReceiver(nil, fdConn(fd), batch, bufSize, opt), nil
 }
 
 // Mode returns how the receiver reads.
@@ -88,20 +118,20 @@ func (r *Receiver) Notes() []string { return append([]string(nil), r.notes...) }
 // Recv waits for at least one datagram (bounded by the connection's read
 // deadline), reads what is queued up to the batch size, and calls fn for
 // every datagram, GRO super-packets split back into their segments. fn must
-// not keep pkt. It returns the number of datagrams delivered.
+// not keep pkt or m. It returns the number of datagrams delivered.
 func (r *Receiver) Recv(fn func(pkt []byte, from netip.AddrPort, m *Meta)) (int, error) {
 	if r.mode == ModePlain {
 		return r.recvPlain(fn)
 	}
-	n := r.prepare()
-	var got int
-	var serr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		var again bool
-		got, again, serr = r.recvmmsg(fd, n)
-		return !again
-	})
-	return r.finish(fn, got, err, serr)
+	r.cN = r.prepare()
+	if r.readFn == nil {
+		r.readFn = func(fd uintptr) bool {
+			r.cGot, r.cAgain, r.cErr = r.recvmmsg(fd, r.cN)
+			return !r.cAgain
+		}
+	}
+	err := r.rc.Read(r.readFn)
+	return r.finish(fn, r.cGot, err, r.cErr)
 }
 
 // RecvInThread is Recv for a reader that has its OS thread to itself
@@ -121,29 +151,30 @@ func (r *Receiver) RecvInThread(fn func(pkt []byte, from netip.AddrPort, m *Meta
 		}
 		return n, err
 	}
-	n := r.prepare()
-	var got int
-	var again bool
-	var serr error
-	for attempt := 0; attempt < 2; attempt++ {
-		err := r.rc.Control(func(fd uintptr) {
-			got, again, serr = r.recvmmsg(fd, n)
-			if again && attempt == 0 {
+	r.cN, r.cWait = r.prepare(), wait
+	if r.inThreadFn == nil {
+		r.inThreadFn = func(fd uintptr) {
+			r.cGot, r.cAgain, r.cErr = r.recvmmsg(fd, r.cN)
+			if r.cAgain && r.cPoll {
 				r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-				_, _ = unix.Poll(r.pfd[:], max(1, int(wait.Milliseconds())))
+				_, _ = unix.Poll(r.pfd[:], max(1, int(r.cWait.Milliseconds())))
 			}
-		})
+		}
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		r.cPoll = attempt == 0
+		err := r.rc.Control(r.inThreadFn)
 		if err != nil {
 			return 0, fmt.Errorf("recvmmsg: %w", err)
 		}
-		if !again {
+		if !r.cAgain {
 			break
 		}
 	}
-	if again {
+	if r.cAgain {
 		return 0, nil
 	}
-	return r.finish(fn, got, nil, serr)
+	return r.finish(fn, r.cGot, nil, r.cErr)
 }
 
 // prepare resets the batch's headers and returns its length.
@@ -184,7 +215,7 @@ func (r *Receiver) recvmmsg(fd uintptr, n int) (got int, again bool, err error) 
 // finish delivers the got datagrams of a batch, or reports its error.
 func (r *Receiver) finish(fn func([]byte, netip.AddrPort, *Meta), got int, err, serr error) (int, error) {
 	if err == nil && serr != nil {
-		if isNoBatch(serr) {
+		if isNoBatch(serr) && r.conn != nil {
 			r.mode = ModePlain
 			r.notes = append(r.notes, fmt.Sprintf("receiver: no recvmmsg (%v); one datagram per system call", serr))
 			return r.recvPlain(fn)
@@ -197,9 +228,9 @@ func (r *Receiver) finish(fn func([]byte, netip.AddrPort, *Meta), got int, err, 
 	delivered := 0
 	for i := 0; i < got; i++ {
 		m := &r.msgs[i]
-		meta := ParseCmsgs(r.oobs[i*oobPerRecv : i*oobPerRecv+int(m.hdr.Controllen)])
+		r.meta = ParseCmsgs(r.oobs[i*oobPerRecv : i*oobPerRecv+int(m.hdr.Controllen)])
 		from := parseSockaddr(r.names[i*unix.SizeofSockaddrInet6 : i*unix.SizeofSockaddrInet6+int(m.hdr.Namelen)])
-		delivered += split(r.bufs[i][:m.len], from, &meta, fn)
+		delivered += split(r.bufs[i][:m.len], from, &r.meta, fn)
 	}
 	return delivered, nil
 }
@@ -227,6 +258,6 @@ func (r *Receiver) recvPlain(fn func([]byte, netip.AddrPort, *Meta)) (int, error
 	if err != nil {
 		return 0, fmt.Errorf("recvmsg: %w", err)
 	}
-	meta := ParseCmsgs(oob[:oobn])
-	return split(buf[:n], from, &meta, fn), nil
+	r.meta = ParseCmsgs(oob[:oobn])
+	return split(buf[:n], from, &r.meta, fn), nil
 }

@@ -48,6 +48,13 @@ type Sender struct {
 	// sendFlags are sendmmsg's flags: MSG_DONTWAIT on a socket in Go's
 	// poller (which waits for room), none on a blocking descriptor.
 	sendFlags uintptr
+	// The sendmmsg call handed to rc.Write, made once (a closure made per
+	// call escapes through the RawConn interface: two allocations per
+	// send), with its argument and results.
+	writeMmsg func(fd uintptr) bool
+	wEntries  int
+	wSent     int
+	wErr      error
 }
 
 // NewSender returns a sender on conn. to is the destination for an
@@ -216,22 +223,14 @@ func (s *Sender) sendMmsg(buf []byte, size, count, segs int) (int, error) {
 		entries++
 		queued += k
 	}
-	var nmsg int
-	var serr error
-	err := s.rc.Write(func(fd uintptr) bool {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(entries), s.sendFlags, 0, 0)
-		if e == unix.EAGAIN {
-			return false
-		}
-		if e != 0 {
-			serr = e
-			return true
-		}
-		nmsg = int(r)
-		return true
-	})
+	if s.writeMmsg == nil {
+		s.writeMmsg = s.sendmmsg
+	}
+	s.wEntries, s.wSent, s.wErr = entries, 0, nil
+	err := s.rc.Write(s.writeMmsg)
+	nmsg := s.wSent
 	if err == nil {
-		err = serr
+		err = s.wErr
 	}
 	// Count the datagrams of the entries that went out.
 	n := 0
@@ -243,6 +242,21 @@ func (s *Sender) sendMmsg(buf []byte, size, count, segs int) (int, error) {
 		return n, fmt.Errorf("sendmmsg: %w", err)
 	}
 	return n, nil
+}
+
+// sendmmsg is one sendmmsg call of the first wEntries entries, for
+// rc.Write: false when the socket has no room (EAGAIN).
+func (s *Sender) sendmmsg(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(s.wEntries), s.sendFlags, 0, 0)
+	if e == unix.EAGAIN {
+		return false
+	}
+	if e != 0 {
+		s.wErr = e
+		return true
+	}
+	s.wSent = int(r)
+	return true
 }
 
 func (s *Sender) putTOS(b []byte) int {

@@ -9,7 +9,9 @@
 // kernel reports with each one.
 //
 // It works on *net.UDPConn sockets through their syscall.RawConn, so read
-// and write deadlines set on the connection bound every call. Linux only; it
+// and write deadlines set on the connection bound every call, and on
+// blocking descriptors outside Go's poller (NewSenderFd, NewReceiverFd),
+// for loops that have their OS thread to themselves. Linux only; it
 // does not import the probe package, so the probe responder can use it.
 package udpio
 
@@ -134,6 +136,15 @@ func setBuffer(c *net.UDPConn, n, force, plain int, name string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("udp socket: %w", err)
 	}
+	return setBufferRaw(rc, n, force, plain, name)
+}
+
+// SetRecvBufferFd is SetRecvBuffer for a descriptor outside Go's poller.
+func SetRecvBufferFd(fd int, n int) (int, error) {
+	return setBufferRaw(fdConn(fd), n, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, "SO_RCVBUF")
+}
+
+func setBufferRaw(rc syscall.RawConn, n, force, plain int, name string) (int, error) {
 	var got int
 	var serr error
 	if err := rc.Control(func(fd uintptr) {

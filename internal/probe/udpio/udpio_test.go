@@ -153,3 +153,90 @@ func TestSegmentsPerSend(t *testing.T) {
 		}
 	}
 }
+
+// TestNoAllocations checks that the per-datagram paths allocate nothing: a
+// sender's Send (on a connection and on a blocking descriptor) and a
+// descriptor receiver's RecvInThread. An allocation per call is a garbage
+// collection every few thousand datagrams, on the CPU of the node's
+// workloads.
+func TestNoAllocations(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if _, err := SetRecvBuffer(rx, 8<<20); err != nil {
+		t.Logf("receive buffer: %v", err)
+	}
+	dst := rx.LocalAddr().(*net.UDPAddr)
+	conn, err := net.DialUDP("udp4", nil, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: dst.Port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	byConn, err := NewSender(conn, netip.AddrPort{}, -1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byFd, err := NewSenderFd(fd, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4*1000)
+	for name, s := range map[string]*Sender{"conn": byConn, "fd": byFd} {
+		if a := testing.AllocsPerRun(200, func() {
+			if _, err := s.Send(buf, 1000, 4); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Errorf("Send on a %s sender: %.1f allocations per call, want 0", name, a)
+		}
+	}
+
+	// The receiving side: a descriptor of its own, outside Go's poller.
+	rfd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rfd)
+	if err := unix.Bind(rfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(rfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Connect(fd, sa); err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := NewReceiverFd(rfd, 8, 1<<16, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	count := func(pkt []byte, from netip.AddrPort, m *Meta) { got++ }
+	if a := testing.AllocsPerRun(200, func() {
+		if _, err := byFd.Send(buf, 1000, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rcv.RecvInThread(count, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("RecvInThread on a descriptor: %.1f allocations per call, want 0", a)
+	}
+	if got == 0 {
+		t.Error("the descriptor receiver read nothing")
+	}
+	if _, err := NewReceiverFd(rfd, 8, 1<<16, Options{NoBatch: true}); err == nil {
+		t.Error("NewReceiverFd with NoBatch: no error")
+	}
+}
