@@ -1,10 +1,14 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -194,4 +198,122 @@ func joinNetnsOf(c *net.UDPConn) error {
 		return fmt.Errorf("join the responder's network namespace: %w", err)
 	}
 	return nil
+}
+
+// PeerLoop runs, once, a loop on a session's own UDP socket (PeerSocket)
+// until Stop: rr's responder answers on one, the udp kind's receiver reads
+// one. Open may be called for every datagram that reaches the shared
+// socket; only the first call opens.
+type PeerLoop struct {
+	s    *Session
+	opts SockOpts
+	run  func(fd int, ended *atomic.Bool) error
+
+	tried   atomic.Bool
+	mu      sync.Mutex // guards opened, closed, openErr and wg's Add
+	opened  bool
+	closed  bool
+	openErr error
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewPeerLoop returns a loop that, once opened, runs run on the session's
+// own socket with opts until ctx ends or Stop is called. run must return
+// soon after ended turns true; its blocked reads end then, since the
+// socket's receive side is shut down.
+func NewPeerLoop(ctx context.Context, s *Session, opts SockOpts, run func(fd int, ended *atomic.Bool) error) *PeerLoop {
+	l := &PeerLoop{s: s, opts: opts, run: run}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	return l
+}
+
+// Open starts the loop on a socket connected to peer, unless it was
+// started (or stopped) before. The socket is opened on a locked thread of
+// its own that ends with it (PeerSocket may move that thread into the
+// responder's network namespace; the socket stays in that namespace
+// whichever thread then uses it); run goes on on an ordinary goroutine,
+// which may lock its thread itself.
+func (l *PeerLoop) Open(peer netip.AddrPort) { l.start(peer, nil) }
+
+// OpenWait is Open that returns once the socket is connected, or with the
+// reason it could not be opened (ErrNoPeerSocket when the loop was
+// started or stopped before).
+func (l *PeerLoop) OpenWait(peer netip.AddrPort) error {
+	ready := make(chan error, 1)
+	if !l.start(peer, ready) {
+		return ErrNoPeerSocket
+	}
+	return <-ready
+}
+
+// start starts the loop once; ready, when not nil, gets the open's error.
+func (l *PeerLoop) start(peer netip.AddrPort, ready chan<- error) bool {
+	if l.tried.Swap(true) {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opened || l.closed {
+		return false
+	}
+	l.opened = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fd, err := l.open(peer)
+		if ready != nil {
+			ready <- err
+		}
+		if err != nil {
+			l.s.Log.Debug("session socket: the shared socket goes on", "kind", l.s.Kind, "err", err)
+			l.mu.Lock()
+			l.openErr = err
+			l.mu.Unlock()
+			return
+		}
+		defer unix.Close(fd)
+		var ended atomic.Bool
+		defer context.AfterFunc(l.ctx, func() {
+			ended.Store(true)
+			_ = unix.Shutdown(fd, unix.SHUT_RD)
+		})()
+		if err := l.run(fd, &ended); err != nil {
+			l.s.Log.Debug("session socket", "kind", l.s.Kind, "err", err)
+		}
+	}()
+	return true
+}
+
+func (l *PeerLoop) open(peer netip.AddrPort) (int, error) {
+	type opened struct {
+		fd  int
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		fd, err := l.s.PeerSocket(peer, l.opts)
+		ch <- opened{fd, err}
+	}()
+	o := <-ch
+	return o.fd, o.err
+}
+
+// Stop ends the loop and waits for it.
+func (l *PeerLoop) Stop() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+}
+
+// OpenErr says why the session's socket could not be opened (nil when it
+// was, or was not tried); call it after Stop.
+func (l *PeerLoop) OpenErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.openErr
 }

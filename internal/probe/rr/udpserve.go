@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -29,42 +27,27 @@ type udpServer struct {
 	cfg    config
 	served *atomic.Int64
 	delay  time.Duration
-
-	mu      sync.Mutex // guards opened, closed and wg's Add
-	opened  bool       // a session socket was tried
-	closed  bool       // stop was called
-	openErr error      // why it could not be opened
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	peer   *probe.PeerLoop
 	// bySession counts the transactions the session socket answered.
 	bySession atomic.Int64
 }
 
 func newUDPServer(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64, delay time.Duration) *udpServer {
 	u := &udpServer{s: s, cfg: cfg, served: served, delay: delay}
-	u.ctx, u.cancel = context.WithCancel(ctx)
+	u.peer = probe.NewPeerLoop(ctx, s, probe.SockOpts{TOS: cfg.tos, RecvTOS: true, RecvTstamp: true}, u.serve)
 	return u
 }
 
 // stop ends the session socket's loop and waits for it.
-func (u *udpServer) stop() {
-	u.mu.Lock()
-	u.closed = true
-	u.mu.Unlock()
-	u.cancel()
-	u.wg.Wait()
-}
+func (u *udpServer) stop() { u.peer.Stop() }
 
 // sharedOnly says why the session socket could not be opened ("" when it
 // was, or was not tried); call it after stop.
 func (u *udpServer) sharedOnly() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.openErr == nil {
-		return ""
+	if err := u.peer.OpenErr(); err != nil {
+		return err.Error()
 	}
-	return u.openErr.Error()
+	return ""
 }
 
 // reflector answers requests that reach the shared socket, from the
@@ -85,65 +68,14 @@ func (u *udpServer) reflector() probe.PacketFunc {
 			return
 		}
 		u.served.Add(1)
-		u.openPeer(from)
+		u.peer.Open(from)
 	}
-}
-
-// openPeer starts, once, the loop on the session's own socket, connected
-// to from.
-func (u *udpServer) openPeer(from netip.AddrPort) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.opened || u.closed {
-		return
-	}
-	u.opened = true
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
-		fd, err := u.peerSocket(from)
-		if err != nil {
-			u.s.Log.Debug("rr udp: answering from the shared socket", "err", err)
-			u.mu.Lock()
-			u.openErr = err
-			u.mu.Unlock()
-			return
-		}
-		defer unix.Close(fd)
-		if err := u.serve(fd); err != nil {
-			u.s.Log.Debug("rr udp session socket", "err", err)
-		}
-	}()
-}
-
-// peerSocket opens the session's socket on a locked thread of its own that
-// ends with it: PeerSocket may move that thread into the responder's
-// network namespace. The socket stays in that namespace whichever thread
-// then uses it.
-func (u *udpServer) peerSocket(from netip.AddrPort) (int, error) {
-	type opened struct {
-		fd  int
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked
-		fd, err := u.s.PeerSocket(from, probe.SockOpts{TOS: u.cfg.tos, RecvTOS: true, RecvTstamp: true})
-		ch <- opened{fd, err}
-	}()
-	o := <-ch
-	return o.fd, o.err
 }
 
 // serve answers requests on the session's connected socket fd until stop.
-func (u *udpServer) serve(fd int) error {
+func (u *udpServer) serve(fd int, ended *atomic.Bool) error {
 	// A blocked read ends when stop shuts the socket's receive side; the
 	// receive timeout is there in case it does not.
-	var ended atomic.Bool
-	defer context.AfterFunc(u.ctx, func() {
-		ended.Store(true)
-		_ = unix.Shutdown(fd, unix.SHUT_RD)
-	})()
 	if err := setTimeouts(fd, pollWait); err != nil {
 		return err
 	}

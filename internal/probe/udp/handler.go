@@ -103,16 +103,14 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 			h.rxHook(pkt, func(b []byte) { account(b, from, info) })
 		}
 	}
+	s.HandlePackets(fn)
 	own := newOwnSocket(ctx, s, fn, rx.ownSocketDrops, &h.ownDatagrams)
 	defer own.stop()
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
-		own.sharedDelivered()
-		fn(pkt, from, info)
-		own.sharedDelivered()
-		if !h.SharedOnly {
-			own.open(from)
+	if from, err := netip.ParseAddrPort(sd.From); err == nil && !h.SharedOnly {
+		if err := own.open(from); err != nil {
+			s.Log.Debug("udp: receiving on the shared socket", "err", err)
 		}
-	})
+	}
 	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
 		return err
 	}

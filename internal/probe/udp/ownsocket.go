@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,116 +22,58 @@ import (
 // thread in epoll_wait, which finds no goroutine waiting. Over a veth both
 // wake-ups are done in the sender's softirq and charged to the sender; at
 // 10 Mbit/s they were most of what cnperf's sender spent beyond iperf3's
-// (docs/probes.md, "UDP at 10M"). So, as for rr, the first datagram of a
-// test opens a socket of the session's own on the responder's port,
-// connected to the client (probe.Session.PeerSocket), and a locked thread
-// reads it with blocking system calls outside Go's poller: one wake-up per
+// (docs/probes.md, "UDP at 10M"). So, as for rr, a receiving test gets a
+// socket of the session's own on the responder's port, connected to the
+// client's data socket (probe.Session.PeerSocket), which a locked thread
+// reads with blocking system calls outside Go's poller: one wake-up per
 // datagram, as iperf3's server has.
-const (
-	// ownPollWait bounds one wait for datagrams on the session's socket,
-	// so that its reader sees the test end.
-	ownPollWait = 50 * time.Millisecond
-	// sharedQuiet is how long the datagrams that came to the shared
-	// socket before the session's socket was connected must have stopped
-	// before the session's socket is read: the two readers then never
-	// deliver at once, and their datagrams reach the accounting in the
-	// order they arrived (no reordering made by the switch).
-	sharedQuiet = 2 * time.Millisecond
-	// sharedQuietMax bounds that wait.
-	sharedQuietMax = time.Second
-)
+//
+// The client names its data socket's address in the start message, and
+// the socket is connected before the responder answers it, so the test's
+// datagrams all arrive on one socket and are accounted in the order they
+// came. Where they come from another address (a NAT on the way), or the
+// client names none (an older cnperf), or the responder cannot give the
+// session a socket, the shared socket receives them all.
+
+// ownPollWait bounds one wait for datagrams on the session's socket, so
+// that its reader sees the test end.
+const ownPollWait = 50 * time.Millisecond
 
 // ownSocket reads a receiving test's datagrams from the session's own
-// socket once open is called; until then, and where the responder cannot
-// give the session a socket, the shared socket's reader delivers them.
+// socket once opened.
 type ownSocket struct {
 	s       *probe.Session
 	deliver func(pkt []byte, from netip.AddrPort, info probe.RxInfo)
 	drops   func(uint32)
 	counted *atomic.Int64 // datagrams read from the session's socket
-	// lastShared is when the shared socket last delivered a datagram of
-	// the session (monotonic ns since start).
-	lastShared atomic.Int64
-	start      time.Time
-
-	tried   atomic.Bool // open was called
-	mu      sync.Mutex  // guards opened, closed, openErr, mode and wg's Add
-	opened  bool
-	closed  bool
-	openErr error
-	mode    string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	peer    *probe.PeerLoop
+	mode    atomic.Value // string: how the session's socket is read
 }
 
 func newOwnSocket(ctx context.Context, s *probe.Session, deliver func([]byte, netip.AddrPort, probe.RxInfo), drops func(uint32), counted *atomic.Int64) *ownSocket {
-	o := &ownSocket{s: s, deliver: deliver, drops: drops, counted: counted, start: time.Now()}
-	o.ctx, o.cancel = context.WithCancel(ctx)
+	o := &ownSocket{s: s, deliver: deliver, drops: drops, counted: counted}
+	o.peer = probe.NewPeerLoop(ctx, s, probe.SockOpts{RecvTOS: true, RecvTstamp: true}, o.read)
 	return o
 }
 
-// sharedDelivered notes a datagram delivered by the shared socket's reader.
-func (o *ownSocket) sharedDelivered() {
-	o.lastShared.Store(int64(time.Since(o.start)))
-}
-
-// open starts, once, the reader of the session's own socket, connected to
-// from.
-func (o *ownSocket) open(from netip.AddrPort) {
-	if o.tried.Swap(true) {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.opened || o.closed {
-		return
-	}
-	o.opened = true
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		// PeerSocket may move the thread into the responder's network
-		// namespace: the thread stays locked and ends with this goroutine.
-		runtime.LockOSThread()
-		if err := o.read(from); err != nil {
-			o.s.Log.Debug("udp: the session's own socket", "err", err)
-			o.mu.Lock()
-			o.openErr = err
-			o.mu.Unlock()
-		}
-	}()
-}
+// open opens the session's socket, connected to from, and starts its
+// reader; it returns once the socket is connected.
+func (o *ownSocket) open(from netip.AddrPort) error { return o.peer.OpenWait(from) }
 
 // stop ends the reader and waits for it.
-func (o *ownSocket) stop() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	o.cancel()
-	o.wg.Wait()
-}
+func (o *ownSocket) stop() { o.peer.Stop() }
 
 // recvMode says how the session's socket was read ("" when it was not).
 func (o *ownSocket) recvMode() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.mode
+	m, _ := o.mode.Load().(string)
+	return m
 }
 
-// read opens the session's socket and reads it until stop.
-func (o *ownSocket) read(from netip.AddrPort) error {
-	fd, err := o.s.PeerSocket(from, probe.SockOpts{RecvTOS: true, RecvTstamp: true})
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	// A blocked poll ends when stop shuts the socket's receive side.
-	var ended atomic.Bool
-	defer context.AfterFunc(o.ctx, func() {
-		ended.Store(true)
-		_ = unix.Shutdown(fd, unix.SHUT_RD)
-	})()
+// read reads the session's socket fd until ended, on a locked thread: it
+// waits for datagrams in poll(2) there (udpio's RecvInThread).
+func (o *ownSocket) read(fd int, ended *atomic.Bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if _, err := udpio.SetRecvBufferFd(fd, udpRecvBuffer); err != nil {
 		o.s.Log.Debug("udp: the session socket's receive buffer", "err", err)
 	}
@@ -140,17 +81,7 @@ func (o *ownSocket) read(from netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	o.mu.Lock()
-	o.mode = rcv.Mode().RecvString()
-	o.mu.Unlock()
-	// Let the shared reader finish what reached the shared socket before
-	// the connect.
-	for deadline := time.Now().Add(sharedQuietMax); time.Now().Before(deadline) && !ended.Load(); {
-		if quiet := time.Since(o.start) - time.Duration(o.lastShared.Load()); quiet >= sharedQuiet {
-			break
-		}
-		time.Sleep(sharedQuiet / 4)
-	}
+	o.mode.Store(rcv.Mode().RecvString())
 	session := o.s.ID
 	var drops uint32
 	var dropsOK bool

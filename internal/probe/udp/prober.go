@@ -24,6 +24,9 @@ type Prober struct {
 	// Opts limit the batching features this side may use (tests force the
 	// fallbacks with them).
 	Opts udpio.Options
+	// omitFrom leaves the data socket's address out of the start message,
+	// as a cnperf before the responder's session sockets did (tests).
+	omitFrom bool
 }
 
 // New returns the udp prober.
@@ -175,6 +178,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	// The sender writes on a blocking duplicate outside Go's poller (see
 	// probe.DetachFd): in the poller, every batch the kernel frees woke a
 	// poller thread, which cost more CPU than the sending at 100 Mbit/s.
+	from := conn.LocalAddr().(*net.UDPAddr).AddrPort() // before conn is closed
 	fd, err := probe.DetachFd(conn)
 	if err != nil {
 		return txReport{}, rxReport{}, err
@@ -188,6 +192,9 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	snd, err := udpio.NewSenderFd(fd, offloadOptions(p.Opts, spec))
 	if err != nil {
 		return txReport{}, rxReport{}, err
+	}
+	if !p.omitFrom {
+		sd.From = from.String()
 	}
 	if err := start(ctx, cli, spec, sd); err != nil {
 		return txReport{}, rxReport{}, err

@@ -16,6 +16,11 @@ type startData struct {
 	// Latency is false when the clock could not be estimated: the receiver
 	// then records no one-way delays.
 	Latency bool `json:"latency"`
+	// From is the address of the client's data socket as the client sees
+	// it, for a forward test: the responder receives on a socket of the
+	// session's own connected to it (ownSocket). Empty from an older
+	// client.
+	From string `json:"from,omitempty"`
 }
 
 // txReport is the sender's account of a test.
