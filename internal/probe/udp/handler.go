@@ -106,7 +106,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	s.HandlePackets(fn)
 	own := newOwnSocket(ctx, s, fn, rx.ownSocketDrops, &h.ownDatagrams)
 	defer own.stop()
-	if from, err := netip.ParseAddrPort(sd.From); err == nil && !h.SharedOnly {
+	if from, ok := h.ownSocketPeer(sd, s.Remote); ok {
 		if err := own.open(from); err != nil {
 			s.Log.Debug("udp: receiving on the shared socket", "err", err)
 		}
@@ -277,6 +277,22 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 		s.Log.Debug("client did not confirm the end of the test", "err", err)
 	}
 	return nil
+}
+
+// ownSocketPeer returns the address the session's own socket is connected
+// to: the client's data socket as the start message names it, only if it
+// is on the control connection's host (a socket connected to another
+// host's address would take that host's datagrams, another test's, off the
+// shared socket); false when the shared socket is to receive.
+func (h *Handler) ownSocketPeer(sd startData, ctrl net.Addr) (netip.AddrPort, bool) {
+	if h.SharedOnly || sd.From == "" {
+		return netip.AddrPort{}, false
+	}
+	from, err := netip.ParseAddrPort(sd.From)
+	if err != nil || from.Port() == 0 || !sameHost(from, ctrl) {
+		return netip.AddrPort{}, false
+	}
+	return from, true
 }
 
 // sameHost reports whether a datagram's source is on the host of the

@@ -24,9 +24,10 @@ type Prober struct {
 	// Opts limit the batching features this side may use (tests force the
 	// fallbacks with them).
 	Opts udpio.Options
-	// omitFrom leaves the data socket's address out of the start message,
-	// as a cnperf before the responder's session sockets did (tests).
-	omitFrom bool
+	// nameFrom, set by tests, replaces the data socket's address the
+	// start message names ("" names none, as a cnperf before the
+	// responder's session sockets).
+	nameFrom func(netip.AddrPort) string
 }
 
 // New returns the udp prober.
@@ -193,8 +194,9 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	if !p.omitFrom {
-		sd.From = from.String()
+	sd.From = from.String()
+	if p.nameFrom != nil {
+		sd.From = p.nameFrom(from)
 	}
 	if err := start(ctx, cli, spec, sd); err != nil {
 		return txReport{}, rxReport{}, err
