@@ -16,7 +16,8 @@ import (
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
-// Receive-path sizing of the shared UDP socket.
+// Receive-path sizing of the shared UDP socket and of sessions' own
+// sockets (PeerReceiver).
 const (
 	// udpReadBatch is how many datagrams (or GRO super-packets of up to
 	// 64 KiB) one recvmmsg call takes.
@@ -24,6 +25,8 @@ const (
 	// udpRecvBuffer is the receive buffer asked for (SO_RCVBUFFORCE as
 	// root, else SO_RCVBUF up to net.core.rmem_max).
 	udpRecvBuffer = 32 << 20
+	// udpReadSize is one batch entry's buffer: a GRO super-packet.
+	udpReadSize = 1 << 16
 	// udpPollWait bounds one wait for datagrams, so that the reader sees
 	// its context end.
 	udpPollWait = 50 * time.Millisecond
@@ -56,7 +59,7 @@ func (r *Responder) readUDP(ctx context.Context) {
 	if _, err := udpio.SetRecvBuffer(r.udp, udpRecvBuffer); err != nil {
 		r.log.Info("udp receive buffer", "err", err)
 	}
-	rcv, err := udpio.NewReceiver(r.udp, udpReadBatch, 1<<16, udpio.Options{})
+	rcv, err := udpio.NewReceiver(r.udp, udpReadBatch, udpReadSize, udpio.Options{})
 	if err != nil {
 		r.log.Warn("batched udp reads unavailable; reading one datagram per call", "err", err)
 		rcv, err = udpio.NewReceiver(r.udp, 1, 1<<16, udpio.Options{NoBatch: true})

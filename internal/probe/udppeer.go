@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // A session's own UDP socket on the responder's port.
@@ -200,6 +202,16 @@ func joinNetnsOf(c *net.UDPConn) error {
 	return nil
 }
 
+// PeerReceiver returns a batched receiver on a session's own socket fd
+// (from PeerSocket), sized as the responder's shared reader is: its
+// receive buffer and batch. Only its RecvInThread reads.
+func (s *Session) PeerReceiver(fd int) (*udpio.Receiver, error) {
+	if _, err := udpio.SetRecvBufferFd(fd, udpRecvBuffer); err != nil {
+		s.Log.Debug("session socket's receive buffer", "err", err)
+	}
+	return udpio.NewReceiverFd(fd, udpReadBatch, udpReadSize, udpio.Options{})
+}
+
 // PeerLoop runs, once, a loop on a session's own UDP socket (PeerSocket)
 // until Stop: rr's responder answers on one, the udp kind's receiver reads
 // one. Open may be called for every datagram that reaches the shared
@@ -209,9 +221,8 @@ type PeerLoop struct {
 	opts SockOpts
 	run  func(fd int, ended *atomic.Bool) error
 
-	tried   atomic.Bool
-	mu      sync.Mutex // guards opened, closed, openErr and wg's Add
-	opened  bool
+	tried   atomic.Bool // the once-guard of start
+	mu      sync.Mutex  // guards closed, openErr and wg's Add
 	closed  bool
 	openErr error
 	ctx     context.Context
@@ -255,10 +266,9 @@ func (l *PeerLoop) start(peer netip.AddrPort, ready chan<- error) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.opened || l.closed {
+	if l.closed {
 		return false
 	}
-	l.opened = true
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()

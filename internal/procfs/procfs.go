@@ -13,6 +13,7 @@ import (
 // Field numbers of a /proc/PID/stat (or task/TID/stat) line as proc(5)
 // counts them, for Field.
 const (
+	Ppid      = 4  // the parent's pid
 	Utime     = 14 // user time, clock ticks
 	Stime     = 15 // system time, clock ticks
 	Processor = 39 // the CPU the task last ran on

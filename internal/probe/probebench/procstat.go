@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cnperf/cnperf/internal/procfs"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/procfs"
 )
 
 // What the bench reads of another process from /proc, to measure the CPU

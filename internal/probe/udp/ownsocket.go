@@ -74,10 +74,7 @@ func (o *ownSocket) recvMode() string {
 func (o *ownSocket) read(fd int, ended *atomic.Bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if _, err := udpio.SetRecvBufferFd(fd, udpRecvBuffer); err != nil {
-		o.s.Log.Debug("udp: the session socket's receive buffer", "err", err)
-	}
-	rcv, err := udpio.NewReceiverFd(fd, udpReadBatch, 1<<16, udpio.Options{})
+	rcv, err := o.s.PeerReceiver(fd)
 	if err != nil {
 		return err
 	}
@@ -109,10 +106,3 @@ func (o *ownSocket) read(fd int, ended *atomic.Bool) error {
 	}
 	return nil
 }
-
-// Receive-path sizing of the session's socket, as the responder's shared
-// socket has it.
-const (
-	udpReadBatch  = 32
-	udpRecvBuffer = 32 << 20
-)

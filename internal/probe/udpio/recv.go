@@ -31,17 +31,17 @@ type Receiver struct {
 	iovs  []unix.Iovec
 	pfd   [1]unix.PollFd // RecvInThread's, kept here so that polling allocates nothing
 
-	// The calls handed to rc, made once (a closure made per call escapes
-	// through the RawConn interface and allocates), with their argument
-	// and results.
-	readFn     func(fd uintptr) bool
-	inThreadFn func(fd uintptr)
-	cN         int
-	cWait      time.Duration
-	cPoll      bool // inThreadFn polls when nothing is queued
-	cGot       int
-	cAgain     bool
-	cErr       error
+	// The calls handed to rc (readBatch, for Read and for Control), made
+	// once in newReceiver: a closure made per call escapes through the
+	// RawConn interface and allocates. Their argument and results:
+	readFn    func(fd uintptr) bool
+	controlFn func(fd uintptr)
+	cN        int
+	cWait     time.Duration
+	cPoll     bool // poll up to cWait when nothing is queued
+	cGot      int
+	cAgain    bool
+	cErr      error
 	// meta is the datagram's Meta handed to the caller's function
 	// (reused: the function must not keep it).
 	meta Meta
@@ -95,7 +95,21 @@ func newReceiver(conn *net.UDPConn, rc syscall.RawConn, batch, bufSize int, opt 
 	r.names = make([]byte, batch*unix.SizeofSockaddrInet6)
 	r.msgs = make([]mmsghdr, batch)
 	r.iovs = make([]unix.Iovec, batch)
+	r.readFn = r.readBatch
+	r.controlFn = func(fd uintptr) { r.readBatch(fd) }
 	return r
+}
+
+// readBatch is one recvmmsg of up to cN datagrams without waiting, then,
+// with cPoll and nothing queued, one poll(2) of up to cWait on this
+// thread; false when nothing was queued.
+func (r *Receiver) readBatch(fd uintptr) bool {
+	r.cGot, r.cAgain, r.cErr = r.recvmmsg(fd, r.cN)
+	if r.cAgain && r.cPoll {
+		r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		_, _ = unix.Poll(r.pfd[:], max(1, int(r.cWait.Milliseconds())))
+	}
+	return !r.cAgain
 }
 
 // NewReceiverFd is NewReceiver for a blocking descriptor outside Go's poller
@@ -123,13 +137,7 @@ func (r *Receiver) Recv(fn func(pkt []byte, from netip.AddrPort, m *Meta)) (int,
 	if r.mode == ModePlain {
 		return r.recvPlain(fn)
 	}
-	r.cN = r.prepare()
-	if r.readFn == nil {
-		r.readFn = func(fd uintptr) bool {
-			r.cGot, r.cAgain, r.cErr = r.recvmmsg(fd, r.cN)
-			return !r.cAgain
-		}
-	}
+	r.cN, r.cPoll = r.prepare(), false
 	err := r.rc.Read(r.readFn)
 	return r.finish(fn, r.cGot, err, r.cErr)
 }
@@ -152,18 +160,9 @@ func (r *Receiver) RecvInThread(fn func(pkt []byte, from netip.AddrPort, m *Meta
 		return n, err
 	}
 	r.cN, r.cWait = r.prepare(), wait
-	if r.inThreadFn == nil {
-		r.inThreadFn = func(fd uintptr) {
-			r.cGot, r.cAgain, r.cErr = r.recvmmsg(fd, r.cN)
-			if r.cAgain && r.cPoll {
-				r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-				_, _ = unix.Poll(r.pfd[:], max(1, int(r.cWait.Milliseconds())))
-			}
-		}
-	}
 	for attempt := 0; attempt < 2; attempt++ {
 		r.cPoll = attempt == 0
-		err := r.rc.Control(r.inThreadFn)
+		err := r.rc.Control(r.controlFn)
 		if err != nil {
 			return 0, fmt.Errorf("recvmmsg: %w", err)
 		}

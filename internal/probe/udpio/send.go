@@ -48,9 +48,9 @@ type Sender struct {
 	// sendFlags are sendmmsg's flags: MSG_DONTWAIT on a socket in Go's
 	// poller (which waits for room), none on a blocking descriptor.
 	sendFlags uintptr
-	// The sendmmsg call handed to rc.Write, made once (a closure made per
-	// call escapes through the RawConn interface: two allocations per
-	// send), with its argument and results.
+	// The sendmmsg call handed to rc.Write, made once in the constructors
+	// (a closure made per call escapes through the RawConn interface: two
+	// allocations per send), with its argument and results.
 	writeMmsg func(fd uintptr) bool
 	wEntries  int
 	wSent     int
@@ -77,6 +77,7 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 	} else if ra, ok := conn.RemoteAddr().(*net.UDPAddr); ok {
 		s.tosV6 = ra.IP.To4() == nil
 	}
+	s.writeMmsg = s.sendmmsg
 	s.pickMode(opt)
 	return s, nil
 }
@@ -98,6 +99,7 @@ func NewSenderFd(fd int, opt Options) (*Sender, error) {
 	}
 	s := &Sender{rc: fdConn(fd), family: family, tos: -1,
 		msgs: make([]mmsghdr, maxMsgs), iovs: make([]unix.Iovec, maxMsgs), oob: make([]byte, maxMsgs*oobPerSend)}
+	s.writeMmsg = s.sendmmsg
 	s.pickMode(opt)
 	return s, nil
 }
@@ -222,9 +224,6 @@ func (s *Sender) sendMmsg(buf []byte, size, count, segs int) (int, error) {
 		}
 		entries++
 		queued += k
-	}
-	if s.writeMmsg == nil {
-		s.writeMmsg = s.sendmmsg
 	}
 	s.wEntries, s.wSent, s.wErr = entries, 0, nil
 	err := s.rc.Write(s.writeMmsg)

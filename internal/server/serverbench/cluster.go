@@ -110,7 +110,7 @@ func ppidOf(pid int) int {
 	if err != nil {
 		return 0
 	}
-	n, _ := procfs.Field(f, 4) // ppid
+	n, _ := procfs.Field(f, procfs.Ppid)
 	return int(n)
 }
 

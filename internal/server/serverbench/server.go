@@ -18,9 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnperf/cnperf/internal/procfs"
-
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/procfs"
 )
 
 // The server under test: started as a child process (or an outside one),
