@@ -27,6 +27,7 @@ type registrar struct {
 }
 
 type registration struct {
+	ctx   context.Context // the waiter's: once it ends, nobody needs the write
 	agent store.Agent
 	now   time.Time
 	done  chan struct{}
@@ -35,27 +36,21 @@ type registration struct {
 }
 
 // register writes one heartbeat, batched with concurrent ones, and returns
-// the stored agent.
+// the stored agent. It waits no longer than ctx: the write runs in a
+// goroutine of its own, not in the caller's (a caller that led a batch
+// used to wait for the whole transaction, whatever its own deadline),
+// and a registration whose caller left before its batch was formed is
+// dropped, not written: under a burst past the store's pace, the store
+// then works only for callers still waiting.
 func (r *registrar) register(ctx context.Context, a store.Agent, now time.Time) (store.Agent, error) {
-	reg := &registration{agent: a, now: now, done: make(chan struct{})}
+	reg := &registration{ctx: ctx, agent: a, now: now, done: make(chan struct{})}
 	r.mu.Lock()
 	r.pending = append(r.pending, reg)
-	lead := !r.running
+	start := !r.running
 	r.running = true
 	r.mu.Unlock()
-	if lead {
-		// Lead until this heartbeat is written; whoever is still waiting
-		// then gets a new leader in the background.
-		r.writeBatch()
-		r.mu.Lock()
-		more := len(r.pending) > 0
-		if !more {
-			r.running = false
-		}
-		r.mu.Unlock()
-		if more {
-			go r.drain()
-		}
+	if start {
+		go r.drain()
 	}
 	select {
 	case <-reg.done:
@@ -83,9 +78,18 @@ func (r *registrar) drain() {
 // transaction, each batch stamped with the earliest of their times.
 func (r *registrar) writeBatch() {
 	r.mu.Lock()
-	n := min(len(r.pending), maxRegisterBatch)
-	batch := r.pending[:n:n]
-	r.pending = r.pending[n:]
+	var batch []*registration
+	for len(r.pending) > 0 && len(batch) < maxRegisterBatch {
+		reg := r.pending[0]
+		r.pending[0] = nil
+		r.pending = r.pending[1:]
+		if err := reg.ctx.Err(); err != nil {
+			reg.err = err
+			close(reg.done)
+			continue
+		}
+		batch = append(batch, reg)
+	}
 	r.mu.Unlock()
 	if len(batch) == 0 {
 		return

@@ -88,6 +88,10 @@ type Options struct {
 	// SessionKeepalive is the keep-alive period asked of agent sessions
 	// (api.DefaultKeepalive; session.go).
 	SessionKeepalive time.Duration
+	// SessionOpenBudget bounds the store work of a session's hello
+	// (DefaultSessionOpenBudget; session.go): past it the open is
+	// answered 503 instead of served after the agent gave up on it.
+	SessionOpenBudget time.Duration
 	// Limits bound what a request may ask (zero fields: DefaultLimits).
 	Limits Limits
 	// Bus, when set, connects this server to the other replicas sharing
@@ -173,6 +177,7 @@ func New(opts Options) (*Server, error) {
 		opts.ReplicaID = NewReplicaID()
 	}
 	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
+	setDefault(&opts.SessionOpenBudget, DefaultSessionOpenBudget)
 	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
 	s := &Server{

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,22 @@ import (
 // ends it: two keep-alive periods and a second (11 s at 5 s), so one
 // keep-alive may be up to 6 s late.
 func (s *Server) sessionSilence() time.Duration { return 2*s.opts.SessionKeepalive + time.Second }
+
+// DefaultSessionOpenBudget bounds the store work of a session's hello
+// (its heartbeat: the credential, the agent's registration, the tasks it
+// runs). An agent gives up on an open after 15 s (client.HoldSession)
+// and opens again; an open still waiting on the store then would be
+// served to nobody, and its retry would queue behind it: under a burst
+// past the store's pace the queue only grew and the sessions collapsed
+// (docs/control-plane.md, "What the first attempts found"). Past this
+// budget the open is answered 503 with Retry-After while the agent still
+// waits: its client moves to the next replica and backs off with jitter,
+// and the store's work for it is dropped (registrar).
+const DefaultSessionOpenBudget = 10 * time.Second
+
+// sessionRetryAfterS is the Retry-After of an open refused for the
+// store's pace, in seconds (the agent's back-off jitters its own wait).
+const sessionRetryAfterS = 5
 
 // sessionWriteTimeout bounds one frame's write.
 const sessionWriteTimeout = 10 * time.Second
@@ -285,8 +302,16 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	reply, err := s.heartbeat(r.Context(), *hello.Heartbeat)
+	hctx, hcancel := context.WithTimeout(r.Context(), s.opts.SessionOpenBudget)
+	reply, err := s.heartbeat(hctx, *hello.Heartbeat)
+	hcancel()
 	if err != nil {
+		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("agent session refused: the store is behind", "pod_uid", uid, "budget", s.opts.SessionOpenBudget, "err", err)
+			w.Header().Set("Retry-After", strconv.Itoa(sessionRetryAfterS))
+			err = &api.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
+				"the server could not record this agent's hello within %v (its store is behind): open the session again later", s.opts.SessionOpenBudget)}
+		}
 		s.fail(w, r, false, err)
 		return
 	}
