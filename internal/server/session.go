@@ -305,6 +305,12 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	hctx, hcancel := context.WithTimeout(r.Context(), s.opts.SessionOpenBudget)
 	reply, err := s.heartbeat(hctx, *hello.Heartbeat)
 	hcancel()
+	// The answer, refusal or welcome, gets a write timeout of its own:
+	// the one set above ran while the store worked, and a refusal
+	// written past it would reach nobody (before the budget, an open
+	// that took the store more than sessionWriteTimeout was answered
+	// to a closed deadline and the agent waited out its own timeout).
+	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
 	if err != nil {
 		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("agent session refused: the store is behind", "pod_uid", uid, "budget", s.opts.SessionOpenBudget, "err", err)

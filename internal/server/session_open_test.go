@@ -159,11 +159,17 @@ func TestRegistrarWaitsNoLongerThanItsCaller(t *testing.T) {
 // cannot record within the open budget is answered 503 with Retry-After
 // while the agent still waits (not served after it gave up), and once the
 // store keeps up the same agent opens its session.
+//
+// It uses the default budget (10 s, so it takes 20 s, in parallel with the
+// package's other tests): the refusal must get through the write timeout
+// the handler set before the store's work began (sessionWriteTimeout, also
+// 10 s), which a shorter budget would not show.
 func TestSessionOpenRefusedWhenStoreBehind(t *testing.T) {
+	t.Parallel()
 	g := newGatedStore(t)
-	const budget = 300 * time.Millisecond
+	const budget = DefaultSessionOpenBudget
 	srv, err := New(Options{Store: g, UserToken: userTok, AgentToken: agentTok,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SessionOpenBudget: budget})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("new server: %v", err)
 	}
@@ -173,7 +179,13 @@ func TestSessionOpenRefusedWhenStoreBehind(t *testing.T) {
 
 	// The raw exchange, to see the status and header an agent gets.
 	pr, pw := io.Pipe()
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/v2/agent/session?pod_uid=uid-slow", pr)
+	// The request body stays open, as an agent's does; it is closed when
+	// the exchange takes too long, so that a lost answer fails the test
+	// instead of hanging it (the client waits for its body writer).
+	rctx, rcancel := context.WithTimeout(context.Background(), budget+15*time.Second)
+	defer rcancel()
+	context.AfterFunc(rctx, func() { pw.Close() })
+	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, ts.URL+"/api/v2/agent/session?pod_uid=uid-slow", pr)
 	req.Header.Set("Authorization", "Bearer "+agentTok)
 	line, err := json.Marshal(api.SessionFrame{Type: api.FrameHello, Heartbeat: &hello})
 	if err != nil {
@@ -181,10 +193,9 @@ func TestSessionOpenRefusedWhenStoreBehind(t *testing.T) {
 	}
 	go func() { _, _ = pw.Write(append(line, '\n')) }()
 	start := time.Now()
-	hc := &http.Client{Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("open: %v", err)
+		t.Fatalf("open while the store is held: no answer within %v: %v", budget+15*time.Second, err)
 	}
 	took := time.Since(start)
 	body, _ := io.ReadAll(bufio.NewReader(resp.Body))
