@@ -308,8 +308,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// The answer, refusal or welcome, gets a write timeout of its own:
 	// the one set above ran while the store worked, and a refusal
 	// written past it would reach nobody (before the budget, an open
-	// that took the store more than sessionWriteTimeout was answered
-	// to a closed deadline and the agent waited out its own timeout).
+	// refused after more than sessionWriteTimeout, a store error, was
+	// answered to a closed deadline and the agent waited out its own
+	// timeout; a welcome clears the deadlines before it is written).
 	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
 	if err != nil {
 		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
