@@ -137,6 +137,7 @@ type Server struct {
 	creds      credCache
 	leader     atomic.Bool // held the reaper lease at the last try (lease.go)
 	sessions   sessionSet  // open agent sessions (session.go)
+	refusals   refusalLog  // session opens refused for the store's pace (session.go)
 
 	presenceMu      sync.Mutex // orders presence writes (presence.go)
 	presenceRenewed time.Time  // the presence lease's last renewal (under presenceMu)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -60,6 +61,39 @@ const DefaultSessionOpenBudget = 10 * time.Second
 // sessionRetryAfterS is the Retry-After of an open refused for the
 // store's pace, in seconds (the agent's back-off jitters its own wait).
 const sessionRetryAfterS = 5
+
+// refusalLogEvery is the least time between two log lines about opens
+// refused for the store's pace.
+const refusalLogEvery = 10 * time.Second
+
+// refusalLog counts the session opens refused for the store's pace and
+// logs them at most once per refusalLogEvery: a burst of thousands of
+// agents refused is a line, not thousands (each one is at debug level).
+type refusalLog struct {
+	mu   sync.Mutex // guards last, n
+	last time.Time
+	n    int
+}
+
+// note counts one refusal and logs the count when the last line is old
+// enough (the first refusal at once).
+func (l *refusalLog) note(log *slog.Logger, budget time.Duration) {
+	l.mu.Lock()
+	l.n++
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < refusalLogEvery {
+		l.mu.Unlock()
+		return
+	}
+	n, since := l.n, l.last
+	l.n, l.last = 0, now
+	l.mu.Unlock()
+	args := []any{"refused", n, "budget", budget}
+	if !since.IsZero() {
+		args = append(args, "since", since.UTC().Format(time.RFC3339))
+	}
+	log.Warn("agent session opens refused: the store could not record their hellos in time (it is behind); the agents retry with back-off", args...)
+}
 
 // sessionWriteTimeout bounds one frame's write.
 const sessionWriteTimeout = 10 * time.Second
@@ -314,7 +348,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
 	if err != nil {
 		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			s.log.Warn("agent session refused: the store is behind", "pod_uid", uid, "budget", s.opts.SessionOpenBudget, "err", err)
+			s.refusals.note(s.log, s.opts.SessionOpenBudget)
+			s.log.Debug("agent session refused: the store is behind", "pod_uid", uid, "err", err)
 			w.Header().Set("Retry-After", strconv.Itoa(sessionRetryAfterS))
 			err = &api.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
 				"the server could not record this agent's hello within %v (its store is behind): open the session again later", s.opts.SessionOpenBudget)}

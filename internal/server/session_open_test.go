@@ -238,3 +238,26 @@ func TestSessionOpenRefusedWhenStoreBehind(t *testing.T) {
 		t.Error("the agent was not registered once the store kept up")
 	}
 }
+
+// TestRefusalLogOneLinePerPeriod: a burst of refused opens is logged as
+// one line at once and then one line per refusalLogEvery with the count
+// since the last line.
+func TestRefusalLogOneLinePerPeriod(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var l refusalLog
+	for range 5 {
+		l.note(log, time.Second)
+	}
+	if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), "refused=1 ") {
+		t.Fatalf("after 5 refusals at once: %d lines %q, want one line with refused=1", lines, buf.String())
+	}
+	l.mu.Lock()
+	l.last = l.last.Add(-refusalLogEvery - time.Second)
+	l.mu.Unlock()
+	l.note(log, time.Second)
+	out := buf.String()
+	if lines := strings.Count(out, "\n"); lines != 2 || !strings.Contains(out[strings.Index(out, "\n")+1:], "refused=5 ") {
+		t.Fatalf("a period later: %d lines %q, want a second line with refused=5 (4 held back and this one)", lines, out)
+	}
+}
