@@ -316,36 +316,38 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	// a session's hello must come within the silence limit, and after it
 	// the sweeper bounds silences and writes.
 	_ = rc.SetReadDeadline(time.Now().Add(s.sessionSilence()))
-	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+	// A refusal gets its write timeout as it is written: the hello may take
+	// up to the silence limit to come and the store up to the open budget
+	// to record it, and an answer written past a timeout set before those
+	// waits reaches nobody (an open refused after more than 10 s used to
+	// be lost so, and its agent waited out its own 15 s). A welcome clears
+	// the deadlines before it is written.
+	refuse := func(err error) {
+		_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+		s.fail(w, r, false, err)
+	}
 	sc := bufio.NewScanner(r.Body)
 	sc.Buffer(make([]byte, 0, 1024), sessionMaxLine)
 	if !sc.Scan() {
-		s.fail(w, r, false, api.BadRequest("(body)", "the session ended before its hello frame: %v", sc.Err()))
+		refuse(api.BadRequest("(body)", "the session ended before its hello frame: %v", sc.Err()))
 		return
 	}
 	var hello api.SessionFrame
 	if err := api.DecodeBytes(sc.Bytes(), &hello); err != nil {
-		s.fail(w, r, false, err)
+		refuse(err)
 		return
 	}
 	if hello.Type != api.FrameHello || hello.Heartbeat == nil {
-		s.fail(w, r, false, api.BadRequest("type", "the first frame must be a hello with the agent's heartbeat"))
+		refuse(api.BadRequest("type", "the first frame must be a hello with the agent's heartbeat"))
 		return
 	}
 	if err := s.sessionHeartbeatCheck(r, uid, hello.Heartbeat); err != nil {
-		s.fail(w, r, false, err)
+		refuse(err)
 		return
 	}
 	hctx, hcancel := context.WithTimeout(r.Context(), s.opts.SessionOpenBudget)
 	reply, err := s.heartbeat(hctx, *hello.Heartbeat)
 	hcancel()
-	// The answer, refusal or welcome, gets a write timeout of its own:
-	// the one set above ran while the store worked, and a refusal
-	// written past it would reach nobody (before the budget, an open
-	// refused after more than sessionWriteTimeout, a store error, was
-	// answered to a closed deadline and the agent waited out its own
-	// timeout; a welcome clears the deadlines before it is written).
-	_ = rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
 	if err != nil {
 		if r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			s.refusals.note(s.log, s.opts.SessionOpenBudget)
@@ -354,7 +356,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 			err = &api.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
 				"the server could not record this agent's hello within %v (its store is behind): open the session again later", s.opts.SessionOpenBudget)}
 		}
-		s.fail(w, r, false, err)
+		refuse(err)
 		return
 	}
 	tok, _ := bearer(r)

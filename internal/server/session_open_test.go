@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -62,15 +63,23 @@ func (g *gatedStore) wasWritten(uid string) bool {
 // waitCalls waits until the store has been asked for n writes.
 func (g *gatedStore) waitCalls(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitUntil(t, func() (bool, string) {
 		g.mu.Lock()
-		c := g.calls
-		g.mu.Unlock()
-		if c >= n {
+		defer g.mu.Unlock()
+		return g.calls >= n, fmt.Sprintf("the store was asked for %d writes, want %d", g.calls, n)
+	})
+}
+
+// waitUntil polls cond for up to 10 s and fails with its last word.
+func waitUntil(t *testing.T, cond func() (ok bool, state string)) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ok, state := cond()
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the store was asked for %d writes, want %d", c, n)
+			t.Fatal(state)
 		}
 	}
 }
@@ -128,17 +137,11 @@ func TestRegistrarWaitsNoLongerThanItsCaller(t *testing.T) {
 		_, err := r.register(context.Background(), agent("waits"), now)
 		waitErr <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waitUntil(t, func() (bool, string) {
 		r.mu.Lock()
-		n := len(r.pending)
-		r.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d registrations pending, want 2", n)
-		}
-	}
+		defer r.mu.Unlock()
+		return len(r.pending) == 2, fmt.Sprintf("%d registrations pending, want 2", len(r.pending))
+	})
 	cancelLeft()
 	if err := <-leftErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("left registration: %v, want context.Canceled", err)
