@@ -49,7 +49,8 @@ fuzz:
 # cnperf beside iperf3 and sockperf over a veth between two namespaces,
 # unpinned and pinned, rr also with client and server sharing CPU 0 (needs
 # root); serialised with other benchmarks.
-# BENCH_PROBES_FLAGS passes flags through, e.g. "-runs 3 -only rr".
+# BENCH_PROBES_FLAGS passes flags through, e.g. "-runs 3 -only rr", or
+# "-iperf3 /path/to/iperf3" to compare with another iperf3 than the PATH's.
 bench-probes: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./internal/probe/probebench -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
 

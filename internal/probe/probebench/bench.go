@@ -106,7 +106,7 @@ func (b *bench) startServers() error {
 	}
 	ports := []int{cnperfPort}
 	if b.mode.runs("tcp", b.o.only) || b.mode.runs("udp", b.o.only) {
-		if _, err = start("iperf3", "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
+		if _, err = start(b.o.iperf3, "-s", "-B", dst, "-p", strconv.Itoa(iperf3Port)); err != nil {
 			return err
 		}
 		ports = append(ports, iperf3Port)
@@ -257,7 +257,7 @@ func (b *bench) iperf3(timeout time.Duration, args ...string) (iperf3Result, err
 	// The iperf3 server serves one test at a time and may still be closing
 	// the previous one when the next client comes: retry a few times.
 	for attempt := 0; ; attempt++ {
-		out, err := b.client(timeout, "iperf3", append([]string{"-c", b.pair.AddrB.String(), "-p", strconv.Itoa(iperf3Port), "--json"}, args...)...)
+		out, err := b.client(timeout, b.o.iperf3, append([]string{"-c", b.pair.AddrB.String(), "-p", strconv.Itoa(iperf3Port), "--json"}, args...)...)
 		var r iperf3Result
 		if jerr := json.Unmarshal(out, &r); jerr != nil && err == nil {
 			err = fmt.Errorf("iperf3: decode: %w", jerr)

@@ -43,6 +43,7 @@ import (
 
 type options struct {
 	cnperf  string
+	iperf3  string
 	runs    int
 	tcpTime time.Duration
 	udpTime time.Duration
@@ -54,6 +55,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.cnperf, "cnperf", "bin/cnperf", "path to the cnperf binary")
+	flag.StringVar(&o.iperf3, "iperf3", "iperf3", "the iperf3 to compare with (Debian 12's is 3.12; a path names another build)")
 	flag.IntVar(&o.runs, "runs", 5, "runs per tool, test and mode (medians are printed)")
 	flag.DurationVar(&o.tcpTime, "tcp-time", 5*time.Second, "duration of each TCP run")
 	flag.DurationVar(&o.udpTime, "udp-time", 3*time.Second, "duration of each UDP run")
@@ -75,7 +77,7 @@ func run(ctx context.Context, o options) error {
 	if reason := nettest.Unavailable(); reason != "" {
 		return errors.New(reason)
 	}
-	for _, tool := range []string{"iperf3", "sockperf", "taskset"} {
+	for _, tool := range []string{o.iperf3, "sockperf", "taskset"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run `make test-deps` first", tool)
 		}
@@ -96,7 +98,8 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs; %s\n",
 		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU(), loadNow())
-	fmt.Printf("probebench: %s\n", cnperfVersion(ctx, o.cnperf))
+	fmt.Printf("probebench: %s\n", firstLine(ctx, o.cnperf, "version"))
+	fmt.Printf("probebench: %s\n", firstLine(ctx, o.iperf3, "--version"))
 	var rows []row
 	for _, m := range modes {
 		if !m.runsAny(o.only) {
@@ -129,14 +132,16 @@ func loadNow() string {
 	return fmt.Sprintf("at %s, load average %s %s %s", at, f[0], f[1], f[2])
 }
 
-// cnperfVersion is what `cnperf version` prints (the commit measured), so
-// that a quoted table carries it.
-func cnperfVersion(ctx context.Context, cnperf string) string {
+// firstLine is the first line a tool prints for args (its version, so
+// that a quoted table carries the commit and the iperf3 measured), or why
+// it printed none.
+func firstLine(ctx context.Context, tool string, args ...string) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, cnperf, "version").Output()
+	out, err := exec.CommandContext(ctx, tool, args...).Output()
 	if err != nil {
-		return fmt.Sprintf("%s version: %v", cnperf, err)
+		return fmt.Sprintf("%s %s: %v", tool, strings.Join(args, " "), err)
 	}
-	return strings.TrimSpace(string(out))
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return fmt.Sprintf("%s (%s)", line, tool)
 }
