@@ -98,6 +98,7 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("probebench: veth between namespaces %s and %s; %d runs per tool, test and mode, alternating; %d CPUs; %s\n",
 		pair.A.Name, pair.B.Name, o.runs, runtime.NumCPU(), loadNow())
+	fmt.Printf("probebench: machine: %s\n", machine())
 	fmt.Printf("probebench: %s\n", firstLine(ctx, o.cnperf, "version"))
 	fmt.Printf("probebench: %s\n", firstLine(ctx, o.iperf3, "--version"))
 	var rows []row
@@ -130,6 +131,26 @@ func loadNow() string {
 		return "at " + at + ", load average unknown"
 	}
 	return fmt.Sprintf("at %s, load average %s %s %s", at, f[0], f[1], f[2])
+}
+
+// machine names the CPU model and the kernel release: the same code gave
+// a third more TCP throughput on one 2-vCPU machine than on another
+// (docs/probes.md), so a quoted table carries the machine it came from.
+func machine() string {
+	cpu := "CPU model unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "kernel unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "kernel " + strings.TrimSpace(string(b))
+	}
+	return cpu + ", " + kernel
 }
 
 // firstLine is the first line a tool prints for args (its version, so
