@@ -134,7 +134,7 @@ func loadNow() string {
 }
 
 // machine names the CPU model and the kernel release: the same code gave
-// a third more TCP throughput on one 2-vCPU machine than on another
+// half again as much TCP throughput on one 2-vCPU machine as on another
 // (docs/probes.md), so a quoted table carries the machine it came from.
 func machine() string {
 	cpu := "CPU model unknown"
