@@ -194,11 +194,7 @@ func (f fakeReviewer) Review(_ context.Context, tok string) (ReviewedAgent, erro
 // reviewed token speaks for its own pod (uid and name from the token's
 // bound claims) and no other; a refused token is 401, a failed review 503.
 func TestServiceAccountAgents(t *testing.T) {
-	st, err := store.Open(context.Background(), "sqlite:"+t.TempDir()+"/cnperf.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openSQLite(t)
 	rev := fakeReviewer{"sa.k.x": {PodUID: "uid-k", PodName: "cnperf-agent-k", Username: "system:serviceaccount:cnperf:cnperf-agent"}}
 	srv, err := New(Options{Store: st, UserToken: userTok, AgentReviewer: rev})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -49,6 +50,17 @@ type fixture struct {
 	clock *fakeClock
 	user  *client.Client
 	agent *client.Client
+}
+
+// openSQLite opens a throwaway SQLite store, closed when the test ends.
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 func newFixture(t *testing.T, dsn string, clock *fakeClock) *fixture {

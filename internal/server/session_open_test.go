@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -86,12 +85,7 @@ func waitUntil(t *testing.T, cond func() (ok bool, state string)) {
 
 func newGatedStore(t *testing.T) *gatedStore {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return &gatedStore{Store: st, open: make(chan struct{})}
+	return &gatedStore{Store: openSQLite(t), open: make(chan struct{})}
 }
 
 // TestRegistrarWaitsNoLongerThanItsCaller: a registration returns when its
@@ -164,9 +158,10 @@ func TestRegistrarWaitsNoLongerThanItsCaller(t *testing.T) {
 // store keeps up the same agent opens its session.
 //
 // It uses the default budget (10 s, so it takes 20 s, in parallel with the
-// package's other tests): the refusal must get through the write timeout
-// the handler set before the store's work began (sessionWriteTimeout, also
-// 10 s), which a shorter budget would not show.
+// package's other tests): at it the refusal is written more than
+// sessionWriteTimeout (also 10 s) after the request came, so a write
+// deadline set when the request came, as the handler once did, loses it;
+// a shorter budget would not show that.
 func TestSessionOpenRefusedWhenStoreBehind(t *testing.T) {
 	t.Parallel()
 	g := newGatedStore(t)
