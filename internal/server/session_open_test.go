@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,12 +52,7 @@ func (g *gatedStore) RegisterAgents(ctx context.Context, as []store.Agent, now t
 func (g *gatedStore) wasWritten(uid string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, w := range g.written {
-		if w == uid {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(g.written, uid)
 }
 
 // waitCalls waits until the store has been asked for n writes.
