@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,8 +115,24 @@ func (c *Cluster) importImages(ctx context.Context) error {
 	return nil
 }
 
+// kubeletSocket is where every kubelet binds its device-plugin
+// registration socket. The path is compiled into kubelet
+// (pluginapi.KubeletSocket), not under --root-dir, so the harness's
+// kubelets share it. A kubelet removes the files there as it starts and
+// then binds: two starting at once can both remove before either binds,
+// and the later bind fails ("address already in use"; that kubelet exits,
+// and its node never registers). So the kubelets start one at a time,
+// each once the previous one's socket is there; each start removes the
+// last one's file, which only device plugins (none here) would miss.
+const kubeletSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
 func (c *Cluster) startKubelets(ctx context.Context) error {
-	for _, n := range c.Nodes {
+	// A socket file left by an earlier cluster would look like this
+	// cluster's first kubelet's.
+	if err := os.Remove(kubeletSocket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove a stale %s: %w", kubeletSocket, err)
+	}
+	for i, n := range c.Nodes {
 		dir := filepath.Join(c.RunDir, n.Name)
 		root := "/" + n.Name
 		if err := makeCgroupRoot(n.Name); err != nil {
@@ -161,6 +178,15 @@ maxPods: 30
 			"--hostname-override="+n.Name, "--node-ip="+n.IP,
 			"--root-dir="+filepath.Join(dir, "kubelet"), "--cert-dir="+filepath.Join(dir, "kubelet-pki"), "--v=1")...)
 		if err != nil {
+			return err
+		}
+		if i == len(c.Nodes)-1 {
+			continue
+		}
+		if err := c.poll(ctx, n.Name+" kubelet's device-plugin socket bound", time.Minute, func() error {
+			_, err := os.Stat(kubeletSocket)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
