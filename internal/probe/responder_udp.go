@@ -51,8 +51,7 @@ const (
 // parked in poll(2) and an rr TCP loop blocked in its read, a responder
 // with GOMAXPROCS 2 has no idle P, and that happened every poll timeout:
 // hundreds of monitor wake-ups a second, each one taking the CPU from the
-// loops it shares a CPU with (docs/probes.md, "rr: the Go runtime's
-// share").
+// loops it shares a CPU with (docs/probes.md, "rr's loops").
 func (r *Responder) readUDP(ctx context.Context) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -52,7 +52,7 @@ func (s *Server) sessionSilence() time.Duration { return 2*s.opts.SessionKeepali
 // and opens again; an open still waiting on the store then would be
 // served to nobody, and its retry would queue behind it: under a burst
 // past the store's pace the queue only grew and the sessions collapsed
-// (docs/control-plane.md, "What the first attempts found"). Past this
+// (docs/control-plane.md, "Agent sessions"). Past this
 // budget the open is answered 503 with Retry-After while the agent still
 // waits: its client moves to the next replica and backs off with jitter,
 // and the store's work for it is dropped (registrar).

@@ -51,7 +51,7 @@ type mode struct {
 // pinned to two CPUs (the two-CPU placement by construction); and, for rr
 // only, client and server sharing CPU 0 (the one-CPU placement by
 // construction, like two pods on one core), so that each loop is compared
-// in each placement (docs/probes.md, "rr CPU and placement in the bench").
+// in each placement (README.md, "How rr's CPU and placement are read").
 var modes = []mode{
 	{name: "unpinned", short: "unpinned", clientCPU: -1, serverCPU: -1},
 	{name: "pinned (client CPU 0, server CPU 1)", short: "pinned", clientCPU: 0, serverCPU: 1},

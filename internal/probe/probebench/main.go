@@ -135,7 +135,7 @@ func loadNow() string {
 
 // machine names the CPU model and the kernel release: the same code gave
 // half again as much TCP throughput on one 2-vCPU machine as on another
-// (docs/probes.md), so a quoted table carries the machine it came from.
+// (README.md), so a quoted table carries the machine it came from.
 func machine() string {
 	cpu := "CPU model unknown"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {

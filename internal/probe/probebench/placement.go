@@ -12,8 +12,8 @@ import (
 // cnperf and sockperf run either with client and responder on one CPU
 // (the responder's wake-up preempts the client; app p50 14-16 µs here) or
 // on two (every wake-up an IPI to a halted vCPU; 45-70 µs), and a tool
-// stays in one mode for minutes (docs/probes.md, "rr TCP p50: where the
-// gap was"). So each run says which it was in, and the table says when
+// stays in one mode for minutes (README.md, "How to read
+// the output"). So each run says which it was in, and the table says when
 // the two tools' medians come from different ones.
 //
 // In every sample period of the window, the thread of each process whose

@@ -11,7 +11,7 @@ import (
 // stallWatch bounds the client's wait for a TCP response without a timer
 // per wait. A receive timeout (SO_RCVTIMEO) makes the kernel arm and
 // cancel a timer around every blocking read; that cost sits inside each
-// round trip (see docs/probes.md, "rr TCP p50"). Instead the loop
+// round trip (see docs/probes.md, "rr's loops"). Instead the loop
 // publishes when the transaction now waiting was sent, and a goroutine
 // that wakes a few times per timeout shuts the connection down once one
 // has waited longer than the timeout, which ends the blocked read.

@@ -21,7 +21,7 @@ import (
 // lowatEvery, between 1 byte and lowatMax, and to 1 byte when the stream
 // read nothing. Bytes are then read at most about lowatEvery late, a
 // fraction of the shortest interval (100 ms). Measured (docs/probes.md,
-// "TCP: the receiver's wake-ups"), over a veth, unpinned: one stream's
+// "TCP: the receiver's low-water mark"), over a veth, unpinned: one stream's
 // receiver went from 64-67 % of a CPU to 47-49 %, and the sender, with the
 // CPU that freed, from 25.7-28.1 to 25.4-31.7 Gbit/s.
 const (
