@@ -52,7 +52,7 @@ fuzz:
 # BENCH_PROBES_FLAGS passes flags through, e.g. "-runs 3 -only rr", or
 # "-iperf3 /path/to/iperf3" to compare with another iperf3 than the PATH's.
 bench-probes: build test-deps
-	flock /tmp/cnperf-bench.lock $(GO) run ./internal/probe/probebench -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
+	flock /tmp/cnperf-bench.lock $(GO) run ./bench/probes -cnperf $(BIN) $(BENCH_PROBES_FLAGS)
 
 # Simulated agents (10,000 by default) against one server on SQLite, on
 # sessions (the agent's session client) and then polling (v1 style), then
@@ -64,18 +64,20 @@ bench-probes: build test-deps
 # BENCH_SERVER_FLAGS="-agents 2000 -measure 30s -mode sessions -hold 0",
 # or "-mode hold" for the hold alone.
 bench-server: build test-deps
-	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/serverbench -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
+	flock /tmp/cnperf-bench.lock $(GO) run ./bench/server -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
 
 # A run of 1,000 tasks with 8 MB raw outputs each, stored and read back
 # through the API, the CLI and the dashboard; prints the server's peak RSS
 # (target < 300 MB). Writes about 8 GB to the temp dir and takes minutes.
 bench-answers: build
-	flock /tmp/cnperf-bench.lock $(GO) run ./internal/server/answerbench -cnperf $(BIN) $(BENCH_ANSWERS_FLAGS)
+	flock /tmp/cnperf-bench.lock $(GO) run ./bench/answers -cnperf $(BIN) $(BENCH_ANSWERS_FLAGS)
 
 # Lab up + down of 2x2 and 32x4 on both backends against the targets
-# (< 2 s, < 30 s); needs root. Serialised with other benchmarks.
+# (< 2 s, < 30 s), then 160 agents online (< 5 s); needs root. Serialised
+# with other benchmarks. BENCH_LAB_FLAGS passes flags through, e.g.
+# "--control-plane-only --repeat 3".
 bench-lab:
-	flock /tmp/cnperf-bench.lock $(GO) run ./internal/lab/labbench
+	flock /tmp/cnperf-bench.lock $(GO) run ./bench/lab $(BENCH_LAB_FLAGS)
 
 # The real-cluster test (internal/k8stest), once per CNI of K8S_CNIS, each
 # on its own cluster: builds Kubernetes v1.34.4, flanneld v0.28.10 and (for

@@ -123,12 +123,17 @@ var (
 	fencedCode = regexp.MustCompile("(?s)```.*?```")
 )
 
-// docFiles are the documents checked: README.md and docs/*.md.
+// docFiles are the documents checked: README.md, docs/*.md and the
+// benchmarks' READMEs.
 func docFiles(t *testing.T, root string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"docs/*.md", "bench/README.md", "bench/*/README.md"} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
 	}
 	files = append(files, filepath.Join(root, "README.md"))
 	sort.Strings(files)

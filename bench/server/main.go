@@ -1,4 +1,4 @@
-// Command serverbench measures how many agents one cnperf server holds:
+// Command server (serverbench) measures how many agents one cnperf server holds:
 // it starts `cnperf server` on SQLite as a separate process and simulates
 // N agents in two ways, one run each: agent sessions through the agent's
 // own session client (client.HoldSession: a keep-alive every api.DefaultKeepalive, offers,

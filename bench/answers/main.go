@@ -1,4 +1,4 @@
-// Command answerbench checks that a run with large tool outputs stays
+// Command answers (answerbench) checks that a run with large tool outputs stays
 // readable with bounded server memory (issue 11 part 4): it starts `cnperf
 // server` on SQLite as its own process, lets two simulated agents take a
 // run of -tasks ping tasks and report each with a raw output of -size

@@ -1,4 +1,4 @@
-// Command labbench times lab up and lab down (make bench-lab): a lab of
+// Command lab (labbench) times lab up and lab down (make bench-lab): a lab of
 // 2 nodes x 2 pods and one of 32 nodes x 4 pods by default, on each backend
 // asked for, and prints the figures against the targets (< 2 s and < 30 s
 // for up plus down). Then it times the control plane of a 32x4 lab (issue

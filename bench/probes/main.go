@@ -1,4 +1,4 @@
-// Command probebench compares cnperf's probes with the single-purpose tools
+// Command probes (probebench) compares cnperf's probes with the single-purpose tools
 // users compare them with, side by side in one run, over a veth between two
 // throwaway namespaces (`make bench-probes`), and prints the table of
 // issue 17 with ratios and met/MISSED:
