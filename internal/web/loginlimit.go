@@ -3,20 +3,25 @@ package web
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Login attempts are rate limited: each client address may fail
-// loginMaxFailures times per loginWindow, and all clients together
-// loginMaxFailuresAll times (so a spread-out guess campaign is slowed as
-// well); over that, a login is answered 429 with Retry-After and the token
-// is not even compared. A success clears the address's failures.
+// Login attempts are rate limited per source: each client address (an
+// IPv6 client by its /64, which one host usually holds whole) may fail
+// loginMaxFailures times per loginWindow; over that, its logins are
+// answered 429 with Retry-After and the token is not even compared. A
+// success clears the source's failures. There is no limit over all
+// sources: it would let a stranger lock every user out (failures from
+// many addresses would refuse the right token everywhere); the user token
+// is what resists a spread-out guess campaign. The table of sources is
+// bounded (loginMaxClients; the oldest go first).
 const (
-	loginWindow         = time.Minute
-	loginMaxFailures    = 5
-	loginMaxFailuresAll = 100
-	loginMaxClients     = 10000 // addresses remembered; the oldest go first
+	loginWindow      = time.Minute
+	loginMaxFailures = 5
+	loginMaxClients  = 10000
 )
 
 type failures struct {
@@ -24,26 +29,43 @@ type failures struct {
 	n     int
 }
 
-// loginLimiter counts failed logins per client address and in all.
+// loginLimiter counts failed logins per client source.
 type loginLimiter struct {
 	now func() time.Time
 
-	mu    sync.Mutex // guards every field below
-	by    map[string]*failures
-	total failures
+	mu sync.Mutex // guards by
+	by map[string]*failures
 }
 
 func newLoginLimiter(now func() time.Time) *loginLimiter {
 	return &loginLimiter{now: now, by: map[string]*failures{}}
 }
 
-// clientAddr is the request's client IP (the port dropped).
+// clientAddr is the key of the request's client: its IP (the port
+// dropped), an IPv6 address by its /64 prefix.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	return sourceKey(host)
+}
+
+// sourceKey maps an address to the source it is limited as.
+func sourceKey(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
 }
 
 // current returns f reset when its window has passed.
@@ -60,9 +82,6 @@ func (l *loginLimiter) allow(addr string) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if t := l.current(&l.total, now); t.n >= loginMaxFailuresAll {
-		return false, t.start.Add(loginWindow).Sub(now)
-	}
 	if f := l.by[addr]; f != nil {
 		if f = l.current(f, now); f.n >= loginMaxFailures {
 			return false, f.start.Add(loginWindow).Sub(now)
@@ -76,7 +95,6 @@ func (l *loginLimiter) failed(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.current(&l.total, now).n++
 	f := l.by[addr]
 	if f == nil {
 		if len(l.by) >= loginMaxClients {
@@ -95,18 +113,29 @@ func (l *loginLimiter) succeeded(addr string) {
 	delete(l.by, addr)
 }
 
-// pruneLocked drops the addresses whose window passed, and, if that frees
-// nothing, the oldest.
+// pruneLocked drops the sources whose window passed and, if that frees
+// less than a tenth of the table, the oldest ones until it does (so a
+// full table of fresh sources costs one scan per tenth, not per login).
 func (l *loginLimiter) pruneLocked(now time.Time) {
-	var oldest string
 	for a, f := range l.by {
 		if now.Sub(f.start) >= loginWindow {
 			delete(l.by, a)
-		} else if oldest == "" || f.start.Before(l.by[oldest].start) {
-			oldest = a
 		}
 	}
-	if len(l.by) >= loginMaxClients && oldest != "" {
-		delete(l.by, oldest)
+	keep := loginMaxClients - loginMaxClients/10
+	if len(l.by) <= keep {
+		return
+	}
+	type aged struct {
+		addr  string
+		start time.Time
+	}
+	all := make([]aged, 0, len(l.by))
+	for a, f := range l.by {
+		all = append(all, aged{a, f.start})
+	}
+	slices.SortFunc(all, func(x, y aged) int { return x.start.Compare(y.start) })
+	for _, e := range all[:len(all)-keep] {
+		delete(l.by, e.addr)
 	}
 }
