@@ -4,58 +4,21 @@
 package prometheus
 
 import (
-	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/metrics/promtooltest"
 )
-
-// promtoolBin finds promtool: $CNPERF_PROMTOOL, PATH, or the cache
-// scripts/install-test-deps.sh fills (make test runs it); else the test
-// skips.
-func promtoolBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CNPERF_PROMTOOL"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if p := "/var/cache/cnperf-tools/promtool/promtool"; fileExists(p) {
-		return p
-	}
-	t.Skip("promtool not found: run scripts/install-test-deps.sh as root (make test does) or set CNPERF_PROMTOOL")
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func promtool(t *testing.T, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, promtoolBin(t), args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
-}
 
 // TestAlertRules: promtool check rules and promtool test rules pass.
 func TestAlertRules(t *testing.T) {
-	t.Logf("%s", promtool(t, "check", "rules", "cnperf-alerts.yaml"))
-	t.Logf("%s", promtool(t, "test", "rules", "cnperf-alerts_test.yaml"))
+	t.Logf("%s", promtooltest.Run(t, nil, "check", "rules", "cnperf-alerts.yaml"))
+	t.Logf("%s", promtooltest.Run(t, nil, "test", "rules", "cnperf-alerts_test.yaml"))
 }
 
 // TestRulesNameExportedMetrics: a rule on a metric cnperf does not

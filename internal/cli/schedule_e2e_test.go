@@ -194,7 +194,7 @@ func TestScheduleRunsMatrixTwice(t *testing.T) {
 				continue
 			}
 			labels := `{dst_node="` + dst + `",schedule="` + sc.ID + `",src_node="` + src + `"}`
-			if v := metricValue(t, metricsText, "cnperf_matrix_pair_throughput_bits_per_second"+labels); v <= 0 {
+			if v := metricValue(t, metricsText, "cnperf_matrix_pair_throughput_bytes_per_second"+labels); v <= 0 {
 				t.Errorf("%s -> %s throughput %v on /metrics", src, dst, v)
 			}
 			if v := metricValue(t, metricsText, "cnperf_matrix_pair_loss_ratio"+labels); v < 0 || v > 1 {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -113,10 +114,10 @@ func New(st store.Store, opts Options) *Exporter {
 		nodes:  prometheus.NewDesc("cnperf_nodes_online", "Nodes with at least one agent online.", nil, nil),
 		tasks:  prometheus.NewDesc("cnperf_tasks", "Tasks in the store, by state.", []string{"state"}, nil),
 		runs:   prometheus.NewDesc("cnperf_runs", "Runs in the store, by state.", []string{"state"}, nil),
-		tput: prometheus.NewDesc("cnperf_path_throughput_bits_per_second",
-			"Latest throughput measured at the receiver, by probe (tcp, udp).", append(pl, "probe"), nil),
+		tput: prometheus.NewDesc("cnperf_path_throughput_bytes_per_second",
+			"Latest throughput measured at the receiver in bytes per second (Prometheus's base unit; x8 for bit/s), by probe (tcp, udp).", append(pl, "probe"), nil),
 		rtt: prometheus.NewDesc("cnperf_path_rtt_seconds",
-			"Latest round-trip time quantiles, by probe (rr, ping, stamp).", append(pl, "probe", "quantile"), nil),
+			"Latest round-trip times as a summary (quantiles 0.5, 0.9, 0.99; sum and count of the round trips), by probe (rr, ping, stamp).", append(pl, "probe"), nil),
 		loss: prometheus.NewDesc("cnperf_path_loss_ratio",
 			"Latest packet loss as a ratio (0-1), by probe (udp, ping, stamp; stamp-forward and stamp-reverse per direction).", append(pl, "probe"), nil),
 		jitter: prometheus.NewDesc("cnperf_path_jitter_seconds",
@@ -131,10 +132,12 @@ func New(st store.Store, opts Options) *Exporter {
 }
 
 // Handler serves the exporter's own registry in the Prometheus text
-// format.
+// format, with the Go runtime's, the process's and the build's metrics
+// (go_*, process_*, go_build_info) beside cnperf's, as Prometheus users
+// expect of any exporter.
 func (e *Exporter) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e)
+	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: e.opts.Timeout + 5*time.Second})
 }
 
@@ -204,10 +207,10 @@ func (e *Exporter) collectPath(ch chan<- prometheus.Metric, k pathKey, f *figure
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{k.src, k.dst, k.path}, labels...)...)
 	}
 	if f.tcpBps != nil {
-		gauge(e.tput, *f.tcpBps, "tcp")
+		gauge(e.tput, *f.tcpBps/8, "tcp")
 	}
 	if f.udpBps != nil {
-		gauge(e.tput, *f.udpBps, "udp")
+		gauge(e.tput, *f.udpBps/8, "udp")
 	}
 	for _, p := range []struct {
 		probe string
@@ -216,9 +219,10 @@ func (e *Exporter) collectPath(ch chan<- prometheus.Metric, k pathKey, f *figure
 		if p.s == nil {
 			continue
 		}
-		gauge(e.rtt, p.s.P50/1000, p.probe, "0.5")
-		gauge(e.rtt, p.s.P90/1000, p.probe, "0.9")
-		gauge(e.rtt, p.s.P99/1000, p.probe, "0.99")
+		// A summary, not a gauge with a quantile label: promtool and
+		// Prometheus reserve "quantile" for summaries.
+		q := map[float64]float64{0.5: p.s.P50 / 1000, 0.9: p.s.P90 / 1000, 0.99: p.s.P99 / 1000}
+		ch <- prometheus.MustNewConstSummary(e.rtt, uint64(max(p.s.Count, 0)), p.s.Avg*float64(p.s.Count)/1000, q, k.src, k.dst, k.path, p.probe)
 	}
 	if f.udpLossPct != nil {
 		gauge(e.loss, *f.udpLossPct/100, "udp")

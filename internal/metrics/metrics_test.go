@@ -1,9 +1,11 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/metrics/promtooltest"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -87,7 +90,8 @@ func (f *fixture) finish(t *testing.T, pairs [][2]store.Agent, res func(i int) p
 	}
 }
 
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+// scrapeText serves h and returns one scrape's exposition.
+func scrapeText(t *testing.T, h http.Handler) []byte {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -96,11 +100,19 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape status %d", resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: status %d, %v", resp.StatusCode, err)
 	}
+	return body
+}
+
+// scrape parses one scrape of h.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	body := scrapeText(t, h)
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("parse the exposition: %v", err)
 	}
@@ -125,9 +137,20 @@ func gauge(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 next:
 	for _, m := range fam.GetMetric() {
 		for k, v := range labels {
+			if k == "quantile" && m.GetSummary() != nil {
+				continue // a summary's quantile is not a label: below
+			}
 			if label(m, k) != v {
 				continue next
 			}
+		}
+		if s := m.GetSummary(); s != nil {
+			for _, q := range s.GetQuantile() {
+				if fmt.Sprint(q.GetQuantile()) == labels["quantile"] {
+					return q.GetValue()
+				}
+			}
+			continue
 		}
 		if m.GetGauge() != nil {
 			return m.GetGauge().GetValue()
@@ -174,12 +197,12 @@ func TestScrapeFiguresAndStates(t *testing.T) {
 		t.Errorf("succeeded runs %v, want 1", v)
 	}
 	cross := map[string]string{"src_node": "node-001", "dst_node": "node-000", "path": metrics.PathCrossNode, "probe": "tcp"}
-	if v := gauge(t, fams, "cnperf_path_throughput_bits_per_second", cross); v != 3e9 {
-		t.Errorf("cross-node tcp %v, want the later 3e9", v)
+	if v := gauge(t, fams, "cnperf_path_throughput_bytes_per_second", cross); v != 3e9/8 {
+		t.Errorf("cross-node tcp %v B/s, want the later 3e9 bit/s in bytes", v)
 	}
 	nn := map[string]string{"src_node": "node-001", "dst_node": "node-000", "path": metrics.PathNodeNode, "probe": "tcp"}
-	if v := gauge(t, fams, "cnperf_path_throughput_bits_per_second", nn); v != 2e9 {
-		t.Errorf("node-node tcp %v, want 2e9", v)
+	if v := gauge(t, fams, "cnperf_path_throughput_bytes_per_second", nn); v != 2e9/8 {
+		t.Errorf("node-node tcp %v B/s, want 2e9 bit/s in bytes", v)
 	}
 	rtt := map[string]string{"src_node": "node-002", "dst_node": "node-000", "path": metrics.PathCrossNode, "probe": "rr", "quantile": "0.99"}
 	if v := gauge(t, fams, "cnperf_path_rtt_seconds", rtt); math.Abs(v-0.09e-3) > 1e-12 {
@@ -216,8 +239,8 @@ func TestScrapeFiguresAndStates(t *testing.T) {
 
 	// A second scrape reads nothing new and says the same.
 	again := scrape(t, exp.Handler())
-	if v := gauge(t, again, "cnperf_path_throughput_bits_per_second", cross); v != 3e9 {
-		t.Errorf("second scrape: cross-node tcp %v, want 3e9", v)
+	if v := gauge(t, again, "cnperf_path_throughput_bytes_per_second", cross); v != 3e9/8 {
+		t.Errorf("second scrape: cross-node tcp %v B/s, want 3e9 bit/s in bytes", v)
 	}
 }
 
@@ -246,6 +269,9 @@ func TestLabelCardinalityBounded(t *testing.T) {
 	values := map[string]map[string]bool{}
 	pathSets := map[string]bool{}
 	for name, fam := range fams {
+		if !strings.HasPrefix(name, "cnperf_") {
+			continue // the Go runtime's and the process's metrics
+		}
 		total += len(fam.GetMetric())
 		for _, m := range fam.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -254,7 +280,7 @@ func TestLabelCardinalityBounded(t *testing.T) {
 				}
 				values[l.GetName()][l.GetValue()] = true
 			}
-			if name == "cnperf_path_throughput_bits_per_second" {
+			if name == "cnperf_path_throughput_bytes_per_second" {
 				pathSets[label(m, "src_node")+"/"+label(m, "dst_node")+"/"+label(m, "path")] = true
 			}
 		}
@@ -306,4 +332,32 @@ func TestScrapeStamp(t *testing.T) {
 			t.Errorf("%s loss ratio %v, want %v", probeName, v, want)
 		}
 	}
+}
+
+// TestExpositionPassesPromtool: /metrics with every kind of figure passes
+// `promtool check metrics` (types, names, units, help), and carries the
+// Go runtime's, the process's and the build's metrics.
+func TestExpositionPassesPromtool(t *testing.T) {
+	f := newFixture(t)
+	as := f.agents(t, 6)
+	kinds := []probe.Result{
+		{Kind: probe.KindTCP, ThroughputBps: &probe.SenderReceiver{Sender: 1e9, Receiver: 1e9}},
+		{Kind: probe.KindUDP, ThroughputBps: &probe.SenderReceiver{Sender: 5e8, Receiver: 4.9e8}, LossPct: probe.Float(2), JitterMs: probe.Float(0.01)},
+		{Kind: probe.KindRR, RTTms: &probe.Summary{P50: 0.04, P90: 0.05, P99: 0.09, Avg: 0.045, Count: 1000}},
+		{Kind: probe.KindPing, RTTms: &probe.Summary{P50: 0.1, P90: 0.2, P99: 0.3, Avg: 0.12, Count: 10}, LossPct: probe.Float(0)},
+		{Kind: probe.KindStamp, RTTms: &probe.Summary{P50: 0.03, P90: 0.04, P99: 0.08, Avg: 0.035, Count: 100}, LossPct: probe.Float(3),
+			Forward: &probe.Direction{LossPct: probe.Float(2)}, Reverse: &probe.Direction{LossPct: probe.Float(1)}},
+	}
+	var pairs [][2]store.Agent
+	for i := range kinds {
+		pairs = append(pairs, [2]store.Agent{as[(2*i+2)%6], as[(2*i)%6]})
+	}
+	f.finish(t, pairs, func(i int) probe.Result { return kinds[i] })
+	body := scrapeText(t, metrics.New(f.st, metrics.Options{}).Handler())
+	for _, name := range []string{"cnperf_path_rtt_seconds_count", "go_goroutines", "go_build_info", "process_resident_memory_bytes"} {
+		if !strings.Contains(string(body), "\n"+name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	t.Logf("%s", promtooltest.Run(t, bytes.NewReader(body), "check", "metrics"))
 }

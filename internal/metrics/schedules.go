@@ -35,8 +35,8 @@ func newScheduleDescs() scheduleDescs {
 			"1 when every SLO check of the schedule's latest succeeded run passed, else 0 (only schedules with an SLO).", sl, nil),
 		sloFailed: prometheus.NewDesc("cnperf_schedule_slo_failed_checks",
 			"SLO checks that failed in the schedule's latest succeeded run.", sl, nil),
-		pairTput: prometheus.NewDesc("cnperf_matrix_pair_throughput_bits_per_second",
-			"TCP throughput at the receiver of each node pair in the latest run of a schedule (median of repetitions).", pl, nil),
+		pairTput: prometheus.NewDesc("cnperf_matrix_pair_throughput_bytes_per_second",
+			"TCP throughput at the receiver in bytes per second of each node pair in the latest run of a schedule (median of repetitions).", pl, nil),
 		pairRTT: prometheus.NewDesc("cnperf_matrix_pair_rtt_seconds",
 			"Round trip of each node pair in the latest run of a schedule: probe rr (stat p50, p99) and ping (stat avg).", append(pl, "probe", "stat"), nil),
 		pairLoss: prometheus.NewDesc("cnperf_matrix_pair_loss_ratio",
@@ -121,7 +121,7 @@ func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{sc.ID, src, dst}, extra...)...)
 		}
 		if v, ok := r.Median["throughput_bps.receiver"]; ok {
-			gauge(d.pairTput, v)
+			gauge(d.pairTput, v/8)
 		}
 		for _, q := range []struct{ key, probe, stat string }{
 			{"rtt_ms.p50", "rr", "p50"}, {"rtt_ms.p99", "rr", "p99"}, {"ping.rtt_ms.avg", "ping", "avg"},

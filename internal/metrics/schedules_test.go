@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/metrics/promtooltest"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -63,7 +65,9 @@ func TestScheduleMetrics(t *testing.T) {
 	finishScheduleRun(t, f.st, sc, t0.Add(time.Hour), store.ScheduleSucceeded, latest)
 	finishScheduleRun(t, f.st, sc, t0.Add(2*time.Hour), store.ScheduleFailed, nil)
 
-	fams := scrape(t, metrics.New(f.st, metrics.Options{}).Handler())
+	exp := metrics.New(f.st, metrics.Options{})
+	t.Logf("%s", promtooltest.Run(t, bytes.NewReader(scrapeText(t, exp.Handler())), "check", "metrics"))
+	fams := scrape(t, exp.Handler())
 	pair := func(src, dst string) map[string]string {
 		return map[string]string{"schedule": sc.ID, "src_node": src, "dst_node": dst}
 	}
@@ -72,8 +76,8 @@ func TestScheduleMetrics(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"cnperf_matrix_pair_throughput_bits_per_second", pair("n1", "n2"), 2e9},
-		{"cnperf_matrix_pair_throughput_bits_per_second", pair("n2", "n1"), 1e8},
+		{"cnperf_matrix_pair_throughput_bytes_per_second", pair("n1", "n2"), 2e9 / 8},
+		{"cnperf_matrix_pair_throughput_bytes_per_second", pair("n2", "n1"), 1e8 / 8},
 		{"cnperf_matrix_pair_loss_ratio", pair("n2", "n1"), 0.4},
 		{"cnperf_matrix_pair_outlier", pair("n2", "n1"), 1},
 		{"cnperf_matrix_pair_outlier", pair("n1", "n2"), 0},
@@ -92,10 +96,10 @@ func TestScheduleMetrics(t *testing.T) {
 		t.Errorf("rr p99 %v s, want 0.0004", got)
 	}
 	// Bounded: only the latest run's pairs (not n1-n9 of the older run).
-	if n := len(fams["cnperf_matrix_pair_throughput_bits_per_second"].GetMetric()); n != 2 {
+	if n := len(fams["cnperf_matrix_pair_throughput_bytes_per_second"].GetMetric()); n != 2 {
 		t.Errorf("%d throughput series, want the latest run's 2 pairs", n)
 	}
-	for _, name := range []string{"cnperf_matrix_pair_throughput_bits_per_second", "cnperf_matrix_pair_outlier"} {
+	for _, name := range []string{"cnperf_matrix_pair_throughput_bytes_per_second", "cnperf_matrix_pair_outlier"} {
 		for _, m := range fams[name].GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetValue() == "n9" {
