@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/external"
-	"github.com/cnperf/cnperf/internal/probe/udp"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -166,31 +164,10 @@ func (l Limits) checkTask(prefix, paramField, timeoutField string, t store.Task)
 
 // checkSpec holds a probe spec against the limits; prefix ends in "spec.".
 func (l Limits) checkSpec(prefix string, sp probe.Spec) error {
-	if d := sp.Duration.D(); d > l.MaxDuration {
-		return overLimit(prefix+"duration", "%s: over the limit of %s (--max-task-duration)", d, l.MaxDuration)
+	if err := l.checkLoad(loadOfSpec(prefix, sp)); err != nil {
+		return err
 	}
-	if sp.Streams > l.MaxStreams {
-		return overLimit(prefix+"streams", "%d: over the limit of %d (--max-streams)", sp.Streams, l.MaxStreams)
-	}
-	if sp.RateBps != nil && *sp.RateBps > l.MaxRateBps {
-		return overLimit(prefix+"rate_bps", "%d bit/s: over the limit of %d bit/s (--max-rate)", *sp.RateBps, l.MaxRateBps)
-	}
-	switch sp.Kind {
-	case probe.KindUDP:
-		rate, size := uint64(udp.DefaultRateBps), udp.DefaultSize
-		if sp.RateBps != nil {
-			rate = *sp.RateBps
-		}
-		if sp.Size > 0 {
-			size = sp.Size
-		}
-		if rate == 0 {
-			return overLimit(prefix+"rate_bps", "0 (as fast as the host can) has no packet rate bound: give a rate (the limit is %.0f packets/s, --max-packet-rate)", l.MaxPacketRate)
-		}
-		if pps := float64(rate) / float64(8*size); pps > l.MaxPacketRate {
-			return overLimit(prefix+"rate_bps", "%d bit/s at %d bytes is %.0f packets/s: over the limit of %.0f packets/s (--max-packet-rate)", rate, size, pps, l.MaxPacketRate)
-		}
-	case probe.KindPing:
+	if sp.Kind == probe.KindPing {
 		if sp.Count > l.MaxPingCount {
 			return overLimit(prefix+"count", "%d: over the limit of %d pings (--max-ping-count)", sp.Count, l.MaxPingCount)
 		}
@@ -204,67 +181,56 @@ func (l Limits) checkSpec(prefix string, sp probe.Spec) error {
 	return nil
 }
 
-// checkTool holds a tool task's validated arguments against the limits.
+// checkTool holds a tool task's validated arguments against the limits:
+// iperf3's and iperf2's through the same check as a probe spec
+// (checkLoad), ping's by its count, interval, size and run time.
 func (l Limits) checkTool(field, tool, param string) error {
 	args, err := external.ParseParam(tool, param)
 	if err != nil {
 		return api.BadRequest(field, "%v", err)
 	}
-	// How long the run lasts by its arguments: iperf's -t plus -O, ping's
-	// -c times -i (or -w).
+	switch tool {
+	case external.ToolIperf3, external.ToolIperf2:
+		return l.checkLoad(loadOfTool(field, tool, args))
+	case external.ToolPing:
+		return l.checkPing(field, args)
+	}
+	return nil
+}
+
+// checkPing holds ping's arguments against the limits; its run time is -c
+// times -i, or -w.
+func (l Limits) checkPing(field string, args []string) error {
 	seconds := map[string]float64{"-i": 1, "-c": 5}
 	for i := 0; i+1 < len(args); i++ {
 		flag, val := args[i], args[i+1]
 		num, numErr := strconv.ParseFloat(val, 64)
-		if numErr == nil {
-			seconds[flag] = num
+		if numErr != nil {
+			continue
 		}
-		switch {
-		case (tool == external.ToolIperf3 || tool == external.ToolIperf2) && (flag == "-t" || flag == "--time"),
-			tool == external.ToolPing && flag == "-w":
-			if d := time.Duration(num * float64(time.Second)); numErr == nil && d > l.MaxDuration {
-				return overLimit(field, "%s %s: over the limit of %s (--max-task-duration)", flag, val, l.MaxDuration)
+		seconds[flag] = num
+		switch flag {
+		case "-w":
+			if d := time.Duration(num * float64(time.Second)); d > l.MaxDuration {
+				return overLimit(field, "-w %s: over the limit of %s (--max-task-duration)", val, l.MaxDuration)
 			}
-		case tool == external.ToolIperf3 && (flag == "-P" || flag == "--parallel"):
-			if numErr == nil && num > float64(l.MaxStreams) {
-				return overLimit(field, "%s %s: over the limit of %d streams (--max-streams)", flag, val, l.MaxStreams)
-			}
-		case tool == external.ToolIperf3 && (flag == "-b" || flag == "--bitrate" || flag == "--fq-rate"),
-			tool == external.ToolIperf2 && (flag == "-b" || flag == "--bandwidth"):
-			if pps, ok := strings.CutSuffix(val, "pps"); ok {
-				r, err := probe.ParseRate(pps) // the k, M, G suffixes
-				if err == nil && float64(r) > l.MaxPacketRate {
-					return overLimit(field, "%s %s: over the limit of %.0f packets/s (--max-packet-rate)", flag, val, l.MaxPacketRate)
-				}
-				break
-			}
-			r, err := probe.ParseRate(val)
-			if err == nil && r > l.MaxRateBps {
-				return overLimit(field, "%s %s: over the limit of %d bit/s (--max-rate)", flag, val, l.MaxRateBps)
-			}
-		case tool == external.ToolPing && flag == "-c":
-			if numErr == nil && num > float64(l.MaxPingCount) {
+		case "-c":
+			if num > float64(l.MaxPingCount) {
 				return overLimit(field, "-c %s: over the limit of %d pings (--max-ping-count)", val, l.MaxPingCount)
 			}
-		case tool == external.ToolPing && flag == "-i":
-			if numErr == nil && time.Duration(num*float64(time.Second)) < l.MinPingInterval {
+		case "-i":
+			if time.Duration(num*float64(time.Second)) < l.MinPingInterval {
 				return overLimit(field, "-i %s: under the limit of %s (--min-ping-interval)", val, l.MinPingInterval)
 			}
-		case tool == external.ToolPing && flag == "-s":
-			if numErr == nil && num > float64(l.MaxPingSize) {
+		case "-s":
+			if num > float64(l.MaxPingSize) {
 				return overLimit(field, "-s %s: over the limit of %d bytes (--max-ping-size)", val, l.MaxPingSize)
 			}
 		}
 	}
-	var run float64
-	switch tool {
-	case external.ToolIperf3, external.ToolIperf2:
-		run = seconds["-t"] + seconds["--time"] + seconds["-O"] + seconds["--omit"]
-	case external.ToolPing:
-		run = seconds["-c"] * seconds["-i"]
-		if w, ok := seconds["-w"]; ok {
-			run = w
-		}
+	run := seconds["-c"] * seconds["-i"]
+	if w, ok := seconds["-w"]; ok {
+		run = w
 	}
 	if d := time.Duration(run * float64(time.Second)); d > l.MaxDuration {
 		return overLimit(field, "runs for %s by its arguments: over the limit of %s (--max-task-duration)", d, l.MaxDuration)

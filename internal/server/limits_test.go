@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/store/storetest"
 )
@@ -37,6 +38,11 @@ func testLimits(t *testing.T, dsn string) {
 		{"udp packet rate", runs, run(`"spec":{"kind":"udp","rate_bps":10000000000,"size":100}`), "tasks[0].spec.rate_bps", "--max-packet-rate"},
 		{"udp unlimited", runs, run(`"spec":{"kind":"udp","rate_bps":0}`), "tasks[0].spec.rate_bps", "--max-packet-rate"},
 		{"iperf2 packet rate", create, v1("iperf", "-u -b 3Mpps"), "[0].task_param", "--max-packet-rate"},
+		{"iperf3 udp unlimited", create, v1("iperf3", "-u -b 0"), "[0].task_param", "--max-packet-rate"},
+		{"iperf2 udp unlimited", create, v1("iperf", "-u -b 0"), "[0].task_param", "--max-packet-rate"},
+		{"iperf3 rate times streams", create, v1("iperf3", "-P 32 -b 4G"), "[0].task_param", "--max-rate"},
+		{"iperf3 bit rate as packets", create, v1("iperf3", "-u -b 10G -l 100"), "[0].task_param", "--max-packet-rate"},
+		{"iperf3 packets times streams", runs, run(`"type":"iperf3","param":"-u -b 1G -l 400 -P 8"`), "tasks[0].param", "--max-packet-rate"},
 		{"probe ping count", runs, run(`"spec":{"kind":"ping","count":10001}`), "tasks[0].spec.count", "--max-ping-count"},
 		{"ping -c", create, v1("ping", "-c 100000 -i 0.002 -s 65507"), "[0].task_param", "--max-ping-count"},
 		{"probe ping interval", runs, run(`"spec":{"kind":"ping","count":5,"interval":"2ms"}`), "tasks[0].spec.interval", "--min-ping-interval"},
@@ -65,6 +71,38 @@ func testLimits(t *testing.T, dsn string) {
 	}
 	if _, total, _ := f.st.ListRuns(context.Background(), store.RunFilter{}, store.Page{}); total != 0 {
 		t.Errorf("%d runs stored by requests over a limit", total)
+	}
+}
+
+// TestLimitsAdmit: what is within every limit passes the same check
+// (unlimited TCP, UDP paced by --fq-rate, rates that stay under the
+// limits once multiplied by the streams).
+func TestLimitsAdmit(t *testing.T) {
+	l := DefaultLimits().withDefaults()
+	for _, c := range []struct{ tool, param string }{
+		{"iperf3", "-P 32"},
+		{"iperf3", "-P 32 -b 3G"},
+		{"iperf3", "-u -b 100M -P 4"},
+		{"iperf3", "-u -b 0 --fq-rate 100M"},
+		{"iperf3", "-u -P 16 -l 1400"},
+		{"iperf", "-u -b 100kpps"},
+		{"iperf", "-t 5"},
+		{"ping", "-c 100 -i 0.01"},
+	} {
+		if err := l.checkTool("param", c.tool, c.param); err != nil {
+			t.Errorf("%s %q: %v", c.tool, c.param, err)
+		}
+	}
+	rate := func(v uint64) *uint64 { return &v }
+	for _, sp := range []probe.Spec{
+		{Kind: probe.KindTCP, Streams: 32},
+		{Kind: probe.KindTCP, Streams: 32, RateBps: rate(90_000_000_000)},
+		{Kind: probe.KindUDP},
+		{Kind: probe.KindUDP, RateBps: rate(10_000_000_000), Size: 1400},
+	} {
+		if err := l.checkSpec("spec.", sp); err != nil {
+			t.Errorf("%+v: %v", sp, err)
+		}
 	}
 }
 
