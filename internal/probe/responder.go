@@ -45,7 +45,11 @@ type Foreign interface {
 	// close it or read from it) and logger, before anything is served.
 	Attach(udp *net.UDPConn, log *slog.Logger)
 	// ServeConn owns c, whose first bytes pre were read, until it returns.
-	ServeConn(ctx context.Context, c net.Conn, pre [4]byte)
+	// c's read deadline is the end of its set-up (the responder's hello
+	// timeout): ServeConn must not extend it, nor read more than a few KB,
+	// before it calls admitted (once the set-up is accepted); the
+	// responder counts c as awaiting admission until then.
+	ServeConn(ctx context.Context, c net.Conn, pre [4]byte, admitted func())
 	// Packet handles a datagram without cnperf's header. It runs on the
 	// responder's UDP reader: it must be quick and must not keep pkt.
 	Packet(pkt []byte, from netip.AddrPort, rx RxInfo)
@@ -144,6 +148,8 @@ type Responder struct {
 	// keys, when set, admits only sessions whose hello carries a key it
 	// accepts (RequireKeys); nil serves everyone, like iperf3 -s.
 	keys KeyChecker
+	// pending gates the connections awaiting admission.
+	pending *admission
 
 	packetFns sync.Map      // SessionID → PacketFunc
 	unclaimed UnclaimedFunc // STAMP's reflector, when set
@@ -159,7 +165,8 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Responder{log: log, handlers: map[string]Handler{}, sessions: map[SessionID]*Session{}, conns: map[net.Conn]struct{}{}}
+	r := &Responder{log: log, handlers: map[string]Handler{}, sessions: map[SessionID]*Session{}, conns: map[net.Conn]struct{}{},
+		pending: newAdmission()}
 	for _, h := range hs {
 		r.handlers[h.Kind()] = h
 		if f, ok := h.(Foreign); ok {
@@ -263,11 +270,20 @@ func (r *Responder) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		src := sourceOf(c)
+		if !r.pending.enter(src) {
+			// Past the caps: closed at once, unread.
+			r.log.Debug("connection refused: too many awaiting admission", "remote", c.RemoteAddr())
+			_ = c.Close()
+			continue
+		}
 		r.track(c, true)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			r.handleConn(ctx, c)
+			admitted := sync.OnceFunc(func() { r.pending.leave(src) })
+			defer admitted()
+			r.handleConn(ctx, c, admitted)
 		}()
 	}
 }
@@ -302,11 +318,16 @@ func (r *Responder) track(c net.Conn, add bool) {
 	}
 }
 
-// prefaceTimeout bounds how long a new connection may take to say what it is.
+// prefaceTimeout bounds the steps of an admitted session's set-up: a data
+// connection's hand-over, each clock exchange.
 const prefaceTimeout = 10 * time.Second
 
-func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
-	_ = c.SetReadDeadline(time.Now().Add(prefaceTimeout))
+// handleConn serves a new connection; it calls admitted once the
+// connection is admitted, and must neither read more than a few KB nor
+// wait past the hello deadline before.
+func (r *Responder) handleConn(ctx context.Context, c net.Conn, admitted func()) {
+	helloBy := time.Now().Add(helloTimeout)
+	_ = c.SetReadDeadline(helloBy)
 	var pre [4]byte
 	if _, err := io.ReadFull(c, pre[:]); err != nil {
 		r.log.Debug("connection without preface", "remote", c.RemoteAddr(), "err", err)
@@ -315,8 +336,7 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 	}
 	switch pre {
 	case PrefaceControl:
-		_ = c.SetReadDeadline(time.Time{})
-		r.serveControl(ctx, c)
+		r.serveControl(ctx, c, helloBy, admitted)
 		r.drop(c)
 	case PrefaceData:
 		var rest [12]byte
@@ -336,6 +356,7 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 			r.drop(c)
 			return
 		}
+		admitted() // it named a session the responder admitted
 		select {
 		case s.data <- DataConn{Conn: c, Stream: stream}:
 			// The handler owns c now; the responder still closes it on Close.
@@ -354,8 +375,7 @@ func (r *Responder) handleConn(ctx context.Context, c net.Conn) {
 				r.drop(c)
 				return
 			}
-			_ = c.SetReadDeadline(time.Time{})
-			r.foreign.ServeConn(ctx, c, pre)
+			r.foreign.ServeConn(ctx, c, pre, admitted)
 			r.drop(c)
 			return
 		}
@@ -391,13 +411,14 @@ func answerClockSync(ctx context.Context, ctrl *ControlConn, n int) error {
 	return nil
 }
 
-func (r *Responder) serveControl(ctx context.Context, c net.Conn) {
+// serveControl reads the hello (at most maxHello bytes, by helloBy),
+// admits the session if its key and spec pass, and serves it.
+func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.Time, admitted func()) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	ctrl := NewControlConn(c)
-	ctrl.answerTime = true
-	hctx, cancel := context.WithTimeout(ctx, prefaceTimeout)
+	ctrl := newResponderControlConn(c)
+	hctx, cancel := context.WithDeadline(ctx, helloBy)
 	hello, err := ctrl.Expect(hctx, MsgHello)
 	cancel()
 	if err != nil {
@@ -439,6 +460,9 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn) {
 	}
 	r.sessions[id] = s
 	r.mu.Unlock()
+	admitted()
+	_ = c.SetReadDeadline(time.Time{})
+	ctrl.limit, ctrl.answerTime = 0, true
 	defer func() {
 		r.mu.Lock()
 		delete(r.sessions, id)

@@ -120,7 +120,7 @@ type RemoteError struct{ Msg string }
 
 func (e *RemoteError) Error() string { return "responder: " + e.Msg }
 
-// maxMessage bounds one control message.
+// maxMessage bounds one control message of an admitted session.
 const maxMessage = 4 << 20
 
 // DefaultControlTimeout bounds a control-connection read or write when the
@@ -135,12 +135,21 @@ type ControlConn struct {
 	wmu  sync.Mutex // guards writes to conn
 	// answerTime makes Recv answer MsgTime requests itself (responder side).
 	answerTime bool
+	// limit bounds one message; 0 means maxMessage. The responder holds a
+	// hello to maxHello until it admits the session.
+	limit int
 }
 
 // NewControlConn wraps an established connection whose preface has been
 // exchanged.
 func NewControlConn(c net.Conn) *ControlConn {
 	return &ControlConn{conn: c, rd: bufio.NewReaderSize(c, 64<<10)}
+}
+
+// newResponderControlConn is the responder's side: a small read buffer
+// (the messages it reads are small), and a hello held to maxHello.
+func newResponderControlConn(c net.Conn) *ControlConn {
+	return &ControlConn{conn: c, rd: bufio.NewReaderSize(c, helloReadBuffer), limit: maxHello}
 }
 
 // Conn returns the underlying connection.
@@ -213,7 +222,11 @@ func (c *ControlConn) recvOne(ctx context.Context) (Message, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	_ = c.conn.SetReadDeadline(deadline(ctx))
-	line, err := readLine(c.rd, maxMessage)
+	limit := c.limit
+	if limit <= 0 {
+		limit = maxMessage
+	}
+	line, err := readLine(c.rd, limit)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return Message{}, fmt.Errorf("control connection closed by peer: %w", io.ErrUnexpectedEOF)
@@ -250,19 +263,21 @@ func (c *ControlConn) SendError(ctx context.Context, err error) {
 	_ = c.Send(ctx, Message{Type: MsgError, Error: err.Error()})
 }
 
+// readLine reads one line of at most limit bytes (newline included); it
+// holds no more than limit bytes plus one fragment of r's buffer.
 func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var buf []byte
 	for {
 		frag, err := r.ReadSlice('\n')
+		if len(buf)+len(frag) > limit {
+			return nil, fmt.Errorf("control message longer than %d bytes", limit)
+		}
 		buf = append(buf, frag...)
 		if err == nil {
 			return buf, nil
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			return nil, err
-		}
-		if len(buf) > limit {
-			return nil, fmt.Errorf("control message longer than %d bytes", limit)
 		}
 	}
 }

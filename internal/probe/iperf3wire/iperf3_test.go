@@ -144,3 +144,30 @@ func TestClientAgainstStockServer(t *testing.T) {
 		})
 	}
 }
+
+// TestParamsBoundedBeforeAdmission: a new test's parameters are read
+// before anything checks them, so their size is held to a few KB: a
+// client announcing 1 MiB of parameters is refused at once, not read.
+func TestParamsBoundedBeforeAdmission(t *testing.T) {
+	addr := probetest.Start(t, iperf3wire.NewServer())
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cookie := iperf3wire.NewCookie()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(cookie[:]); err != nil {
+		t.Fatal(err)
+	}
+	var state [1]byte
+	if _, err := c.Read(state[:]); err != nil || state[0] != 9 { // PARAM_EXCHANGE
+		t.Fatalf("state %d, %v: want PARAM_EXCHANGE (9)", state[0], err)
+	}
+	if _, err := c.Write([]byte{0, 0x10, 0, 0}); err != nil { // 1 MiB of JSON to come
+		t.Fatal(err)
+	}
+	if _, err := c.Read(state[:]); err != nil || state[0] != 0xFE {
+		t.Errorf("after announcing 1 MiB of parameters: state %#x, %v; want SERVER_ERROR (0xfe) at once", state[0], err)
+	}
+}

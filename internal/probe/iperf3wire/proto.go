@@ -87,7 +87,12 @@ const (
 	minUDPBlock    = 16 // sec, usec and a 64-bit counter
 	defaultTCPLen  = 128 << 10
 	defaultUDPRate = 1 << 20 // iperf3's UDP default: 1 Mbit/s
-	maxJSON        = 1 << 20 // bound on one JSON message
+	maxJSON        = 1 << 20 // bound on one JSON message of an admitted test
+	// maxParamsJSON bounds a new test's parameters, read before the test
+	// is admitted: iperf3's are a few hundred bytes (a title or extra
+	// data a few more), so 16 KiB is ample and a stranger cannot make the
+	// responder hold more.
+	maxParamsJSON = 16 << 10
 	// stepTimeout bounds each wait for the other side outside the test.
 	stepTimeout = 10 * time.Second
 	// grace is how long after the test's planned end the server waits for
@@ -126,8 +131,12 @@ type ctrl struct{ net.Conn }
 
 func (c ctrl) deadline(d time.Duration) { _ = c.SetDeadline(time.Now().Add(d)) }
 
+// writeDeadline bounds the writes that follow; reads keep their deadline
+// (a new test's parameters are read under the responder's).
+func (c ctrl) writeDeadline(d time.Duration) { _ = c.SetWriteDeadline(time.Now().Add(d)) }
+
 func (c ctrl) writeState(s int8) error {
-	c.deadline(stepTimeout)
+	c.writeDeadline(stepTimeout)
 	if _, err := c.Write([]byte{byte(s)}); err != nil {
 		return fmt.Errorf("iperf3 control: send state %d: %w", s, err)
 	}
@@ -152,7 +161,7 @@ func (c ctrl) writeJSON(v any) error {
 	buf := make([]byte, 4+len(body))
 	binary.BigEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
-	c.deadline(stepTimeout)
+	c.writeDeadline(stepTimeout)
 	if _, err := c.Write(buf); err != nil {
 		return fmt.Errorf("iperf3 control: send JSON: %w", err)
 	}
@@ -161,13 +170,19 @@ func (c ctrl) writeJSON(v any) error {
 
 func (c ctrl) readJSON(v any) error {
 	c.deadline(stepTimeout)
+	return c.readJSONMax(v, maxJSON)
+}
+
+// readJSONMax reads one JSON message of at most limit bytes under the
+// deadline already set.
+func (c ctrl) readJSONMax(v any, limit uint32) error {
 	var n [4]byte
 	if _, err := io.ReadFull(c, n[:]); err != nil {
 		return fmt.Errorf("iperf3 control: read JSON length: %w", err)
 	}
 	size := binary.BigEndian.Uint32(n[:])
-	if size > maxJSON {
-		return fmt.Errorf("iperf3 control: JSON message of %d bytes, more than %d", size, maxJSON)
+	if size > limit {
+		return fmt.Errorf("iperf3 control: JSON message of %d bytes, more than %d", size, limit)
 	}
 	body := make([]byte, size)
 	if _, err := io.ReadFull(c, body); err != nil {
@@ -185,7 +200,7 @@ func (c ctrl) writeError(code, errno int32) error {
 	b[0] = 0xFE // SERVER_ERROR (-2) as a signed byte
 	binary.BigEndian.PutUint32(b[1:5], uint32(code))
 	binary.BigEndian.PutUint32(b[5:9], uint32(errno))
-	c.deadline(stepTimeout)
+	c.writeDeadline(stepTimeout)
 	_, err := c.Write(b[:])
 	return err
 }

@@ -77,21 +77,24 @@ type session struct {
 }
 
 // ServeConn serves a connection that opened with pre: a new test's control
-// connection, or a data connection of a test waiting for its streams.
-func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
+// connection, or a data connection of a test waiting for its streams. Its
+// set-up (the cookie, a new test's parameters) is read under the
+// responder's deadline for admission; admitted is called once a data
+// connection names a waiting test or a test's parameters are accepted.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte, admitted func()) {
 	cookie := make([]byte, CookieSize)
 	copy(cookie, pre[:])
-	_ = c.SetReadDeadline(time.Now().Add(stepTimeout))
 	if _, err := io.ReadFull(c, cookie[len(pre):]); err != nil || !validCookie(cookie) {
 		s.log.Debug("iperf3: no cookie", "remote", c.RemoteAddr(), "err", err)
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
 	key := string(cookie[:CookieSize-1])
 	s.mu.Lock()
 	sess := s.pending[key]
 	s.mu.Unlock()
 	if sess != nil {
+		admitted()
+		_ = c.SetReadDeadline(time.Time{})
 		select {
 		case sess.data <- c:
 			<-sess.done // the session owns c until it ends
@@ -100,7 +103,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
 		}
 		return
 	}
-	s.serveTest(ctx, c, key)
+	s.serveTest(ctx, c, key, admitted)
 }
 
 // RefuseConn refuses a test on a responder that serves only scheduled
@@ -109,9 +112,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte) {
 func (s *Server) RefuseConn(c net.Conn, pre [4]byte, why string) {
 	cookie := make([]byte, CookieSize)
 	copy(cookie, pre[:])
-	// Read the whole cookie first: closing with unread data would reset
-	// the connection and lose the error.
-	_ = c.SetReadDeadline(time.Now().Add(stepTimeout))
+	// Read the whole cookie first (under the responder's deadline for
+	// admission): closing with unread data would reset the connection and
+	// lose the error.
 	if _, err := io.ReadFull(c, cookie[len(pre):]); err != nil {
 		return
 	}
@@ -186,7 +189,7 @@ type stream struct {
 	pkts  atomic.Int64   // udp sent
 }
 
-func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
+func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admitted func()) {
 	cc := ctrl{c}
 	defer closeOnDone(ctx, c)()
 	log := s.log.With("iperf3_client", c.RemoteAddr().String())
@@ -197,8 +200,10 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
 		log.Debug("iperf3", "err", err)
 		return
 	}
+	// The parameters are read before the test is admitted: under the
+	// responder's deadline for admission, and held to maxParamsJSON.
 	var body map[string]json.RawMessage
-	if err := cc.readJSON(&body); err != nil {
+	if err := cc.readJSONMax(&body, maxParamsJSON); err != nil {
 		s.refuse(cc, log, &refusal{errRecvParams, err.Error()})
 		return
 	}
@@ -207,6 +212,8 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string) {
 		s.refuse(cc, log, err)
 		return
 	}
+	admitted()
+	_ = c.SetReadDeadline(time.Time{})
 	peerIP := netip.Addr{}
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		peerIP = ta.AddrPort().Addr().Unmap()
