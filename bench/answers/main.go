@@ -271,7 +271,7 @@ func run(c config) error {
 	t0 = time.Now()
 	cli := func(args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, c.bin, args...)
-		cmd.Env = append(os.Environ(), "CNPERF_SERVER="+base, "CNPERF_TOKEN="+userTok)
+		cmd.Env = append(os.Environ(), "CNPERF_SERVER="+base, "CNPERF_USER_TOKEN="+userTok)
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
 		out, err := cmd.Output()

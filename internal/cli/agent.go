@@ -44,8 +44,8 @@ delivers every result until the server acknowledges it. With --state-dir
 the results not yet delivered are kept on disk (DIR/outbox) and delivered
 by the next process after a crash or restart, exactly once.
 
-Authentication: outside Kubernetes CNPERF_TOKEN (or --token) is the
-server's join token: the agent joins once and keeps its own credential in
+Authentication: outside Kubernetes CNPERF_AGENT_TOKEN (or --token) is the
+server's join token, the variable the server reads it from: the agent joins once and keeps its own credential in
 --state-dir/token (0600), which it uses from then on, also after a
 restart. On Kubernetes --token-file names a projected ServiceAccount
 token, re-read before every request (the kubelet rotates it); no join.`,
@@ -56,7 +56,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 				return fmt.Errorf("no server: set --server or CNPERF_SERVER")
 			}
 			if token == "" && tokenFile == "" {
-				return fmt.Errorf("no token: set CNPERF_TOKEN (the server's join token) or --token, or --token-file")
+				return fmt.Errorf("no token: set CNPERF_AGENT_TOKEN (the server's join token) or --token, or --token-file")
 			}
 			ident := agent.IdentityFromEnv(os.LookupEnv)
 			fl := cmd.Flags()
@@ -118,7 +118,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.StringSliceVar(&servers, "server", splitList(envOr("CNPERF_SERVER", "")), "server URL, e.g. http://cnperf-server:8080; repeat it (or give a comma list) for replicas: the agent uses the first and moves to the next when it fails")
 	fl.StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
 	fl.StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
-	fl.StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "the server's join token (default $CNPERF_TOKEN)")
+	fl.StringVar(&token, "token", envOr("CNPERF_AGENT_TOKEN", ""), "the server's join token (env CNPERF_AGENT_TOKEN, as for cnperf server)")
 	fl.StringVar(&tokenFile, "token-file", envOr("CNPERF_TOKEN_FILE", ""), "read the bearer token from this file before every request (a projected ServiceAccount token on Kubernetes); no join")
 	fl.StringVar(&id.PodName, "pod-name", "", "pod name (default $POD_NAME)")
 	fl.StringVar(&id.PodNamespace, "pod-namespace", "", "pod namespace (default $POD_NAMESPACE)")

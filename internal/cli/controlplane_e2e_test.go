@@ -190,7 +190,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 	base := "http://" + addr
 	agent := func(name, ip string) *proc {
 		// Identity from the Downward API variables, as in a pod.
-		env := []string{"CNPERF_TOKEN=a-e2e", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name,
+		env := []string{"CNPERF_AGENT_TOKEN=a-e2e", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name,
 			"POD_IP=" + ip, "NODE_NAME=node-" + name, "NODE_IP=" + ip}
 		return start(t, name, bin, env, "agent", "--server", base, "--responder-port", "0", "--max-parallel", "2",
 			"--state-dir", filepath.Join(dir, name))
@@ -296,7 +296,7 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = append(os.Environ(), "CNPERF_SERVER=", "CNPERF_TOKEN=")
+		cmd.Env = append(os.Environ(), "CNPERF_SERVER=", "CNPERF_TOKEN=", "CNPERF_USER_TOKEN=")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

@@ -111,12 +111,12 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 
 	stateDir := filepath.Join(dir, "state-a")
 	agentA := func(name string) *proc {
-		env := []string{"CNPERF_TOKEN=a-kill", "POD_NAME=pod-a", "POD_NAMESPACE=e2e", "POD_UID=uid-pod-a",
+		env := []string{"CNPERF_AGENT_TOKEN=a-kill", "POD_NAME=pod-a", "POD_NAMESPACE=e2e", "POD_UID=uid-pod-a",
 			"POD_IP=127.0.0.2", "NODE_NAME=node-a", "NODE_IP=127.0.0.2"}
 		return start(t, name, bin, env, "agent", "--server", gateURL, "--responder-port", "0", "--stamp-port", "0", "--state-dir", stateDir)
 	}
 	a := agentA("agent-a")
-	b := start(t, "agent-b", bin, []string{"CNPERF_TOKEN=a-kill", "POD_NAME=pod-b", "POD_NAMESPACE=e2e", "POD_UID=uid-pod-b",
+	b := start(t, "agent-b", bin, []string{"CNPERF_AGENT_TOKEN=a-kill", "POD_NAME=pod-b", "POD_NAMESPACE=e2e", "POD_UID=uid-pod-b",
 		"POD_IP=127.0.0.3", "NODE_NAME=node-b", "NODE_IP=127.0.0.3"},
 		"agent", "--server", base, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, "state-b"))
 	a.waitFor(t, "agent ready", 20*time.Second)
@@ -226,7 +226,7 @@ func TestServerSIGKILLDeliversEveryResultOnce(t *testing.T) {
 	t.Cleanup(func() { _ = hs.Close() })
 	gateURL := "http://" + ln.Addr().String()
 	for _, a := range []struct{ name, ip string }{{"pod-a", "127.0.0.2"}, {"pod-b", "127.0.0.3"}} {
-		p := start(t, a.name, bin, []string{"CNPERF_TOKEN=a-skill", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
+		p := start(t, a.name, bin, []string{"CNPERF_AGENT_TOKEN=a-skill", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
 			"POD_IP=" + a.ip, "NODE_NAME=node-" + a.name, "NODE_IP=" + a.ip},
 			"agent", "--server", gateURL, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, a.name))
 		p.waitFor(t, "agent ready", 20*time.Second)
@@ -308,7 +308,7 @@ func TestAgentSIGKILLMidTaskFails(t *testing.T) {
 	base := "http://" + addr
 	agents := map[string]*proc{}
 	for _, a := range []struct{ name, ip string }{{"pod-a", "127.0.0.2"}, {"pod-b", "127.0.0.3"}} {
-		p := start(t, a.name, bin, []string{"CNPERF_TOKEN=a-mid", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
+		p := start(t, a.name, bin, []string{"CNPERF_AGENT_TOKEN=a-mid", "POD_NAME=" + a.name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + a.name,
 			"POD_IP=" + a.ip, "NODE_NAME=node-" + a.name, "NODE_IP=" + a.ip},
 			"agent", "--server", base, "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, a.name))
 		p.waitFor(t, "agent ready", 20*time.Second)

@@ -15,7 +15,9 @@ import (
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// k8sRunFlags are `cnperf run`'s flags for running on a Kubernetes cluster.
+// k8sRunFlags are `cnperf run`'s flags for running on a Kubernetes
+// cluster. Its bound on each Kubernetes API request is run's one
+// --request-timeout (serverFlags), set before use.
 type k8sRunFlags struct {
 	on bool
 	k8sFlags
@@ -28,7 +30,6 @@ func (k *k8sRunFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --k8s: kubeconfig file (default $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&k.context, "context", "", "with --k8s: kubeconfig context")
 	fl.StringVarP(&k.namespace, "namespace", "n", k8s.Namespace, "with --k8s: namespace of cnperf's server and agents")
-	fl.DurationVar(&k.timeout, "request-timeout", k8s.DefaultRequestTimeout, "with --k8s: bound on each API request")
 	fl.StringVar(&k.cniDir, "cni-conf-dir", k8s.DefaultCNIConfDir, "with --k8s: the nodes' CNI configuration directory (for the cluster's facts)")
 }
 

@@ -11,31 +11,58 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 )
 
-// remoteFlags are the flags of the verbs that call a server as a user.
-type remoteFlags struct {
+// serverFlags are the flags of every verb that calls a server as a user:
+// where it is, the user token, how to trust its certificate, and the bound
+// on each call. One environment variable per role: CNPERF_USER_TOKEN is
+// the user token here and for `cnperf server`; CNPERF_TOKEN is still read
+// when it is unset (scripts written before the split).
+type serverFlags struct {
 	server, token, caFile string
 	serverName            string
-	asJSON                bool
+	requestTimeout        time.Duration
+}
+
+// DefaultRequestTimeout bounds each call a user verb makes (kubectl's
+// --request-timeout); long polls get their wait on top.
+const DefaultRequestTimeout = 30 * time.Second
+
+func (f *serverFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (env CNPERF_SERVER)")
+	fl.StringVar(&f.token, "token", userTokenEnv(), "user token (env CNPERF_USER_TOKEN, or CNPERF_TOKEN)")
+	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
+	fl.StringVar(&f.serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
+	secondsOrDurationVarP(fl, &f.requestTimeout, "request-timeout", "", DefaultRequestTimeout, "bound on each call to the server (and, with run --k8s, to the Kubernetes API): a duration or seconds; 0: the client's 70 s")
+}
+
+// userTokenEnv is the user token from the environment.
+func userTokenEnv() string { return envOr("CNPERF_USER_TOKEN", envOr("CNPERF_TOKEN", "")) }
+
+// client returns an API client, or an error naming what is missing.
+func (f *serverFlags) client() (*client.Client, error) {
+	if f.server == "" {
+		return nil, fmt.Errorf("no server: set --server or CNPERF_SERVER (e.g. https://127.0.0.1:8080)")
+	}
+	if f.token == "" {
+		return nil, fmt.Errorf("no token: set --token or CNPERF_USER_TOKEN (the server's user token)")
+	}
+	c, err := client.New(f.server, f.token, client.WithCAFile(f.caFile), client.WithServerName(f.serverName), client.WithRequestTimeout(f.requestTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	return c, nil
+}
+
+// remoteFlags are the server's flags and --json, for the verbs that list
+// and change things on a server.
+type remoteFlags struct {
+	serverFlags
+	asJSON bool
 }
 
 func (f *remoteFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (default $CNPERF_SERVER)")
-	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (default $CNPERF_TOKEN)")
-	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
-	fl.StringVar(&f.serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
-	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
-}
-
-// client returns an API client, or an error naming what is missing.
-func (f *remoteFlags) client() (*client.Client, error) {
-	if f.server == "" {
-		return nil, fmt.Errorf("no server: set --server or CNPERF_SERVER (e.g. http://127.0.0.1:8080)")
-	}
-	if f.token == "" {
-		return nil, fmt.Errorf("no token: set --token or CNPERF_TOKEN (the server's user token)")
-	}
-	return client.New(f.server, f.token, client.WithCAFile(f.caFile), client.WithServerName(f.serverName))
+	f.serverFlags.register(cmd)
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
 func printJSON(w io.Writer, v any) error {

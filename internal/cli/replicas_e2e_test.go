@@ -87,7 +87,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		for k := range replicas {
 			list = append(list, fronts[(i+k)%replicas]) // agent i starts at front i%3
 		}
-		p := start(t, names[i], bin, []string{"CNPERF_TOKEN=a-repl", "POD_NAME=" + names[i], "POD_NAMESPACE=e2e", "POD_UID=uid-" + names[i],
+		p := start(t, names[i], bin, []string{"CNPERF_AGENT_TOKEN=a-repl", "POD_NAME=" + names[i], "POD_NAMESPACE=e2e", "POD_UID=uid-" + names[i],
 			"POD_IP=" + ip, "NODE_NAME=node-" + names[i], "NODE_IP=" + ip},
 			"agent", "--server", strings.Join(list, ","), "--responder-port", "0", "--stamp-port", "0", "--state-dir", filepath.Join(dir, names[i]))
 		p.waitFor(t, "agent ready", 30*time.Second)

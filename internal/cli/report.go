@@ -17,30 +17,16 @@ import (
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// reportServer holds the flags of the verbs that read runs from a server.
+// reportServer holds the flags of the verbs that read runs from a server:
+// the server's, and a bound on the whole read.
 type reportServer struct {
-	server, token, caFile string
-	serverName            string
-	timeout               time.Duration
+	serverFlags
+	timeout time.Duration
 }
 
 func (f *reportServer) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.server, "server", envOr("CNPERF_SERVER", ""), "server URL (env CNPERF_SERVER)")
-	fl.StringVar(&f.token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
-	fl.StringVar(&f.caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
-	fl.StringVar(&f.serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
-	fl.DurationVar(&f.timeout, "timeout", time.Minute, "bound on reading the runs from the server")
-}
-
-func (f *reportServer) client() (*client.Client, error) {
-	if f.server == "" {
-		return nil, errors.New("no server: give --server URL (or set CNPERF_SERVER)")
-	}
-	if f.token == "" {
-		return nil, errors.New("no token: give --token (or set CNPERF_TOKEN), the server's user token")
-	}
-	return client.New(f.server, f.token, client.WithHTTPClient(&http.Client{Timeout: f.timeout}), client.WithCAFile(f.caFile), client.WithServerName(f.serverName))
+	f.serverFlags.register(cmd)
+	cmd.Flags().DurationVar(&f.timeout, "timeout", time.Minute, "bound on reading the runs from the server, all calls together")
 }
 
 // fetchReport reads a run and, unless only is set, the other runs of its

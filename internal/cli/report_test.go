@@ -140,6 +140,7 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 func TestReportAndCompareVerbs(t *testing.T) {
 	t.Setenv("CNPERF_SERVER", "")
 	t.Setenv("CNPERF_TOKEN", "")
+	t.Setenv("CNPERF_USER_TOKEN", "")
 	url, a, b, plain := reportFixture(t)
 	srv := []string{"--server", url, "--token", "u-tok"}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/k8s"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
 	"github.com/cnperf/cnperf/internal/mesh"
@@ -201,9 +202,7 @@ func suiteHelp() string {
 func newRunCommand(g *globalOptions, st Streams) *cobra.Command {
 	var (
 		f                 suiteFlags
-		server, token     string
-		caFile            string
-		serverName        string
+		srv               serverFlags
 		labName, stateDir string
 		kf                k8sRunFlags
 	)
@@ -228,12 +227,16 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 				f.opts.Backend = f.backendList[0]
 			}
 			r := &suite.Runner{Progress: st.Err, Log: g.logger(st)}
+			kf.timeout = srv.requestTimeout // one bound, for the server and the Kubernetes API
+			if kf.timeout <= 0 {
+				kf.timeout = k8s.DefaultRequestTimeout
+			}
 			switch {
 			case kf.on:
 				if labName != "" || cmd.Flags().Changed("server") {
 					return errors.New("--k8s and --lab/--server exclude each other")
 				}
-				return runOnK8s(cmd.Context(), st, &f, r, &kf, token)
+				return runOnK8s(cmd.Context(), st, &f, r, &kf, srv.token)
 			case labName != "":
 				if cmd.Flags().Changed("server") || cmd.Flags().Changed("token") {
 					return errors.New("--lab and --server/--token exclude each other")
@@ -258,12 +261,12 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 				if f.opts.Backend == "" {
 					f.opts.Backend = l.Config.Backend
 				}
-			case server == "":
+			case srv.server == "":
 				return errors.New("no server: give --server URL (or set CNPERF_SERVER), or --lab NAME")
 			default:
-				c, err := client.New(server, token, client.WithCAFile(caFile), client.WithServerName(serverName))
+				c, err := srv.client()
 				if err != nil {
-					return fmt.Errorf("--server: %w", err)
+					return err
 				}
 				r.API = c
 				f.avail = meshAvailability(cmd.Context(), c)
@@ -276,10 +279,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 		},
 	}
 	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")
-	cmd.Flags().StringVar(&server, "server", envOr("CNPERF_SERVER", ""), "cnperf server URL (env CNPERF_SERVER)")
-	cmd.Flags().StringVar(&token, "token", envOr("CNPERF_TOKEN", ""), "user token (env CNPERF_TOKEN)")
-	cmd.Flags().StringVar(&caFile, "ca-file", envOr("CNPERF_CA_FILE", ""), "PEM file of the CA an https:// server's certificate must chain to (default: the system pool)")
-	cmd.Flags().StringVar(&serverName, "tls-server-name", envOr("CNPERF_TLS_SERVER_NAME", ""), "name the server's certificate must carry when it is not the URL's host, e.g. cnperf-server.cnperf.svc for an address or a port-forward (env CNPERF_TLS_SERVER_NAME)")
+	srv.register(cmd)
 	cmd.Flags().StringVar(&labName, "lab", "", "run against the cnperf server of this lab (made by cnperf lab up)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", envOr("CNPERF_LAB_STATE_DIR", lab.DefaultStateDir), "directory of the labs' state files (with --lab)")
 	kf.register(cmd)

@@ -52,7 +52,7 @@ func TestScheduleRunsMatrixTwice(t *testing.T) {
 	base := "http://" + addr
 	for i, ip := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
 		name := "n" + strconv.Itoa(i+1)
-		env := []string{"CNPERF_TOKEN=a-sched", "POD_NAME=pod-" + name, "POD_UID=uid-" + name, "POD_IP=" + ip, "NODE_NAME=" + name, "NODE_IP=" + ip}
+		env := []string{"CNPERF_AGENT_TOKEN=a-sched", "POD_NAME=pod-" + name, "POD_UID=uid-" + name, "POD_IP=" + ip, "NODE_NAME=" + name, "NODE_IP=" + ip}
 		a := start(t, name, bin, env, "agent", "--server", base, "--responder-port", "0", "--state-dir", filepath.Join(dir, name))
 		a.waitFor(t, "agent ready", 20*time.Second)
 	}

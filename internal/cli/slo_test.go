@@ -65,6 +65,7 @@ func storeMeshRound(ctx context.Context, t *testing.T, st store.Store, agents []
 func TestSLOCheckAvailability(t *testing.T) {
 	t.Setenv("CNPERF_SERVER", "")
 	t.Setenv("CNPERF_TOKEN", "")
+	t.Setenv("CNPERF_USER_TOKEN", "")
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, "cnperf.db"))

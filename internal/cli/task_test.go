@@ -3,6 +3,9 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +26,28 @@ func TestTaskVerbsRefuseBadInput(t *testing.T) {
 		return p
 	}
 	const srv = "http://127.0.0.1:1"
+	// A web server that is not cnperf, and one that accepts and never
+	// answers.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<html><head><title>It works!</title></head><body>" + strings.Repeat("<p>x</p>", 500) + "</body></html>"))
+	}))
+	defer web.Close()
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	blackHole := "http://" + hole.Addr().String()
 	cases := []struct {
 		name string
 		args []string
@@ -36,9 +61,12 @@ func TestTaskVerbsRefuseBadInput(t *testing.T) {
 		{"unknown type", []string{"task", "create", "-f", write("type.json", `[{"src_pod_uid":"a","dst_pod_uid":"b","task_type":"nmap"}]`), "--server", srv, "--token", "t"}, nil, `unknown task type "nmap"`},
 		{"shell metacharacter", []string{"task", "create", "-f", write("meta.json", `[{"src_pod_uid":"a","dst_pod_uid":"b","task_type":"ping","task_param":"-c 1; reboot"}]`), "--server", srv, "--token", "t"}, nil, "shell metacharacter"},
 		{"neither array nor object", []string{"task", "create", "-f", write("num.json", `42`), "--server", srv, "--token", "t"}, nil, "want a JSON array"},
-		{"no server", []string{"clients"}, map[string]string{"CNPERF_SERVER": "", "CNPERF_TOKEN": ""}, "no server"},
-		{"no token", []string{"task", "list", "--server", srv}, map[string]string{"CNPERF_TOKEN": ""}, "no token"},
+		{"no server", []string{"clients"}, map[string]string{"CNPERF_SERVER": "", "CNPERF_TOKEN": "", "CNPERF_USER_TOKEN": ""}, "no server"},
+		{"no token", []string{"task", "list", "--server", srv}, map[string]string{"CNPERF_TOKEN": "", "CNPERF_USER_TOKEN": ""}, "no token"},
 		{"server unreachable", []string{"task", "get", "x", "--server", srv, "--token", "t"}, nil, "connection refused"},
+		{"not a cnperf server", []string{"clients", "--server", web.URL, "--token", "t"}, nil, `not a cnperf server: it answered HTTP 200 (text/html, title "It works!")`},
+		{"server never answers", []string{"clients", "--server", blackHole, "--token", "t", "--request-timeout", "0.5"}, nil, "no answer from " + blackHole + " within 500ms (--request-timeout)"},
+		{"run: server never answers", []string{"run", "baseline", "--server", blackHole, "--token", "t", "--request-timeout", "500ms"}, nil, "within 500ms (--request-timeout)"},
 		{"agent without identity", []string{"agent", "--server", srv, "--token", "t"}, map[string]string{"POD_UID": "", "POD_NAME": "", "POD_IP": "", "NODE_NAME": ""}, "set POD_UID or --pod-uid"},
 		{"server without tokens", []string{"server", "--db", "sqlite:" + filepath.Join(dir, "x.db")}, map[string]string{"CNPERF_USER_TOKEN": "", "CNPERF_AGENT_TOKEN": ""}, "no user token"},
 		{"server bad db", []string{"server", "--db", "oracle://x"}, map[string]string{"CNPERF_USER_TOKEN": "u", "CNPERF_AGENT_TOKEN": "a"}, "unknown DSN scheme"},

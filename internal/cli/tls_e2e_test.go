@@ -29,7 +29,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-tls", "CNPERF_AGENT_TOKEN=a-tls"},
 		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"), "--tls-cert", files.Cert, "--tls-key", files.Key)
 	srv.waitFor(t, "scheme=https", 20*time.Second)
-	env := []string{"CNPERF_TOKEN=a-tls", "POD_NAME=pod-tls", "POD_NAMESPACE=e2e", "POD_UID=uid-tls",
+	env := []string{"CNPERF_AGENT_TOKEN=a-tls", "POD_NAME=pod-tls", "POD_NAMESPACE=e2e", "POD_UID=uid-tls",
 		"POD_IP=127.0.0.2", "NODE_NAME=node-tls", "NODE_IP=127.0.0.2"}
 	agent := start(t, "agent", bin, env, "agent", "--server", base, "--ca-file", files.CA, "--responder-port", "0", "--state-dir", t.TempDir())
 	agent.waitFor(t, "agent ready", 20*time.Second)

@@ -111,7 +111,7 @@ func TestRealCluster(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(ctx, timeout)
 		defer ccancel()
 		cmd := exec.CommandContext(cctx, cnperf, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig, "CNPERF_TOKEN=")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig, "CNPERF_TOKEN=", "CNPERF_USER_TOKEN=")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

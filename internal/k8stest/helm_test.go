@@ -265,7 +265,7 @@ func kubectlPlugin(t *testing.T, cl *Cluster, cnperf string) func(time.Duration,
 	if err := os.Symlink(cnperf, filepath.Join(dir, cli.KubectlPluginName)); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG=", "HOME="+dir, "CNPERF_TOKEN=")
+	env := append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG=", "HOME="+dir, "CNPERF_TOKEN=", "CNPERF_USER_TOKEN=")
 	return func(timeout time.Duration, args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

@@ -91,15 +91,19 @@ func (l *Lab) ControlPlane() (*ControlPlane, error) {
 	}
 	cp := &ControlPlane{URL: l.Cnperf.URL, Dir: l.Cnperf.Dir, Agents: l.Cnperf.Agents, lab: l}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "CNPERF_TOKEN="); ok {
-			cp.UserToken = v
+		// CNPERF_TOKEN: a user.env written before the variables were
+		// split by role.
+		for _, name := range []string{"CNPERF_USER_TOKEN=", "CNPERF_TOKEN="} {
+			if v, ok := strings.CutPrefix(line, name); ok && cp.UserToken == "" {
+				cp.UserToken = v
+			}
 		}
 		if v, ok := strings.CutPrefix(line, "CNPERF_CA_FILE="); ok {
 			cp.CAFile = v
 		}
 	}
 	if cp.UserToken == "" {
-		return nil, fmt.Errorf("lab %s: no CNPERF_TOKEN in %s", l.Name, filepath.Join(l.Cnperf.Dir, "user.env"))
+		return nil, fmt.Errorf("lab %s: no CNPERF_USER_TOKEN in %s", l.Name, filepath.Join(l.Cnperf.Dir, "user.env"))
 	}
 	return cp, nil
 }
@@ -144,7 +148,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 		return nil, fmt.Errorf("lab TLS certificate: %w", err)
 	}
 	cp := &ControlPlane{URL: "https://" + l.Underlay.ServerAddr, CAFile: tlsFiles.CA, UserToken: randomToken(), AgentToken: randomToken(), Dir: o.Dir, lab: l}
-	tokens := fmt.Sprintf("CNPERF_SERVER=%s\nCNPERF_TOKEN=%s\nCNPERF_CA_FILE=%s\n", cp.URL, cp.UserToken, cp.CAFile)
+	tokens := fmt.Sprintf("CNPERF_SERVER=%s\nCNPERF_USER_TOKEN=%s\nCNPERF_CA_FILE=%s\n", cp.URL, cp.UserToken, cp.CAFile)
 	if err := os.WriteFile(filepath.Join(o.Dir, "user.env"), []byte(tokens), 0o600); err != nil {
 		return nil, fmt.Errorf("write token file: %w", err)
 	}
@@ -186,7 +190,7 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 	var specs []ProcessSpec
 	var agentUIDs, agentStates []string
 	agent := func(ns, name, podIP, node, nodeIP string, host bool) {
-		env := append(append([]string(nil), base...), "CNPERF_TOKEN="+cp.AgentToken,
+		env := append(append([]string(nil), base...), "CNPERF_AGENT_TOKEN="+cp.AgentToken,
 			"POD_NAME="+name, "POD_NAMESPACE=cnperf-lab", "POD_UID="+l.Name+"-"+name,
 			"POD_IP="+podIP, "NODE_NAME="+node, "NODE_IP="+nodeIP)
 		// Each agent joins with the join token and keeps its own

@@ -9,11 +9,14 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,6 +39,9 @@ type Client struct {
 	// serverName is the name the server's certificate must carry when
 	// it differs from the URL's host (an address, a port-forward).
 	serverName string
+	// requestTimeout bounds each request (a long poll: its wait more);
+	// 0 leaves only the HTTP client's Timeout.
+	requestTimeout time.Duration
 }
 
 // Option configures a Client.
@@ -60,6 +66,11 @@ func WithCAPEM(caPEM []byte) Option { return func(c *Client) { c.caPEM = caPEM }
 // the server at its Service's address, or a CLI through a port-forward on
 // 127.0.0.1, verifies the Service's DNS name ("" keeps the URL's host).
 func WithServerName(name string) Option { return func(c *Client) { c.serverName = name } }
+
+// WithRequestTimeout bounds every request to d (kubectl's
+// --request-timeout); a long poll gets its wait on top. A request past it
+// fails with an error naming the bound. 0 keeps DefaultTimeout alone.
+func WithRequestTimeout(d time.Duration) Option { return func(c *Client) { c.requestTimeout = d } }
 
 // WithTokenFile makes the client read its bearer token from path before
 // every request instead of using a fixed one: a Kubernetes projected
@@ -167,23 +178,81 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		}
 		tok = strings.TrimSpace(string(b))
 	}
+	if c.requestTimeout > 0 {
+		bound := c.requestTimeout
+		if w, err := time.ParseDuration(q.Get("wait")); err == nil && w > 0 {
+			bound += w // a long poll may rightly wait that long
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, bound, fmt.Errorf("%w: no answer from %s within %v (--request-timeout)", ErrRequestTimeout, c.Base(), bound))
+		defer cancel()
+	}
 	resp, err := c.send(ctx, method, path, q, body, tok)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrRequestTimeout) {
+			return nil, fmt.Errorf("%s %s: %w", method, path, cause)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrRequestTimeout) {
+			return nil, fmt.Errorf("%s %s: read answer: %w", method, path, cause)
+		}
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		if unavailable(resp.StatusCode) {
 			c.moveOn(c.indexOf(resp.Request))
 		}
+		if mediaType(resp) == "text/html" {
+			return nil, c.notCnperf(resp, data)
+		}
 		return nil, errorFrom(resp.StatusCode, data)
+	}
+	if mt := mediaType(resp); mt != "" && mt != "application/json" {
+		return nil, c.notCnperf(resp, data)
 	}
 	return data, nil
 }
+
+// ErrRequestTimeout is the cause of a request that ran past the client's
+// request timeout (WithRequestTimeout).
+var ErrRequestTimeout = errors.New("request timeout")
+
+// ErrNotCnperf marks an answer that no cnperf server gives: every API
+// answer of a cnperf server, errors included, is JSON.
+var ErrNotCnperf = errors.New("not a cnperf server")
+
+// mediaType is an answer's media type ("" when it names none). A cnperf
+// server answers every API call with JSON; an HTML page (a web server, a
+// login proxy) is never one of its answers, not even an error (its
+// unknown routes answer text/plain).
+func mediaType(resp *http.Response) string {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ct
+	}
+	return mt
+}
+
+// notCnperf is the one-line error for an answer that is not a cnperf
+// server's: the URL, the status and content type, and the page's title
+// when it has one, never the page itself.
+func (c *Client) notCnperf(resp *http.Response, data []byte) error {
+	what := resp.Header.Get("Content-Type")
+	if m := titleRE.FindSubmatch(data); m != nil {
+		what += fmt.Sprintf(", title %q", strings.TrimSpace(string(m[1])))
+	}
+	return fmt.Errorf("%s %s: %w: it answered HTTP %d (%s); check --server", resp.Request.Method, c.Base(), ErrNotCnperf, resp.StatusCode, what)
+}
+
+var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.{0,120}?)</title>`)
 
 func errorFrom(status int, data []byte) error {
 	var eb struct {
