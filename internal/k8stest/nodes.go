@@ -142,7 +142,41 @@ func (c *Cluster) startKubelets(ctx context.Context) error {
 		if err := os.WriteFile(resolv, []byte("# no cluster DNS in the harness\n"), 0o644); err != nil {
 			return err
 		}
-		cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+		cfg := kubeletConfig(n, c.pkiPath("ca.crt"), root, resolv, filepath.Join(dir, "pod-logs"))
+		cfgPath := filepath.Join(dir, "kubelet.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			return err
+		}
+		_, err := c.start(n.Name+"-kubelet", nsenter(n.NetNS, filepath.Join(c.BinDir, "kubelet"),
+			"--config="+cfgPath, "--kubeconfig="+c.kubeconfigPath(n.Name),
+			"--hostname-override="+n.Name, "--node-ip="+n.IP,
+			"--root-dir="+filepath.Join(dir, "kubelet"), "--cert-dir="+filepath.Join(dir, "kubelet-pki"), "--v=1")...)
+		if err != nil {
+			return err
+		}
+		if i == len(c.Nodes)-1 {
+			continue
+		}
+		if err := c.poll(ctx, n.Name+" kubelet's device-plugin socket bound", time.Minute, func() error {
+			_, err := os.Stat(kubeletSocket)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kubeletConfig is node n's KubeletConfiguration. podLogs is a directory
+// of this node's own: every kubelet's container garbage collection
+// removes the pod log directories of pods it does not run (once a
+// minute), and with the default /var/log/pods each kubelet of the harness
+// removed the other node's pods' logs: their containers kept writing to
+// the unlinked files and `kubectl logs` answered 200 with an empty body
+// (the kubelet commits the answer before it opens the file). A real
+// cluster has one kubelet per machine, so it never sees this.
+func kubeletConfig(n *Node, caFile, cgroupRoot, resolv, podLogs string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
 port: 10250
@@ -168,29 +202,8 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 registerNode: true
 maxPods: 30
-`, n.IP, c.pkiPath("ca.crt"), root, n.Socket, resolv)
-		cfgPath := filepath.Join(dir, "kubelet.yaml")
-		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-			return err
-		}
-		_, err := c.start(n.Name+"-kubelet", nsenter(n.NetNS, filepath.Join(c.BinDir, "kubelet"),
-			"--config="+cfgPath, "--kubeconfig="+c.kubeconfigPath(n.Name),
-			"--hostname-override="+n.Name, "--node-ip="+n.IP,
-			"--root-dir="+filepath.Join(dir, "kubelet"), "--cert-dir="+filepath.Join(dir, "kubelet-pki"), "--v=1")...)
-		if err != nil {
-			return err
-		}
-		if i == len(c.Nodes)-1 {
-			continue
-		}
-		if err := c.poll(ctx, n.Name+" kubelet's device-plugin socket bound", time.Minute, func() error {
-			_, err := os.Stat(kubeletSocket)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+podLogsDir: %q
+`, n.IP, caFile, cgroupRoot, n.Socket, resolv, podLogs)
 }
 
 func (c *Cluster) startProxies(ctx context.Context) error {

