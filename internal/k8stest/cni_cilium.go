@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -252,6 +253,47 @@ func (k *Cilium) args(c *Cluster, n *Node) []string {
 	return append(a, "--routing-mode=native", "--auto-direct-node-routes=true", "--ipv4-native-routing-cidr="+clusterCIDR)
 }
 
+// ciliumMonitorSocket is where every cilium-agent binds its monitor
+// socket: a path compiled into the agent (defaults.MonitorSockPath1_2
+// under defaults.RuntimePath), not under --state-dir, and the agents' mount
+// namespaces share /var/run with the host. An agent removes the file
+// there and then binds: two agents starting at once can both remove
+// before either binds, and the later bind fails ("address already in
+// use"; the agent exits). So the agents start one at a time, each once
+// the previous one's socket is there, as the kubelets do with theirs
+// (kubeletSocket); the sockets an earlier agent left are removed first.
+const ciliumMonitorSocket = "/var/run/cilium/monitor1_2.sock"
+
+// removeStaleSockets removes the unix sockets at paths that a process
+// which has exited left. A missing path is fine; a path that is there but
+// not a socket is refused, not removed: it is not a socket's file.
+func removeStaleSockets(paths ...string) error {
+	var errs []error
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case fi.Mode().Type() != fs.ModeSocket:
+			errs = append(errs, fmt.Errorf("%s is a %v, not a stale socket: not removed", p, fi.Mode().Type()))
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove the stale socket %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isSocket says whether a unix socket file is at path.
+func isSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().Type() == fs.ModeSocket
+}
+
 // start starts the agent on every node, writes the conflists and waits
 // until every agent says it is healthy and has its datapath to the other
 // node (the VXLAN device, or the direct routes).
@@ -259,7 +301,12 @@ func (k *Cilium) start(ctx context.Context, c *Cluster) error {
 	t0 := time.Now()
 	bin := filepath.Join(c.BinDir, "cilium-agent-"+CiliumVersion)
 	path := filepath.Join(c.RunDir, "cilium-tools") + ":" + os.Getenv("PATH") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
+		// The sockets of an agent that ran before (the other mode's, or a
+		// crashed run's; its process has exited: SwitchBackend waits).
+		if err := removeStaleSockets(ciliumMonitorSocket, k.socket(c, n)); err != nil {
+			return fmt.Errorf("%s: before its cilium-agent starts: %w", n.Name, err)
+		}
 		argv := append([]string{"nsenter", "--net=/var/run/netns/" + n.NetNS, "--mount=" + k.mountNS(c, n), "--", bin}, k.args(c, n)...)
 		env := []string{"PATH=" + path, "K8S_NODE_NAME=" + n.Name, "CILIUM_K8S_NAMESPACE=kube-system"}
 		p, err := c.startSupervisedEnv(fmt.Sprintf("%s-cilium-agent-%s", n.Name, k.Backend), nil, env, argv...)
@@ -268,6 +315,23 @@ func (k *Cilium) start(ctx context.Context, c *Cluster) error {
 		}
 		k.agents = append(k.agents, p)
 		if err := k.writeConflist(c, n); err != nil {
+			return err
+		}
+		if i == len(c.Nodes)-1 {
+			continue
+		}
+		// The next agent starts once this one has bound the shared monitor
+		// socket (or is healthy without it).
+		err = c.poll(ctx, n.Name+" cilium-agent's monitor socket bound", 6*time.Minute, func() error {
+			if isSocket(ciliumMonitorSocket) {
+				return nil
+			}
+			if err := ciliumHealthy(ctx, k.socket(c, n)); err != nil {
+				return fmt.Errorf("no %s yet, and not healthy: %w", ciliumMonitorSocket, err)
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,8 @@ package k8stest
 
 import (
 	"encoding/json"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,5 +87,49 @@ func TestCiliumConflist(t *testing.T) {
 	}
 	if got := (&Cilium{Backend: "native"}).Facts(); !slices.Equal(got.Plugins, types) || got.String() != "cilium native" || got.Version != CiliumVersion {
 		t.Errorf("facts %+v", got)
+	}
+}
+
+// TestRemoveStaleSockets: the sockets an exited agent left are removed
+// before the next agent binds the same path (a stale monitor socket made
+// native mode's agent fail with "address already in use"); a missing path
+// is fine and a file that is not a socket is refused and kept.
+func TestRemoveStaleSockets(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "monitor1_2.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false) // as a killed agent leaves it
+	l.Close()
+	if !isSocket(stale) {
+		t.Fatalf("%s: no stale socket to remove", stale)
+	}
+	if _, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"}); err == nil {
+		t.Fatal("binding over a stale socket file succeeded; the test's premise is wrong")
+	}
+	missing := filepath.Join(dir, "cilium.sock")
+	if err := removeStaleSockets(stale, missing); err != nil {
+		t.Fatalf("removeStaleSockets: %v", err)
+	}
+	if isSocket(stale) {
+		t.Errorf("%s still there", stale)
+	}
+	l, err = net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatalf("bind after the cleanup: %v", err)
+	}
+	l.Close()
+
+	regular := filepath.Join(dir, "not-a-socket")
+	if err := os.WriteFile(regular, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeStaleSockets(regular); err == nil || !strings.Contains(err.Error(), "not a stale socket") {
+		t.Errorf("a regular file: %v, want it refused", err)
+	}
+	if _, err := os.Stat(regular); err != nil {
+		t.Errorf("the regular file was removed: %v", err)
 	}
 }
