@@ -211,7 +211,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 		}
 		return nil, errorFrom(resp.StatusCode, data)
 	}
-	if mt := mediaType(resp); mt != "" && mt != "application/json" {
+	if mediaType(resp) == "text/html" || len(data) > 0 && !json.Valid(data) {
 		return nil, c.notCnperf(resp, data)
 	}
 	return data, nil
@@ -228,7 +228,8 @@ var ErrNotCnperf = errors.New("not a cnperf server")
 // mediaType is an answer's media type ("" when it names none). A cnperf
 // server answers every API call with JSON; an HTML page (a web server, a
 // login proxy) is never one of its answers, not even an error (its
-// unknown routes answer text/plain).
+// unknown routes answer text/plain), and a 2xx answer that is not JSON
+// is not one either.
 func mediaType(resp *http.Response) string {
 	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
