@@ -44,7 +44,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 
 # stamp-suite 1.0.0 (Rust, crates.io), the independent STAMP implementation
-# the stamp interop tests (internal/probe/stamp, internal/cli) run against. Built
+# the stamp interop tests (internal/probe/stamp, e2e) run against. Built
 # once with cargo (a few minutes on a busy 2-core machine) into a cache
 # outside the tree and reused by every later run; without cargo, or when
 # the build fails, the interop tests skip and say why.
