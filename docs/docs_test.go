@@ -276,3 +276,26 @@ func TestReadmeKeepsTheTestCommand(t *testing.T) {
 		t.Error("README.md no longer says how to run the tests (make test; .ci/run calls it)")
 	}
 }
+
+// maxWords bounds docs/*.md as `wc -w docs/*.md` counts: the docs say what
+// each part does, how to use it and why; results and investigations do
+// not belong here (benchmarks print their own).
+const maxWords = 20000
+
+func TestDocsStayShort(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(strings.Fields(string(b)))
+	}
+	if total > maxWords {
+		t.Errorf("docs/*.md hold %d words, over %d: condense (state decisions as decisions; leave dated figures and investigation logs to git and the benchmarks' output)", total, maxWords)
+	}
+}
