@@ -73,11 +73,15 @@ bench-answers: build
 	flock /tmp/cnperf-bench.lock $(GO) run ./bench/answers -cnperf $(BIN) $(BENCH_ANSWERS_FLAGS)
 
 # Lab up + down of 2x2 and 32x4 on both backends against the targets
-# (< 2 s, < 30 s), then 160 agents online (< 5 s); needs root. Serialised
-# with other benchmarks. BENCH_LAB_FLAGS passes flags through, e.g.
-# "--control-plane-only --repeat 3".
+# (< 2 s, < 30 s), then 160 agents online (< 5 s); then the measuring
+# tests with their figures asserted (CNPERF_FIGURES=strict: the rates,
+# shares, latencies, ratios and verdicts that make test only logs; see
+# internal/figure). Needs root. Serialised with other benchmarks.
+# BENCH_LAB_FLAGS passes flags through, e.g. "--control-plane-only --repeat 3".
+FIGURE_PKGS := ./internal/suite/... ./internal/probe/... ./internal/lab/ ./internal/server/
 bench-lab:
 	flock /tmp/cnperf-bench.lock $(GO) run ./bench/lab $(BENCH_LAB_FLAGS)
+	CNPERF_FIGURES=strict flock /tmp/cnperf-bench.lock $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(FIGURE_PKGS)
 
 # The real-cluster test (internal/k8stest), once per CNI of K8S_CNIS, each
 # on its own cluster: builds Kubernetes v1.34.4, flanneld v0.28.10 and (for

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
@@ -102,9 +103,13 @@ func TestService(t *testing.T) {
 						t.Errorf("%s: transactions %v/s, rtt p50 %v ms", c.name, m["transactions_per_s"], m["rtt_ms.p50"])
 					}
 				case probe.KindUDP:
-					if m["throughput_bps.receiver"] <= 0 || m["loss_pct"] > 5 {
+					if m["throughput_bps.receiver"] <= 0 || m["loss_pct"] < 0 || m["loss_pct"] > 100 {
 						t.Errorf("%s: receiver %v bit/s, loss %v %%", c.name, m["throughput_bps.receiver"], m["loss_pct"])
 					}
+					// 50 Mbit/s through the DNAT loses nothing on a quiet
+					// machine; beside a CPU hog the receiver's socket can
+					// overflow.
+					figure.Check(t, m["loss_pct"] <= 5, "%s lost %v %% at 50 Mbit/s, want at most 5 %%", c.name, m["loss_pct"])
 				default:
 					if m["throughput_bps.receiver"] <= 0 {
 						t.Errorf("%s: receiver %v bit/s", c.name, m["throughput_bps.receiver"])

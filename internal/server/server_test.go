@@ -451,8 +451,10 @@ func testLongPollWakeup(t *testing.T, dsn string) {
 	if r.err != nil || len(r.fr.Tasks) != 1 || r.fr.Tasks[0].TaskID != ids[0] {
 		t.Fatalf("fetch: %+v %v", r.fr, r.err)
 	}
-	if r.d > 2*time.Second {
-		t.Errorf("long poll returned after %v: the wake-up was missed", r.d)
+	// A missed wake-up answers at the end of the 5 s wait; anything well
+	// before it (a busy machine can take a second or two) is the wake-up.
+	if r.d >= 4*time.Second {
+		t.Errorf("long poll returned after %v of its 5 s wait: the wake-up was missed", r.d)
 	}
 	// Nothing for b: its poll waits the whole (short) wait and answers empty.
 	t0 := time.Now()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/store/storetest"
 )
@@ -303,9 +304,12 @@ func TestSessionSilenceEnds(t *testing.T) {
 	}
 	silence := f.srv.sessionSilence()
 	t.Logf("silent session ended after %v (limit %v): %v", ended.Round(time.Millisecond), silence, quiet.Err())
-	if ended < silence || ended > silence+sweepEvery+time.Second {
-		t.Errorf("silent session ended after %v, want within [%v, %v]", ended, silence, silence+sweepEvery+time.Second)
+	// Never before its silence; that the sweep ends it within a second of
+	// its period is the machine's scheduling (a figure).
+	if ended == 0 || ended < silence {
+		t.Errorf("silent session ended after %v (0: not within 4 s), want at least %v", ended, silence)
 	}
+	figure.Check(t, ended <= silence+sweepEvery+time.Second, "silent session ended after %v, want within [%v, %v]", ended, silence, silence+sweepEvery+time.Second)
 	select {
 	case <-talker.Done():
 		t.Errorf("the session sending keep-alives ended: %v", talker.Err())

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
@@ -92,9 +93,10 @@ func TestInteropStampSuite(t *testing.T) {
 			if res.Packets.Received != 100 {
 				t.Fatalf("received %d of %d; notes %v", res.Packets.Received, res.Packets.Sent, res.Notes)
 			}
-			if res.RTTms == nil || res.RTTms.P50 <= 0 || res.RTTms.P50 > 50 {
-				t.Errorf("rtt_ms %+v", res.RTTms)
+			if res.RTTms == nil || res.RTTms.P50 <= 0 || res.RTTms.P50 > 1000 {
+				t.Fatalf("rtt_ms %+v: want a positive round trip in milliseconds", res.RTTms)
 			}
+			figure.Check(t, res.RTTms.P50 <= 50, "rtt_ms p50 %v, want at most 50 ms", res.RTTms.P50)
 			for _, d := range []struct {
 				name string
 				dir  *probe.Direction
@@ -187,9 +189,13 @@ func TestInteropStampSuite(t *testing.T) {
 			bound := max(4*spread, x.floor)
 			t.Logf("rtt_ms.p50 per run: rr %.4f, stamp to %s %.4f; medians %.4f and %.4f ms; spread %.4f ms; bound %.4f ms",
 				rrP50, x.name, x.p50s, mr, ms, spread, bound)
-			if d := ms - mr; d > bound || d < -bound {
-				t.Errorf("stamp to %s: rtt p50 %.4f ms vs rr %.4f ms differ by %.4f ms, more than %.4f ms", x.name, ms, mr, d, bound)
+			// Ten times the bound catches a wrong clock or unit on any
+			// machine; the bound itself is what a quiet one achieves.
+			d := ms - mr
+			if d > 10*bound || d < -10*bound {
+				t.Errorf("stamp to %s: rtt p50 %.4f ms vs rr %.4f ms differ by %.4f ms, more than 10 × %.4f ms", x.name, ms, mr, d, bound)
 			}
+			figure.Check(t, d <= bound && d >= -bound, "stamp to %s: rtt p50 %.4f ms vs rr %.4f ms differ by %.4f ms, want at most %.4f ms", x.name, ms, mr, d, bound)
 		}
 	})
 }

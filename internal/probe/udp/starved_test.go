@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
@@ -51,9 +52,12 @@ func TestStarvedPathTowardTheReceiver(t *testing.T) {
 	if bound := d + stopGrace + drainMax + 3*time.Second; took > bound {
 		t.Errorf("took %v, want at most %v", took, bound)
 	}
-	if res.LossPct == nil || *res.LossPct < 80 {
-		t.Errorf("loss %v %%: the queue holds most of what was sent", res.LossPct)
+	if res.LossPct == nil || *res.LossPct < 0 || *res.LossPct > 100 {
+		t.Fatalf("loss %v %%, want a figure of 0-100 %%", res.LossPct)
 	}
+	// 50 Mbit/s offered to a 1 Mbit/s queue loses most of it once the
+	// sender gets the CPU to offer it (a figure).
+	figure.Check(t, *res.LossPct >= 80, "loss %v %%, want at least 80 %% (the queue holds most of what was sent)", *res.LossPct)
 	// The receiver's rate in the flow's second half, from its intervals
 	// (its bytes over the sender's 2 s include what came during the wait).
 	var bytes, secs float64
@@ -62,9 +66,10 @@ func TestStarvedPathTowardTheReceiver(t *testing.T) {
 			bytes, secs = bytes+iv.Bytes, secs+iv.EndS-iv.StartS
 		}
 	}
-	if secs == 0 || bytes*8/secs < 0.5e6 || bytes*8/secs > 1.5e6 {
-		t.Errorf("receiver %.0f bytes in %.1f s of intervals, want about the 1 Mbit/s limit", bytes, secs)
+	if secs == 0 || bytes <= 0 || bytes*8/secs > 1.5e6 {
+		t.Errorf("receiver %.0f bytes in %.1f s of intervals, want some and at most the 1 Mbit/s limit (1.5 for the intervals' edges)", bytes, secs)
 	}
+	figure.Check(t, secs > 0 && bytes*8/secs >= 0.5e6, "receiver %.0f bytes in %.1f s of intervals, want about the 1 Mbit/s limit", bytes, secs)
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "ended the test on its own") {
 		t.Errorf("no note that the receiver ended on its own: %q", res.Notes)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
@@ -210,17 +211,23 @@ func TestLoopback(t *testing.T) {
 				// Loopback at these rates loses nothing; the schedule sets
 				// the count: one datagram per gap, plus the first.
 				want := spec.Duration.D().Seconds() * float64(*spec.RateBps) / float64(8*withDefaults(spec).Size)
-				// Generous: a loaded 2-core machine can hold a sender back
-				// near the end of its time.
-				if got := float64(res.Packets.Sent); math.Abs(got-want) > 0.1*want+2 {
-					t.Errorf("sent %v datagrams, want %.0f ± 10%%", got, want)
+				// A pacer never sends ahead of its schedule (10 % for the
+				// run's edges), on any machine; a loaded one can hold the
+				// sender back, so reaching the rate is a figure.
+				got := float64(res.Packets.Sent)
+				if got <= 0 || got > 1.1*want+2 {
+					t.Errorf("sent %v datagrams, want some and at most %.0f + 10%%", got, want)
 				}
-				if got := res.ThroughputBps.Sender; math.Abs(got-float64(*spec.RateBps)) > 0.1*float64(*spec.RateBps) {
-					t.Errorf("sender throughput %.0f bit/s, want %d ± 10%%", got, *spec.RateBps)
+				figure.Check(t, math.Abs(got-want) <= 0.1*want+2, "sent %v datagrams, want %.0f ± 10%%", got, want)
+				rate := float64(*spec.RateBps)
+				if tput := res.ThroughputBps.Sender; tput <= 0 || tput > 1.1*rate {
+					t.Errorf("sender throughput %.0f bit/s, want some and at most %d + 10%%", tput, *spec.RateBps)
 				}
-				if res.Packets.Lost != 0 || res.Packets.Duplicate != 0 {
-					t.Errorf("packets %+v: loopback at a low rate lost or duplicated", *res.Packets)
+				figure.Check(t, math.Abs(res.ThroughputBps.Sender-rate) <= 0.1*rate, "sender throughput %.0f bit/s, want %d ± 10%%", res.ThroughputBps.Sender, *spec.RateBps)
+				if res.Packets.Duplicate != 0 {
+					t.Errorf("packets %+v: duplicated on loopback", *res.Packets)
 				}
+				figure.Check(t, res.Packets.Lost == 0, "packets %+v: loopback at a low rate lost some", *res.Packets)
 				// At most the datagrams due within one pacing quantum go
 				// to the kernel at once.
 				gap := float64(withDefaults(spec).Size*8) * 1e9 / float64(*spec.RateBps)
@@ -333,8 +340,8 @@ func TestAcrossNamespaces(t *testing.T) {
 			if res.DSCPReceived == nil || *res.DSCPReceived != tc.wantDSCP {
 				t.Errorf("dscp on arrival %v, want %d", res.DSCPReceived, tc.wantDSCP)
 			}
-			if *spec.RateBps > 0 && res.Packets.Lost > res.Packets.Sent/1000 {
-				t.Errorf("packets %+v: more than 0.1%% lost at %d bit/s over a veth", *res.Packets, *spec.RateBps)
+			if *spec.RateBps > 0 {
+				figure.Check(t, res.Packets.Lost <= res.Packets.Sent/1000, "packets %+v: want at most 0.1%% lost at %d bit/s over a veth", *res.Packets, *spec.RateBps)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
@@ -18,8 +19,9 @@ import (
 func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestMatrixLab: six lab nodes, n3's underlay link at 100 Mbit/s both
-// ways: rows for all 30 ordered pairs within 2 minutes, every pair of n3
-// and n3 itself flagged as outliers and no other node; and, from the
+// ways: rows for all 30 ordered pairs (within 2 minutes: a figure), every
+// pair of n3 and n3 itself flagged as outliers (no other pair: a figure);
+// and, from the
 // stored tasks' start and end times, no node was ever in two throughput
 // tests at once.
 func TestMatrixLab(t *testing.T) {
@@ -29,9 +31,7 @@ func TestMatrixLab(t *testing.T) {
 	rows, runIDs := cnperftest.LabRunIDs(t, "matrix", "--nodes", "6", "--time", "1s", "--node-underlay-rate", "n3=100M", "--db", db)
 	took := time.Since(start)
 	t.Logf("matrix of 6 nodes: %d rows, %d runs in %v", len(rows), len(runIDs), took.Round(time.Second))
-	if took > 2*time.Minute {
-		t.Errorf("took %v, want within 2 minutes", took)
-	}
+	figure.Check(t, took <= 2*time.Minute, "a 6-node matrix took %v, want within 2 minutes", took.Round(time.Second))
 	pairs, nodes := 0, map[string]string{}
 	for _, r := range rows {
 		out, _ := r[matrix.LabelOutlier].(string)
@@ -42,11 +42,18 @@ func TestMatrixLab(t *testing.T) {
 		pairs++
 		src, dst := r[matrix.LabelSrc].(string), r[matrix.LabelDst].(string)
 		tput, _ := cnperftest.Num(r, "throughput_bps.receiver")
-		// Round trips on a shared host are noisy: a pair without n3 may be
-		// flagged for one, never for its throughput or loss.
+		// n3's 100 Mbit/s links are a tenth of what any veth pair carries
+		// even on a loaded machine: every pair of n3 is flagged. Round
+		// trips on a shared host are noisy, and a CPU hog can starve any
+		// pair's sender: a pair without n3 flagged for its throughput or
+		// loss is a figure, logged.
 		involved := src == "n3" || dst == "n3"
-		if involved && out == "" || !involved && (strings.Contains(out, "TCP throughput") || strings.Contains(out, "UDP loss")) {
-			t.Errorf("pair %s → %s (%.2f Gbit/s): outlier %q, want throughput or loss flagged exactly when n3 is in it", src, dst, tput/1e9, out)
+		if involved && out == "" {
+			t.Errorf("pair %s → %s (%.2f Gbit/s): not flagged, want every pair of n3 flagged", src, dst, tput/1e9)
+		}
+		if !involved {
+			figure.Check(t, !strings.Contains(out, "TCP throughput") && !strings.Contains(out, "UDP loss"),
+				"pair %s → %s (%.2f Gbit/s): outlier %q, want no throughput or loss flag without n3", src, dst, tput/1e9, out)
 		}
 		if out != "" {
 			t.Logf("outlier %s → %s: %s", src, dst, out)

