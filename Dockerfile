@@ -1,8 +1,10 @@
-# cnperf for users with Docker: the static cnperf binary plus the tools the
-# seed's task types run (iperf3, iperf 2, ping, traceroute).
-#   docker build -t cnperf/cnperf:latest .
-# Without Docker or a registry, `cnperf image build -o cnperf.tar` writes an
-# image of the binary alone (cnperf's own probes) for `ctr images import`.
+# cnperf with the external tools the seed's task types run (iperf3, iperf 2,
+# ping, traceroute), for users who want those:
+#   docker build -t REGISTRY/cnperf-tools:TAG .
+# The released image (ghcr.io/cnperf/cnperf:TAG) and `cnperf image push` /
+# `cnperf k8s deploy --push` hold the static binary alone (cnperf's own
+# probes), built without Docker; `cnperf image build -o cnperf.tar` writes
+# that image for `ctr images import`.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -13,7 +13,11 @@ all: build
 # The commit `cnperf version` prints when the build carries no VCS stamp
 # (GOFLAGS=-buildvcs=false, or a git worktree go does not stamp from).
 COMMIT   := $(shell git rev-parse HEAD 2>/dev/null)$(if $(shell git status --porcelain 2>/dev/null | head -c1),+modified)
-LDFLAGS  := -X github.com/cnperf/cnperf/internal/cli.fallbackCommit=$(COMMIT)
+# The release tag at HEAD (none elsewhere: `cnperf version` then says
+# (devel) and `cnperf k8s deploy` wants --image or --push); a modified
+# checkout is no release.
+VERSION  := $(if $(findstring +modified,$(COMMIT)),,$(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null))
+LDFLAGS  := -X github.com/cnperf/cnperf/internal/cli.fallbackCommit=$(COMMIT) $(if $(VERSION),-X github.com/cnperf/cnperf/internal/cli.version=$(VERSION))
 
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cnperf

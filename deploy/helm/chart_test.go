@@ -154,6 +154,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 		{"postgres overlay", []string{"server.postgres.enabled=true"}, k8s.DeployOptions{PostgresSecret: "cnperf-postgres"}},
 		{"image", []string{"image.repository=localhost/cnperf", "image.tag=dev", "image.pullPolicy=Never"},
 			k8s.DeployOptions{Image: "localhost/cnperf:dev", ImagePullPolicy: corev1.PullNever}},
+		{"image by digest, pull secret", []string{"image.repository=registry.example.com/cnperf", "image.tag=sha256:" + strings.Repeat("ab", 32), "image.pullSecrets[0]=regcred"},
+			k8s.DeployOptions{Image: "registry.example.com/cnperf@sha256:" + strings.Repeat("ab", 32), ImagePullSecret: "regcred"}},
 		{"tls overlay", []string{"tls.enabled=true"}, k8s.DeployOptions{TLS: true}},
 		{"tls with postgres", []string{"tls.enabled=true", "server.postgres.enabled=true"}, k8s.DeployOptions{TLS: true, PostgresSecret: "cnperf-postgres"}},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnperf/cnperf/internal/image"
 	"github.com/cnperf/cnperf/internal/k8s"
 )
 
@@ -51,6 +52,7 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 	var o k8s.DeployOptions
 	var pull string
 	var wait time.Duration
+	var di deployImage
 	cmd := &cobra.Command{
 		Use:   "deploy",
 		Short: "Apply deploy/kubernetes (server, agents, RBAC) and wait until everything is ready",
@@ -60,15 +62,25 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 			"server answers HTTPS only (overlays/tls): the deploy keeps a CA in the namespace and a\n" +
 			"serving certificate for cnperf-server, cnperf-server.NS, .NS.svc and .NS.svc.cluster.local\n" +
 			"(and the nodes' addresses with --node-port); a re-deploy keeps the CA and re-issues the\n" +
-			"serving certificate when its names change or less than 30 days of it are left.",
+			"serving certificate when its names change or less than 30 days of it are left.\n" +
+			"The image is this cnperf's release (" + image.Repository + ":VERSION), --image, or with\n" +
+			"--push REGISTRY/REPO[:TAG] an image of this binary (and each --binary) pushed there and\n" +
+			"deployed by digest; --image-pull-secret NAME makes the pods pull with that Secret, which\n" +
+			"--create-image-pull-secret writes from the local Docker config's credentials.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.ImagePullPolicy = corev1.PullPolicy(pull)
+			if err := di.check(o); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
 			c, err := f.client(cmd.Context())
 			if err != nil {
+				return err
+			}
+			if err := di.resolve(cmd.Context(), &o, st.Err); err != nil {
 				return err
 			}
 			if err := c.Deploy(cmd.Context(), o, wait, st.Out); err != nil {
@@ -80,7 +92,11 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.Image, "image", "", "image of server and agents (default: the manifests', cnperf/cnperf:latest)")
+	cmd.Flags().StringVar(&o.Image, "image", "", "image of server and agents (default: this cnperf's release, "+image.Repository+":VERSION)")
+	cmd.Flags().StringVar(&di.push, "push", "", "push an image of this cnperf to REGISTRY/REPO[:TAG] (see cnperf image push) and deploy it by digest")
+	cmd.Flags().StringVar(&o.ImagePullSecret, "image-pull-secret", "", "pods pull the image with this Secret (type kubernetes.io/dockerconfigjson) of the namespace")
+	cmd.Flags().BoolVar(&di.createSecret, "create-image-pull-secret", false, "write --image-pull-secret from the local Docker config's credentials for the image's registry")
+	di.pf.add(cmd.Flags())
 	cmd.Flags().StringVar(&pull, "image-pull-policy", "", "Always, Never (for images imported with ctr) or IfNotPresent")
 	cmd.Flags().Int32Var(&o.NodePort, "node-port", 0, "expose the server on this NodePort (30000-32767; the seed used 30001)")
 	cmd.Flags().StringVar(&o.PostgresSecret, "postgres-secret", "", "use PostgreSQL: Secret in namespace cnperf whose key dsn holds the DSN")

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cnperf/cnperf/internal/image"
 )
 
 // buildInfo is what `cnperf version` and `cnperf --version` print.
@@ -21,6 +23,11 @@ type buildInfo struct {
 // ("HASH" or "HASH+modified"), used when the go command recorded none.
 var fallbackCommit string
 
+// version is the release tag (e.g. v0.2.0) that `make build` (when a tag
+// is at HEAD) and the release build (.goreleaser.yaml) pass with -ldflags
+// -X; empty in any other build.
+var version string
+
 // readBuildInfo reads the version, commit and Go version the running
 // binary was built with.
 func readBuildInfo() buildInfo {
@@ -28,7 +35,16 @@ func readBuildInfo() buildInfo {
 	if !ok {
 		bi = nil
 	}
-	return withFallback(fromBuildInfo(bi), fallbackCommit)
+	return withVersion(withFallback(fromBuildInfo(bi), fallbackCommit), version)
+}
+
+// withVersion sets the version stamped at link time, when there is one:
+// go build from a checkout records only "(devel)".
+func withVersion(b buildInfo, stamped string) buildInfo {
+	if stamped != "" {
+		b.Version = stamped
+	}
+	return b
 }
 
 // withFallback fills in the commit from fallback when the build
@@ -78,6 +94,10 @@ func (b buildInfo) String() string {
 
 // buildVersion returns the module version the binary was built from.
 func buildVersion() string { return readBuildInfo().Version }
+
+// defaultImage is the image of this binary's own release, which `cnperf k8s
+// deploy` uses unless told otherwise; a development build has none.
+func defaultImage() (string, error) { return image.ForVersion(buildVersion()) }
 
 func newVersionCommand(st Streams) *cobra.Command {
 	var asJSON bool

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,6 +34,27 @@ func TestFromBuildInfo(t *testing.T) {
 	}
 	if got, want := (buildInfo{Version: "v1", Commit: "abc", Modified: true, GoVersion: "go1.26.8"}).String(), "cnperf v1, commit abc (modified), go1.26.8"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestWithVersion: a binary built from a tag (make build at a tagged
+// commit, the release build) prints that tag, whatever go recorded.
+func TestWithVersion(t *testing.T) {
+	devel := buildInfo{Version: "(devel)", Commit: "abc", GoVersion: "go1.26.8"}
+	if got := withVersion(devel, ""); got != devel {
+		t.Errorf("no stamp: %+v, want %+v", got, devel)
+	}
+	if got := withVersion(devel, "v0.3.0"); got.Version != "v0.3.0" || got.Commit != "abc" {
+		t.Errorf("stamped v0.3.0: %+v", got)
+	}
+	old := version
+	t.Cleanup(func() { version = old })
+	version = "v0.3.0"
+	if got := readBuildInfo(); got.Version != "v0.3.0" {
+		t.Errorf("readBuildInfo with version %q: %+v", version, got)
+	}
+	if img, err := defaultImage(); err != nil || !strings.HasSuffix(img, ":v0.3.0") {
+		t.Errorf("defaultImage of v0.3.0: %q, %v", img, err)
 	}
 }
 

@@ -35,6 +35,10 @@ func customize(obj runtime.Object, o DeployOptions) error {
 		}
 	case *appsv1.DaemonSet:
 		customizePod(&x.Spec.Template.Spec, o)
+	case *corev1.ServiceAccount:
+		if o.ImagePullSecret != "" {
+			x.ImagePullSecrets = append(x.ImagePullSecrets, corev1.LocalObjectReference{Name: o.ImagePullSecret})
+		}
 	case *corev1.Service:
 		if x.Name == ServerName && o.NodePort > 0 {
 			x.Spec.Type = corev1.ServiceTypeNodePort
@@ -47,6 +51,9 @@ func customize(obj runtime.Object, o DeployOptions) error {
 }
 
 func customizePod(ps *corev1.PodSpec, o DeployOptions) {
+	if o.ImagePullSecret != "" {
+		ps.ImagePullSecrets = append(ps.ImagePullSecrets, corev1.LocalObjectReference{Name: o.ImagePullSecret})
+	}
 	for _, cs := range [][]corev1.Container{ps.InitContainers, ps.Containers} {
 		for i := range cs {
 			if o.Image != "" {

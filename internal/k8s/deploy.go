@@ -109,6 +109,9 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 			if created {
 				fmt.Fprintf(log, "secret/%s created with random tokens (read user-token from it for the CLI)\n", TokensSecret)
 			}
+			if err := c.ensurePullSecret(ctx, opts, log); err != nil {
+				return err
+			}
 			if opts.TLS {
 				hosts, err := c.TLSHosts(ctx, opts.NodePort > 0)
 				if err != nil {
@@ -145,6 +148,49 @@ func toNamespace(u *unstructured.Unstructured, ns string) error {
 		}
 	}
 	return unstructured.SetNestedSlice(u.Object, subjects, "subjects")
+}
+
+// ensurePullSecret writes opts.PullSecretConfig into the Secret
+// opts.ImagePullSecret, or, without it, checks that the Secret exists: a
+// missing one would leave every pod in ImagePullBackOff.
+func (c *Client) ensurePullSecret(ctx context.Context, opts DeployOptions, log io.Writer) error {
+	name := opts.ImagePullSecret
+	if name == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	secrets := c.Kube.CoreV1().Secrets(c.NS())
+	if opts.PullSecretConfig == nil {
+		s, err := secrets.Get(rctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("image pull secret %s: not in namespace %s (create it with kubectl create secret docker-registry, or let deploy make it with --create-image-pull-secret)", name, c.NS())
+		}
+		if err != nil {
+			return c.explain(err, "get secret "+name)
+		}
+		if s.Type != corev1.SecretTypeDockerConfigJson && s.Type != corev1.SecretTypeDockercfg {
+			return fmt.Errorf("image pull secret %s: type %s, want %s", name, s.Type, corev1.SecretTypeDockerConfigJson)
+		}
+		return nil
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.NS(),
+			Labels: map[string]string{"app.kubernetes.io/part-of": "cnperf"}},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: opts.PullSecretConfig},
+	}
+	_, err := secrets.Create(rctx, s, metav1.CreateOptions{FieldManager: fieldManager})
+	verb := "created"
+	if apierrors.IsAlreadyExists(err) {
+		verb = "replaced"
+		_, err = secrets.Update(rctx, s, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return c.explain(err, "write secret "+name)
+	}
+	fmt.Fprintf(log, "secret/%s %s with the registry credentials of the local Docker config\n", name, verb)
+	return nil
 }
 
 // ensureTokens creates the token Secret when missing; it reports whether it

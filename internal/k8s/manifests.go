@@ -26,8 +26,16 @@ import (
 type DeployOptions struct {
 	Image           string            // e.g. localhost/cnperf:dev; empty keeps the base's
 	ImagePullPolicy corev1.PullPolicy // empty keeps the default
-	NodePort        int32             // > 0: the server's Service becomes a NodePort on this port
-	PostgresSecret  string            // Secret with key "dsn": the server uses PostgreSQL, no PVC
+	// ImagePullSecret names a Secret of type kubernetes.io/dockerconfigjson
+	// in the namespace that the pods pull the image with: it goes on the
+	// ServiceAccounts (so test pods get it too) and the pod templates.
+	ImagePullSecret string
+	// PullSecretConfig, when set, is the .dockerconfigjson Deploy writes
+	// into ImagePullSecret (created or replaced); otherwise that Secret
+	// must exist.
+	PullSecretConfig []byte
+	NodePort         int32  // > 0: the server's Service becomes a NodePort on this port
+	PostgresSecret   string // Secret with key "dsn": the server uses PostgreSQL, no PVC
 	// ServerArgs are appended to the server's arguments (e.g. log level).
 	ServerArgs []string
 	// TLS: the server answers HTTPS only, with the certificate in
@@ -51,6 +59,13 @@ func (o DeployOptions) Validate() error {
 		for _, msg := range validation.IsDNS1123Subdomain(o.PostgresSecret) {
 			errs = append(errs, fmt.Errorf("postgres secret %q: %s", o.PostgresSecret, msg))
 		}
+	}
+	if o.ImagePullSecret != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(o.ImagePullSecret) {
+			errs = append(errs, fmt.Errorf("image pull secret %q: %s", o.ImagePullSecret, msg))
+		}
+	} else if o.PullSecretConfig != nil {
+		errs = append(errs, errors.New("image pull secret: the credentials need a Secret name"))
 	}
 	if strings.ContainsAny(o.Image, " \t\n") {
 		errs = append(errs, fmt.Errorf("image %q: must not contain white space", o.Image))

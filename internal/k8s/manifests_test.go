@@ -294,6 +294,8 @@ func TestDeployOptionsRejectBadInput(t *testing.T) {
 		"pull policy":            {ImagePullPolicy: "Sometimes"},
 		"secret name":            {PostgresSecret: "Bad_Name"},
 		"image with space":       {Image: "a b"},
+		"pull secret name":       {ImagePullSecret: "Bad_Name"},
+		"credentials, no name":   {PullSecretConfig: []byte("{}")},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {

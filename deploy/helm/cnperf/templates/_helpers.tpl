@@ -1,8 +1,19 @@
 {{/* The image of server and agents. */}}
 {{- define "cnperf.image" -}}
-image: {{ printf "%s:%s" .Values.image.repository (toString .Values.image.tag) | quote }}
+{{- $tag := toString (.Values.image.tag | default .Chart.AppVersion) }}
+image: {{ printf "%s%s%s" .Values.image.repository (ternary "@" ":" (hasPrefix "sha256:" $tag)) $tag | quote }}
 {{- with .Values.image.pullPolicy }}
 imagePullPolicy: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secrets pods pull the image with (image.pullSecrets). */}}
+{{- define "cnperf.pullSecrets" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
