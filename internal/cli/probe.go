@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,61 +40,94 @@ any cnperf responder port reflects STAMP too) and print a summary like
 iperf3's or ping's, or the JSON result.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := f.spec(cmd, args[0])
-			if err != nil {
-				return err
+			err := f.run(cmd, args[0], g, st)
+			var measured *ExitError // a result was printed, then judged
+			if err != nil && f.asJSON && !errors.As(err, &measured) {
+				// As iperf3 -J: a failure is a JSON document on stdout
+				// too, so a script reading stdout always gets one.
+				_ = printJSON(st.Out, map[string]string{"error": err.Error()})
 			}
-			var res *probe.Result
-			switch f.peer {
-			case "iperf3":
-				if f.keyFile != "" {
-					return fmt.Errorf("--key-file: iperf3's protocol has no place for a test key")
-				}
-				if f.authKeyFile != "" {
-					return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
-				}
-				res, err = iperf3wire.Run(cmd.Context(), spec)
-			case "", "cnperf":
-				env := probe.Env{Logger: g.logger(st)}
-				if f.authKeyFile != "" {
-					if spec.Kind != probe.KindStamp {
-						return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
-					}
-					if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
-						return err
-					}
-				}
-				if f.keyFile != "" {
-					switch spec.Kind {
-					case probe.KindTCP, probe.KindUDP, probe.KindRR:
-					default:
-						return fmt.Errorf("--key-file: only tcp, udp and rr sessions carry a test key")
-					}
-					keys, err := probe.ReadKeyFile(f.keyFile)
-					if err != nil {
-						return err
-					}
-					env.TestKey = keys[0]
-				}
-				if !f.asJSON {
-					env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
-				}
-				res, err = probers().Run(cmd.Context(), spec, env)
-			default:
-				err = fmt.Errorf("--peer %q: want cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s)", f.peer)
-			}
-			if err != nil {
-				return err
-			}
-			if f.asJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
-			}
-			_, err = fmt.Fprint(st.Out, probe.FormatSummary(res))
 			return err
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// run runs the probe the flags ask for and prints its result.
+func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st Streams) error {
+	spec, err := f.spec(cmd, kind)
+	if err != nil {
+		return err
+	}
+	var res *probe.Result
+	switch f.peer {
+	case "iperf3":
+		if f.keyFile != "" {
+			return fmt.Errorf("--key-file: iperf3's protocol has no place for a test key")
+		}
+		if f.authKeyFile != "" {
+			return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
+		}
+		res, err = iperf3wire.Run(cmd.Context(), spec)
+	case "", "cnperf":
+		env := probe.Env{Logger: g.logger(st)}
+		if f.authKeyFile != "" {
+			if spec.Kind != probe.KindStamp {
+				return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
+			}
+			if env.AuthKey, err = stamp.ReadKeyFile(f.authKeyFile); err != nil {
+				return err
+			}
+		}
+		if f.keyFile != "" {
+			switch spec.Kind {
+			case probe.KindTCP, probe.KindUDP, probe.KindRR:
+			default:
+				return fmt.Errorf("--key-file: only tcp, udp and rr sessions carry a test key")
+			}
+			keys, err := probe.ReadKeyFile(f.keyFile)
+			if err != nil {
+				return err
+			}
+			env.TestKey = keys[0]
+		}
+		if !f.asJSON {
+			env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+		}
+		res, err = probers().Run(cmd.Context(), spec, env)
+	default:
+		err = fmt.Errorf("--peer %q: want cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s)", f.peer)
+	}
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		if err := printJSON(st.Out, res); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprint(st.Out, probe.FormatSummary(res)); err != nil {
+		return err
+	}
+	if noReplies(res) {
+		// As ping(8): exit 1 when nothing came back.
+		return &ExitError{Code: 1, Err: fmt.Errorf("%s %s: no replies (100 %% loss)", res.Kind, spec.Target)}
+	}
+	return nil
+}
+
+// noReplies reports a ping or stamp result in which every packet was lost.
+func noReplies(res *probe.Result) bool {
+	if res == nil || (res.Kind != probe.KindPing && res.Kind != probe.KindStamp) {
+		return false
+	}
+	if res.Packets != nil && res.Packets.Sent > 0 {
+		return res.Packets.Received == 0
+	}
+	return res.LossPct != nil && *res.LossPct >= 100
+}
+
+func (f *probeFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr), HOST (ping, trace) or HOST[:PORT] (stamp, default port 862)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
@@ -119,7 +152,6 @@ iperf3's or ping's, or the JSON result.`,
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
-	return cmd
 }
 
 // spec turns the flags into a probe spec; only flags the user set are

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/probetest"
 )
 
 // startResponder serves every registered handler on loopback and returns
@@ -330,5 +331,53 @@ func TestProbeSourceBinding(t *testing.T) {
 				t.Errorf("src %q, want bound to 127.0.0.2", v.Src)
 			}
 		})
+	}
+}
+
+// TestProbeFailuresAsUsersExpect: a --json run that fails prints
+// {"error": ...} on stdout (as iperf3 -J does) and exits non-zero; stamp
+// and ping exit 1 when nothing came back (as ping does), after printing
+// what they measured; a tcp probe against a stock iperf3 server fails at
+// once and suggests --peer iperf3.
+func TestProbeFailuresAsUsersExpect(t *testing.T) {
+	code, out, _ := cnperf(t, 20*time.Second, "probe", "tcp", "--to", "127.0.0.1:1", "--time", "1s", "--json")
+	var doc map[string]string
+	if err := json.Unmarshal([]byte(out), &doc); code == 0 || err != nil || !strings.Contains(doc["error"], "127.0.0.1:1") {
+		t.Errorf("failed --json run: exit %d, stdout %q; want non-zero and {\"error\": ...} naming the target", code, out)
+	}
+
+	// A UDP socket that reads test packets and never answers.
+	hole, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := hole.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	args := []string{"probe", "stamp", "--to", hole.LocalAddr().String(), "-c", "3", "-i", "10ms", "--timeout", "300ms"}
+	code, out, errOut := cnperf(t, 20*time.Second, args...)
+	if code != 1 || !strings.Contains(errOut, "no replies") || out == "" {
+		t.Errorf("stamp at 100%% loss: exit %d, stdout %q, stderr %q; want exit 1 after the summary", code, out, errOut)
+	}
+	code, out, _ = cnperf(t, 20*time.Second, append(args, "--json")...)
+	var res probe.Result
+	if err := json.Unmarshal([]byte(out), &res); code != 1 || err != nil || res.LossPct == nil || *res.LossPct != 100 {
+		t.Errorf("stamp --json at 100%% loss: exit %d, stdout %q; want exit 1 and one result document with loss_pct 100", code, out)
+	}
+
+	stock := probetest.StartIperf3Server(t).Addr
+	start := time.Now()
+	code, _, errOut = cnperf(t, 20*time.Second, "probe", "tcp", "--to", stock, "--time", "1s")
+	if code == 0 || !strings.Contains(errOut, "--peer iperf3") {
+		t.Errorf("tcp against iperf3 -s: exit %d, stderr %q; want a failure suggesting --peer iperf3", code, errOut)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("tcp against iperf3 -s took %v to fail; want at once", took)
 	}
 }

@@ -246,6 +246,29 @@ func (c *ControlConn) recvOne(ctx context.Context) (Message, error) {
 	return m, nil
 }
 
+// ErrNotCnperf marks a peer that does not speak cnperf's control protocol.
+var ErrNotCnperf = errors.New("not a cnperf responder")
+
+// answersJSON waits for the first byte of the peer's answer to a hello and
+// fails at once when it cannot begin a JSON message, instead of waiting
+// out the deadline for a newline that never comes. A stock iperf3 server
+// reads the first 37 bytes of the hello as its cookie and answers with one
+// state byte (PARAM_EXCHANGE, 9; ACCESS_DENIED -1; SERVER_ERROR -2).
+func (c *ControlConn) answersJSON(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	_ = c.conn.SetReadDeadline(deadline(ctx))
+	b, err := c.rd.Peek(1)
+	if err != nil || b[0] == '{' {
+		return nil // Recv reports a read error with its context
+	}
+	switch int8(b[0]) {
+	case 9, -1, -2:
+		return fmt.Errorf("%w: it answered the hello with byte %d, an iperf3 state, as a stock iperf3 server does: measure it with --peer iperf3", ErrNotCnperf, int8(b[0]))
+	}
+	return fmt.Errorf("%w: it answered the hello with byte 0x%02x, not a JSON message", ErrNotCnperf, b[0])
+}
+
 // Expect reads the next message and checks its type.
 func (c *ControlConn) Expect(ctx context.Context, typ string) (Message, error) {
 	m, err := c.Recv(ctx)
@@ -339,6 +362,10 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	if err := c.Ctrl.Send(dctx, Message{Type: MsgHello, Kind: spec.Kind, Session: c.Session.String(), Spec: &sp, Sync: clockSyncExchanges, Key: key}); err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if err := c.Ctrl.answersJSON(dctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("responder %s: %w", spec.Target, err)
 	}
 	if _, err := c.Ctrl.Expect(dctx, MsgOK); err != nil {
 		conn.Close()
