@@ -165,6 +165,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.link = &link{cl: a.cl}
 	a.out = newOutbox(a.link, log, outDir)
+	a.out.changed = func() { signal(a.sess.listsChanged) }
 	a.servers = newServerSet(a.link, id, log)
 	a.sess.init(opts.NoSession)
 	return a, nil
@@ -278,14 +279,20 @@ func (a *Agent) heartbeat() api.Heartbeat {
 	}
 }
 
-// heartbeatLoop beats every HeartbeatEvery; the reply's Cancel stops tasks.
+// heartbeatLoop keeps the server's view of the agent current. Without a
+// session (polling, or while one is being opened) it beats every
+// HeartbeatEvery. With one held, presence is the session's keep-alives,
+// and the loop sends a heartbeat frame only when the running or
+// undelivered lists change (a task taken or ended, a result queued or
+// delivered), at most one a HeartbeatEvery: an idle agent is not woken
+// once a second to find nothing changed. The reply's Cancel stops tasks.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(a.opts.HeartbeatEvery)
-	defer t.Stop()
 	failing := false
 	server := "" // the server (replica) in use at the last beat
 	for {
-		if !a.sessionBeat(ctx) {
+		beat := time.Now()
+		s, current, rest := a.sessionBeat(ctx)
+		if rest {
 			a.restBeat(ctx, &failing)
 		}
 		if base := a.cl.Base(); base != server {
@@ -294,8 +301,23 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			}
 			server = base
 		}
+		if s != nil && current {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.Done():
+				continue
+			case <-a.sess.listsChanged:
+			}
+		}
+		wait := a.opts.HeartbeatEvery - time.Since(beat)
+		if wait <= 0 {
+			continue
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -110,6 +110,7 @@ func (a *Agent) accept(ctx context.Context, t api.AgentTask) {
 	jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	j := &job{task: t, ctx: jctx, cancel: cancel}
 	a.jobs[t.TaskID] = j
+	signal(a.sess.listsChanged)
 	a.jobWG.Add(1)
 	go func() {
 		defer a.jobWG.Done()
@@ -127,6 +128,7 @@ func (a *Agent) runJob(j *job) {
 		delete(a.jobs, t.TaskID)
 		a.done.add(t.TaskID)
 		a.mu.Unlock()
+		signal(a.sess.listsChanged)
 		j.cancel(nil)
 		a.signalFreed()
 	}()

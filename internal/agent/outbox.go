@@ -41,6 +41,9 @@ type outbox struct {
 	mu      sync.Mutex // guards pending
 	pending []*delivery
 	kick    chan struct{}
+	// changed, when set, is called after a report is queued or
+	// forgotten (the heartbeat's undelivered list changed).
+	changed func()
 }
 
 type delivery struct {
@@ -182,6 +185,13 @@ func (o *outbox) add(rep api.Report) {
 	case o.kick <- struct{}{}:
 	default:
 	}
+	o.notify()
+}
+
+func (o *outbox) notify() {
+	if o.changed != nil {
+		o.changed()
+	}
 }
 
 // len returns the number of reports not yet acknowledged.
@@ -215,6 +225,7 @@ func (o *outbox) remove(d *delivery) {
 			o.log.Warn("cannot remove a delivered report from the outbox", "file", d.file, "err", err)
 		}
 	}
+	defer o.notify()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, p := range o.pending {

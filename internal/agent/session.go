@@ -75,6 +75,9 @@ type sessionState struct {
 	pulled   atomic.Bool   // a pull is outstanding on the session
 	offered  chan struct{} // an offer of tasks answered the pull
 	changed  chan struct{} // a session came up or ended
+	// listsChanged: a task was taken or ended, or a result queued or
+	// delivered (the heartbeat's lists may differ from those sent).
+	listsChanged chan struct{}
 
 	mu         sync.Mutex // guards pollCancel, sentLists
 	pollCancel context.CancelFunc
@@ -84,6 +87,7 @@ type sessionState struct {
 func (ss *sessionState) init(noSession bool) {
 	ss.offered = make(chan struct{}, 1)
 	ss.changed = make(chan struct{}, 1)
+	ss.listsChanged = make(chan struct{}, 1)
 	ss.fallback.Store(noSession)
 }
 
@@ -228,13 +232,14 @@ func (a *Agent) sessionPull(ctx context.Context) bool {
 }
 
 // sessionBeat sends a heartbeat frame when the held session's server has
-// not seen the agent's current lists; false when no session is held and a
-// REST heartbeat is due instead (fallback). Without a session and before
-// the first attempt failed, nothing is sent.
-func (a *Agent) sessionBeat(ctx context.Context) bool {
-	s := a.link.sess.Load()
+// not seen the agent's current lists. It returns the session held (nil
+// when none is), whether its server has the current lists, and rest:
+// no session is held and a REST heartbeat is due instead (fallback).
+// Without a session and before the first attempt failed, nothing is sent.
+func (a *Agent) sessionBeat(ctx context.Context) (s *client.Session, current, rest bool) {
+	s = a.link.sess.Load()
 	if s == nil {
-		return !a.sess.fallback.Load()
+		return nil, false, a.sess.fallback.Load()
 	}
 	hb := a.heartbeat()
 	key := listsKey(hb)
@@ -242,17 +247,16 @@ func (a *Agent) sessionBeat(ctx context.Context) bool {
 	same := key == a.sess.sentLists
 	a.sess.mu.Unlock()
 	if same {
-		return true
+		return s, true, false
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	reply, err := s.Heartbeat(bctx, hb)
 	cancel()
 	if err != nil {
-		if errors.Is(err, client.ErrSessionClosed) {
-			return true // the next session's hello carries the lists
+		if !errors.Is(err, client.ErrSessionClosed) { // else the next session's hello carries the lists
+			a.log.Warn("session heartbeat refused", "err", err)
 		}
-		a.log.Warn("session heartbeat refused", "err", err)
-		return true
+		return s, false, false
 	}
 	a.sess.mu.Lock()
 	a.sess.sentLists = key
@@ -260,5 +264,5 @@ func (a *Agent) sessionBeat(ctx context.Context) bool {
 	if len(reply.Cancel) > 0 {
 		a.cancelTasks(reply.Cancel, errCancelledByServer)
 	}
-	return true
+	return s, true, false
 }

@@ -27,9 +27,6 @@ const (
 	udpRecvBuffer = 32 << 20
 	// udpReadSize is one batch entry's buffer: a GRO super-packet.
 	udpReadSize = 1 << 16
-	// udpPollWait bounds one wait for datagrams, so that the reader sees
-	// its context end.
-	udpPollWait = 50 * time.Millisecond
 	// udpIdleAfter is how long the reader waits in poll(2) on its own
 	// thread after the last datagram; past it, it waits on Go's poller.
 	udpIdleAfter = 10 * time.Millisecond
@@ -98,6 +95,11 @@ func (r *Responder) readUDP(ctx context.Context) {
 		}
 		lastFn(pkt, from, RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs, Drops: m.Drops, DropsOK: m.DropsOK})
 	}
+	// Idle, the reader waits on Go's poller without a deadline (a
+	// deadline to look at ctx woke the agent 20 times a second); the end
+	// of ctx sets one in the past.
+	stop := context.AfterFunc(ctx, func() { _ = r.udp.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
 	lastRx := time.Now()
 	for ctx.Err() == nil {
 		lastFn = nil // a session may have ended since the last batch
@@ -106,7 +108,9 @@ func (r *Responder) readUDP(ctx context.Context) {
 		if idle := time.Since(lastRx); idle < udpIdleAfter {
 			n, err = rcv.RecvInThread(deliver, udpIdleAfter-idle)
 		} else {
-			_ = r.udp.SetReadDeadline(time.Now().Add(udpPollWait))
+			if err := r.udp.SetReadDeadline(time.Time{}); err != nil || ctx.Err() != nil {
+				return // closed, or ctx ended before the deadline was cleared
+			}
 			if n, err = rcv.Recv(deliver); errors.Is(err, os.ErrDeadlineExceeded) {
 				err = nil
 			}

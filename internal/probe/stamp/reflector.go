@@ -21,10 +21,13 @@ const (
 	// idle for sessionIdle are forgotten.
 	maxSessions = 1 << 16
 	sessionIdle = 5 * time.Minute
-	// ioTimeout bounds every read wait (so cancellation is seen) and every
-	// reply's write.
+	// ioTimeout bounds every reply's write.
 	ioTimeout = time.Second
-	maxPacket = 9000
+	// sweepEvery is how often the session table is swept; a read waits at
+	// most until the next sweep (cancellation closes the socket), so an
+	// idle reflector wakes once a sweep, not once a second.
+	sweepEvery = time.Minute
+	maxPacket  = 9000
 )
 
 // ReflectorOptions configure a Session-Reflector.
@@ -134,17 +137,17 @@ func (r *Reflector) Serve(ctx context.Context) error {
 	oob := make([]byte, 256)
 	lastSweep := time.Now()
 	for {
-		if err := r.conn.SetReadDeadline(time.Now().Add(ioTimeout)); err != nil {
+		if err := r.conn.SetReadDeadline(lastSweep.Add(sweepEvery)); err != nil {
 			return r.ended(ctx, err)
 		}
 		n, oobn, _, from, err := r.conn.ReadMsgUDPAddrPort(in, oob)
+		if time.Since(lastSweep) >= sweepEvery {
+			r.sweep(time.Now())
+			lastSweep = time.Now()
+		}
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				if time.Since(lastSweep) > time.Minute {
-					r.sweep(time.Now())
-					lastSweep = time.Now()
-				}
 				continue
 			}
 			if errors.Is(err, net.ErrClosed) {
