@@ -66,7 +66,12 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 			"The image is this cnperf's release (" + image.Repository + ":VERSION), --image, or with\n" +
 			"--push REGISTRY/REPO[:TAG] an image of this binary (and each --binary) pushed there and\n" +
 			"deployed by digest; --image-pull-secret NAME makes the pods pull with that Secret, which\n" +
-			"--create-image-pull-secret writes from the local Docker config's credentials.",
+			"--create-image-pull-secret writes from the local Docker config's credentials.\n\n" +
+			"By default every pod runs under Pod Security restricted (the namespace is labelled so):\n" +
+			"agents without capabilities or host network give the pod rows of baseline, matrix, rr,\n" +
+			"STAMP, ping and capacity. --host-agents adds a host-network agent per node (node-to-node\n" +
+			"rows, shaping's read-back of the CNI's qdiscs); --qos-agents gives the agents NET_ADMIN\n" +
+			"and NET_RAW (the QoS suites' qdiscs). Either labels the namespace privileged.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.ImagePullPolicy = corev1.PullPolicy(pull)
@@ -102,6 +107,8 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.PostgresSecret, "postgres-secret", "", "use PostgreSQL: Secret in namespace cnperf whose key dsn holds the DSN")
 	cmd.Flags().BoolVar(&o.TLS, "tls", true, "serve HTTPS only: keep a CA (Secret "+k8s.CASecret+") and a serving certificate for the Service's names (Secret "+k8s.ServingSecret+"), re-issued when its names or expiry need it; agents verify it with the CA certificate alone (ConfigMap "+k8s.CABundle+"); --tls=false serves plain HTTP")
 	cmd.Flags().DurationVar(&wait, "wait", 3*time.Minute, "wait this long for readiness (0: do not wait)")
+	cmd.Flags().BoolVar(&o.HostAgents, "host-agents", false, "opt in: a host-network agent per node (node-to-node rows); labels the namespace Pod Security privileged")
+	cmd.Flags().BoolVar(&o.QoSAgents, "qos-agents", false, "opt in: agents with NET_ADMIN and NET_RAW as uid 0 (the QoS suites' qdiscs); labels the namespace Pod Security privileged")
 	return cmd
 }
 

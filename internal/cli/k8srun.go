@@ -93,7 +93,11 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if err != nil {
 		return err
 	}
-	env := &k8s.Env{Client: c, CNIConfDir: k.cniDir, AllowNodeQdisc: allowNode}
+	sets, err := c.AgentSets(ctx)
+	if err != nil {
+		return err
+	}
+	env := &k8s.Env{Client: c, CNIConfDir: k.cniDir, AllowNodeQdisc: allowNode, Sets: sets}
 	probed := make(chan error, 1)
 	go func() {
 		var err error

@@ -19,6 +19,9 @@ func customize(obj runtime.Object, o DeployOptions) error {
 		customizeTLS(obj)
 	}
 	switch x := obj.(type) {
+	case *corev1.Namespace:
+		x.Labels[podSecurityEnforce] = o.Level()
+		x.Labels[podSecurityWarn] = o.Level()
 	case *appsv1.Deployment:
 		customizePod(&x.Spec.Template.Spec, o)
 		if x.Name == ServerName {
@@ -35,6 +38,9 @@ func customize(obj runtime.Object, o DeployOptions) error {
 		}
 	case *appsv1.DaemonSet:
 		customizePod(&x.Spec.Template.Spec, o)
+		if o.QoSAgents {
+			withQoS(&x.Spec.Template.Spec)
+		}
 	case *corev1.ServiceAccount:
 		if o.ImagePullSecret != "" {
 			x.ImagePullSecrets = append(x.ImagePullSecrets, corev1.LocalObjectReference{Name: o.ImagePullSecret})
@@ -48,6 +54,34 @@ func customize(obj runtime.Object, o DeployOptions) error {
 		}
 	}
 	return nil
+}
+
+// Pod Security admission's namespace labels.
+const (
+	podSecurityEnforce = "pod-security.kubernetes.io/enforce"
+	podSecurityWarn    = "pod-security.kubernetes.io/warn"
+)
+
+// QoSCaps are the capabilities the qos-agents opt-in gives every agent.
+var QoSCaps = []corev1.Capability{"NET_ADMIN", "NET_RAW"}
+
+// withQoS gives an agent pod NET_ADMIN and NET_RAW as uid 0 (a non-root
+// process gets no added capability in its effective set), as
+// components/qos-agents does.
+func withQoS(ps *corev1.PodSpec) {
+	if ps.SecurityContext == nil {
+		ps.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	ps.SecurityContext.RunAsNonRoot = ptrTo(false)
+	ps.SecurityContext.RunAsUser = ptrTo(int64(0))
+	c := &ps.Containers[0]
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	if c.SecurityContext.Capabilities == nil {
+		c.SecurityContext.Capabilities = &corev1.Capabilities{}
+	}
+	c.SecurityContext.Capabilities.Add = append([]corev1.Capability(nil), QoSCaps...)
 }
 
 func customizePod(ps *corev1.PodSpec, o DeployOptions) {

@@ -47,6 +47,10 @@ type Env struct {
 	// interface (suite.CapNodeQdisc; --set allow-node-qdisc=true); without
 	// it such a suite is refused before anything is made.
 	AllowNodeQdisc bool
+	// Sets are the opt-in agent sets deployed (Client.AgentSets); what
+	// needs one that is missing is refused before anything is made, with
+	// the option named.
+	Sets AgentSets
 	// HoldSlack is what a held qdisc may outlive its phase's longest step
 	// (DefaultHoldSlack when 0); see hold.go.
 	HoldSlack time.Duration
@@ -92,15 +96,25 @@ type DrainResult struct {
 
 // Caps implements suite.Env.
 func (e *Env) Caps() suite.Caps {
-	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodQdisc, suite.CapService}, Why: map[suite.Cap]string{
-		suite.CapNodeQdisc: nodeQdiscWhy,
-		suite.CapPodBurst:  "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
-		suite.CapPolice:    "cnperf does not put the police action on a cluster node's veth yet",
-		suite.CapVXLANTOS:  "cnperf changes no VXLAN device of a cluster",
+	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapService}, Why: map[suite.Cap]string{
+		suite.CapPodBurst: "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
+		suite.CapPolice:   "cnperf does not put the police action on a cluster node's veth yet",
+		suite.CapVXLANTOS: "cnperf changes no VXLAN device of a cluster",
 	}}
-	if e.AllowNodeQdisc {
-		caps.Have = append(caps.Have, suite.CapNodeQdisc)
-		delete(caps.Why, suite.CapNodeQdisc)
+	have := func(c suite.Cap, ok bool, why string) {
+		if ok {
+			caps.Have = append(caps.Have, c)
+		} else {
+			caps.Why[c] = why
+		}
+	}
+	have(suite.CapPodShaping, e.Sets.Host, hostAgentsWhy)
+	have(suite.CapPodQdisc, e.Sets.QoS, qosAgentsWhy)
+	switch {
+	case !e.Sets.Host || !e.Sets.QoS:
+		caps.Why[suite.CapNodeQdisc] = hostQoSAgentsWhy
+	default:
+		have(suite.CapNodeQdisc, e.AllowNodeQdisc, nodeQdiscWhy)
 	}
 	return e.withKernels(caps)
 }

@@ -22,18 +22,37 @@ import (
 // capability and its reason, with no run created and no change made (the
 // Env has no client: a change would panic).
 func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
-	env := &Env{kernels: []KernelTC{{Node: "node1", Kernel: "6.18", Missing: map[string]string{"police": "unsupported: kernel lacks the police action (no such file or directory)"}}}}
-	caps := env.Caps()
-	// What each suite must do today; a suite not listed must still work or
-	// be refused as below.
-	want := map[string]string{
-		"baseline": "works", "capacity": "works", "shaping": "works", "policing": "works",
-		// A cluster has one backend; without --backends naming it the suite
-		// says so before anything is made.
-		"cni-compare": "works",
-		// Its cross-node bottleneck is a qdisc on a node: opt-in only.
-		"contention": "allow-node-qdisc=true",
+	kernels := []KernelTC{{Node: "node1", Kernel: "6.18", Missing: map[string]string{"police": "unsupported: kernel lacks the police action (no such file or directory)"}}}
+	// What each suite must do today, with both opt-in agent sets and with
+	// the default install; a suite not listed must still work or be
+	// refused as below.
+	for _, tc := range []struct {
+		name string
+		env  *Env
+		want map[string]string
+	}{
+		{"opt-in agent sets", &Env{kernels: kernels, Sets: AgentSets{Host: true, QoS: true}}, map[string]string{
+			"baseline": "works", "capacity": "works", "shaping": "works", "policing": "works",
+			// A cluster has one backend; without --backends naming it the suite
+			// says so before anything is made.
+			"cni-compare": "works",
+			// Its cross-node bottleneck is a qdisc on a node: opt-in only.
+			"contention": "allow-node-qdisc=true",
+		}},
+		// Pod Security restricted: what needs an opt-in agent set is
+		// refused naming the option.
+		{"default install", &Env{}, map[string]string{
+			"baseline": "works", "capacity": "works", "matrix": "works", "cni-compare": "works",
+			"shaping": "deploy with --host-agents", "policing": "police action",
+			"qos-priority": "deploy with --qos-agents", "contention": "deploy with --host-agents --qos-agents",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { everySuiteOn(t, tc.env, tc.want) })
 	}
+}
+
+func everySuiteOn(t *testing.T, env *Env, want map[string]string) {
+	caps := env.Caps()
 	reg := builtin.Registry()
 	for _, name := range reg.Names() {
 		t.Run(name, func(t *testing.T) {
@@ -75,6 +94,9 @@ func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
 					t.Errorf("refusal does not name %s and why: %v", c, err)
 				}
 			}
+			if w := want[name]; w != "" && !strings.Contains(err.Error(), w) {
+				t.Errorf("refusal %q does not name %q", err, w)
+			}
 		})
 	}
 	if !slices.Contains(reg.Names(), "policing") {
@@ -99,7 +121,7 @@ func TestPolicingOnAClusterIsTheCNIAndAnUnsupportedRow(t *testing.T) {
 		{[]KernelTC{{Node: "node1", Err: "pod failed"}}, "node node1: could not try the police action: pod failed"},
 		{[]KernelTC{{Node: "node1"}, {Node: "node2"}}, "not run: cnperf does not put the police action on a cluster node's veth yet (the kernels of node1, node2 have it)"},
 	} {
-		r := &suite.Runner{API: suitetest.NewFakeAPI(), Env: &Env{kernels: c.kernels}}
+		r := &suite.Runner{API: suitetest.NewFakeAPI(), Env: &Env{kernels: c.kernels, Sets: AgentSets{Host: true, QoS: true}}}
 		_, phases, err := r.Plan(context.Background(), s, o)
 		if err != nil {
 			t.Fatalf("%v: %v", c.kernels, err)

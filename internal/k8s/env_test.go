@@ -44,7 +44,7 @@ func TestQuantity(t *testing.T) {
 }
 
 func TestCapsRefuseWhatIsNotBuilt(t *testing.T) {
-	caps := (&Env{}).Caps()
+	caps := (&Env{Sets: AgentSets{Host: true, QoS: true}}).Caps()
 	err := caps.Lacks("qos-priority", suite.CapNodeQdisc, suite.CapPodShaping)
 	if err == nil || !caps.Has(suite.CapPodShaping) {
 		t.Fatalf("caps %+v: %v", caps, err)

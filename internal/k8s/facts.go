@@ -20,19 +20,29 @@ const DefaultCNIConfDir = "/etc/cni/net.d"
 // AgentTemplate returns the agent container of the deployed cnperf-agent
 // DaemonSet, so test pods run exactly the image and settings users deployed.
 func (c *Client) AgentTemplate(ctx context.Context) (corev1.Container, error) {
+	ps, err := c.agentPodSpec(ctx)
+	if err != nil {
+		return corev1.Container{}, err
+	}
+	return ps.Containers[0], nil
+}
+
+// agentPodSpec returns the pod template's spec of the deployed
+// cnperf-agent DaemonSet (with at least one container).
+func (c *Client) agentPodSpec(ctx context.Context) (corev1.PodSpec, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	ds, err := c.Kube.AppsV1().DaemonSets(c.NS()).Get(rctx, "cnperf-agent", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return corev1.Container{}, fmt.Errorf("daemonset cnperf-agent not found: run `cnperf k8s deploy` first")
+		return corev1.PodSpec{}, fmt.Errorf("daemonset cnperf-agent not found: run `cnperf k8s deploy` first")
 	}
 	if err != nil {
-		return corev1.Container{}, c.explain(err, "get daemonset cnperf-agent")
+		return corev1.PodSpec{}, c.explain(err, "get daemonset cnperf-agent")
 	}
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
-		return corev1.Container{}, fmt.Errorf("daemonset cnperf-agent has no container")
+		return corev1.PodSpec{}, fmt.Errorf("daemonset cnperf-agent has no container")
 	}
-	return ds.Spec.Template.Spec.Containers[0], nil
+	return ds.Spec.Template.Spec, nil
 }
 
 // InspectNode runs a short-lived inspector pod in node's network namespace
@@ -121,7 +131,8 @@ var knownCNIs = []struct{ ns, name, cni string }{
 // Facts gathers the cluster's facts: the API server's version, the nodes
 // (kernel, kubelet, runtime), the CNI (a known CNI DaemonSet, else the
 // runtime's CNI configuration read on the first agent node), kube-proxy's
-// mode and the MTUs (read on that node by an inspector pod).
+// mode and the MTUs (read on that node by an inspector pod, a host-network
+// pod that runs only where the host-agents opt-in is deployed).
 func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Duration) (Facts, error) {
 	var f Facts
 	v, err := c.ServerVersion(ctx)
@@ -171,6 +182,19 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 	}
 	if node == "" {
 		return f, fmt.Errorf("no running agent pod to find a node to inspect: is cnperf deployed and ready?")
+	}
+	sets, err := c.AgentSets(ctx)
+	if err != nil {
+		return f, err
+	}
+	if !sets.Host {
+		// Under Pod Security restricted no inspector may run: what only a
+		// node's own network namespace tells stays unknown, and says why.
+		f.ProxyMode = "unknown: " + inspectWhy
+		if f.CNI == "" {
+			f.CNI = "unknown: " + inspectWhy
+		}
+		return f, nil
 	}
 	r, err := c.InspectNode(ctx, node, 0, cniConfDir, timeout)
 	if err != nil {

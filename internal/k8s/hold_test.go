@@ -155,7 +155,8 @@ func TestHoldOn(t *testing.T) {
 // node qdisc, and the refusal says what it would change and how to opt
 // in; with it, the capability is there.
 func TestNodeQdiscOptIn(t *testing.T) {
-	err := (&Env{}).Caps().Lacks("qos-priority", suite.CapNodeQdisc)
+	sets := AgentSets{Host: true, QoS: true}
+	err := (&Env{Sets: sets}).Caps().Lacks("qos-priority", suite.CapNodeQdisc)
 	var le *suite.LacksError
 	if !errors.As(err, &le) {
 		t.Fatalf("err %v", err)
@@ -165,7 +166,7 @@ func TestNodeQdiscOptIn(t *testing.T) {
 			t.Errorf("refusal %q lacks %q", err, want)
 		}
 	}
-	caps := (&Env{AllowNodeQdisc: true}).Caps()
+	caps := (&Env{AllowNodeQdisc: true, Sets: sets}).Caps()
 	if !caps.Has(suite.CapNodeQdisc) || !caps.Has(suite.CapPodQdisc) || caps.Kind != suite.KindKubernetes {
 		t.Errorf("caps with the opt-in: %+v", caps)
 	}

@@ -42,6 +42,25 @@ type DeployOptions struct {
 	// ServingSecret, and agents verify it with the CA in CABundle
 	// (overlays/tls). Deploy makes both.
 	TLS bool
+	// HostAgents adds the host-network agent DaemonSet (components/host-agents)
+	// and QoSAgents gives every agent NET_ADMIN and NET_RAW as uid 0
+	// (components/qos-agents); either relabels the namespace Pod Security
+	// privileged. Without them every pod runs under restricted.
+	HostAgents, QoSAgents bool
+}
+
+// The Pod Security levels the namespace is labelled with.
+const (
+	LevelRestricted = "restricted"
+	LevelPrivileged = "privileged"
+)
+
+// Level is the Pod Security level the options need.
+func (o DeployOptions) Level() string {
+	if o.HostAgents || o.QoSAgents {
+		return LevelPrivileged
+	}
+	return LevelRestricted
 }
 
 // Validate checks the options.
@@ -170,6 +189,16 @@ func Render(opts DeployOptions) ([]runtime.Object, error) {
 		}
 		out = append(out, obj)
 	}
+	if opts.HostAgents {
+		host, err := overlayObject(hostAgentFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := customize(host, opts); err != nil {
+			return nil, fmt.Errorf("%s: %w", hostAgentFile, err)
+		}
+		out = append(out, host)
+	}
 	if opts.PostgresSecret != "" {
 		// Server replicas on PostgreSQL keep one up through voluntary
 		// disruptions: the overlay's own PodDisruptionBudget.
@@ -181,6 +210,10 @@ func Render(opts DeployOptions) ([]runtime.Object, error) {
 	}
 	return out, nil
 }
+
+// hostAgentFile is components/host-agents's DaemonSet, applied with
+// HostAgents as kubectl applies it with the component.
+const hostAgentFile = "components/host-agents/agent-host.yaml"
 
 // postgresPDB is overlays/postgres's PodDisruptionBudget, applied with
 // PostgresSecret as kubectl applies it with the overlay.

@@ -174,9 +174,6 @@ func TestBaseContents(t *testing.T) {
 			if want := agentTokenVolume(); proj != nil && !reflect.DeepEqual(*want.Projected.Sources[0].ServiceAccountToken, *proj) {
 				t.Errorf("%s: token volume differs from the one shaped agents get: %+v", x.Name, proj)
 			}
-			if !hasCap(c, "NET_ADMIN") {
-				t.Errorf("%s: agent needs NET_ADMIN", x.Name)
-			}
 			if c.ReadinessProbe == nil || c.LivenessProbe == nil {
 				t.Errorf("%s: needs readiness and liveness probes", x.Name)
 			}
@@ -206,8 +203,8 @@ func TestBaseContents(t *testing.T) {
 			}
 		}
 	}
-	if daemonsets != 3 || hostNet != 1 {
-		t.Errorf("daemonsets %d (host network %d): want 3 (1)", daemonsets, hostNet)
+	if daemonsets != 2 || hostNet != 0 {
+		t.Errorf("daemonsets %d (host network %d): want 2 (0): host-network agents are an opt-in", daemonsets, hostNet)
 	}
 	if server == nil {
 		t.Fatal("no server deployment")
@@ -240,18 +237,6 @@ func TestBaseContents(t *testing.T) {
 	if server.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("server strategy %s: SQLite on a RWO volume needs Recreate", server.Spec.Strategy.Type)
 	}
-}
-
-func hasCap(c corev1.Container, name corev1.Capability) bool {
-	if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
-		return false
-	}
-	for _, x := range c.SecurityContext.Capabilities.Add {
-		if x == name {
-			return true
-		}
-	}
-	return false
 }
 
 func TestRenderOptions(t *testing.T) {

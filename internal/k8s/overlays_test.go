@@ -46,6 +46,9 @@ func TestOverlaysMatchRender(t *testing.T) {
 		{"overlays/nodeport", DeployOptions{NodePort: 30001}},
 		{"overlays/postgres", DeployOptions{PostgresSecret: "cnperf-postgres"}},
 		{"overlays/tls", DeployOptions{TLS: true}},
+		{"overlays/host-agents", DeployOptions{HostAgents: true}},
+		{"overlays/qos-agents", DeployOptions{QoSAgents: true}},
+		{"overlays/privileged", DeployOptions{HostAgents: true, QoSAgents: true}},
 	} {
 		t.Run(tt.overlay, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -47,6 +47,10 @@ type TestPod struct {
 	OneShot bool
 	// Volumes for hostPath mounts of inspectors.
 	Volumes []corev1.Volume
+	// Security is the pod's security context (a shaped agent takes the
+	// agent DaemonSet's, so it runs under the namespace's Pod Security
+	// level as the agents do).
+	Security *corev1.PodSecurityContext
 }
 
 // Validate checks the pod description before anything is created.
@@ -132,6 +136,7 @@ func (t TestPod) pod() *corev1.Pod {
 			TerminationGracePeriodSeconds: ptrTo(int64(5)),
 			Containers:                    []corev1.Container{ctr},
 			Volumes:                       t.Volumes,
+			SecurityContext:               t.Security,
 		},
 	}
 	if t.HostNetwork {

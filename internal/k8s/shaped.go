@@ -43,10 +43,11 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 	if o.Ingress == "" && o.Egress == "" {
 		return ShapedAgent{}, errors.New("shaped agent: give an ingress or an egress bandwidth")
 	}
-	tmpl, err := c.AgentTemplate(ctx)
+	ps, err := c.agentPodSpec(ctx)
 	if err != nil {
 		return ShapedAgent{}, err
 	}
+	tmpl := ps.Containers[0]
 	ann := map[string]string{}
 	ing, egr := IngressBandwidth, EgressBandwidth
 	if o.Calico {
@@ -67,15 +68,16 @@ func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedA
 	ctr.LivenessProbe = nil
 	init := corev1.Container{
 		Name: "iflink", Image: tmpl.Image, ImagePullPolicy: tmpl.ImagePullPolicy,
-		Args:            []string{"k8s", "iflink", "eth0"},
-		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true)},
+		Args: []string{"k8s", "iflink", "eth0"},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false), ReadOnlyRootFilesystem: ptrTo(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 	}
 	name := "cnperf-shaped-" + shortID()
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
 	}
 	p, err := c.RunPod(ctx, TestPod{
-		Name: name, Node: o.Node, Annotations: ann, Container: ctr, Init: &init, Volumes: agentStateVolumes(ctr),
+		Name: name, Node: o.Node, Annotations: ann, Container: ctr, Init: &init, Volumes: agentStateVolumes(ctr), Security: ps.SecurityContext,
 		Labels: map[string]string{"app.kubernetes.io/name": "cnperf-agent", "app.kubernetes.io/component": "shaped"},
 	}, o.Timeout)
 	if err != nil {

@@ -171,7 +171,7 @@ func TestRealCluster(t *testing.T) {
 
 	// 1. The manifests applied; server and agents Running on both nodes.
 	t0 := time.Now()
-	out, errOut, err := cnp(6*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "5m")
+	out, errOut, err := cnp(6*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--host-agents", "--qos-agents", "--wait", "5m")
 	if err != nil {
 		t.Fatalf("cnperf k8s deploy: %v\n%s\n%s", err, out, errOut)
 	}

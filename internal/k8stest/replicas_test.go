@@ -90,7 +90,7 @@ func serverReplicasKilled(ctx context.Context, t *testing.T, kc *k8s.Client, cnp
 		t.Fatalf("create secret cnperf-postgres: %v", err)
 	}
 	t0 := time.Now()
-	out, errOut, err := cnp(4*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never",
+	out, errOut, err := cnp(4*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--host-agents", "--qos-agents",
 		"--postgres-secret", "cnperf-postgres", "--wait", "3m")
 	if err != nil {
 		t.Fatalf("cnperf k8s deploy --postgres-secret: %v\n%s\n%s", err, out, errOut)

@@ -167,7 +167,7 @@ func serverTLS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, a
 
 	// Re-deploy: the CA and the serving certificate stay, nothing rolls.
 	server := serverPod(ctx, t, kc)
-	out, errOut, err := cnp(3*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "2m")
+	out, errOut, err := cnp(3*time.Minute, "k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--host-agents", "--qos-agents", "--wait", "2m")
 	if err != nil {
 		t.Fatalf("re-deploy: %v\n%s\n%s", err, out, errOut)
 	}
@@ -202,7 +202,7 @@ func serverTLS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, a
 	} {
 		before := serverPod(ctx, t, kc)
 		t0 := time.Now()
-		args := append([]string{"k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--wait", "3m"}, step.args...)
+		args := append([]string{"k8s", "deploy", "--image", CnperfImage, "--image-pull-policy", "Never", "--host-agents", "--qos-agents", "--wait", "3m"}, step.args...)
 		out, errOut, err := cnp(4*time.Minute, args...)
 		if err != nil {
 			t.Fatalf("deploy %v: %v\n%s\n%s", step.args, err, out, errOut)

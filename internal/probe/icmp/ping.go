@@ -25,11 +25,9 @@ const (
 	DefaultPingCount    = 5
 	DefaultPingSize     = 56 // payload bytes, as ping(8)
 	DefaultPingInterval = time.Second
-	// MinPingInterval is the shortest interval accepted at all.
+	// MinPingInterval is the shortest interval accepted, with either
+	// socket.
 	MinPingInterval = time.Millisecond
-	// MinUserPingInterval is the shortest interval without CAP_NET_RAW,
-	// ping(8)'s rule.
-	MinUserPingInterval = 200 * time.Millisecond
 	// MinPingTimeout is the default per-reply timeout unless twice the
 	// interval is longer.
 	MinPingTimeout = 2 * time.Second
@@ -53,9 +51,7 @@ type Ping struct {
 // Name returns "ping".
 func (Ping) Name() string { return probe.KindPing }
 
-// Validate rejects specs ping cannot honour anywhere. Whether this process
-// may send echoes less than 200 ms apart (CAP_NET_RAW) is checked by Run,
-// on the host that sends them.
+// Validate rejects specs ping cannot honour anywhere.
 func (p Ping) Validate(s probe.Spec) error {
 	errs := validateHostSpec(s)
 	if s.Size > maxPayload {
@@ -95,11 +91,6 @@ type pingRun struct {
 func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.Result, error) {
 	log := env.Log().With("probe", probe.KindPing, "dst", spec.Target)
 	interval := spec.IntervalOr(DefaultPingInterval)
-	// Checked here, where the echoes are sent, not in Validate: a server
-	// validating a task for an agent has other privileges than the agent.
-	if interval < MinUserPingInterval && !privileged() {
-		return nil, fmt.Errorf("interval %v: below %v needs CAP_NET_RAW (root), as with ping", interval, MinUserPingInterval)
-	}
 	// RTTs come from kernel receive timestamps from the first reply on.
 	defer probe.HoldRxTimestamps(rxStampWait)()
 	timeout := spec.TimeoutOr(max(MinPingTimeout, 2*interval))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"golang.org/x/sys/unix"
 )
 
 func tos(v int) *int { return &v }
@@ -295,4 +296,74 @@ func runPing(t *testing.T, p Ping, spec probe.Spec) *probe.Result {
 		t.Fatalf("ping: %v", err)
 	}
 	return res
+}
+
+// withoutNetRaw runs fn on the calling thread with CAP_NET_RAW out of its
+// effective set (capabilities are per thread; the caller has locked it,
+// as NS.Do does) and puts it back after.
+func withoutNetRaw(fn func() error) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	saved := data
+	data[0].Effective &^= 1 << unix.CAP_NET_RAW
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("drop CAP_NET_RAW: %w", err)
+	}
+	err := fn()
+	if rerr := unix.Capset(&hdr, &saved[0]); rerr != nil {
+		panic(fmt.Sprintf("restore CAP_NET_RAW on a locked thread: %v", rerr)) // the thread must not go back to the pool
+	}
+	return err
+}
+
+// TestPingWithoutNetRaw: a process without CAP_NET_RAW (an agent under
+// Pod Security restricted) pings at the baseline's 10 ms on a ping socket
+// where net.ipv4.ping_group_range admits its group, and where it does not,
+// fails with an error naming ping_group_range and CAP_NET_RAW.
+func TestPingWithoutNetRaw(t *testing.T) {
+	nettest.Require(t)
+	p := nettest.NewPair(t)
+	warmUp(t, p.A, p.AddrB.String())
+	for _, tc := range []struct {
+		name, groups string
+		wantErr      []string
+	}{
+		{"ping sockets admitted", "0 2147483647", nil},
+		{"ping sockets refused", "1 0", []string{"net.ipv4.ping_group_range", "CAP_NET_RAW"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var res *probe.Result
+			err := p.A.Do(func() error {
+				if err := os.WriteFile("/proc/sys/net/ipv4/ping_group_range", []byte(tc.groups), 0o644); err != nil {
+					return err
+				}
+				return withoutNetRaw(func() error {
+					if privileged() {
+						return fmt.Errorf("CAP_NET_RAW still effective")
+					}
+					var err error
+					res, err = (Ping{}).Run(context.Background(), probe.Spec{Kind: probe.KindPing,
+						Target: p.AddrB.String(), Count: 3, Interval: probe.Duration(10 * time.Millisecond)}, probe.Env{})
+					return err
+				})
+			})
+			if tc.wantErr != nil {
+				for _, w := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("err %v, want one naming %s", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ping without CAP_NET_RAW: %v", err)
+			}
+			if res.RTTms == nil || res.RTTms.Count != 3 || *res.LossPct != 0 || !strings.Contains(res.Notes[0], "datagram") {
+				t.Errorf("got rtt %+v loss %v notes %v, want 3 replies on the datagram socket", res.RTTms, res.LossPct, res.Notes)
+			}
+		})
+	}
 }
