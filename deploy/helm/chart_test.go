@@ -127,7 +127,8 @@ func TestChartLint(t *testing.T) {
 	for _, sets := range [][]string{
 		nil,
 		{"server.postgres.enabled=true", "server.service.type=NodePort"},
-		{"runner.serviceAccount.create=true", "agents.perNode=1", "agents.hostNetwork.enabled=false", "namespace.create=true"},
+		{"runner.serviceAccount.create=true", "agents.perNode=1", "namespace.create=true", "tls.enabled=false"},
+		{"hostAgents=true", "qosAgents=true", "tls.existingSecret=my-tls"},
 	} {
 		args := []string{"lint", "--strict", chart, "--namespace", "cnperf"}
 		for _, s := range sets {
@@ -149,15 +150,18 @@ func TestChartMatchesKustomize(t *testing.T) {
 		sets []string
 		opts k8s.DeployOptions
 	}{
-		{"base", nil, k8s.DeployOptions{}},
-		{"nodeport overlay", []string{"server.service.type=NodePort", "server.service.nodePort=30001"}, k8s.DeployOptions{NodePort: 30001}},
-		{"postgres overlay", []string{"server.postgres.enabled=true"}, k8s.DeployOptions{PostgresSecret: "cnperf-postgres"}},
+		{"default: base with TLS", nil, k8s.DeployOptions{TLS: true}},
+		{"plain http", []string{"tls.enabled=false"}, k8s.DeployOptions{}},
+		{"nodeport overlay", []string{"server.service.type=NodePort", "server.service.nodePort=30001"}, k8s.DeployOptions{NodePort: 30001, TLS: true}},
+		{"postgres overlay", []string{"server.postgres.enabled=true", "tls.enabled=false"}, k8s.DeployOptions{PostgresSecret: "cnperf-postgres"}},
 		{"image", []string{"image.repository=localhost/cnperf", "image.tag=dev", "image.pullPolicy=Never"},
-			k8s.DeployOptions{Image: "localhost/cnperf:dev", ImagePullPolicy: corev1.PullNever}},
+			k8s.DeployOptions{Image: "localhost/cnperf:dev", ImagePullPolicy: corev1.PullNever, TLS: true}},
 		{"image by digest, pull secret", []string{"image.repository=registry.example.com/cnperf", "image.tag=sha256:" + strings.Repeat("ab", 32), "image.pullSecrets[0]=regcred"},
-			k8s.DeployOptions{Image: "registry.example.com/cnperf@sha256:" + strings.Repeat("ab", 32), ImagePullSecret: "regcred"}},
-		{"tls overlay", []string{"tls.enabled=true"}, k8s.DeployOptions{TLS: true}},
-		{"tls with postgres", []string{"tls.enabled=true", "server.postgres.enabled=true"}, k8s.DeployOptions{TLS: true, PostgresSecret: "cnperf-postgres"}},
+			k8s.DeployOptions{Image: "registry.example.com/cnperf@sha256:" + strings.Repeat("ab", 32), ImagePullSecret: "regcred", TLS: true}},
+		{"tls with postgres", []string{"server.postgres.enabled=true"}, k8s.DeployOptions{TLS: true, PostgresSecret: "cnperf-postgres"}},
+		{"host agents", []string{"hostAgents=true"}, k8s.DeployOptions{TLS: true, HostAgents: true}},
+		{"qos agents", []string{"qosAgents=true", "tls.enabled=false"}, k8s.DeployOptions{QoSAgents: true}},
+		{"both opt-ins", []string{"hostAgents=true", "qosAgents=true"}, k8s.DeployOptions{TLS: true, HostAgents: true, QoSAgents: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,6 +170,15 @@ func TestChartMatchesKustomize(t *testing.T) {
 				t.Errorf("the chart made no Secret cnperf-tokens")
 			}
 			delete(got, "Secret/cnperf-tokens")
+			// The TLS material the chart makes where `cnperf k8s deploy`
+			// makes it at apply time (TestChartTLS checks it).
+			made := c.opts.TLS
+			for _, k := range []string{"Secret/cnperf-ca", "ConfigMap/cnperf-ca-bundle", "Secret/cnperf-server-tls"} {
+				if _, ok := got[k]; ok != made {
+					t.Errorf("%s rendered %v, want %v", k, ok, made)
+				}
+				delete(got, k)
+			}
 			objs, err := k8s.Render(c.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -199,7 +212,7 @@ func keys(m map[string]runtime.Object) []string {
 
 // TestChartValues checks the values the overlays do not cover.
 func TestChartValues(t *testing.T) {
-	objs := render(t, "agents.perNode=1", "agents.hostNetwork.enabled=false", "runner.serviceAccount.create=true",
+	objs := render(t, "agents.perNode=1", "runner.serviceAccount.create=true",
 		"auth.userToken=u-secret")
 	var ds []string
 	for k := range objs {
@@ -241,6 +254,9 @@ func TestChartValues(t *testing.T) {
 	if _, err := helm(t, "template", "cnperf", chart, "--set", "agents.perNode=9"); err == nil || !strings.Contains(err.Error(), "agents.perNode 9") {
 		t.Errorf("agents.perNode=9: want a refusal naming it, got %v", err)
 	}
+	if _, err := helm(t, "template", "cnperf", chart, "--set", "agents.hostNetwork.enabled=true"); err == nil || !strings.Contains(err.Error(), "hostAgents") {
+		t.Errorf("agents.hostNetwork.enabled (replaced): want a refusal naming hostAgents, got %v", err)
+	}
 	notes, err := helm(t, "install", "cnperf", chart, "--namespace", "cnperf", "--dry-run=client", "--disable-openapi-validation", "--kubeconfig", fakeAPIServer(t))
 	if err != nil || !strings.Contains(notes, "kubectl cnperf run baseline") {
 		t.Errorf("NOTES.txt should tell the next command: %v\n%s", err, notes)
@@ -273,7 +289,7 @@ func fakeAPIServer(t *testing.T) string {
 	}
 	answers := map[string]string{
 		"/api":    `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}`,
-		"/api/v1": resources("v1", "Namespace:false", "ServiceAccount:true", "Secret:true", "Service:true", "PersistentVolumeClaim:true"),
+		"/api/v1": resources("v1", "Namespace:false", "ServiceAccount:true", "Secret:true", "Service:true", "PersistentVolumeClaim:true", "ConfigMap:true"),
 		"/apis": `{"kind":"APIGroupList","apiVersion":"v1","groups":[` +
 			`{"name":"apps","versions":[{"groupVersion":"apps/v1","version":"v1"}],"preferredVersion":{"groupVersion":"apps/v1","version":"v1"}},` +
 			`{"name":"rbac.authorization.k8s.io","versions":[{"groupVersion":"rbac.authorization.k8s.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"rbac.authorization.k8s.io/v1","version":"v1"}}]}`,

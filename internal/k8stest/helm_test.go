@@ -118,7 +118,9 @@ func helmChart(ctx context.Context, t *testing.T, cl *Cluster, kc *k8s.Client, r
 	t0 = time.Now()
 	out, err := runHelm(6*time.Minute, "install", helmRelease, filepath.Join(root, "deploy", "helm", "cnperf"),
 		"--create-namespace", "--wait", "--timeout", "5m",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never")
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+		// The node-node row below comes from the host-network agents.
+		"--set", "hostAgents=true")
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-{{/* The image of server and agents. */}}
+{{/* The image of server and agents: the tag given, else the chart's appVersion. */}}
 {{- define "cnperf.image" -}}
 {{- $tag := toString (.Values.image.tag | default .Chart.AppVersion) }}
 image: {{ printf "%s%s%s" .Values.image.repository (ternary "@" ":" (hasPrefix "sha256:" $tag)) $tag | quote }}
@@ -55,4 +55,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   valueFrom:
     fieldRef:
       fieldPath: status.hostIP
+{{- end -}}
+
+
+{{/* The Pod Security level the values need; fails on the values the opt-ins replaced. */}}
+{{- define "cnperf.level" -}}
+{{- if hasKey .Values.agents "hostNetwork" }}
+{{- fail "agents.hostNetwork is replaced by hostAgents (false by default) and agents.hostResponderPort" }}
+{{- end }}
+{{- ternary "privileged" "restricted" (or .Values.hostAgents .Values.qosAgents) }}
+{{- end -}}
+
+{{/* The serving Secret's name. */}}
+{{- define "cnperf.servingSecret" -}}
+{{ default "cnperf-server-tls" .Values.tls.existingSecret }}
 {{- end -}}
