@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,7 +137,7 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
 	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")
 	fl.BoolVarP(&f.reverse, "reverse", "R", false, "the responder sends, this side receives")
-	fl.StringVarP(&f.rate, "rate", "b", "", "target rate in bits/s with k, M, G suffixes; 0 = as fast as possible")
+	fl.StringVarP(&f.rate, "rate", "b", "", "target rate per stream in bits/s with k, M, G suffixes, as iperf3's -b (-P 2 -b 100M: 200 Mbit/s in all); 0 = as fast as possible")
 	byteSizeVarP(fl, &f.size, "size", "l", 0, "bytes per datagram, write, request, echo or STAMP test packet (K, M: 1024, 1024², as iperf3's -l)")
 	fl.StringVar(&f.proto, "proto", "", "rr transport: tcp, udp or crr")
 	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping, stamp) or transactions (rr)")
@@ -176,6 +177,14 @@ func (f *probeFlags) spec(cmd *cobra.Command, kindArg string) (probe.Spec, error
 		r, err := probe.ParseRate(f.rate)
 		if err != nil {
 			return s, err
+		}
+		// -b is per stream, as iperf3 counts it; a spec's rate is the
+		// total over its streams.
+		if s.Streams > 1 && r > 0 {
+			if r > math.MaxUint64/uint64(s.Streams) {
+				return s, fmt.Errorf("--rate %s: times %d streams is out of range", f.rate, s.Streams)
+			}
+			r *= uint64(s.Streams)
 		}
 		s.RateBps = &r
 	}

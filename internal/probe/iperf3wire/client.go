@@ -85,12 +85,9 @@ type clientStream struct {
 	pkts  atomic.Int64
 }
 
-// Run measures spec (tcp or udp) against the iperf3 server at spec.Target
-// over iperf3's protocol and returns cnperf's result.
-func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
-	if err := ValidateClient(spec); err != nil {
-		return nil, err
-	}
+// clientParams are the test parameters the client sends for spec, and the
+// test's duration.
+func clientParams(spec probe.Spec) (Params, time.Duration) {
 	p := Params{TCP: spec.Kind == probe.KindTCP, UDP: spec.Kind == probe.KindUDP, Reverse: spec.Reverse,
 		Parallel: max(spec.Streams, 1), Len: spec.Size}
 	dur := spec.Duration.D()
@@ -103,10 +100,22 @@ func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	}
 	switch {
 	case spec.RateBps != nil:
-		p.Bandwidth = *spec.RateBps
+		// A spec's rate is the total over its streams; iperf3's
+		// bandwidth is per stream.
+		p.Bandwidth = *spec.RateBps / uint64(p.Parallel)
 	case p.UDP:
 		p.Bandwidth = DefaultUDPRate
 	}
+	return p, dur
+}
+
+// Run measures spec (tcp or udp) against the iperf3 server at spec.Target
+// over iperf3's protocol and returns cnperf's result.
+func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
+	if err := ValidateClient(spec); err != nil {
+		return nil, err
+	}
+	p, dur := clientParams(spec)
 	step := spec.Timeout.D()
 	if step <= 0 {
 		step = stepTimeout
