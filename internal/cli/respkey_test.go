@@ -91,10 +91,15 @@ func writeKey(t *testing.T, key string) string {
 func TestProbeAgentResponderNeedsKey(t *testing.T) {
 	secret := probe.NewResponderSecret()
 	addr := startKeyedAgent(t, secret)
-	key := func(task string) string {
-		return writeKey(t, probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute)))
+	// A key binds the test it was issued for: the tests below ask for
+	// these.
+	tcp03 := probe.BoundsOf(probe.Spec{Kind: probe.KindTCP, Duration: probe.Duration(300 * time.Millisecond)}, 0)
+	rate := uint64(10_000_000)
+	udpR03 := probe.BoundsOf(probe.Spec{Kind: probe.KindUDP, Reverse: true, RateBps: &rate, Duration: probe.Duration(300 * time.Millisecond)}, 0)
+	key := func(task string, b probe.TestBounds) string {
+		return writeKey(t, probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute), b))
 	}
-	tcpKey := key("task-tcp")
+	tcpKey := key("task-tcp", tcp03)
 	cases := []struct {
 		name    string
 		args    []string
@@ -103,12 +108,13 @@ func TestProbeAgentResponderNeedsKey(t *testing.T) {
 		{"tcp without a key", []string{"probe", "tcp", "--to", addr, "-t", "0.3"}, "serves only scheduled tests"},
 		{"rr without a key", []string{"probe", "rr", "--to", addr, "-c", "10"}, "serves only scheduled tests"},
 		{"tcp with another responder's key", []string{"probe", "tcp", "--to", addr, "-t", "0.3",
-			"--key-file", writeKey(t, probe.DeriveTestKey(probe.NewResponderSecret(), "task-tcp", time.Now().Add(time.Minute)))}, "wrong MAC"},
+			"--key-file", writeKey(t, probe.DeriveTestKey(probe.NewResponderSecret(), "task-tcp", time.Now().Add(time.Minute), tcp03))}, "wrong MAC"},
 		{"tcp with an expired key", []string{"probe", "tcp", "--to", addr, "-t", "0.3",
-			"--key-file", writeKey(t, probe.DeriveTestKey(secret, "task-old", time.Now().Add(-time.Second)))}, "expired"},
+			"--key-file", writeKey(t, probe.DeriveTestKey(secret, "task-old", time.Now().Add(-time.Second), tcp03))}, "expired"},
 		{"tcp with the task's key", []string{"probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", tcpKey, "--json"}, ""},
 		{"tcp with the same key again", []string{"probe", "tcp", "--to", addr, "-t", "0.3", "--key-file", tcpKey}, "already used"},
-		{"udp reverse with its key", []string{"probe", "udp", "--to", addr, "-t", "0.3", "-R", "-b", "10M", "--key-file", key("task-udp"), "--json"}, ""},
+		{"udp reverse with its key", []string{"probe", "udp", "--to", addr, "-t", "0.3", "-R", "-b", "10M", "--key-file", key("task-udp", udpR03), "--json"}, ""},
+		{"tcp asking more than its key", []string{"probe", "tcp", "--to", addr, "-t", "0.3", "-P", "4", "--key-file", key("task-tcp4", tcp03)}, "streams 4, the key admits 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -49,7 +49,7 @@ func TestResponderBoundsUnadmitted(t *testing.T) {
 	}()
 	serveLegit := func(what, task string) {
 		t.Helper()
-		key := probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute))
+		key := probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute), echo1)
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer dcancel()
 		cl, err := probe.DialWithKey(dctx, probe.Spec{Kind: "echo", Target: target}, probe.SockOpts{}, key)

@@ -429,8 +429,9 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.T
 		r.log.Info("session refused", "remote", c.RemoteAddr(), "kind", hello.Kind, "err", err)
 		ctrl.SendError(ctx, err)
 	}
+	var grant Grant
 	if r.keys != nil {
-		if err := r.keys.Check(hello.Key, time.Now()); err != nil {
+		if grant, err = r.keys.Check(hello.Key, time.Now()); err != nil {
 			fail(err)
 			return
 		}
@@ -448,6 +449,13 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.T
 	spec := Spec{Kind: hello.Kind}
 	if hello.Spec != nil {
 		spec = *hello.Spec
+		spec.Kind = hello.Kind // the handler is chosen by the hello's kind
+	}
+	if grant.Bounds != nil {
+		if err := grant.Bounds.Admits(spec); err != nil {
+			fail(err)
+			return
+		}
 	}
 	s := &Session{ID: id, Kind: hello.Kind, Spec: spec, Ctrl: ctrl, Remote: c.RemoteAddr(),
 		Log:  r.log.With("session", id.String(), "probe", hello.Kind, "src", c.RemoteAddr().String()),
@@ -469,6 +477,29 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.T
 		r.mu.Unlock()
 		r.packetFns.Delete(id)
 	}()
+	if end := grant.End(time.Now()); !end.IsZero() {
+		// The key bounds the session: at its end the handler's context
+		// ends and the control connection closes, whatever the client does.
+		bctx, cancel := context.WithDeadline(ctx, end)
+		defer cancel()
+		fired := make(chan struct{})
+		stop := context.AfterFunc(bctx, func() {
+			defer close(fired)
+			if errors.Is(bctx.Err(), context.DeadlineExceeded) {
+				s.Log.Info("session ended at its test key's bound", "end", end)
+				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+				ctrl.SendError(sctx, fmt.Errorf("session ended at the bound of its test key (%s)", end.UTC().Format(time.RFC3339)))
+				scancel()
+			}
+			_ = c.Close()
+		})
+		defer func() {
+			if !stop() {
+				<-fired // the reason is sent before the connection closes
+			}
+		}()
+		ctx = bctx
+	}
 	if err := ctrl.Send(ctx, Message{Type: MsgOK, Session: hello.Session, BootID: BootID()}); err != nil {
 		return
 	}

@@ -2,12 +2,16 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 )
+
+// echo1 is the bounds of a one-stream echo test of the default duration.
+var echo1 = probe.BoundsOf(probe.Spec{Kind: "echo"}, 0)
 
 func TestKeyCheckers(t *testing.T) {
 	secret := make([]byte, probe.ResponderSecretLen)
@@ -17,7 +21,7 @@ func TestKeyCheckers(t *testing.T) {
 	other := probe.NewResponderSecret()
 	now := time.Unix(1_800_000_000, 0)
 	later := now.Add(time.Minute)
-	valid := probe.DeriveTestKey(secret, "task-1", later)
+	valid := probe.DeriveTestKey(secret, "task-1", later, echo1)
 	tampered := valid[:len(valid)-2] + "AA"
 	if tampered == valid {
 		tampered = valid[:len(valid)-2] + "BB"
@@ -31,13 +35,13 @@ func TestKeyCheckers(t *testing.T) {
 		{"derived: no key", probe.NewDerivedKeys(secret), []string{""}, []string{"carries no test key"}},
 		{"derived: valid, then used again", probe.NewDerivedKeys(secret), []string{valid, valid}, []string{"", "already used"}},
 		{"derived: another task's key still works", probe.NewDerivedKeys(secret),
-			[]string{valid, probe.DeriveTestKey(secret, "task-2", later)}, []string{"", ""}},
-		{"derived: task id with dots", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(secret, "a.b.c", later)}, []string{""}},
-		{"derived: another responder's key", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(other, "task-1", later)}, []string{"wrong MAC"}},
+			[]string{valid, probe.DeriveTestKey(secret, "task-2", later, echo1)}, []string{"", ""}},
+		{"derived: task id with dots", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(secret, "a.b.c", later, echo1)}, []string{""}},
+		{"derived: another responder's key", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(other, "task-1", later, echo1)}, []string{"wrong MAC"}},
 		{"derived: tampered MAC", probe.NewDerivedKeys(secret), []string{tampered}, []string{"wrong MAC"}},
 		{"derived: expiry moved", probe.NewDerivedKeys(secret),
-			[]string{strings.Replace(probe.DeriveTestKey(secret, "task-1", now.Add(-time.Second)), ".1799999999.", ".1800000060.", 1)}, []string{"wrong MAC"}},
-		{"derived: expired", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(secret, "task-1", now)}, []string{"expired"}},
+			[]string{strings.Replace(probe.DeriveTestKey(secret, "task-1", now.Add(-time.Second), echo1), ".1799999999.", ".1800000060.", 1)}, []string{"wrong MAC"}},
+		{"derived: expired", probe.NewDerivedKeys(secret), []string{probe.DeriveTestKey(secret, "task-1", now, echo1)}, []string{"expired"}},
 		{"derived: malformed", probe.NewDerivedKeys(secret), []string{"nonsense", ".x", strings.Repeat("k", 600)},
 			[]string{"not of the form", "not of the form", "longer than"}},
 		{"static: listed, twice", probe.NewStaticKeys([]string{"0123456789abcdef", "fedcba9876543210"}),
@@ -48,7 +52,7 @@ func TestKeyCheckers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for i, k := range c.keys {
-				err := c.checker.Check(k, now)
+				_, err := c.checker.Check(k, now)
 				switch {
 				case c.wantErr[i] == "" && err != nil:
 					t.Errorf("key %d: refused: %v", i, err)
@@ -75,13 +79,13 @@ func TestResponderRequiresKey(t *testing.T) {
 	go func() { defer close(done); _ = r.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	spec := probe.Spec{Kind: "echo", Target: r.Addr().String()}
-	key := probe.DeriveTestKey(secret, "task-7", time.Now().Add(time.Minute))
+	key := probe.DeriveTestKey(secret, "task-7", time.Now().Add(time.Minute), echo1)
 	for _, c := range []struct {
 		name, key, wantErr string
 	}{
 		{"no key", "", "serves only scheduled tests"},
-		{"wrong key", probe.DeriveTestKey(probe.NewResponderSecret(), "task-7", time.Now().Add(time.Minute)), "wrong MAC"},
-		{"expired key", probe.DeriveTestKey(secret, "task-8", time.Now().Add(-time.Second)), "expired"},
+		{"wrong key", probe.DeriveTestKey(probe.NewResponderSecret(), "task-7", time.Now().Add(time.Minute), echo1), "wrong MAC"},
+		{"expired key", probe.DeriveTestKey(secret, "task-8", time.Now().Add(-time.Second), echo1), "expired"},
 		{"the task's key", key, ""},
 		{"the task's key again", key, "already used"},
 	} {
@@ -104,5 +108,128 @@ func TestResponderRequiresKey(t *testing.T) {
 		if !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "refused the echo session") {
 			t.Errorf("%s: err %q, want the refusal with %q", c.name, err, c.wantErr)
 		}
+	}
+}
+
+// TestKeyBindsTest: a derived key admits a session of at most the test it
+// was issued for (kind, direction, streams, rate, duration), and its
+// session ends at the test's duration plus a grace, never past the key's
+// expiry.
+func TestKeyBindsTest(t *testing.T) {
+	secret := probe.NewResponderSecret()
+	now := time.Unix(1_800_000_000, 0)
+	rate := func(v uint64) *uint64 { return &v }
+	sec := func(s float64) probe.Duration { return probe.Duration(s * float64(time.Second)) }
+	tcp1s := probe.BoundsOf(probe.Spec{Kind: "tcp", Duration: sec(1)}, 0)
+	udp10M := probe.BoundsOf(probe.Spec{Kind: "udp", RateBps: rate(10_000_000), Duration: sec(5)}, 1_000_000)
+	udpDefault := probe.BoundsOf(probe.Spec{Kind: "udp"}, 1_000_000)
+	cases := []struct {
+		name    string
+		bounds  probe.TestBounds
+		hello   probe.Spec
+		wantErr string // "" = admitted
+	}{
+		{"tcp: the task's test", tcp1s, probe.Spec{Kind: "tcp", Duration: sec(1)}, ""},
+		{"tcp: fewer seconds", tcp1s, probe.Spec{Kind: "tcp", Duration: sec(0.5), Streams: 1}, ""},
+		{"tcp: 64 streams", tcp1s, probe.Spec{Kind: "tcp", Duration: sec(1), Streams: 64}, "streams 64, the key admits 1"},
+		{"tcp: reverse", tcp1s, probe.Spec{Kind: "tcp", Duration: sec(1), Reverse: true}, "reverse true"},
+		{"tcp: longer", tcp1s, probe.Spec{Kind: "tcp", Duration: sec(45)}, "duration 45s, the key admits at most 1s"},
+		{"tcp: the default duration", tcp1s, probe.Spec{Kind: "tcp"}, "duration 10s"},
+		{"tcp: another kind", tcp1s, probe.Spec{Kind: "udp", Duration: sec(1)}, `kind "udp"`},
+		{"udp: its rate", udp10M, probe.Spec{Kind: "udp", RateBps: rate(10_000_000), Duration: sec(5)}, ""},
+		{"udp: a higher rate", udp10M, probe.Spec{Kind: "udp", RateBps: rate(10_000_001), Duration: sec(5)}, "rate_bps 10000001"},
+		{"udp: unlimited", udp10M, probe.Spec{Kind: "udp", RateBps: rate(0), Duration: sec(5)}, "rate_bps 0"},
+		{"udp: rate unset", udp10M, probe.Spec{Kind: "udp", Duration: sec(5)}, "rate_bps unset"},
+		{"udp default: as the prober fills it", udpDefault, probe.Spec{Kind: "udp", RateBps: rate(1_000_000), Duration: sec(10), Streams: 1}, ""},
+		{"udp default: faster", udpDefault, probe.Spec{Kind: "udp", RateBps: rate(2_000_000), Duration: sec(10)}, "rate_bps 2000000"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := probe.DeriveTestKey(secret, fmt.Sprintf("task-%d", i), now.Add(time.Minute), c.bounds)
+			g, err := probe.NewDerivedKeys(secret).Check(key, now)
+			if err != nil || g.Bounds == nil {
+				t.Fatalf("key refused or unbound: %+v %v", g, err)
+			}
+			err = g.Bounds.Admits(c.hello)
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Errorf("err %v, want one containing %q", err, c.wantErr)
+			}
+		})
+	}
+	// Tampered bounds fail the MAC.
+	key := probe.DeriveTestKey(secret, "task-x", now.Add(time.Minute), tcp1s)
+	if _, err := probe.NewDerivedKeys(secret).Check(strings.Replace(key, ",f,1,", ",r,64,", 1), now); err == nil || !strings.Contains(err.Error(), "wrong MAC") {
+		t.Errorf("a key with its bounds raised: %v, want wrong MAC", err)
+	}
+	// The session's end: duration plus grace, capped by the expiry.
+	for _, c := range []struct {
+		name    string
+		g       probe.Grant
+		wantEnd time.Time
+	}{
+		{"duration bound", probe.Grant{Bounds: &tcp1s, Expires: now.Add(time.Hour)}, now.Add(time.Second + probe.SessionGrace)},
+		{"expiry first", probe.Grant{Bounds: &tcp1s, Expires: now.Add(2 * time.Second)}, now.Add(2 * time.Second)},
+		{"default duration: the expiry", probe.Grant{Bounds: &udpDefault, Expires: now.Add(time.Hour)}, now.Add(time.Hour)},
+		{"static key: none", probe.Grant{}, time.Time{}},
+	} {
+		if got := c.g.End(now); !got.Equal(c.wantEnd) {
+			t.Errorf("%s: end %v, want %v", c.name, got, c.wantEnd)
+		}
+	}
+}
+
+// TestResponderBoundsSession: a keyed responder refuses a hello that
+// asks for more than its key's test, and ends an admitted session at its
+// key's bound even when the client never stops.
+func TestResponderBoundsSession(t *testing.T) {
+	secret := probe.NewResponderSecret()
+	r := probe.NewResponder(nil, echoHandler{})
+	r.RequireKeys(probe.NewDerivedKeys(secret))
+	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	target := r.Addr().String()
+	one := probe.BoundsOf(probe.Spec{Kind: "echo", Duration: probe.Duration(time.Second)}, 0)
+
+	// The key of a 1 s, 1-stream test does not admit a 64-stream reverse one.
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	key := probe.DeriveTestKey(secret, "task-big", time.Now().Add(time.Minute), one)
+	cl, err := probe.DialWithKey(dctx, probe.Spec{Kind: "echo", Target: target, Streams: 64, Reverse: true, Duration: probe.Duration(time.Second)}, probe.SockOpts{}, key)
+	if err == nil {
+		cl.Close()
+		t.Fatal("a 64-stream reverse session was admitted by the key of a 1-stream forward test")
+	}
+	if !strings.Contains(err.Error(), "asks for more than the test it was issued for") {
+		t.Errorf("refusal %q does not say the session asks for more than its key's test", err)
+	}
+
+	// A session whose client never stops ends at the key's expiry (the
+	// task's deadline), with the reason on the control connection.
+	expires := time.Now().Add(2 * time.Second)
+	key = probe.DeriveTestKey(secret, "task-held", expires, probe.BoundsOf(probe.Spec{Kind: "echo"}, 0))
+	cl, err = probe.DialWithKey(dctx, probe.Spec{Kind: "echo", Target: target}, probe.SockOpts{}, key)
+	if err != nil {
+		t.Fatalf("the task's own session refused: %v", err)
+	}
+	defer cl.Close()
+	if _, err := cl.Ctrl.Expect(dctx, probe.MsgReady); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.Ctrl.RecvNoDeadline(dctx) // the client sends nothing more
+	if err == nil || !strings.Contains(err.Error(), "bound of its test key") {
+		t.Fatalf("held session: %v; want it ended at its key's bound", err)
+	}
+	// The key's expiry is in whole seconds, so the end is at most 2 s away;
+	// 3 s more allow for a loaded machine.
+	if late := time.Since(expires); late > 3*time.Second {
+		t.Errorf("the session ended %v after its key's expiry", late)
 	}
 }

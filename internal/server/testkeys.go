@@ -8,14 +8,17 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/udp"
 )
 
-// Test keys: each probe task's source agent gets a one-time key that the
-// destination agent's responder checks before it serves the session (see
-// docs/control-plane.md, "Test keys", and probe.DerivedKeys). The key is
-// derived from the secret the destination's responder sent in its
-// heartbeats, the task id and the task's deadline, so the destination
-// knows it without being told and the key expires with the task.
+// Test keys: each probe task's source agent gets a one-time key, bound to
+// the task's test, that the destination agent's responder checks before it
+// serves the session (see docs/control-plane.md, "Test keys", and
+// probe.DerivedKeys). The key is derived from the secret the
+// destination's responder sent in its heartbeats, the task id, the task's
+// deadline and the test's bounds (probe.TestBounds), so the destination
+// knows it without being told, the key expires with the task and admits
+// no bigger test.
 
 // testKeys holds each online agent's responder secret, in memory only
 // (never stored, logged or answered): after a server restart the next
@@ -89,6 +92,12 @@ func (s *Server) giveTestKeys(ctx context.Context, ts []api.AgentTask) {
 		if expires.IsZero() {
 			expires = s.now().Add(time.Duration(t.TimeoutS*float64(time.Second)) + s.opts.Grace)
 		}
-		t.TestKey = probe.DeriveTestKey(secret, t.TaskID, expires)
+		// The key binds the task's test: the responder refuses a session
+		// that asks for more and ends it at the test's end.
+		defaultRate := uint64(0) // tcp: as fast as the path allows; rr: no rate
+		if t.Spec.Kind == probe.KindUDP {
+			defaultRate = udp.DefaultRateBps
+		}
+		t.TestKey = probe.DeriveTestKey(secret, t.TaskID, expires, probe.BoundsOf(*t.Spec, defaultRate))
 	}
 }

@@ -65,7 +65,7 @@ const (
 	MinSize           = 40
 	MaxSizeUDP        = 65000
 	MaxSizeTCP        = 1 << 20
-	DefaultDuration   = 10 * time.Second
+	DefaultDuration   = probe.DefaultTestDuration
 	DefaultUDPTimeout = time.Second
 	DefaultTCPTimeout = 5 * time.Second
 	// endTimeout bounds the closing exchange with the responder.

@@ -16,7 +16,7 @@ import (
 
 // Defaults and limits.
 const (
-	DefaultDuration  = 10 * time.Second
+	DefaultDuration  = probe.DefaultTestDuration
 	DefaultInterval  = time.Second
 	MinInterval      = 100 * time.Millisecond
 	DefaultWriteSize = 128 << 10

@@ -33,7 +33,7 @@ import (
 const (
 	DefaultSize     = 1400      // payload bytes per datagram
 	DefaultRateBps  = 1_000_000 // 1 Mbit/s, as iperf3's UDP default
-	DefaultDuration = 10 * time.Second
+	DefaultDuration = probe.DefaultTestDuration
 	DefaultInterval = time.Second
 	MinInterval     = 100 * time.Millisecond
 	// DefaultHistBinWidth and DefaultHistBins make the latency histogram:
