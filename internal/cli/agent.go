@@ -111,6 +111,20 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 			if err != nil {
 				return err
 			}
+			go func() {
+				// Once ready, the pages of the binary that start-up touched
+				// (every package's init) leave the agent's RSS.
+				select {
+				case <-a.Ready():
+				case <-cmd.Context().Done():
+					return
+				}
+				if n, err := agent.ReleaseStartupPages(); err != nil {
+					log.Debug("startup pages kept", "err", err)
+				} else {
+					log.Debug("startup pages released", "mapped_bytes", n)
+				}
+			}()
 			return a.Run(cmd.Context())
 		},
 	}
