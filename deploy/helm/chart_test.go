@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -314,4 +315,94 @@ func fakeAPIServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// renderDocs runs helm template with sets and returns every rendered
+// document as plain data (the Prometheus Operator's kinds are not in the
+// strict decoder's scheme).
+func renderDocs(t *testing.T, sets ...string) []map[string]any {
+	t.Helper()
+	args := []string{"template", "cnperf", chart, "--namespace", "cnperf"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := helm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v", strings.Join(args, " "), err)
+	}
+	var docs []map[string]any
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return docs
+		} else if err != nil {
+			t.Fatalf("rendered YAML: %v", err)
+		}
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+}
+
+// TestChartPrometheus: the Service carries scrape annotations; a
+// ServiceMonitor or a PodMonitor, off by default, scrapes /metrics on
+// port http over the chart's TLS; both at once are refused.
+func TestChartPrometheus(t *testing.T) {
+	find := func(docs []map[string]any, kind string) map[string]any {
+		for _, d := range docs {
+			if d["kind"] == kind {
+				return d
+			}
+		}
+		return nil
+	}
+	def := renderDocs(t)
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		if find(def, kind) != nil {
+			t.Errorf("a %s by default: it needs the operator's CRDs, so it must be opt-in", kind)
+		}
+	}
+	svc := find(def, "Service")
+	ann, _, _ := unstructured.NestedStringMap(svc, "metadata", "annotations")
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "8080" || ann["prometheus.io/path"] != "/metrics" || ann["prometheus.io/scheme"] != "https" {
+		t.Errorf("Service scrape annotations %v, want scrape true, port 8080, path /metrics, scheme https (TLS by default)", ann)
+	}
+	for _, c := range []struct {
+		kind, set, endpoints, scheme string
+		tls                          bool
+	}{
+		{"ServiceMonitor", "metrics.serviceMonitor.enabled=true", "endpoints", "https", true},
+		{"PodMonitor", "metrics.podMonitor.enabled=true", "podMetricsEndpoints", "http", false},
+	} {
+		docs := renderDocs(t, c.set, "metrics."+map[string]string{"ServiceMonitor": "serviceMonitor", "PodMonitor": "podMonitor"}[c.kind]+".labels.release=kps", "tls.enabled="+fmt.Sprint(c.tls))
+		mon := find(docs, c.kind)
+		if mon == nil {
+			t.Fatalf("--set %s rendered no %s", c.set, c.kind)
+		}
+		if mon["apiVersion"] != "monitoring.coreos.com/v1" {
+			t.Errorf("%s apiVersion %v", c.kind, mon["apiVersion"])
+		}
+		if l, _, _ := unstructured.NestedString(mon, "metadata", "labels", "release"); l != "kps" {
+			t.Errorf("%s lacks the extra label release=kps", c.kind)
+		}
+		if sel, _, _ := unstructured.NestedString(mon, "spec", "selector", "matchLabels", "app.kubernetes.io/name"); sel != "cnperf-server" {
+			t.Errorf("%s selects %q, want the server", c.kind, sel)
+		}
+		eps, _, _ := unstructured.NestedSlice(mon, "spec", c.endpoints)
+		if len(eps) != 1 {
+			t.Fatalf("%s: %d %s, want 1", c.kind, len(eps), c.endpoints)
+		}
+		ep := eps[0].(map[string]any)
+		if ep["port"] != "http" || ep["path"] != "/metrics" || ep["scheme"] != c.scheme {
+			t.Errorf("%s endpoint %v, want port http, path /metrics, scheme %s", c.kind, ep, c.scheme)
+		}
+		ca, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "configMap", "name")
+		if c.tls && ca != "cnperf-ca-bundle" {
+			t.Errorf("%s over TLS trusts %q, want the chart's CA ConfigMap", c.kind, ca)
+		}
+	}
+	if _, err := helm(t, "template", "cnperf", chart, "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true"); err == nil || !strings.Contains(err.Error(), "enable one") {
+		t.Errorf("both monitors: want a refusal, got %v", err)
+	}
 }
