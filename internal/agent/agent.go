@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,8 @@ type Agent struct {
 	done     doneSet         // tasks finished by this process: never started again
 	stopping bool            // set by cancelAll: no new tasks
 	respAddr string
+
+	beats atomic.Int64 // heartbeats built (REST, frames, hellos)
 
 	out     *outbox
 	servers *serverSet
@@ -270,6 +273,7 @@ const maxUndeliveredListed = 1000
 
 // heartbeat builds the agent's heartbeat.
 func (a *Agent) heartbeat() api.Heartbeat {
+	a.beats.Add(1)
 	return api.Heartbeat{
 		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
 		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,

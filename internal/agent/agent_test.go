@@ -503,3 +503,26 @@ func TestAgentRefusesWireInPod(t *testing.T) {
 		t.Errorf("wire watch on a pod's agent: state %s reason %q, want failed naming the host-network agent", got.State, got.Reason)
 	}
 }
+
+// TestIdleSessionBuildsNoHeartbeats: with a session held and nothing
+// changing, the agent does not wake to build heartbeats (presence is the
+// session's keep-alives); the loop woke every second to find its lists
+// unchanged, most of an idle agent's CPU.
+func TestIdleSessionBuildsNoHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	r := e.agent("idle", "127.0.0.1")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.link.sess.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no session after 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	n0 := r.beats.Load()
+	time.Sleep(3 * time.Second)
+	// One for a session re-opened meanwhile (its hello), at most.
+	if n := r.beats.Load() - n0; n > 1 {
+		t.Errorf("%d heartbeats built in 3 s of an idle session, want at most 1", n)
+	}
+}
