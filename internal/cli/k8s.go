@@ -59,7 +59,7 @@ func newK8sDeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 		Long: "Applies the manifests of deploy/kubernetes/base with server-side apply, creates the\n" +
 			"cnperf-tokens Secret with random tokens when it is missing, and waits until the server\n" +
 			"and an agent of every DaemonSet on every node are ready. With --tls (the default) the\n" +
-			"server answers HTTPS only (overlays/tls): the deploy keeps a CA in the namespace and a\n" +
+			"server answers HTTPS only (as the kustomize base): the deploy keeps a CA in the namespace and a\n" +
 			"serving certificate for cnperf-server, cnperf-server.NS, .NS.svc and .NS.svc.cluster.local\n" +
 			"(and the nodes' addresses with --node-port); a re-deploy keeps the CA and re-issues the\n" +
 			"serving certificate when its names change or less than 30 days of it are left.\n" +
@@ -118,13 +118,13 @@ func newK8sCertsCommand(f *k8sFlags, st Streams) *cobra.Command {
 	var nodePort bool
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Make or renew the CA and the server's certificate in the namespace (for overlays/tls or the chart's tls.enabled)",
+		Short: "Make or renew the CA and the server's certificate in the namespace (for the kustomize base or the chart's tls.existingSecret)",
 		Long: "Does what `cnperf k8s deploy --tls` does to the TLS material and nothing else: keeps a CA in\n" +
 			"Secret " + k8s.CASecret + ", its certificate alone in ConfigMap " + k8s.CABundle + ", and a serving\n" +
 			"certificate in Secret " + k8s.ServingSecret + " for the Service's names (with --node-port also the\n" +
 			"nodes' addresses), re-issued when its names change or less than 30 days are left. The namespace\n" +
-			"must exist. Then `kubectl apply -k deploy/kubernetes/overlays/tls` or `helm install ... --set\n" +
-			"tls.enabled=true`. A server that is running reads a renewed certificate within a minute or so.",
+			"must exist. Then `kubectl apply -k deploy/kubernetes/base` or `helm install ... --set\n" +
+			"tls.existingSecret=cnperf-server-tls`. A server that is running reads a renewed certificate within a minute or so.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Context())

@@ -15,8 +15,8 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 
 // customize applies opts to one object of the base, in place.
 func customize(obj runtime.Object, o DeployOptions) error {
-	if o.TLS {
-		customizeTLS(obj)
+	if !o.TLS {
+		customizePlain(obj)
 	}
 	switch x := obj.(type) {
 	case *corev1.Namespace:

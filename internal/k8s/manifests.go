@@ -39,8 +39,9 @@ type DeployOptions struct {
 	// ServerArgs are appended to the server's arguments (e.g. log level).
 	ServerArgs []string
 	// TLS: the server answers HTTPS only, with the certificate in
-	// ServingSecret, and agents verify it with the CA in CABundle
-	// (overlays/tls). Deploy makes both.
+	// ServingSecret, and agents verify it with the CA in CABundle, as the
+	// base does; Deploy makes both. Without it the server serves plain
+	// HTTP (overlays/plain-http).
 	TLS bool
 	// HostAgents adds the host-network agent DaemonSet (components/host-agents)
 	// and QoSAgents gives every agent NET_ADMIN and NET_RAW as uid 0

@@ -42,13 +42,13 @@ func TestOverlaysMatchRender(t *testing.T) {
 		overlay string
 		opts    DeployOptions
 	}{
-		{"base", DeployOptions{}},
-		{"overlays/nodeport", DeployOptions{NodePort: 30001}},
-		{"overlays/postgres", DeployOptions{PostgresSecret: "cnperf-postgres"}},
-		{"overlays/tls", DeployOptions{TLS: true}},
-		{"overlays/host-agents", DeployOptions{HostAgents: true}},
-		{"overlays/qos-agents", DeployOptions{QoSAgents: true}},
-		{"overlays/privileged", DeployOptions{HostAgents: true, QoSAgents: true}},
+		{"base", DeployOptions{TLS: true}},
+		{"overlays/nodeport", DeployOptions{NodePort: 30001, TLS: true}},
+		{"overlays/postgres", DeployOptions{PostgresSecret: "cnperf-postgres", TLS: true}},
+		{"overlays/plain-http", DeployOptions{}},
+		{"overlays/host-agents", DeployOptions{HostAgents: true, TLS: true}},
+		{"overlays/qos-agents", DeployOptions{QoSAgents: true, TLS: true}},
+		{"overlays/privileged", DeployOptions{HostAgents: true, QoSAgents: true, TLS: true}},
 	} {
 		t.Run(tt.overlay, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -1,7 +1,9 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -196,6 +198,48 @@ func TestRenderTLS(t *testing.T) {
 					t.Errorf("a pod mounts the CA's Secret (its key)")
 				}
 			}
+		}
+	}
+}
+
+// TestBaseServesHTTPS: the kustomize base as users apply it (no option
+// applied) serves HTTPS only and its agents verify the server; plain HTTP
+// is the opt-in overlays/plain-http (Render without TLS).
+func TestBaseServesHTTPS(t *testing.T) {
+	docs, err := BaseDocuments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var server, agents int
+	for _, d := range docs {
+		obj, err := DecodeStrict(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch x := obj.(type) {
+		case *appsv1.Deployment:
+			server++
+			if a := strings.Join(x.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "--tls-cert") {
+				t.Errorf("base server args %q: not HTTPS", a)
+			}
+		case *appsv1.DaemonSet:
+			agents++
+			if a := strings.Join(x.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(a, "https://") || !strings.Contains(a, "--ca-file") {
+				t.Errorf("base %s args %q: not HTTPS with the CA", x.Name, a)
+			}
+		}
+	}
+	if server != 1 || agents == 0 {
+		t.Fatalf("base: %d servers, %d agent DaemonSets", server, agents)
+	}
+	for _, o := range render(t, DeployOptions{HostAgents: true}) {
+		switch o.(type) {
+		case *appsv1.Deployment, *appsv1.DaemonSet:
+		default:
+			continue
+		}
+		if b, _ := json.Marshal(o); bytes.Contains(b, []byte("https://")) || bytes.Contains(b, []byte("--tls-cert")) || bytes.Contains(b, []byte(CABundle)) {
+			t.Errorf("plain HTTP (TLS false) still has TLS in %T: %s", o, b)
 		}
 	}
 }

@@ -1,14 +1,16 @@
 package k8s
 
 import (
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The TLS material `cnperf k8s deploy --tls` keeps in the namespace (and
-// the Helm chart's tls.enabled mounts, made by the deploy or by hand):
+// The TLS material `cnperf k8s deploy` keeps in the namespace (what the
+// kustomize base and the Helm chart mount; `cnperf k8s certs` or the chart
+// makes it):
 //
 //   - CASecret: the CA's certificate and private key (ca.crt, ca.key). No
 //     pod mounts it; only `cnperf k8s deploy` reads it, to sign serving
@@ -25,9 +27,6 @@ const (
 	// CABundleKey is the key of the CA certificate in CABundle.
 	CABundleKey = "ca.crt"
 
-	serverTLSDir = "/etc/cnperf/tls"
-	agentCADir   = "/etc/cnperf/ca"
-
 	// Pod template annotations that carry the hashes of the serving
 	// certificate (server) and of the CA (agents): a rotated certificate
 	// changes the template, so the workloads roll and read it anew.
@@ -42,10 +41,10 @@ func ServerDNSNames(ns string) []string {
 	return []string{ServerName, ServerName + "." + ns, ServerName + "." + ns + ".svc", ServerName + "." + ns + ".svc.cluster.local"}
 }
 
-// customizeTLS makes the server serve HTTPS only with the serving Secret
-// and the agents (every DaemonSet) verify it with the CA bundle, as
-// overlays/tls does.
-func customizeTLS(obj any) {
+// customizePlain makes the server serve plain HTTP and the agents (every
+// DaemonSet) reach it so, as overlays/plain-http does: the base serves
+// HTTPS only.
+func customizePlain(obj any) {
 	switch x := obj.(type) {
 	case *appsv1.Deployment:
 		if x.Name != ServerName {
@@ -53,45 +52,51 @@ func customizeTLS(obj any) {
 		}
 		ps := &x.Spec.Template.Spec
 		c := &ps.Containers[0]
-		c.Args = append(c.Args, "--tls-cert", serverTLSDir+"/tls.crt", "--tls-key", serverTLSDir+"/tls.key")
+		c.Args = dropArgs(c.Args, "--tls-cert", "--tls-key")
 		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
 			if p != nil && p.HTTPGet != nil {
-				p.HTTPGet.Scheme = corev1.URISchemeHTTPS
+				p.HTTPGet.Scheme = ""
 			}
 		}
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: serverTLSDir, ReadOnly: true})
-		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: ServingSecret, DefaultMode: ptrTo(int32(0o400))}}})
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == serverTLSVolume })
+		ps.Volumes = slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == serverTLSVolume })
 	case *appsv1.DaemonSet:
 		ps := &x.Spec.Template.Spec
 		c := &ps.Containers[0]
-		c.Args = agentTLSArgs(c.Args)
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: caVolume, MountPath: agentCADir, ReadOnly: true})
-		ps.Volumes = append(ps.Volumes, caBundleVolume())
+		c.Args = dropArgs(c.Args, "--ca-file", "--tls-server-name")
+		for i, a := range c.Args {
+			if rest, ok := strings.CutPrefix(a, "https://$(CNPERF_SERVER_SERVICE_HOST)"); ok {
+				c.Args[i] = "http://$(CNPERF_SERVER_SERVICE_HOST)" + rest
+			}
+		}
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == caVolume })
+		ps.Volumes = slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == caVolume })
 	}
 }
 
-// caVolume is the name of the agents' CA bundle volume.
-const caVolume = "ca"
+// The names of the server's serving-certificate volume and of the agents'
+// CA bundle volume in the base.
+const (
+	serverTLSVolume = "tls"
+	caVolume        = "ca"
+)
+
+// dropArgs removes each flag named and the value after it.
+func dropArgs(args []string, flags ...string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(flags, args[i]) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
 
 func caBundleVolume() corev1.Volume {
 	return corev1.Volume{Name: caVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: CABundle}}}}
-}
-
-// agentTLSArgs turns an agent's http:// server URL into https:// and
-// adds --ca-file and --tls-server-name: agents reach the server at its
-// Service's address (no cluster DNS needed) and verify the Service's DNS
-// name in its certificate.
-func agentTLSArgs(args []string) []string {
-	out := make([]string, 0, len(args)+4)
-	for _, a := range args {
-		if rest, ok := strings.CutPrefix(a, "http://$(CNPERF_SERVER_SERVICE_HOST)"); ok {
-			a = "https://$(CNPERF_SERVER_SERVICE_HOST)" + rest
-		}
-		out = append(out, a)
-	}
-	return append(out, "--ca-file", agentCADir+"/"+CABundleKey, "--tls-server-name", ServerName+".$(POD_NAMESPACE).svc")
 }
 
 // annotateTLS stamps the hashes of the serving certificate and of the CA

@@ -144,7 +144,7 @@ func TestRealCluster(t *testing.T) {
 	if _, err := kc.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k8s.Namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"base", "overlays/nodeport", "overlays/postgres", "overlays/tls", "overlays/mysql"} {
+	for _, dir := range []string{"base", "overlays/nodeport", "overlays/postgres", "overlays/plain-http", "overlays/mysql", "overlays/privileged"} {
 		kctl := filepath.Join(cl.BinDir, "kubectl")
 		render := exec.CommandContext(ctx, kctl, "kustomize", filepath.Join(root, "deploy", "kubernetes", dir))
 		manifest, err := render.Output()
