@@ -303,7 +303,10 @@ func (k *Cilium) start(ctx context.Context, c *Cluster) error {
 	path := filepath.Join(c.RunDir, "cilium-tools") + ":" + os.Getenv("PATH") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
 	for i, n := range c.Nodes {
 		// The sockets of an agent that ran before (the other mode's, or a
-		// crashed run's; its process has exited: SwitchBackend waits).
+		// crashed run's; its process has exited: SwitchBackend waits). For
+		// the second node this also unlinks the first agent's monitor
+		// socket, as that agent's own start would: nothing here uses the
+		// monitor.
 		if err := removeStaleSockets(ciliumMonitorSocket, k.socket(c, n)); err != nil {
 			return fmt.Errorf("%s: before its cilium-agent starts: %w", n.Name, err)
 		}
