@@ -135,9 +135,10 @@ type Server struct {
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
-	leader     atomic.Bool // held the reaper lease at the last try (lease.go)
-	sessions   sessionSet  // open agent sessions (session.go)
-	refusals   refusalLog  // session opens refused for the store's pace (session.go)
+	leader     atomic.Bool  // held the reaper lease at the last try (lease.go)
+	started    atomic.Int64 // when Run started, Unix ns at the server's clock (reaper.go)
+	sessions   sessionSet   // open agent sessions (session.go)
+	refusals   refusalLog   // session opens refused for the store's pace (session.go)
 
 	presenceMu      sync.Mutex // orders presence writes (presence.go)
 	presenceRenewed time.Time  // the presence lease's last renewal (under presenceMu)
@@ -221,6 +222,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Run runs the background jobs (heartbeat flusher, reaper) until ctx ends,
 // then flushes the heartbeat cache once more.
 func (s *Server) Run(ctx context.Context) error {
+	s.started.Store(s.now().UnixNano())
 	if err := s.seedPending(ctx); err != nil {
 		s.log.Warn("list pending tasks at start", "err", err)
 	}

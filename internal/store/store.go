@@ -402,6 +402,14 @@ type Store interface {
 	// agentUID to failed with the reason (ReasonAgentOffline when empty),
 	// atomically, and returns them. Pending tasks stay pending.
 	FailAgentTasks(ctx context.Context, agentUID, reason string, now time.Time) ([]Task, error)
+	// FailGoneAgentTasks moves every pending task whose source or
+	// destination agent is gone (offline, and silent since before
+	// goneBefore) to failed with ReasonAgentGone (the agent's uid and
+	// LastHeartbeat), finishes their runs, and returns them. An agent that
+	// comes back online before the update keeps its tasks. Without it a
+	// task for an agent that never returns stays pending, and its run in
+	// flight, for ever.
+	FailGoneAgentTasks(ctx context.Context, goneBefore, now time.Time) ([]Task, error)
 	// ExpireDeadlines moves every dispatched or running task whose Deadline
 	// is before now to timed_out with ReasonDeadlinePassed, atomically, and
 	// returns them.

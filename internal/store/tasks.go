@@ -204,13 +204,20 @@ func (s *sqlStore) Cancel(ctx context.Context, taskID, reason string, now time.T
 // endActive moves the active tasks matching cond (with its args) to state
 // with reason, and finishes their runs, in one transaction.
 func (s *sqlStore) endActive(ctx context.Context, state TaskState, reason, cond string, now time.Time, args ...any) ([]Task, error) {
+	return s.endTasks(ctx, activeStates, state, reason, cond, now, args...)
+}
+
+// endTasks moves the tasks in one of the states from (an SQL list) that
+// match cond (with its args) to state with reason, and finishes their
+// runs, in one transaction.
+func (s *sqlStore) endTasks(ctx context.Context, from string, state TaskState, reason, cond string, now time.Time, args ...any) ([]Task, error) {
 	var out []Task
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		ts := s.d.timeArg(now)
 		var err error
 		out, err = updateReturning(ctx, s, tx, update{table: "tasks", key: "id", cols: taskCols,
 			set: "state = ?, reason = ?, finished_at = ?, updated_at = ?", setArgs: []any{string(state), reason, ts, ts},
-			where: "state IN " + activeStates + " AND " + cond, whereArgs: args,
+			where: "state IN " + from + " AND " + cond, whereArgs: args,
 		}, scanTask)
 		if err != nil {
 			return err
@@ -241,6 +248,55 @@ func (s *sqlStore) ExpireDeadlines(ctx context.Context, now time.Time) ([]Task, 
 	out, err := s.endActive(ctx, TaskTimedOut, ReasonDeadlinePassed, "deadline < ?", now, s.d.timeArg(now))
 	if err != nil {
 		return nil, fmt.Errorf("expire deadlines: %w", err)
+	}
+	return out, nil
+}
+
+// ReasonAgentGone is the reason FailGoneAgentTasks gives a pending task:
+// which endpoint agent is gone and since when.
+func ReasonAgentGone(podUID string, since time.Time) string {
+	return fmt.Sprintf("agent %s offline since %s", podUID, since.UTC().Format(time.RFC3339))
+}
+
+func (s *sqlStore) FailGoneAgentTasks(ctx context.Context, goneBefore, now time.Time) ([]Task, error) {
+	// The gone agents that pending tasks wait for: two index probes per
+	// offline agent.
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT a.pod_uid, a.last_heartbeat FROM agents a
+WHERE a.status = 3 AND a.last_heartbeat < ?
+	AND (EXISTS (SELECT 1 FROM tasks t WHERE t.src_pod_uid = a.pod_uid AND t.state = 'pending')
+		OR EXISTS (SELECT 1 FROM tasks t WHERE t.dst_pod_uid = a.pod_uid AND t.state = 'pending'))
+ORDER BY a.id`), s.d.timeArg(goneBefore))
+	if err != nil {
+		return nil, fmt.Errorf("find gone agents: %w", err)
+	}
+	type gone struct {
+		uid   string
+		since tsScan
+	}
+	var gs []gone
+	for rows.Next() {
+		var g gone
+		if err := rows.Scan(&g.uid, &g.since); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("find gone agents: %w", err)
+		}
+		gs = append(gs, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find gone agents: %w", err)
+	}
+	out := []Task{}
+	for _, g := range gs {
+		// The agent is looked at again in the update: one that came back
+		// since (a heartbeat makes it online) keeps its tasks.
+		ts, err := s.endTasks(ctx, "('pending')", TaskFailed, ReasonAgentGone(g.uid, g.since.t),
+			"(src_pod_uid = ? OR dst_pod_uid = ?) AND EXISTS (SELECT 1 FROM agents a WHERE a.pod_uid = ? AND a.status = 3 AND a.last_heartbeat < ?)",
+			now, g.uid, g.uid, g.uid, s.d.timeArg(goneBefore))
+		if err != nil {
+			return out, fmt.Errorf("fail pending tasks of gone agent %s: %w", g.uid, err)
+		}
+		out = append(out, ts...)
 	}
 	return out, nil
 }
