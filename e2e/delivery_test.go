@@ -17,6 +17,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/store"
 )
 
 // reportGate is a proxy between an agent and the server that refuses
@@ -88,7 +89,16 @@ func (g *reportGate) counts(task string) (tried, taken, dups int) {
 // --state-dir and is killed with SIGKILL. Restarted on the same state
 // directory (the gate now open), it delivers the result, which the server
 // stores once: the task succeeded with a's result, not failed as lost.
-func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
+func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) { testAgentKillDelivers(t, false) }
+
+// TestAgentAwayDeliversLateResult: as TestAgentSIGKILLDeliversOutboxOnce,
+// but agent a stays away until the server has failed its task "agent went
+// offline" (about 13 s). The result it delivers when it is back is stored
+// all the same, the task marked late (late_reason), and the outbox is
+// empty: nothing refused, nothing deleted unacknowledged.
+func TestAgentAwayDeliversLateResult(t *testing.T) { testAgentKillDelivers(t, true) }
+
+func testAgentKillDelivers(t *testing.T, away bool) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -156,6 +166,21 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 		t.Fatalf("task %s after the kill: %s %q, want still running (its result undelivered)", id, task.State, task.Reason)
 	}
 
+	if away {
+		// Away until the reaper fails the task for the agent's absence.
+		deadline = time.Now().Add(40 * time.Second)
+		for task.State != api.StateFailed {
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s 40 s after its agent was killed, want failed %q", id, task.State, store.ReasonAgentOffline)
+			}
+			time.Sleep(200 * time.Millisecond)
+			user.call("GET", "/api/v2/tasks/"+id, nil, &task)
+		}
+		if task.Reason != store.ReasonAgentOffline {
+			t.Fatalf("task %s of the absent agent: failed %q, want %q", id, task.Reason, store.ReasonAgentOffline)
+		}
+	}
+
 	// Restarted on the same state directory, with the gate open.
 	gate.mu.Lock()
 	gate.open = true
@@ -165,7 +190,7 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		user.call("GET", "/api/v2/tasks/"+id, nil, &task)
-		if api.TerminalState(task.State) {
+		if api.TerminalState(task.State) && (!away || task.State != api.StateFailed) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -186,6 +211,9 @@ func TestAgentSIGKILLDeliversOutboxOnce(t *testing.T) {
 	}
 	if taken != 1 {
 		t.Errorf("server stored the report %d times, want exactly once", taken)
+	}
+	if want := map[bool]string{true: store.ReasonAgentOffline}[away]; task.LateReason != want {
+		t.Errorf("task %s: late_reason %q, want %q", id, task.LateReason, want)
 	}
 	if files, _ := filepath.Glob(filepath.Join(stateDir, "outbox", "*")); len(files) != 0 {
 		t.Errorf("outbox after delivery: %v", files)

@@ -178,3 +178,84 @@ func TestOutboxOnDisk(t *testing.T) {
 		t.Errorf("corrupt report not moved aside: %v", err)
 	}
 }
+
+// TestOutboxKeepsRefusedResults: a result the server refuses for good (409,
+// 404, 403) is not deleted: it moves to the outbox's dead-letter
+// directory, whole, and is not retried; a result it acknowledges is
+// deleted; a 5xx is retried.
+func TestOutboxKeepsRefusedResults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "outbox")
+	var mu sync.Mutex
+	tries := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep api.Report
+		_ = json.NewDecoder(r.Body).Decode(&rep)
+		mu.Lock()
+		tries[rep.TaskID]++
+		n := tries[rep.TaskID]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case rep.TaskID == "t-409":
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":"conflict: task already cancelled"}`))
+		case rep.TaskID == "t-404":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"not found"}`))
+		case rep.TaskID == "t-503" && n < 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"busy"}`))
+		default:
+			_, _ = w.Write([]byte(`{"task_id":"` + rep.TaskID + `","state":"succeeded"}`))
+		}
+	}))
+	defer srv.Close()
+	cl, err := client.New(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutbox(cl, testLogger(t), dir)
+	if err := o.load(); err != nil {
+		t.Fatal(err)
+	}
+	reps := map[string]api.Report{}
+	for _, id := range []string{"t-409", "t-404", "t-503", "t-ok"} {
+		rep := api.Report{TaskID: id, PodUID: "uid-a", ReportID: "r-" + id, State: api.StateSucceeded, TaskResult: "output of " + id}
+		reps[id] = rep
+		o.add(rep)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go o.run(ctx)
+	o.drain(10 * time.Second)
+	if n := o.len(); n != 0 {
+		t.Fatalf("%d reports still queued", n)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*"+outboxFileSuffix)); len(files) != 0 {
+		t.Errorf("outbox files after delivery: %v, want none", files)
+	}
+	for _, id := range []string{"t-409", "t-404"} {
+		b, err := os.ReadFile(filepath.Join(dir, deadLetterDir, "r-"+id+outboxFileSuffix))
+		if err != nil {
+			t.Errorf("refused report %s not kept: %v", id, err)
+			continue
+		}
+		var got api.Report
+		if err := json.Unmarshal(b, &got); err != nil || got.TaskResult != reps[id].TaskResult || got.ReportID != reps[id].ReportID {
+			t.Errorf("dead letter of %s: %+v (%v), want the report as written", id, got, err)
+		}
+	}
+	if dead, _ := filepath.Glob(filepath.Join(dir, deadLetterDir, "*")); len(dead) != 2 {
+		t.Errorf("dead letters %v, want the two refused reports", dead)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tries["t-409"] != 1 || tries["t-404"] != 1 || tries["t-503"] != 3 || tries["t-ok"] != 1 {
+		t.Errorf("attempts %v, want one per refused or acknowledged report and 3 for the one answered 503 twice", tries)
+	}
+	// A new process does not deliver dead letters again by itself.
+	again := newOutbox(cl, testLogger(t), dir)
+	if err := again.load(); err != nil || again.len() != 0 {
+		t.Errorf("outbox loaded after a restart holds %d (%v), want 0", again.len(), err)
+	}
+}

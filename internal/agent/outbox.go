@@ -33,6 +33,14 @@ const (
 // loaded and delivered by the next process, with the same ReportID, so the
 // server stores them once. A file is written whole (temporary file, fsync,
 // rename), so a crash leaves the old state or the new, never half a report.
+//
+// A report is deleted only once the server acknowledged it as stored. One
+// the server refuses for good (a 4xx other than 408 and 429, e.g. 409 for
+// a task that ended otherwise meanwhile) is moved to the dead-letter
+// directory (outbox/dead, deadLetterDir) with a warning naming the file,
+// where an operator can read it or deliver it again; it is never retried
+// by itself. (The server stores late results of tasks it ended for the
+// agent's absence, so an absence alone does not refuse a result.)
 type outbox struct {
 	cl  reporter
 	log *slog.Logger
@@ -218,13 +226,46 @@ func (o *outbox) due(now time.Time) ([]*delivery, time.Time) {
 	return out, next
 }
 
-// remove forgets a delivered (or refused) report and deletes its file.
+// deadLetterDir is the directory below the outbox's that keeps reports
+// the server refused for good.
+const deadLetterDir = "dead"
+
+// remove forgets a delivered report and deletes its file.
 func (o *outbox) remove(d *delivery) {
 	if d.file != "" {
 		if err := os.Remove(d.file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			o.log.Warn("cannot remove a delivered report from the outbox", "file", d.file, "err", err)
 		}
 	}
+	o.forget(d)
+}
+
+// deadLetter forgets a report the server refused for good, keeping its
+// file in the dead-letter directory; it returns where ("" when the report
+// was in memory only, or could not be moved: then it stays in the outbox
+// directory, and the next process tries it again).
+func (o *outbox) deadLetter(d *delivery) (string, error) {
+	o.forget(d)
+	if d.file == "" {
+		return "", nil
+	}
+	dir := filepath.Join(o.dir, deadLetterDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("dead-letter directory: %w", err)
+	}
+	to := filepath.Join(dir, filepath.Base(d.file))
+	if err := os.Rename(d.file, to); err != nil {
+		return "", fmt.Errorf("move to the dead-letter directory: %w", err)
+	}
+	if f, err := os.Open(o.dir); err == nil {
+		_ = f.Sync()
+		_ = f.Close()
+	}
+	return to, nil
+}
+
+// forget drops a report from the queue.
+func (o *outbox) forget(d *delivery) {
 	defer o.notify()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -265,9 +306,10 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// send makes one delivery attempt. Acknowledged, or refused for good (a
-// 4xx other than 408 and 429: the server will never take it), the report
-// is dropped; otherwise it is retried with exponential back-off.
+// send makes one delivery attempt. Acknowledged, the report is deleted;
+// refused for good (a 4xx other than 408 and 429: the server will never
+// take it), it goes to the dead-letter directory; otherwise it is retried
+// with exponential back-off.
 func (o *outbox) send(ctx context.Context, d *delivery) {
 	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	reply, err := o.cl.Report(sctx, d.rep)
@@ -282,8 +324,14 @@ func (o *outbox) send(ctx context.Context, d *delivery) {
 	}
 	st := api.StatusOf(err)
 	if st >= 400 && st < 500 && st != http.StatusRequestTimeout && st != http.StatusTooManyRequests {
-		o.remove(d)
-		log.Warn("result refused by the server; dropped", "status", st, "err", err)
+		switch to, derr := o.deadLetter(d); {
+		case derr != nil:
+			log.Error("result refused by the server; left in the outbox", "status", st, "err", err, "file", d.file, "move_err", derr)
+		case to != "":
+			log.Warn("result refused by the server; kept as a dead letter", "status", st, "err", err, "file", to)
+		default:
+			log.Error("result refused by the server; not kept (no --state-dir)", "status", st, "err", err, "state", d.rep.State, "reason", d.rep.Reason)
+		}
 		return
 	}
 	d.attempts++

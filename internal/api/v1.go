@@ -137,22 +137,25 @@ type TaskCreate struct {
 // Task is a task as the v1 task query answers it. SrcPodID and DstPodID
 // repeat the UIDs under the names the seed's screenshots also showed.
 type Task struct {
-	ID         int64     `json:"ID"`
-	TaskID     string    `json:"TaskID"`
-	SrcPodUID  string    `json:"SrcPodUID"`
-	SrcPodID   string    `json:"SrcPodID"`
-	SrcPodIP   string    `json:"SrcPodIP"`
-	DstPodUID  string    `json:"DstPodUID"`
-	DstPodID   string    `json:"DstPodID"`
-	DstPodIP   string    `json:"DstPodIP"`
-	TaskParam  string    `json:"TaskParam"`
-	TaskType   string    `json:"TaskType"`
-	TaskStatus int       `json:"TaskStatus"`
-	TaskResult string    `json:"TaskResult"`
-	TaskState  string    `json:"TaskState"`            // the named state behind TaskStatus
-	TaskReason string    `json:"TaskReason,omitempty"` // why it failed, timed out or was cancelled
-	CreateTime time.Time `json:"CreateTime"`
-	UpdateTime time.Time `json:"UpdateTime"`
+	ID         int64  `json:"ID"`
+	TaskID     string `json:"TaskID"`
+	SrcPodUID  string `json:"SrcPodUID"`
+	SrcPodID   string `json:"SrcPodID"`
+	SrcPodIP   string `json:"SrcPodIP"`
+	DstPodUID  string `json:"DstPodUID"`
+	DstPodID   string `json:"DstPodID"`
+	DstPodIP   string `json:"DstPodIP"`
+	TaskParam  string `json:"TaskParam"`
+	TaskType   string `json:"TaskType"`
+	TaskStatus int    `json:"TaskStatus"`
+	TaskResult string `json:"TaskResult"`
+	TaskState  string `json:"TaskState"`            // the named state behind TaskStatus
+	TaskReason string `json:"TaskReason,omitempty"` // why it failed, timed out or was cancelled
+	// TaskLateReason: the result arrived after the server had ended the
+	// task for its agent's absence with this reason (see TaskV2.LateReason).
+	TaskLateReason string    `json:"TaskLateReason,omitempty"`
+	CreateTime     time.Time `json:"CreateTime"`
+	UpdateTime     time.Time `json:"UpdateTime"`
 }
 
 // Heartbeat is what an agent says about itself once a second (the seed's

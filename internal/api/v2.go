@@ -85,8 +85,12 @@ type TaskV2 struct {
 	DstPodIP  string          `json:"dst_pod_ip"`
 	State     string          `json:"state"`
 	Reason    string          `json:"reason,omitempty"`
-	Exclusive bool            `json:"exclusive"`
-	TimeoutS  float64         `json:"timeout_s"`
+	// LateReason: the result arrived after the server had ended the task
+	// for its agent's absence with this reason ("agent went offline",
+	// "deadline passed"); the state and result are the agent's.
+	LateReason string  `json:"late_reason,omitempty"`
+	Exclusive  bool    `json:"exclusive"`
+	TimeoutS   float64 `json:"timeout_s"`
 	// RawSize is the length in bytes of the raw tool output, which is not
 	// part of a task's answer: GET /api/v2/tasks/{id}/raw reads it.
 	RawSize      int64           `json:"raw_size,omitempty"`

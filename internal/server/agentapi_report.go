@@ -55,7 +55,11 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	}
 	s.offers.ack(rep.PodUID, t.TaskID)
 	if !dup {
-		s.log.Info("task finished", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "reason", t.Reason)
+		if t.LateReason != "" {
+			s.log.Info("late result stored", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "ended_before_for", t.LateReason)
+		} else {
+			s.log.Info("task finished", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "reason", t.Reason)
+		}
 		s.disp.dropStaged(t.TaskID)
 		if t.Exclusive {
 			s.disp.wakePending()

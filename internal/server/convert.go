@@ -31,7 +31,7 @@ func taskV1(t store.Task, raw string) api.Task {
 		SrcPodUID: t.SrcPodUID, SrcPodID: t.SrcPodUID, SrcPodIP: t.SrcPodIP,
 		DstPodUID: t.DstPodUID, DstPodID: t.DstPodUID, DstPodIP: t.DstPodIP,
 		TaskParam: t.Param, TaskType: t.Type,
-		TaskStatus: api.TaskStatusCode(string(t.State)), TaskState: string(t.State), TaskReason: t.Reason,
+		TaskStatus: api.TaskStatusCode(string(t.State)), TaskState: string(t.State), TaskReason: t.Reason, TaskLateReason: t.LateReason,
 		TaskResult: raw, CreateTime: t.CreatedAt, UpdateTime: t.UpdatedAt,
 	}
 }
@@ -40,7 +40,7 @@ func taskV2(t store.Task) api.TaskV2 {
 	return api.TaskV2{
 		ID: t.ID, TaskID: t.TaskID, RunID: t.RunID, Type: t.Type, Param: t.Param, Spec: t.Spec,
 		SrcPodUID: t.SrcPodUID, SrcPodIP: t.SrcPodIP, DstPodUID: t.DstPodUID, DstPodIP: t.DstPodIP,
-		State: string(t.State), Reason: t.Reason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
+		State: string(t.State), Reason: t.Reason, LateReason: t.LateReason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
 		RawSize: t.RawSize, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
 		StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline, UpdatedAt: t.UpdatedAt,
 		QoS: storedQoS(t.Spec),

@@ -132,6 +132,7 @@ type Server struct {
 	// bigReports holds a slot per large report being handled
 	// (agentapi_report.go).
 	bigReports chan struct{}
+	raw        *rawReads // reads of raw outputs (outputs.go)
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
@@ -193,6 +194,7 @@ func New(opts Options) (*Server, error) {
 		offers:     newOffers(),
 		keys:       newTestKeys(),
 		bigReports: make(chan struct{}, bigReportSlots),
+		raw:        newRawReads(),
 	}
 	if opts.Bus != nil {
 		s.disp.share = s.publish

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -119,14 +117,7 @@ func (s *Server) handleTaskV1(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, true, wrapNotFound(err, "task "+id))
 		return
 	}
-	raw := ""
-	if t.RawSize > 0 {
-		if raw, err = s.st.TaskOutput(r.Context(), id); err != nil {
-			s.fail(w, r, true, wrapNotFound(err, "task "+id))
-			return
-		}
-	}
-	s.okV1(w, taskV1(t, raw))
+	s.writeTaskV1(w, r, t)
 }
 
 // throughputKinds are exclusive by default.
@@ -372,20 +363,6 @@ func (s *Server) handleTaskGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleTaskRaw answers a task's raw tool output on its own, as text.
-func (s *Server) handleTaskRaw(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	raw, err := s.st.TaskOutput(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, false, wrapNotFound(err, "task "+id))
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, raw)
-}
-
 func (s *Server) handleTaskCancel(w http.ResponseWriter, r *http.Request) {
 	reason, err := s.cancelReason(w, r)
 	if err != nil {

@@ -238,7 +238,12 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 			// the id): delivered once, nothing written.
 			out, dup = t, true
 			return nil
-		case t.State.Terminal():
+		case t.State.Terminal() && r.State == TaskCancelled:
+			// The agent stopped a task that had ended already (the
+			// server told it to): nothing to store, nothing lost.
+			out, dup = t, true
+			return nil
+		case t.State.Terminal() && !endedForAbsence(t):
 			return fmt.Errorf("report %s for task %s: %w: task already %s", r.ReportID, r.TaskID, ErrConflict, t.State)
 		case t.State == TaskPending:
 			return fmt.Errorf("report %s for task %s: %w: task was never dispatched", r.ReportID, r.TaskID, ErrConflict)
@@ -250,11 +255,18 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 				return fmt.Errorf("store output of task %s: %w", r.TaskID, err)
 			}
 		}
+		late := ""
+		if t.State.Terminal() {
+			late = t.Reason // ended for the agent's absence: the result is late
+		}
 		ts := s.d.timeArg(now)
-		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_size = ?, result = ?, report_id = ?, finished_at = ?, updated_at = ?",
-			string(r.State), r.Reason, int64(len(r.RawResult)), s.jsOrNil(r.Result), r.ReportID, ts, ts), scanTask)
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_size = ?, result = ?, report_id = ?, late_reason = ?, finished_at = ?, updated_at = ?",
+			string(r.State), r.Reason, int64(len(r.RawResult)), s.jsOrNil(r.Result), r.ReportID, late, ts, ts), scanTask)
 		if err != nil {
 			return fmt.Errorf("complete task %s: %w", r.TaskID, err)
+		}
+		if late != "" && out.RunID != "" {
+			return s.rejudgeRun(ctx, tx, out.RunID, now)
 		}
 		return s.finishRuns(ctx, tx, []Task{out}, now)
 	})
@@ -267,4 +279,29 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		}
 	}
 	return out, dup, nil
+}
+
+// endedForAbsence reports whether the server ended t for lack of news from
+// its agent (gone offline, or silent past the deadline) with no result
+// stored: a result that arrives later is still the task's result.
+func endedForAbsence(t Task) bool {
+	if t.ReportID != "" || t.DispatchedAt == nil {
+		return false
+	}
+	return (t.State == TaskFailed && t.Reason == ReasonAgentOffline) ||
+		(t.State == TaskTimedOut && t.Reason == ReasonDeadlinePassed)
+}
+
+// rejudgeRun sets a finished run (not a cancelled one) succeeded or failed
+// again from its tasks, after a late result changed one of them; a running
+// run is finished as by finishRuns.
+func (s *sqlStore) rejudgeRun(ctx context.Context, tx *sql.Tx, runID string, now time.Time) error {
+	ts := s.d.timeArg(now)
+	q := `UPDATE runs SET updated_at = ?,
+	state = CASE WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = runs.id AND t.state <> 'succeeded') THEN 'failed' ELSE 'succeeded' END
+WHERE id = ? AND state IN ('succeeded', 'failed')`
+	if _, err := tx.ExecContext(ctx, s.d.rebind(q), ts, runID); err != nil {
+		return fmt.Errorf("judge run %s again: %w", runID, err)
+	}
+	return s.finishRuns(ctx, tx, []Task{{RunID: runID}}, now)
 }

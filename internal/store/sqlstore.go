@@ -38,7 +38,7 @@ func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
 
 const (
 	agentCols = "id, pod_uid, pod_name, pod_namespace, pod_ip, node_name, node_ip, host_network, responder_addr, version, status, register_time, last_heartbeat"
-	taskCols  = "id, task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip, type, param, spec, state, reason, raw_size, result, exclusive, timeout_ns, deadline, created_at, dispatched_at, started_at, finished_at, updated_at, report_id"
+	taskCols  = "id, task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip, type, param, spec, state, reason, raw_size, result, exclusive, timeout_ns, deadline, created_at, dispatched_at, started_at, finished_at, updated_at, report_id, late_reason"
 	runCols   = "seq, id, suite, params, state, allow_concurrency, created_at, updated_at, finished_at"
 
 	activeStates = "('dispatched', 'running')"
@@ -119,7 +119,7 @@ func scanTask(r rowScanner) (Task, error) {
 	var deadline, created, dispatched, started, finished, updated tsScan
 	err := r.Scan(&t.ID, &t.TaskID, &runID, &t.SrcPodUID, &t.SrcPodIP, &t.DstPodUID, &t.DstPodIP,
 		&t.Type, &t.Param, &spec, &state, &t.Reason, &t.RawSize, &result, &t.Exclusive, &timeout,
-		&deadline, &created, &dispatched, &started, &finished, &updated, &t.ReportID)
+		&deadline, &created, &dispatched, &started, &finished, &updated, &t.ReportID, &t.LateReason)
 	if err != nil {
 		return Task{}, err
 	}

@@ -205,6 +205,11 @@ type Task struct {
 	FinishedAt   *time.Time
 	UpdatedAt    time.Time
 	ReportID     string // idempotency key of the accepted result report
+	// LateReason is set when the result arrived after the server had
+	// ended the task for its agent's absence (ReasonAgentOffline,
+	// ReasonDeadlinePassed): the reason it was first ended with. The
+	// result is stored all the same (Complete); "" for a result in time.
+	LateReason string
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields match everything.
@@ -369,6 +374,11 @@ type Store interface {
 	// TaskOutput returns the task's raw tool output ("" when it has none).
 	// Unknown task: ErrNotFound.
 	TaskOutput(ctx context.Context, taskID string) (string, error)
+	// TaskOutputChunk returns at most n characters (not bytes) of the
+	// task's raw output, from character off (0-based): "" past its end, or
+	// when the task has no output or is unknown. The server streams an
+	// output chunk by chunk, never holding it whole.
+	TaskOutputChunk(ctx context.Context, taskID string, off, n int64) (string, error)
 	// ListTasks returns one page of tasks matching f ordered by ID, and the
 	// total number of matching tasks (ignoring the page).
 	ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task, int, error)
@@ -392,7 +402,15 @@ type Store interface {
 	// under another ReportID that says exactly what is stored (state,
 	// reason, raw and typed result: results are deduplicated by task). A
 	// different report for a task that is already terminal is ErrConflict,
-	// as is a report for a pending task. Another agent's task: ErrNotFound.
+	// as is a report for a pending task, with two exceptions. A late
+	// result (succeeded, failed or timed out) for a task the server ended
+	// for its agent's absence (failed ReasonAgentOffline or timed out
+	// ReasonDeadlinePassed, no report stored) is stored as any result,
+	// with LateReason = the reason it was ended with, and a finished run
+	// of it is judged again (succeeded when all its tasks now succeeded).
+	// A cancelled report for a task that is already terminal (the agent
+	// stopped a task the server had ended) writes nothing and is
+	// duplicate = true. Another agent's task: ErrNotFound.
 	Complete(ctx context.Context, r Report, now time.Time) (t Task, duplicate bool, err error)
 	// Cancel moves a pending, dispatched or running task to cancelled with
 	// the reason (ReasonCancelled when empty). Already cancelled: a no-op

@@ -73,7 +73,7 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 		}
 		seen[t.TaskID] = i
 		t.RunID = runID
-		t.State, t.Reason, t.RawSize, t.Result, t.ReportID = TaskPending, "", 0, nil, ""
+		t.State, t.Reason, t.RawSize, t.Result, t.ReportID, t.LateReason = TaskPending, "", 0, nil, "", ""
 		t.Deadline, t.DispatchedAt, t.StartedAt, t.FinishedAt = nil, nil, nil, nil
 		t.CreatedAt, t.UpdatedAt = now, now
 		out[i] = t
@@ -117,6 +117,23 @@ func (s *sqlStore) TaskOutput(ctx context.Context, taskID string) (string, error
 		return "", fmt.Errorf("read output of task %s: %w", taskID, err)
 	}
 	return raw.String, nil
+}
+
+func (s *sqlStore) TaskOutputChunk(ctx context.Context, taskID string, off, n int64) (string, error) {
+	if off < 0 || n <= 0 {
+		return "", fmt.Errorf("read output of task %s: %w: chunk at %d of %d characters", taskID, ErrInvalid, off, n)
+	}
+	// SUBSTR counts characters (not bytes) in every dialect: a chunk never
+	// splits a character, and the chunks joined are the output.
+	var part string
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT SUBSTR(raw, ?, ?) FROM task_outputs WHERE task_id = ?`), off+1, n, taskID).Scan(&part)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read output of task %s at %d: %w", taskID, off, err)
+	}
+	return part, nil
 }
 
 func (s *sqlStore) GetTask(ctx context.Context, taskID string) (Task, error) {
