@@ -15,6 +15,8 @@ func statusOf(err error) int {
 		return st
 	}
 	switch {
+	case store.CannotWrite(err):
+		return http.StatusServiceUnavailable // readiness.go
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrConflict):
@@ -36,7 +38,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, v1 bool, err error
 		field = ae.Field
 		msg = ae.Error()
 	}
-	if code == http.StatusInternalServerError && r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+	if store.CannotWrite(err) {
+		msg = s.storeCannotWrite(r, err)
+		w.Header().Set("Retry-After", writeRetryAfter)
+	} else if code == http.StatusInternalServerError && r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
 		// The caller went away (an agent stopping, a client's deadline):
 		// nobody reads the answer and the server did nothing wrong.
 		s.log.Debug("request abandoned by its caller", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -132,7 +132,8 @@ type Server struct {
 	// bigReports holds a slot per large report being handled
 	// (agentapi_report.go).
 	bigReports chan struct{}
-	raw        *rawReads // reads of raw outputs (outputs.go)
+	raw        *rawReads   // reads of raw outputs (outputs.go)
+	writes     writeHealth // what /readyz says of the store's writes (readiness.go)
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache

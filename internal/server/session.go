@@ -594,7 +594,9 @@ func (s *Server) replyErr(a *agentSession, seq uint64, err error) error {
 	if errors.As(err, &ae) {
 		body.Field, body.Error = ae.Field, ae.Error()
 	}
-	if code == http.StatusInternalServerError {
+	if store.CannotWrite(err) {
+		body = &api.ErrorBody{Error: s.storeCannotWrite(a.r, err)}
+	} else if code == http.StatusInternalServerError {
 		s.log.Error("session frame failed", "pod_uid", a.uid, "err", err)
 		body = &api.ErrorBody{Error: "internal error (see the server log)"}
 	}

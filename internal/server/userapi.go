@@ -81,8 +81,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store unreachable: " + err.Error()})
 		return
 	}
-	if err := s.st.CheckWrite(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "store cannot write: " + err.Error()})
+	if err := s.writeReady(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: cannotWriteMsg(err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

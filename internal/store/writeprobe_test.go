@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestCheckWriteNeedsAWrite shows that CheckWrite fails where Ping still
@@ -28,8 +31,18 @@ func TestCheckWriteNeedsAWrite(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping of a store that can read: %v", err)
 	}
-	if err := s.CheckWrite(ctx); err == nil {
-		t.Fatal("CheckWrite passed on a store that cannot write")
+	if err := s.CheckWrite(ctx); err == nil || !CannotWrite(err) {
+		t.Fatalf("CheckWrite on a store that cannot write: %v, want an error CannotWrite knows", err)
+	}
+	// Any write says so, in the driver's words, and CannotWrite knows them.
+	_, err = st.UpsertHeartbeat(ctx, Agent{PodUID: "w"}, time.Now())
+	if err == nil || !CannotWrite(err) || errors.Is(err, ErrCannotWrite) {
+		t.Fatalf("heartbeat on a store that cannot write: %v, want the driver's error, which CannotWrite knows", err)
+	}
+	for _, other := range []error{ErrConflict, ErrNotFound, ErrInvalid, context.Canceled, errors.New("x")} {
+		if CannotWrite(fmt.Errorf("wrapped: %w", other)) {
+			t.Errorf("CannotWrite(%v) = true", other)
+		}
 	}
 	if _, err := s.w.ExecContext(ctx, "PRAGMA query_only = 0"); err != nil {
 		t.Fatal(err)
