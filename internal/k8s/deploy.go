@@ -127,10 +127,37 @@ func (c *Client) Deploy(ctx context.Context, opts DeployOptions, wait time.Durat
 			}
 		}
 	}
+	if !opts.HostAgents {
+		if err := c.removeHostAgents(ctx, log); err != nil {
+			return err
+		}
+	}
 	if wait <= 0 {
 		return nil
 	}
 	return c.WaitReady(ctx, wait)
+}
+
+// HostAgentsName is the host-network agent DaemonSet of the host-agents
+// opt-in.
+const HostAgentsName = "cnperf-agent-host"
+
+// removeHostAgents deletes the host-network agent DaemonSet an earlier
+// deploy with HostAgents left: applying the objects without it would keep
+// it running in a namespace now labelled restricted, where its pods could
+// not even be recreated.
+func (c *Client) removeHostAgents(ctx context.Context, log io.Writer) error {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	err := c.Kube.AppsV1().DaemonSets(c.NS()).Delete(rctx, HostAgentsName, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return c.explain(err, "delete daemonset "+HostAgentsName+" (deployed without --host-agents)")
+	}
+	fmt.Fprintf(log, "daemonset/%s deleted (deployed without --host-agents)\n", HostAgentsName)
+	return nil
 }
 
 // toNamespace moves a ClusterRoleBinding of the base (named NAME-cnperf,

@@ -113,3 +113,31 @@ func TestAgentSets(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeployWithoutHostAgentsRemovesThem: a deploy without the opt-in
+// removes the host-network agents an earlier deploy with it made (the
+// namespace goes back to restricted, under which they could not run), and
+// says so; with nothing to remove it says nothing.
+func TestRedeployWithoutHostAgentsRemovesThem(t *testing.T) {
+	var host runtime.Object
+	for _, o := range render(t, DeployOptions{HostAgents: true}) {
+		if d, ok := o.(*appsv1.DaemonSet); ok && d.Name == HostAgentsName {
+			host = d
+		}
+	}
+	c := fakeClient(host)
+	var log strings.Builder
+	if err := c.removeHostAgents(context.Background(), &log); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.AgentSets(context.Background()); err != nil || s.Host {
+		t.Errorf("after the re-deploy the host agents are still there: %+v %v", s, err)
+	}
+	if !strings.Contains(log.String(), "daemonset/cnperf-agent-host deleted") {
+		t.Errorf("log %q does not say the host agents went", log.String())
+	}
+	log.Reset()
+	if err := c.removeHostAgents(context.Background(), &log); err != nil || log.Len() != 0 {
+		t.Errorf("nothing to remove: err %v, log %q", err, log.String())
+	}
+}
