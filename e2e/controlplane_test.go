@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -290,8 +291,10 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		}
 	}
 
-	// 5. One renderer: a suite run's CSV as `cnperf run` prints it at the
-	// end is the CSV `cnperf report` prints for the stored run.
+	// 5. One renderer: a suite run as `cnperf run` prints it at the end is
+	// what `cnperf report` prints for the stored run, in every format; a
+	// v2 task run with tcp, udp, rr and ping results reads the same from
+	// `cnperf report` and the dashboard's downloads.
 	cnperf := func(args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -312,12 +315,75 @@ func TestControlPlaneEndToEnd(t *testing.T) {
 		t.Fatalf("cnperf run --csv printed:\n%s", runCSV)
 	}
 	runID, _, _ := strings.Cut(lines[1], ",")
-	reportCSV, errOut, err := cnperf("report", runID, "--server", base, "--token", "u-e2e", "--format", "csv")
-	if err != nil {
-		t.Fatalf("cnperf report %s --format csv: %v\n%s", runID, err, errOut)
+	report := func(id, format string) string {
+		t.Helper()
+		file := filepath.Join(dir, "report."+format)
+		out, errOut, err := cnperf("report", id, "--server", base, "--token", "u-e2e", "--format", format, "--output", file)
+		if err != nil {
+			t.Fatalf("cnperf report %s --format %s: %v\n%s%s", id, format, err, out, errOut)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
-	if reportCSV != runCSV {
+	if reportCSV := report(runID, "csv"); reportCSV != runCSV {
 		t.Errorf("cnperf run --csv and cnperf report --format csv differ:\n%s\n---\n%s", runCSV, reportCSV)
+	}
+	for _, f := range []struct{ flag, format, says string }{{"--json", "json", `"run_ids"`}, {"--markdown", "md", "### backend not named"}, {"", "text", "VS NODE-NODE"}} {
+		args := []string{"run", "baseline", "--server", base, "--token", "u-e2e", "--time", "300ms", "--repeat", "1", "--set", "ping-count=3", "--set", "udp-rate=50M"}
+		if f.flag != "" {
+			args = append(args, f.flag)
+		}
+		printed, errOut, err := cnperf(args...)
+		if err != nil {
+			t.Fatalf("cnperf run baseline %s: %v\n%s", f.flag, err, errOut)
+		}
+		ids, err := runIDsOf(printed, f.format)
+		if err != nil {
+			t.Fatalf("cnperf run baseline %s: %v\n%s", f.flag, err, printed)
+		}
+		if stored := report(ids, f.format); stored != printed || !strings.Contains(printed, f.says) {
+			t.Errorf("cnperf run %s and cnperf report --format %s differ (or lack %q):\n%s\n---\n%s", f.flag, f.format, f.says, printed, stored)
+		}
+	}
+	rate := uint64(20e6)
+	var kinds api.Run
+	if code := user.call("POST", "/api/v2/runs", api.RunCreate{Tasks: []api.RunTask{
+		{Src: "pod-a", Dst: "pod-b", Spec: &probe.Spec{Kind: "tcp", Duration: probe.Duration(300 * time.Millisecond)}},
+		{Src: "pod-a", Dst: "pod-b", Spec: &probe.Spec{Kind: "udp", Duration: probe.Duration(300 * time.Millisecond), RateBps: &rate}},
+		{Src: "pod-b", Dst: "pod-a", Spec: &probe.Spec{Kind: "rr", Count: 200}},
+		{Src: "pod-b", Dst: "pod-a", Spec: &probe.Spec{Kind: "ping", Count: 3, Interval: probe.Duration(100 * time.Millisecond)}},
+	}}, &kinds); code != http.StatusCreated {
+		t.Fatalf("create the tcp, udp, rr and ping run: %d", code)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		user.call("GET", "/api/v2/runs/"+kinds.ID, nil, &kinds)
+		if kinds.State != api.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run still running after 60s: %+v", kinds.Counts)
+		}
+	}
+	for _, format := range []string{"text", "md", "csv", "json", "html"} {
+		stored := report(kinds.ID, format)
+		req, _ := http.NewRequest(http.MethodGet, base+"/runs/"+kinds.ID+"/report?format="+format, nil)
+		req.Header.Set("Authorization", "Bearer u-e2e")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(page) != stored {
+			t.Errorf("the dashboard's %s (%d) and cnperf report --format %s differ:\n%s\n---\n%s", format, resp.StatusCode, format, page, stored)
+		}
+	}
+	if text := report(kinds.ID, "text"); !strings.Contains(text, "UDP throughput, receiver") || !strings.Contains(text, "Ping RTT avg") ||
+		!strings.Contains(text, "RR round trip p50") || strings.Contains(text, "latency ms") {
+		t.Errorf("the task run's report does not label its results by kind:\n%s", text)
 	}
 
 	// 6. Identity: each agent joined once and keeps its credential in
@@ -370,4 +436,25 @@ func countLines(s, sub string) int {
 		}
 	}
 	return n
+}
+
+// runIDsOf reads the run id from what `cnperf run` printed: JSON's
+// run_id, or the title line of text ("run ID · ...") and Markdown.
+func runIDsOf(printed, format string) (string, error) {
+	if format == "json" {
+		var doc struct {
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal([]byte(printed), &doc); err != nil || doc.RunID == "" {
+			return "", fmt.Errorf("no run_id: %v", err)
+		}
+		return doc.RunID, nil
+	}
+	first, _, _ := strings.Cut(printed, "\n")
+	_, after, ok := strings.Cut(first, "run ")
+	id, _, ok2 := strings.Cut(after, " ")
+	if !ok || !ok2 || id == "" {
+		return "", fmt.Errorf("no run id in %q", first)
+	}
+	return id, nil
 }

@@ -37,7 +37,7 @@ func (k *k8sRunFlags) register(cmd *cobra.Command) {
 // suite shaped a pod, the qdiscs the CNI installed and the flow that
 // drained its token bucket first.
 type k8sOutput struct {
-	report.Output
+	*report.Report
 	Cluster k8s.Facts        `json:"cluster"`
 	Shaping *k8s.Shaped      `json:"shaping_qdiscs,omitempty"`
 	Drain   *k8s.DrainResult `json:"shaping_drain,omitempty"`
@@ -143,7 +143,11 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 	if err != nil {
 		return err
 	}
-	out := k8sOutput{Output: report.NewOutput(rep), Cluster: facts, Kernels: env.Kernels()}
+	model, err := report.FromLive(suites(), rep)
+	if err != nil {
+		return err
+	}
+	out := k8sOutput{Report: model, Cluster: facts, Kernels: env.Kernels()}
 	labelCNI(out.Rows, facts)
 	out.Holds = env.Holds()
 	if sh := env.Shaped(); len(sh) > 0 {
@@ -153,7 +157,7 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		}
 	}
 	if f.format == "json" {
-		f.evaluate(&out.Output)
+		f.evaluate(out.Report)
 		enc := json.NewEncoder(st.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -172,7 +176,8 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 		}
 		fmt.Fprintln(st.Out)
 	}
-	return f.print(st, out.Output)
+	f.evaluate(out.Report)
+	return f.write(st, out.Report)
 }
 
 // readyWithin bounds the wait for a deployed cnperf to become ready (its

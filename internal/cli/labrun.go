@@ -68,7 +68,7 @@ Needs root (CAP_NET_ADMIN).`,
 			if err := underlayRates(&cfg, rate, nodeRate); err != nil {
 				return err
 			}
-			out, err := labrun.Run(cmd.Context(), labrun.Config{
+			reps, err := labrun.Run(cmd.Context(), labrun.Config{
 				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
 				Cnperf:   lab.CnperfOptions{LogLevel: logLevel, DB: db},
 				Progress: st.Err, Log: g.logger(st),
@@ -76,7 +76,7 @@ Needs root (CAP_NET_ADMIN).`,
 			if err != nil {
 				return err
 			}
-			return f.print(st, out)
+			return f.print(st, reps...)
 		},
 	}
 	f.register(cmd, "", "cni-compare: backends to compare, one lab each (default host-gw,vxlan)")

@@ -14,7 +14,6 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/report"
-	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // reportServer holds the flags of the verbs that read runs from a server:
@@ -185,10 +184,4 @@ with its progress and the figures measured so far.
 	fl.StringVarP(&output, "output", "o", "", "write the --format output to FILE instead of standard output")
 	fl.BoolVar(&only, "only-this-run", false, "report this run alone, not the other phases or backends of its suite run")
 	return cmd
-}
-
-// writeSuiteHTML writes the HTML report of a suite run that just ended
-// (cnperf run and cnperf lab run --html FILE).
-func writeSuiteHTML(path string, out report.Output, p suite.Presentation) error {
-	return writeFileAtomic(path, out.Report(p).WriteHTML)
 }

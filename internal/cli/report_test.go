@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -148,7 +149,7 @@ func TestReportAndCompareVerbs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	for _, want := range []string{"run " + a + " · baseline · succeeded (24/24 measurements)", "pod-pod cross node", "TCP throughput, receiver"} {
+	for _, want := range []string{"run " + a + " · baseline · succeeded (24/24 measurements)", "pod-pod cross node", "TCP Mbit/s", "VS NODE-NODE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -211,10 +212,11 @@ func TestReportAndCompareVerbs(t *testing.T) {
 }
 
 func TestWriteSuiteHTML(t *testing.T) {
-	outs := reporttest.Baseline([]string{"vxlan"}, 2, 1)
-	out := report.Output{RunID: "r1", RunIDs: []string{"r1"}, Suite: "baseline", Options: suite.DefaultOptions(), Rows: suite.Rows(outs), Outcomes: outs}
+	rep := report.FromOutcomes("r1", "baseline", reporttest.Baseline([]string{"vxlan"}, 2, 1))
 	p := filepath.Join(t.TempDir(), "suite.html")
-	if err := writeSuiteHTML(p, out, suite.Presentation{}); err != nil {
+	var out bytes.Buffer
+	st := Streams{Out: &out, Err: io.Discard}
+	if err := (&suiteFlags{html: p, format: "csv"}).write(st, rep); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(p)
@@ -226,9 +228,12 @@ func TestWriteSuiteHTML(t *testing.T) {
 			t.Errorf("suite HTML lacks %q", want)
 		}
 	}
+	if !strings.HasPrefix(out.String(), "run_id,suite,") {
+		t.Errorf("--csv beside --html printed %q", out.String()[:min(out.Len(), 80)])
+	}
 	// A directory that does not exist: an error naming the file, nothing left behind.
 	bad := filepath.Join(t.TempDir(), "missing", "x.html")
-	if err := writeSuiteHTML(bad, out, suite.Presentation{}); err == nil || !strings.Contains(err.Error(), bad) {
+	if err := (&suiteFlags{html: bad}).write(st, rep); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("write into a missing directory: %v", err)
 	}
 }

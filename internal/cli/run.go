@@ -54,8 +54,8 @@ func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp 
 	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.backends, "backends", backendsDefault, backendsHelp)
 	fl.StringArrayVar(&f.set, "set", nil, "suite setting KEY=VALUE, repeatable (the suite's keys: cnperf suites SUITE, or SUITE --help)")
-	fl.BoolVar(&f.asJSON, "json", false, "print JSON (run_id, rows[] with medians and min/max)")
-	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per row")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON (run_id, run_ids, rows[] with medians and min/max, outcomes)")
+	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per figure")
 	fl.BoolVar(&f.md, "markdown", false, "print Markdown tables")
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against the rows; a failed objective exits with code 3")
 	fl.StringVar(&f.html, "html", "", "also write the HTML report (tables and SVG charts) to FILE")
@@ -127,40 +127,42 @@ func (f *suiteFlags) prepare(name string) error {
 	return nil
 }
 
-// print writes the output in the chosen format and evaluates the SLO.
-func (f *suiteFlags) print(st Streams, out report.Output) error {
-	f.evaluate(&out)
-	var err error
-	switch f.format {
-	case "json":
-		err = out.WriteJSON(st.Out)
-	case "csv":
-		err = out.WriteCSV(st.Out)
-	case "markdown":
-		err = out.WriteMarkdown(st.Out)
-	default:
-		if tw, ok := f.suite.(suite.TableWriter); ok {
-			err = report.WriteSuiteTable(st.Out, out, tw)
-			break
-		}
-		err = out.WriteTable(st.Out)
-	}
+// print builds the report of the suite run that just ended from its runs,
+// as `cnperf report RUN_ID` and the dashboard build it from the stored
+// runs (report.FromLive), writes it in the chosen format and evaluates the
+// SLO.
+func (f *suiteFlags) print(st Streams, reps ...suite.Report) error {
+	rep, err := report.FromLive(suites(), reps...)
 	if err != nil {
+		return err
+	}
+	f.evaluate(rep)
+	return f.write(st, rep)
+}
+
+// write writes rep in the chosen format (and --html) and returns the SLO's
+// exit error.
+func (f *suiteFlags) write(st Streams, rep *report.Report) error {
+	w := reportWriters[map[string]string{"json": "json", "csv": "csv", "markdown": "md"}[f.format]]
+	if w == nil {
+		w = reportWriters["text"]
+	}
+	if err := w(rep, st.Out); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if f.html != "" {
-		if err := writeSuiteHTML(f.html, out, suite.PresentationOf(f.suite)); err != nil {
+		if err := writeFileAtomic(f.html, rep.WriteHTML); err != nil {
 			return err
 		}
 	}
-	return sloError(out.Checks)
+	return sloError(rep.Checks)
 }
 
-// evaluate sets the output's checks from the --slo objectives, if any.
-func (f *suiteFlags) evaluate(out *report.Output) {
+// evaluate sets the report's checks from the --slo objectives, if any.
+func (f *suiteFlags) evaluate(rep *report.Report) {
 	if len(f.objectives) > 0 {
-		out.Checks = suite.Evaluate(f.objectives, out.Rows)
-		out.Checks = append(out.Checks, suite.EvaluateAvailability(f.objectives, f.avail)...)
+		rep.Checks = suite.Evaluate(f.objectives, rep.Rows)
+		rep.Checks = append(rep.Checks, suite.EvaluateAvailability(f.objectives, f.avail)...)
 	}
 }
 
@@ -275,7 +277,7 @@ cni-compare needs it). To compare backends, use cnperf lab run cni-compare.`,
 			if err != nil {
 				return err
 			}
-			return f.print(st, report.NewOutput(rep))
+			return f.print(st, rep)
 		},
 	}
 	f.register(cmd, "", "the cluster's network backend, as a label for the rows (e.g. vxlan)")

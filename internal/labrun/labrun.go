@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/lab"
-	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -41,8 +40,9 @@ type Config struct {
 }
 
 // Run runs cfg's suite on one fresh lab per backend and returns the
-// joined rows. Every lab is removed before Run returns.
-func Run(ctx context.Context, cfg Config) (report.Output, error) {
+// suite's report of each (their runs kept for report.FromLive, as the
+// labs' servers are gone). Every lab is removed before Run returns.
+func Run(ctx context.Context, cfg Config) ([]suite.Report, error) {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -57,28 +57,28 @@ func Run(ctx context.Context, cfg Config) (report.Output, error) {
 	}
 	// Check everything before building anything.
 	if err := cfg.Options.Validate(); err != nil {
-		return report.Output{}, err
+		return nil, err
 	}
 	for _, b := range backends {
 		c := cfg.Lab
 		c.Backend = b
 		if err := c.Validate(); err != nil {
-			return report.Output{}, err
+			return nil, err
 		}
 	}
 	if err := lab.CheckPrivileges(); err != nil {
-		return report.Output{}, err
+		return nil, err
 	}
 	var reps []suite.Report
 	inv := fmt.Sprintf("lab-%d", time.Now().UnixNano())
 	for _, b := range backends {
 		rep, err := runOne(ctx, cfg, b, inv, log)
 		if err != nil {
-			return report.NewOutput(reps...), fmt.Errorf("backend %s: %w", b, err)
+			return reps, fmt.Errorf("backend %s: %w", b, err)
 		}
 		reps = append(reps, rep)
 	}
-	return report.NewOutput(reps...), nil
+	return reps, nil
 }
 
 // runOne builds the lab for one backend, runs the suite and removes the

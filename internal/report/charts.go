@@ -15,13 +15,21 @@ import (
 // distributions, matrices and shaping.
 func (r *Report) Charts() []*Chart {
 	var out []*Chart
-	if c := r.barChart("bars-throughput", "TCP throughput by connection", "Throughput", []string{"throughput_bps.receiver"}); c != nil {
-		c.Subtitle = "median at the receiver; whiskers: min–max of the repetitions"
-		out = append(out, c)
-	}
-	if c := r.barChart("bars-rtt", "Request/response round trip by connection", "Round trip", []string{"rtt_ms.p50", "rtt_ms.p99"}); c != nil {
-		c.Subtitle = "median of the repetitions' p50 and p99; whiskers: min–max"
-		out = append(out, c)
+	// One bar chart per kind of result, its figures named by the kind
+	// (suite.Figures), so no result is drawn as another kind's.
+	for _, b := range []struct {
+		id, title, y, sub string
+		metrics           []string
+	}{
+		{"bars-throughput", "TCP throughput by connection", "Throughput", "median at the receiver; whiskers: min–max of the repetitions", []string{"throughput_bps.receiver"}},
+		{"bars-udp", "UDP throughput by connection", "Throughput", "median at the receiver; whiskers: min–max of the repetitions", []string{"udp.throughput_bps.receiver"}},
+		{"bars-rtt", "Request/response round trip by connection", "Round trip", "median of the repetitions' p50 and p99; whiskers: min–max", []string{"rtt_ms.p50", "rtt_ms.p99"}},
+		{"bars-ping", "Ping round trip by connection", "Round trip", "median of the repetitions' avg and p99; whiskers: min–max", []string{"ping.rtt_ms.avg", "ping.rtt_ms.p99"}},
+	} {
+		if c := r.barChart(b.id, b.title, b.y, b.metrics); c != nil {
+			c.Subtitle = b.sub
+			out = append(out, c)
+		}
 	}
 	if c := r.throughputOverTime(); c != nil {
 		out = append(out, c)
@@ -44,11 +52,15 @@ func (r *Report) barChart(id, title, yname string, metrics []string) *Chart {
 	rows := map[[2]string]suite.Row{}
 	found := false
 	for _, row := range r.Rows {
+		has := false
 		for _, m := range metrics {
-			if _, ok := row.Median[m]; ok {
-				found = true
-			}
+			_, ok := row.Median[m]
+			has = has || ok
 		}
+		if !has {
+			continue // a row of another kind of result is not drawn here
+		}
+		found = true
 		name := r.Present.RowName(row)
 		if !seenC[name] {
 			seenC[name] = true
@@ -154,7 +166,7 @@ func intervalSteps(name string, ivs []probe.Interval) Series {
 // distribution is one latency distribution to draw.
 type distribution struct {
 	name    string
-	what    string // "one-way delay" or "round trip"
+	what    string // "round trip" (rr), "one-way delay" (udp) or "ping round trip"
 	widthUs float64
 	counts  []int64
 	summary *stats.Summary
@@ -175,6 +187,8 @@ func (r *Report) distributions() []distribution {
 			what, sum = "round trip", res.RTTms
 		case res.Kind == probe.KindUDP && res.LatencyMs != nil:
 			what, sum = "one-way delay", res.LatencyMs
+		case res.Kind == probe.KindPing && res.RTTms != nil:
+			what, sum = "ping round trip", res.RTTms
 		default:
 			continue
 		}
@@ -207,7 +221,7 @@ func (r *Report) distributions() []distribution {
 func (r *Report) latencyCharts() []*Chart {
 	dists := r.distributions()
 	var out []*Chart
-	for _, what := range []string{"round trip", "one-way delay"} {
+	for _, what := range []string{"round trip", "one-way delay", "ping round trip"} {
 		var ds []distribution
 		for _, d := range dists {
 			if d.what == what {
@@ -217,8 +231,8 @@ func (r *Report) latencyCharts() []*Chart {
 		if len(ds) == 0 || len(ds) > maxSeries {
 			continue
 		}
-		slug := map[string]string{"round trip": "rtt", "one-way delay": "owd"}[what]
-		title := map[string]string{"round trip": "Request/response round trip", "one-way delay": "UDP one-way delay"}[what]
+		slug := map[string]string{"round trip": "rtt", "one-way delay": "owd", "ping round trip": "ping"}[what]
+		title := map[string]string{"round trip": "Request/response round trip", "one-way delay": "UDP one-way delay", "ping round trip": "Ping round trip"}[what]
 		if h := histogramChart("hist-"+slug, title+": histogram", ds); h != nil {
 			out = append(out, h)
 		}

@@ -3,7 +3,6 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -49,6 +48,7 @@ func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 	var all []suite.Outcome
 	name := ""
 	for _, run := range runs {
+		r.RunIDs = append(r.RunIDs, run.ID)
 		pr := RunProgress(run)
 		r.Progress.Done += pr.Done
 		r.Progress.Total += pr.Total
@@ -102,6 +102,7 @@ func FromRuns(reg *suite.Registry, runs ...api.Run) (*Report, error) {
 				r.Present = suite.PresentationOf(s)
 			}
 		}
+		suite.SetOverhead(r.Rows)
 	} else {
 		r.Rows = plainRows(all)
 	}
@@ -133,7 +134,13 @@ func plainOutcomes(run api.Run) []suite.Outcome {
 		if !api.TerminalState(t.State) {
 			continue
 		}
-		o := suite.Outcome{Step: suite.Step{Connection: fmt.Sprintf("task %d (%s)", t.ID, t.Type), Measure: t.Type, Src: suite.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
+		// A v2 task is named by its probe's kind, a seed task by its type.
+		kind := t.Type
+		var spec probe.Spec
+		if len(t.Spec) > 0 && json.Unmarshal(t.Spec, &spec) == nil && spec.Kind != "" {
+			kind = spec.Kind
+		}
+		o := suite.Outcome{Step: suite.Step{Connection: fmt.Sprintf("task %d (%s)", t.ID, kind), Measure: kind, Src: suite.Endpoint{Name: t.SrcPodUID, IP: t.SrcPodIP},
 			Dst: suite.Endpoint{Name: t.DstPodUID, IP: t.DstPodIP}}}
 		var res probe.Result
 		switch {
@@ -152,10 +159,11 @@ func plainOutcomes(run api.Run) []suite.Outcome {
 }
 
 // plainRows gives each outcome of a run no suite made its own row, named
-// by its task, with every figure its result has: a plain run's tasks are
-// not repetitions of one measurement, so nothing is aggregated (without
-// rows the report of a plain run whose tasks all succeeded said "no
-// results yet").
+// by its task, with the figures of its result's kind under the names a
+// suite's rows give them (suite.RowFigures: a udp result's throughput is
+// "udp.throughput_bps", a ping's loss "ping.loss_pct"), so labels and
+// units follow the kind. A plain run's tasks are not repetitions of one
+// measurement, so nothing is aggregated.
 func plainRows(outs []suite.Outcome) []suite.Row {
 	var rows []suite.Row
 	for _, o := range outs {
@@ -167,14 +175,28 @@ func plainRows(outs []suite.Outcome) []suite.Row {
 			continue
 		}
 		r.Repetitions = 1
-		for name, v := range probe.Metrics(o.Result) {
-			if !math.IsNaN(v) {
-				r.Median[name], r.Min[name], r.Max[name] = v, v, v
-			}
+		for name, v := range suite.RowFigures(o.Step.Measure, o.Result) {
+			r.Median[name], r.Min[name], r.Max[name] = v, v, v
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// FromLive builds the report of a suite run that just ended from the runs
+// its runner last read from the server (suite.Report.Runs): the same
+// FromRuns that `cnperf report RUN_ID` and the dashboard use, so `cnperf
+// run` prints the bytes they print. Several reports (a cni-compare's
+// backends, one lab each) make one report.
+func FromLive(reg *suite.Registry, reps ...suite.Report) (*Report, error) {
+	var runs []api.Run
+	for _, rep := range reps {
+		runs = append(runs, rep.Runs...)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("the suite run made no run")
+	}
+	return FromRuns(reg, runs...)
 }
 
 // Invocation returns the runs of the same suite invocation as run (its

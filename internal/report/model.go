@@ -12,12 +12,18 @@ import (
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// Report is one run as the renderings see it. Rows carry the suite's
-// aggregated figures; Outcomes the single measurements behind them (their
-// interval series and histograms feed the charts). Matrices and Shaping are
-// filled by suites that produce them (qos-priority, shaping, a mesh).
+// Report is one run as every rendering sees it: `cnperf run` as the run
+// ends, `cnperf report RUN_ID` and the dashboard later, all build it with
+// FromRuns from the same runs, so each format prints the same bytes for
+// the same run. Rows carry the suite's aggregated figures; Outcomes the
+// single measurements behind them (their interval series and histograms
+// feed the charts). Matrices and Shaping are filled by suites that produce
+// them (qos-priority, shaping, a mesh).
 type Report struct {
-	RunID     string            `json:"run_id"`
+	RunID string `json:"run_id"`
+	// RunIDs are every run of the report (a suite's phases, a
+	// cni-compare's backends), in order.
+	RunIDs    []string          `json:"run_ids"`
 	Suite     string            `json:"suite"`
 	Status    string            `json:"status"` // e.g. "finished", "running"
 	Progress  Progress          `json:"progress"`
@@ -34,6 +40,12 @@ type Report struct {
 	// Notes are remarks shown above the tables (e.g. what a suite could not
 	// measure on this kernel).
 	Notes []string `json:"notes,omitempty"`
+	// Conclusions are the suite's verdicts (Presentation.Conclusion),
+	// shown below the tables.
+	Conclusions []string `json:"conclusions,omitempty"`
+	// Checks are the SLO evaluations, when `cnperf run --slo` gave
+	// objectives.
+	Checks []suite.Check `json:"slo,omitempty"`
 	// Present is how the suite's rows are shown (row names, charts).
 	Present suite.Presentation `json:"-"`
 }
@@ -158,11 +170,12 @@ func (s Shaping) Conformance() (firstOvershootPct, steadyPct float64, ok bool) {
 	return firstOvershootPct, 100 * (sum / n) / s.LimitBps, true
 }
 
-// FromOutcomes builds a report of a run from its measured outcomes: the
-// rows are aggregated here, and a node-to-node matrix is added when the
-// outcomes cover more than two node pairs.
+// FromOutcomes builds a report of outcomes made up for tests and examples
+// (reporttest): the rows are aggregated here, and a node-to-node matrix is
+// added when the outcomes cover more than two node pairs. Runs read from a
+// server go through FromRuns.
 func FromOutcomes(runID, suiteName string, outcomes []suite.Outcome) *Report {
-	r := &Report{RunID: runID, Suite: suiteName, Status: "finished", Outcomes: outcomes, Rows: suite.Rows(outcomes)}
+	r := &Report{RunID: runID, RunIDs: []string{runID}, Suite: suiteName, Status: "finished", Outcomes: outcomes, Rows: suite.Rows(outcomes)}
 	r.Progress = Progress{Done: len(outcomes), Total: len(outcomes)}
 	if m, ok := NodeMatrix(outcomes); ok {
 		r.Matrices = append(r.Matrices, m)

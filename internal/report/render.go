@@ -72,10 +72,13 @@ func WriteSVG(w io.Writer, c *Chart) error {
 // View is what the report templates render: the report with its table
 // and charts built.
 type View struct {
-	R      *Report
-	Key    Table // the key figures
-	Table  Table // every figure
-	Charts []*Chart
+	R *Report
+	// Sections are the suite's own tables (none for a report whose
+	// tables are the pivot of every figure).
+	Sections []Section
+	Key      Table // the key figures
+	Table    Table // every figure
+	Charts   []*Chart
 }
 
 // KeyMetrics are the figures a report's main table shows: what the source
@@ -98,7 +101,11 @@ func NewView(r *Report) View {
 	if len(key.Lines) == 0 {
 		key = BuildTable(r.Rows, TableOptions{Present: r.Present})
 	}
-	return View{R: r, Key: key, Table: BuildTable(r.Rows, TableOptions{Present: r.Present}), Charts: r.Charts()}
+	v := View{R: r, Key: key, Table: BuildTable(r.Rows, TableOptions{Present: r.Present}), Charts: r.Charts()}
+	if len(r.Present.Tables) > 0 {
+		v.Sections = r.Sections()
+	}
+	return v
 }
 
 // WriteHTML writes the report as one self-contained HTML page.

@@ -17,6 +17,7 @@ import (
 	"github.com/cnperf/cnperf/internal/report"
 	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/baseline"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
@@ -50,6 +51,16 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestGoldenRenderings(t *testing.T) {
 	r := reporttest.Example()
+	// A baseline over two backends as its suite presents it: its table per
+	// backend, the backends compared, a failed step and SLO checks.
+	outs := reporttest.Baseline([]string{"host-gw", "vxlan"}, 3, 1)
+	outs[0].Result, outs[0].Err = nil, "failed: connection refused"
+	st := report.FromOutcomes("run-suite", "baseline", outs)
+	st.Rows = baseline.Suite{}.Rows(outs)
+	suite.SetOverhead(st.Rows)
+	st.Present = baseline.Suite{}.Presentation()
+	st.Params = map[string]string{"time": "5s", "repeat": "3"}
+	st.Checks = suite.Evaluate([]suite.Objective{{Expr: "loss_pct < 1", Metric: "loss_pct", Op: "<", Threshold: 1}}, st.Rows)
 	tests := []struct {
 		name  string
 		write func(*bytes.Buffer) error
@@ -57,6 +68,8 @@ func TestGoldenRenderings(t *testing.T) {
 		{"baseline.txt", func(b *bytes.Buffer) error { return r.WriteText(b) }},
 		{"baseline.md", func(b *bytes.Buffer) error { return r.WriteMarkdown(b) }},
 		{"baseline.csv", func(b *bytes.Buffer) error { return r.WriteCSV(b) }},
+		{"baseline-suite.txt", func(b *bytes.Buffer) error { return st.WriteText(b) }},
+		{"baseline-suite.md", func(b *bytes.Buffer) error { return st.WriteMarkdown(b) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -581,7 +594,7 @@ func TestAddSuiteChartsPerConnection(t *testing.T) {
 	if len(r.Matrices) != 2 || !strings.HasSuffix(r.Matrices[0].Title, "(pod-pod same node)") || r.Matrices[1].Values[0][1] != 0.3 {
 		t.Fatalf("matrices %+v", r.Matrices)
 	}
-	if strings.Join(r.Notes, "|") != "pod-htb (pod-pod same node): same|pod-htb (pod-pod cross node): cross" {
-		t.Errorf("notes %q", r.Notes)
+	if strings.Join(r.Conclusions, "|") != "pod-htb (pod-pod same node): same|pod-htb (pod-pod cross node): cross" {
+		t.Errorf("conclusions %q", r.Conclusions)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // AddSuiteCharts derives the charts the suite's presentation (r.Present)
 // asks for from its rows' labels and series: matrices of one figure over
-// two labels (qos-priority: variant × marking), the conclusions as notes,
+// two labels (qos-priority: variant × marking), the conclusions,
 // and one conformance chart per row with a series against a limit
 // (shaping, policing: the receiver rate per 100 ms).
 //
@@ -41,12 +41,14 @@ func (r *Report) AddSuiteCharts() {
 		seen := map[string]bool{}
 		for _, row := range r.Rows {
 			of, c := row.Labels[p.ConclusionOf], row.Labels[p.Conclusion]
-			if len(conns) > 1 {
+			if of == "" {
+				of = p.RowName(row)
+			} else if len(conns) > 1 {
 				of = fmt.Sprintf("%s (%s)", of, row.Connection)
 			}
-			if c != "" && !seen[of+c] {
-				seen[of+c] = true
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s", of, c))
+			if c != "" && !seen[of+"\x00"+c] {
+				seen[of+"\x00"+c] = true
+				r.Conclusions = append(r.Conclusions, fmt.Sprintf("%s: %s", of, c))
 			}
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cnperf/cnperf/internal/suite"
@@ -222,10 +225,104 @@ func (r *Report) Title() string {
 	return s
 }
 
-// WriteText writes the report for a terminal: its heading, notes and table.
+// settings is the line of the run's settings and runs, or "".
+func (r *Report) settings() string {
+	var parts []string
+	keys := make([]string, 0, len(r.Params))
+	for k := range r.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+" "+r.Params[k])
+	}
+	if len(r.RunIDs) > 1 {
+		parts = append(parts, fmt.Sprintf("%d runs (%s)", len(r.RunIDs), shortRuns(r.RunIDs)))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// shortRuns names the first and last run of many.
+func shortRuns(ids []string) string {
+	if len(ids) <= 2 {
+		return strings.Join(ids, ", ")
+	}
+	return ids[0] + " … " + ids[len(ids)-1]
+}
+
+// list is a titled list of lines.
+type list struct {
+	title string
+	lines []string
+}
+
+// lists are what follows the tables: failed steps (the pivot carries them
+// in its lines), the suite's verdicts and the SLO checks.
+func (r *Report) lists(sections []Section) []list {
+	var out []list
+	pivoted := true
+	for _, s := range sections {
+		pivoted = pivoted && s.Pivoted
+	}
+	if f := r.failures(); len(f) > 0 && !pivoted {
+		out = append(out, list{"failed steps", f})
+	}
+	if h := r.Present.Series; h != nil {
+		if l, ok := r.seriesList(*h); ok {
+			out = append(out, l)
+		}
+	}
+	if len(r.Conclusions) > 0 {
+		out = append(out, list{"verdicts", r.Conclusions})
+	}
+	if len(r.Checks) > 0 {
+		var lines []string
+		for _, c := range r.Checks {
+			lines = append(lines, c.Line())
+		}
+		out = append(out, list{"SLO", lines})
+	}
+	return out
+}
+
+// seriesList writes the first second of each row's series (shaping's
+// receiver rate per 100 ms), scaled to one unit.
+func (r *Report) seriesList(h suite.SeriesHint) (list, bool) {
+	n := 1
+	if h.Interval > 0 && h.Interval < time.Second {
+		n = int(time.Second / h.Interval)
+	}
+	top := 0.0
+	for _, row := range r.Rows {
+		for _, v := range row.Series[h.Series] {
+			top = math.Max(top, math.Abs(v))
+		}
+	}
+	f, unit := Scale(top, Info(h.Series).Unit)
+	l := list{title: fmt.Sprintf("%s per %v, first %v (%s)", h.Series, h.Interval, time.Duration(n)*h.Interval, unit)}
+	for _, row := range r.Rows {
+		ser := row.Series[h.Series]
+		if len(ser) == 0 {
+			continue
+		}
+		parts := make([]string, min(n, len(ser)))
+		for i := range parts {
+			parts[i] = strconv.FormatFloat(ser[i]/f, 'f', 1, 64)
+		}
+		l.lines = append(l.lines, r.Present.RowName(row)+": "+strings.Join(parts, " "))
+	}
+	return l, len(l.lines) > 0
+}
+
+// WriteText writes the report for a terminal: its heading, settings,
+// environment and notes, the tables, then failed steps, verdicts and SLO
+// checks.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(r.Title() + "\n")
+	if s := r.settings(); s != "" {
+		b.WriteString(s + "\n")
+	}
 	for _, l := range EnvironmentLines(r.Environment) {
 		b.WriteString(l + "\n")
 	}
@@ -235,37 +332,70 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Finished() {
 		fmt.Fprintf(&b, "in progress: %.0f %% done; figures below are partial\n", r.Progress.Percent())
 	}
-	b.WriteString("\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
 	if len(r.Rows) == 0 {
-		_, err := io.WriteString(w, "no results yet\n")
-		return err
+		b.WriteString("\nno results yet\n")
 	}
-	return BuildTable(r.Rows, TableOptions{Present: r.Present}).WriteText(w)
+	sections := r.Sections()
+	for _, s := range sections {
+		b.WriteString("\n")
+		if s.Title != "" {
+			b.WriteString(s.Title + "\n")
+		}
+		if err := s.Table.WriteText(&b); err != nil {
+			return err
+		}
+	}
+	for _, l := range r.lists(sections) {
+		b.WriteString("\n" + l.title + ":\n")
+		for _, line := range l.lines {
+			b.WriteString("  " + line + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
-// WriteMarkdown writes the report as markdown.
+// WriteMarkdown writes the report as GitHub-flavoured Markdown, laid out
+// as WriteText.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# cnperf %s\n\n", r.Title())
+	if s := r.settings(); s != "" {
+		b.WriteString(s + "\n\n")
+	}
 	for _, l := range EnvironmentLines(r.Environment) {
 		b.WriteString("> " + strings.TrimSpace(l) + "\n")
 	}
 	for _, n := range r.Notes {
 		b.WriteString("> " + n + "\n")
 	}
+	if len(EnvironmentLines(r.Environment)) > 0 || len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
 	if !r.Finished() {
 		fmt.Fprintf(&b, "_In progress: %.0f %% done; figures are partial._\n\n", r.Progress.Percent())
 	}
-	b.WriteString("Each figure is the median of the repetitions, their min–max in brackets.\n\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
 	if len(r.Rows) == 0 {
-		_, err := io.WriteString(w, "No results yet.\n")
-		return err
+		b.WriteString("No results yet.\n")
+	} else {
+		b.WriteString("Each figure is the median of the repetitions, their min–max in brackets.\n")
 	}
-	return BuildTable(r.Rows, TableOptions{Present: r.Present}).WriteMarkdown(w)
+	sections := r.Sections()
+	for _, s := range sections {
+		b.WriteString("\n")
+		if s.Title != "" {
+			b.WriteString("### " + s.Title + "\n\n")
+		}
+		if err := s.Table.WriteMarkdown(&b); err != nil {
+			return err
+		}
+	}
+	for _, l := range r.lists(sections) {
+		b.WriteString("\n**" + l.title + "**\n\n")
+		for _, line := range l.lines {
+			b.WriteString("- " + strings.ReplaceAll(line, "|", `\|`) + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // Better says which direction of a metric is an improvement.
@@ -26,12 +28,14 @@ type MetricInfo struct {
 	Better Better
 }
 
-// Info returns what is known about a metric from its name; every name in
-// cnperf carries its unit, so unknown names still get a unit and direction.
+// Info returns what is known about a metric: the label and unit of the
+// figure its measurement's kind gives it (suite.Figures), else what its
+// name says (every name in cnperf carries its unit), so a suite's own
+// figures still get a unit and direction.
 func Info(name string) MetricInfo {
-	mi := MetricInfo{Name: name, Label: labelOf(name)}
+	mi := MetricInfo{Name: name, Label: strings.ReplaceAll(name, "_", " ")}
 	switch {
-	case strings.Contains(name, "throughput_bps"):
+	case strings.Contains(name, "throughput_bps"), strings.HasSuffix(name, "_bps"):
 		mi.Unit, mi.Better = "bit/s", Higher
 	case strings.Contains(name, "bytes"):
 		mi.Unit, mi.Better = "B", Neutral
@@ -46,77 +50,18 @@ func Info(name string) MetricInfo {
 	case strings.Contains(name, "retransmits"):
 		mi.Unit, mi.Better = "", Lower
 	}
+	if f, ok := suite.FigureOf(name); ok {
+		mi.Label, mi.Unit = f.Label, f.Unit
+	}
 	return mi
 }
 
-// labels names the figures the suites produce; others get a label made
-// from their name.
-var labels = map[string]string{
-	"throughput_bps.sender":        "TCP throughput, sender",
-	"throughput_bps.receiver":      "TCP throughput, receiver",
-	"bytes.sender":                 "TCP transfer, sender",
-	"bytes.receiver":               "TCP transfer, receiver",
-	"cpu_pct.sender":               "CPU, sender",
-	"cpu_pct.receiver":             "CPU, receiver",
-	"retransmits":                  "TCP retransmits",
-	"srtt_ms":                      "TCP smoothed RTT",
-	"udp.throughput_bps.sender":    "UDP throughput, sender",
-	"udp.throughput_bps.receiver":  "UDP throughput, receiver",
-	"loss_pct":                     "UDP loss",
-	"jitter_ms":                    "UDP jitter",
-	"pps":                          "UDP packets/s",
-	"latency_ms.p50":               "UDP one-way delay p50",
-	"latency_ms.p99":               "UDP one-way delay p99",
-	"rtt_ms.min":                   "Round trip min",
-	"rtt_ms.avg":                   "Round trip avg",
-	"rtt_ms.p50":                   "Round trip p50",
-	"rtt_ms.p90":                   "Round trip p90",
-	"rtt_ms.p99":                   "Round trip p99",
-	"rtt_ms.max":                   "Round trip max",
-	"app_rtt_ms.avg":               "RR application RTT avg",
-	"app_rtt_ms.p99":               "RR application RTT p99",
-	"transactions_per_s":           "RR transactions/s",
-	"ping.rtt_ms.avg":              "Ping RTT avg",
-	"ping.rtt_ms.p99":              "Ping RTT p99",
-	"ping.loss_pct":                "Ping loss",
-	"stamp.rtt_ms.p50":             "STAMP round trip p50",
-	"stamp.rtt_ms.p99":             "STAMP round trip p99",
-	"stamp.forward.delay_ms.p50":   "STAMP forward one-way delay p50",
-	"stamp.reverse.delay_ms.p50":   "STAMP reverse one-way delay p50",
-	"stamp.forward.error_bound_ms": "STAMP one-way delay error bound",
-	"stamp.forward.loss_pct":       "STAMP forward loss",
-	"stamp.reverse.loss_pct":       "STAMP reverse loss",
-	"stamp.forward.dscp_received":  "STAMP DSCP at reflector",
-	"stamp.reverse.dscp_received":  "STAMP DSCP of reply",
-}
-
-func labelOf(name string) string {
-	if l, ok := labels[name]; ok {
-		return l
-	}
-	return strings.ReplaceAll(name, "_", " ")
-}
-
-// metricOrder is the order figures appear in tables: the ones the source
-// studies tabulated first.
-var metricOrder = []string{
-	"throughput_bps.sender", "throughput_bps.receiver", "bytes.sender", "bytes.receiver",
-	"cpu_pct.sender", "cpu_pct.receiver", "retransmits", "srtt_ms",
-	"udp.throughput_bps.sender", "udp.throughput_bps.receiver", "loss_pct", "jitter_ms", "pps",
-	"latency_ms.p50", "latency_ms.p99",
-	"rtt_ms.min", "rtt_ms.avg", "rtt_ms.p50", "rtt_ms.p90", "rtt_ms.p99", "rtt_ms.max",
-	"app_rtt_ms.avg", "app_rtt_ms.p99", "transactions_per_s",
-	"ping.rtt_ms.avg", "ping.rtt_ms.p99", "ping.loss_pct",
-	"stamp.rtt_ms.p50", "stamp.rtt_ms.p99", "stamp.forward.delay_ms.p50", "stamp.reverse.delay_ms.p50",
-	"stamp.forward.error_bound_ms", "stamp.forward.loss_pct", "stamp.reverse.loss_pct",
-	"stamp.forward.dscp_received", "stamp.reverse.dscp_received",
-}
-
-// sortMetrics orders names by metricOrder, then alphabetically.
+// sortMetrics orders names as suite.Figures lists them, then
+// alphabetically.
 func sortMetrics(names []string) []string {
 	rank := map[string]int{}
-	for i, n := range metricOrder {
-		rank[n] = i
+	for i, f := range suite.Figures() {
+		rank[f.Name] = i
 	}
 	out := append([]string(nil), names...)
 	sort.SliceStable(out, func(i, j int) bool {

@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +25,67 @@ type Presentation struct {
 	// Series, when set, is a per-interval series of the rows to draw
 	// against a limit (shaping's receiver rate per 100 ms).
 	Series *SeriesHint
+	// Tables are the suite's own tables of its rows, in order; without
+	// them the report pivots every figure (a line per connection and
+	// figure, a column per backend).
+	Tables []Table
+}
+
+// Table is one table of a suite's rows, as data: a line per row it takes
+// and a column per Column, or, with Pivot, a line per connection and
+// figure and a column per backend. internal/report draws it for the
+// terminal, Markdown and HTML.
+type Table struct {
+	Title string
+	// PerBackend draws one table per backend of the rows, each titled
+	// "backend NAME".
+	PerBackend bool
+	// MinBackends leaves the table out unless the rows span at least this
+	// many backends.
+	MinBackends int
+	// Has and Lacks choose the rows: those with the label Has set, and
+	// those without the label Lacks ("" chooses all).
+	Has, Lacks string
+	// Columns are the table's columns, in order.
+	Columns []Column
+	// Pivot, when set, lists the figures of a pivoted table instead of
+	// Columns.
+	Pivot []string
+}
+
+// Row fields a Column can show.
+const (
+	FieldConnection = "connection"
+	FieldBackend    = "backend"
+	FieldPath       = "path"     // "SRC -> DST"
+	FieldOverhead   = "overhead" // against node-node (OverheadPct) and, on pod-service, the Service's (ServiceOverhead)
+)
+
+// Column is one column of a Table: a row's field, label or figure.
+type Column struct {
+	Head string
+	// Field, Label or Metric says what the cells show.
+	Field  string
+	Label  string
+	Metric string
+	// Else is a figure shown when the row lacks Metric (contention's
+	// total on its "all" line).
+	Else string
+	// Div divides the figure (1e6 for Mbit/s); 0 is 1.
+	Div float64
+	// Format writes the figure ("%.1f"); "" writes about three
+	// significant digits.
+	Format string
+	// Words name the figure's values 0, 1, ... ("fail", "pass").
+	Words []string
+	// Spread adds the repetitions' min-max: "12 (11-13)".
+	Spread bool
+	// Missing is what a cell without its value shows ("-" when empty).
+	Missing string
+	// Optional leaves the column out when no row of the table has it.
+	Optional bool
+	// Varying leaves the column out when every row shows the same.
+	Varying bool
 }
 
 // MatrixHint is a grid of Metric with a row per value of RowKey and a
@@ -47,13 +107,6 @@ type SeriesHint struct {
 // A Presenter is a suite that says how its rows are shown.
 type Presenter interface {
 	Presentation() Presentation
-}
-
-// A TableWriter is a suite that prints its own rows as a terminal table
-// (the QoS suites' matrices and verdicts) instead of the connection
-// tables.
-type TableWriter interface {
-	WriteTable(w io.Writer, rows []Row) error
 }
 
 // PresentationOf returns s's presentation (the zero one when s has none

@@ -18,37 +18,88 @@ type Outcome struct {
 	Err    string        `json:"error,omitempty"`
 }
 
-// rowMetrics says which figures of each measurement go into a row, and
-// under which name: the probes' own names, prefixed where two measurements
-// share one (UDP's throughput beside TCP's, ping's RTT beside rr's).
-var rowMetrics = map[string][][2]string{
-	MeasureTCP: {
-		{"throughput_bps.sender", "throughput_bps.sender"}, {"throughput_bps.receiver", "throughput_bps.receiver"},
-		{"bytes.sender", "bytes.sender"}, {"bytes.receiver", "bytes.receiver"},
-		{"cpu_pct.sender", "cpu_pct.sender"}, {"cpu_pct.receiver", "cpu_pct.receiver"},
-		{"retransmits", "retransmits"}, {"srtt_ms", "srtt_ms"},
-	},
-	MeasureUDP: {
-		{"throughput_bps.sender", "udp.throughput_bps.sender"}, {"throughput_bps.receiver", "udp.throughput_bps.receiver"},
-		{"loss_pct", "loss_pct"}, {"jitter_ms", "jitter_ms"}, {"pps", "pps"},
-		{"latency_ms.p50", "latency_ms.p50"}, {"latency_ms.p99", "latency_ms.p99"},
-	},
-	MeasureRR: {
-		{"rtt_ms.min", "rtt_ms.min"}, {"rtt_ms.avg", "rtt_ms.avg"}, {"rtt_ms.p50", "rtt_ms.p50"},
-		{"rtt_ms.p90", "rtt_ms.p90"}, {"rtt_ms.p99", "rtt_ms.p99"}, {"rtt_ms.max", "rtt_ms.max"},
-		{"app_rtt_ms.avg", "app_rtt_ms.avg"}, {"app_rtt_ms.p99", "app_rtt_ms.p99"},
-		{"transactions_per_s", "transactions_per_s"},
-	},
-	MeasurePing: {
-		{"rtt_ms.avg", "ping.rtt_ms.avg"}, {"rtt_ms.p99", "ping.rtt_ms.p99"}, {"loss_pct", "ping.loss_pct"},
-	},
-	MeasureStamp: {
-		{"rtt_ms.p50", "stamp.rtt_ms.p50"}, {"rtt_ms.p99", "stamp.rtt_ms.p99"},
-		{"forward.delay_ms.p50", "stamp.forward.delay_ms.p50"}, {"reverse.delay_ms.p50", "stamp.reverse.delay_ms.p50"},
-		{"forward.error_bound_ms", "stamp.forward.error_bound_ms"},
-		{"forward.loss_pct", "stamp.forward.loss_pct"}, {"reverse.loss_pct", "stamp.reverse.loss_pct"},
-		{"forward.dscp_received", "stamp.forward.dscp_received"}, {"reverse.dscp_received", "stamp.reverse.dscp_received"},
-	},
+// Figure is one figure a measurement puts in a row: the probe result's
+// name for it, the row's name (prefixed where two measurements share one:
+// UDP's throughput beside TCP's, ping's RTT beside rr's), and how people
+// read it. Labels and units come from here, by the measurement's kind,
+// never from the raw names.
+type Figure struct {
+	Measure string // tcp, udp, rr, ping, stamp
+	Probe   string // the probe result's dotted name: "loss_pct"
+	Name    string // the row's name: "ping.loss_pct"
+	Label   string // "Ping loss"
+	Unit    string // "bit/s", "B", "%", "ms", "tx/s", "pkt/s", or "" for counts
+}
+
+// figures are the figures of each measurement in a row, in the order
+// tables show them (the ones the source studies tabulated first).
+var figures = []Figure{
+	{MeasureTCP, "throughput_bps.sender", "throughput_bps.sender", "TCP throughput, sender", "bit/s"},
+	{MeasureTCP, "throughput_bps.receiver", "throughput_bps.receiver", "TCP throughput, receiver", "bit/s"},
+	{MeasureTCP, "bytes.sender", "bytes.sender", "TCP transfer, sender", "B"},
+	{MeasureTCP, "bytes.receiver", "bytes.receiver", "TCP transfer, receiver", "B"},
+	{MeasureTCP, "cpu_pct.sender", "cpu_pct.sender", "CPU, sender", "%"},
+	{MeasureTCP, "cpu_pct.receiver", "cpu_pct.receiver", "CPU, receiver", "%"},
+	{MeasureTCP, "retransmits", "retransmits", "TCP retransmits", ""},
+	{MeasureTCP, "srtt_ms", "srtt_ms", "TCP smoothed RTT", "ms"},
+	{MeasureUDP, "throughput_bps.sender", "udp.throughput_bps.sender", "UDP throughput, sender", "bit/s"},
+	{MeasureUDP, "throughput_bps.receiver", "udp.throughput_bps.receiver", "UDP throughput, receiver", "bit/s"},
+	{MeasureUDP, "loss_pct", "loss_pct", "UDP loss", "%"},
+	{MeasureUDP, "jitter_ms", "jitter_ms", "UDP jitter", "ms"},
+	{MeasureUDP, "pps", "pps", "UDP packets/s", "pkt/s"},
+	{MeasureUDP, "latency_ms.p50", "latency_ms.p50", "UDP one-way delay p50", "ms"},
+	{MeasureUDP, "latency_ms.p99", "latency_ms.p99", "UDP one-way delay p99", "ms"},
+	{MeasureRR, "rtt_ms.min", "rtt_ms.min", "RR round trip min", "ms"},
+	{MeasureRR, "rtt_ms.avg", "rtt_ms.avg", "RR round trip avg", "ms"},
+	{MeasureRR, "rtt_ms.p50", "rtt_ms.p50", "RR round trip p50", "ms"},
+	{MeasureRR, "rtt_ms.p90", "rtt_ms.p90", "RR round trip p90", "ms"},
+	{MeasureRR, "rtt_ms.p99", "rtt_ms.p99", "RR round trip p99", "ms"},
+	{MeasureRR, "rtt_ms.max", "rtt_ms.max", "RR round trip max", "ms"},
+	{MeasureRR, "app_rtt_ms.avg", "app_rtt_ms.avg", "RR application RTT avg", "ms"},
+	{MeasureRR, "app_rtt_ms.p99", "app_rtt_ms.p99", "RR application RTT p99", "ms"},
+	{MeasureRR, "transactions_per_s", "transactions_per_s", "RR transactions/s", "tx/s"},
+	{MeasurePing, "rtt_ms.avg", "ping.rtt_ms.avg", "Ping RTT avg", "ms"},
+	{MeasurePing, "rtt_ms.p99", "ping.rtt_ms.p99", "Ping RTT p99", "ms"},
+	{MeasurePing, "loss_pct", "ping.loss_pct", "Ping loss", "%"},
+	{MeasureStamp, "rtt_ms.p50", "stamp.rtt_ms.p50", "STAMP round trip p50", "ms"},
+	{MeasureStamp, "rtt_ms.p99", "stamp.rtt_ms.p99", "STAMP round trip p99", "ms"},
+	{MeasureStamp, "forward.delay_ms.p50", "stamp.forward.delay_ms.p50", "STAMP forward one-way delay p50", "ms"},
+	{MeasureStamp, "reverse.delay_ms.p50", "stamp.reverse.delay_ms.p50", "STAMP reverse one-way delay p50", "ms"},
+	{MeasureStamp, "forward.error_bound_ms", "stamp.forward.error_bound_ms", "STAMP one-way delay error bound", "ms"},
+	{MeasureStamp, "forward.loss_pct", "stamp.forward.loss_pct", "STAMP forward loss", "%"},
+	{MeasureStamp, "reverse.loss_pct", "stamp.reverse.loss_pct", "STAMP reverse loss", "%"},
+	{MeasureStamp, "forward.dscp_received", "stamp.forward.dscp_received", "STAMP DSCP at reflector", ""},
+	{MeasureStamp, "reverse.dscp_received", "stamp.reverse.dscp_received", "STAMP DSCP of reply", ""},
+}
+
+// Figures returns every figure measurements put in rows, in table order.
+func Figures() []Figure { return append([]Figure(nil), figures...) }
+
+// FigureOf returns the figure a row names name, and false for a name no
+// measurement puts in rows (a suite's own figures).
+func FigureOf(name string) (Figure, bool) {
+	for _, f := range figures {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Figure{}, false
+}
+
+// RowFigures returns the figures of one measurement's result under their
+// row names; a measurement with no figures here (trace, wire) gives none.
+func RowFigures(measure string, r *probe.Result) map[string]float64 {
+	out := map[string]float64{}
+	m := probe.Metrics(r)
+	for _, f := range figures {
+		if f.Measure != measure {
+			continue
+		}
+		if v, ok := m[f.Probe]; ok && !math.IsNaN(v) {
+			out[f.Name] = v
+		}
+	}
+	return out
 }
 
 // Row is one connection's figures: each the median of its repetitions,
@@ -132,11 +183,8 @@ func Rows(outcomes []Outcome) []Row {
 			continue
 		}
 		reps[k][o.Step.Repeat] = true
-		m := probe.Metrics(o.Result)
-		for _, pair := range rowMetrics[o.Step.Measure] {
-			if v, ok := m[pair[0]]; ok && !math.IsNaN(v) {
-				values[k][pair[1]] = append(values[k][pair[1]], v)
-			}
+		for name, v := range RowFigures(o.Step.Measure, o.Result) {
+			values[k][name] = append(values[k][name], v)
 		}
 	}
 	var out []Row

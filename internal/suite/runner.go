@@ -54,6 +54,10 @@ type Report struct {
 	Environment *hostinfo.Environment `json:"environment,omitempty"`
 	// Outcomes are the steps with their results, in plan order.
 	Outcomes []Outcome `json:"-"`
+	// Runs are the phases' runs as the server last answered them (tasks
+	// included), so a report of the run as it ends is built as one of the
+	// stored runs is (report.FromRuns).
+	Runs []api.Run `json:"-"`
 }
 
 // maxPhases bounds the phases of one suite run (a Follower's search).
@@ -158,9 +162,11 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 		}
 		params := RunParams{APIVersion: ParamsAPIVersion, Suite: s.Name(), Invocation: inv, Phase: ph.Name,
 			PhaseIndex: i, Phases: len(phases), Options: o, Environment: rep.Environment}
-		outs, id, err := r.runPhase(ctx, ph, params, pr, done)
+		outs, run, err := r.runPhase(ctx, ph, params, pr, done)
+		id := run.ID
 		if id != "" {
 			rep.RunIDs = append(rep.RunIDs, id)
+			rep.Runs = append(rep.Runs, run)
 		}
 		rep.Outcomes = append(rep.Outcomes, outs...)
 		if err != nil {
@@ -192,7 +198,7 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 
 // runPhase makes the phase's changes, creates its run, waits for it and
 // undoes the changes again, in reverse order, whatever happened.
-func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *progress, done int) (outs []Outcome, id string, err error) {
+func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *progress, done int) (outs []Outcome, run api.Run, err error) {
 	var undos []func(context.Context) error
 	defer func() {
 		if len(undos) > 0 {
@@ -205,11 +211,11 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 			c.For = need
 		}
 		if r.Env == nil {
-			return nil, "", fmt.Errorf("change %s: no environment under the run", c)
+			return nil, api.Run{}, fmt.Errorf("change %s: no environment under the run", c)
 		}
 		undo, err := r.Env.Apply(ctx, c)
 		if err != nil {
-			return nil, "", fmt.Errorf("set up %s: %w", c, err)
+			return nil, api.Run{}, fmt.Errorf("set up %s: %w", c, err)
 		}
 		if undo != nil {
 			undos = append(undos, undo)
@@ -224,28 +230,28 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	}
 	for _, st := range ph.Steps {
 		if st.Service && st.Via == "" {
-			return nil, "", fmt.Errorf("step %s %s to %s needs a Service in front of it, and the environment made none", st.Connection, st.Measure, st.Dst.Name)
+			return nil, api.Run{}, fmt.Errorf("step %s %s to %s needs a Service in front of it, and the environment made none", st.Connection, st.Measure, st.Dst.Name)
 		}
 	}
 	params.Steps = ph.Steps
 	raw, err := json.Marshal(params)
 	if err != nil {
-		return nil, "", fmt.Errorf("encode params: %w", err)
+		return nil, api.Run{}, fmt.Errorf("encode params: %w", err)
 	}
 	rc := api.RunCreate{Suite: params.Suite, AllowConcurrency: ph.Concurrent, Params: raw}
 	for _, st := range ph.Steps {
 		rc.Tasks = append(rc.Tasks, st.Task())
 	}
-	run, err := r.API.CreateRun(ctx, rc)
+	run, err = r.API.CreateRun(ctx, rc)
 	if err != nil {
-		return nil, "", fmt.Errorf("create run: %w", err)
+		return nil, api.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	run, err = r.wait(ctx, run, ph, pr, done)
 	if err != nil {
-		return nil, run.ID, err
+		return nil, run, err
 	}
 	outs, err = outcomes(run, ph.Steps)
-	return outs, run.ID, err
+	return outs, run, err
 }
 
 // phaseLength is how long the phase's longest step runs: its duration,

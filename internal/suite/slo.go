@@ -180,10 +180,8 @@ func KnownMetrics(reg *Registry) map[string]bool {
 	for name := range probe.Metrics(fullResult()) {
 		known[name] = true
 	}
-	for _, pairs := range rowMetrics {
-		for _, p := range pairs {
-			known[p[1]] = true
-		}
+	for _, f := range figures {
+		known[f.Name] = true
 	}
 	if reg != nil {
 		for _, n := range reg.Names() {

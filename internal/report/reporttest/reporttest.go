@@ -7,6 +7,8 @@ package reporttest
 import (
 	"fmt"
 	"math"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -228,4 +230,18 @@ func Mesh(n int) []suite.Outcome {
 		}
 	}
 	return out
+}
+
+// Text renders rows as `cnperf run` and `cnperf report` print them for
+// the terminal: the suite's tables (its Presentation), failed steps and
+// verdicts.
+func Text(t testing.TB, s suite.Suite, rows []suite.Row) string {
+	t.Helper()
+	r := &report.Report{RunID: "r1", Suite: s.Name(), Status: "succeeded", Rows: rows, Present: suite.PresentationOf(s)}
+	r.AddSuiteCharts()
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -193,12 +194,8 @@ func TestCapacitySuiteFollow(t *testing.T) {
 			t.Errorf("%s: series", r.Connection)
 		}
 	}
-	var sb strings.Builder
-	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(sb.String(), "pod-pod cross node") || !strings.Contains(sb.String(), "pass") {
-		t.Errorf("table:\n%s", sb.String())
+	if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, "pod-pod cross node") || !strings.Contains(txt, " pass ") {
+		t.Errorf("table:\n%s", txt)
 	}
 }
 

@@ -3,12 +3,10 @@ package capacity
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -317,30 +315,20 @@ func rateOf(s probe.Spec) uint64 {
 	return *s.RateBps
 }
 
-// WriteTable writes one line per path.
-func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tconnection\tsrc → dst\tcapacity Mbit/s\tloss threshold %\tre-test loss %\tre-test received Mbit/s\tre-test\ttrials\t")
-	for _, r := range rows {
-		pass := "fail"
-		if r.Median["retest_pass"] == 1 {
-			pass = "pass"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", r.Backend, r.Connection, r.Src, r.Dst,
-			suite.FormatOpt(suite.Scaled(suite.Fig(r, "capacity_bps"), 1e6), "%.1f"), suite.FormatOpt(suite.Fig(r, "loss_threshold_pct"), "%g"),
-			suite.FormatOpt(suite.Fig(r, "retest_loss_pct"), "%.3f"), suite.FormatOpt(suite.Scaled(suite.Fig(r, "retest_receiver_bps"), 1e6), "%.1f"), pass, r.Median["trials"])
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		for _, e := range r.Errors {
-			if _, err := fmt.Fprintf(w, "error %s: %s\n", r.Connection, e); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+// Presentation implements suite.Presenter: a line per path with the
+// capacity found and its re-test.
+func (Suite) Presentation() suite.Presentation {
+	return suite.Presentation{Tables: []suite.Table{{Columns: []suite.Column{
+		{Head: "backend", Field: suite.FieldBackend},
+		{Head: "connection", Field: suite.FieldConnection},
+		{Head: "src -> dst", Field: suite.FieldPath},
+		{Head: "capacity Mbit/s", Metric: "capacity_bps", Div: 1e6, Format: "%.1f"},
+		{Head: "loss threshold %", Metric: "loss_threshold_pct", Format: "%g"},
+		{Head: "re-test loss %", Metric: "retest_loss_pct", Format: "%.3f"},
+		{Head: "re-test received Mbit/s", Metric: "retest_receiver_bps", Div: 1e6, Format: "%.1f"},
+		{Head: "re-test", Metric: "retest_pass", Words: []string{"fail", "pass"}},
+		{Head: "trials", Metric: "trials", Format: "%.0f"},
+	}}}}
 }
 
 // CheckOptions implements suite.OptionsChecker.

@@ -45,3 +45,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 
 // Rows implements Suite.
 func (Suite) Rows(outcomes []suite.Outcome) []suite.Row { return suite.Rows(outcomes) }
+
+// Presentation implements suite.Presenter: the baseline's table per
+// backend and, always, the backends side by side.
+func (Suite) Presentation() suite.Presentation { return baseline.Presentation(0) }

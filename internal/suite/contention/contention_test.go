@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -78,8 +79,7 @@ func TestRows(t *testing.T) {
 	if tcpAll.Labels[LabelBackedOff] != "yes" || tcpAll.Median[FigFairness] < 0.99 {
 		t.Errorf("tcp case: %v %v", tcpAll.Labels, tcpAll.Median)
 	}
-	var b strings.Builder
-	if err := (Suite{}).WriteTable(&b, rows); err != nil || !strings.Contains(b.String(), "0.900") {
-		t.Errorf("table: %v\n%s", err, b.String())
+	if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, "0.900") || !strings.Contains(txt, "90.0") {
+		t.Errorf("table:\n%s", txt)
 	}
 }

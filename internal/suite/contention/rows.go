@@ -1,11 +1,8 @@
 package contention
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -161,49 +158,21 @@ func (Suite) RowMetrics() []string {
 	return []string{FigShareOfBottleneck, FigShareOfTotal, FigFairness, FigTotal, FigTotalOfBottleneck, FigBackedOff}
 }
 
-// Presentation implements suite.Presenter.
+// Presentation implements suite.Presenter: per case its flows and, on
+// the flow "all", the case's total and fairness.
 func (Suite) Presentation() suite.Presentation {
-	return suite.Presentation{LabelOrder: []string{LabelPlacement, LabelProto, LabelFlow}}
-}
-
-// WriteTable implements suite.TableWriter: per case its flows and the
-// summary.
-func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "placement\tproto\tbottleneck\tflow\treceiver Mbit/s\tsender Mbit/s\tloss %\tretransmits\tof bottleneck %\tof total %\tfairness\tbacked off\t")
-	mbit := func(r suite.Row, name string) string {
-		if p := suite.Fig(r, name); p != nil {
-			return fmt.Sprintf("%.1f", *p/1e6)
-		}
-		return "-"
-	}
-	for _, r := range rows {
-		rx, tx := mbit(r, "throughput_bps.receiver"), mbit(r, "throughput_bps.sender")
-		if r.Labels[LabelFlow] == FlowAll {
-			rx, tx = mbit(r, FigTotal), "-"
-		}
-		share := suite.FormatOpt(suite.Fig(r, FigShareOfBottleneck), "%.1f")
-		if r.Labels[LabelFlow] == FlowAll {
-			share = suite.FormatOpt(suite.Fig(r, FigTotalOfBottleneck), "%.1f")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelPlacement], r.Labels[LabelProto], r.Labels[LabelBottleneck],
-			r.Labels[LabelFlow], rx, tx, suite.FormatOpt(suite.Fig(r, "loss_pct"), "%.2f"), suite.FormatOpt(suite.Fig(r, "retransmits"), "%.0f"),
-			share, suite.FormatOpt(suite.Fig(r, FigShareOfTotal), "%.1f"), suite.FormatOpt(suite.Fig(r, FigFairness), "%.3f"), orDash(r.Labels[LabelBackedOff]))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		for _, e := range r.Errors {
-			fmt.Fprintf(w, "error %s %s flow %s: %s\n", r.Labels[LabelPlacement], r.Labels[LabelProto], r.Labels[LabelFlow], e)
-		}
-	}
-	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return suite.Presentation{LabelOrder: []string{LabelPlacement, LabelProto, LabelFlow}, Tables: []suite.Table{{Columns: []suite.Column{
+		{Head: "placement", Label: LabelPlacement},
+		{Head: "proto", Label: LabelProto},
+		{Head: "bottleneck", Label: LabelBottleneck},
+		{Head: "flow", Label: LabelFlow},
+		{Head: "receiver Mbit/s", Metric: "throughput_bps.receiver", Else: FigTotal, Div: 1e6, Format: "%.1f"},
+		{Head: "sender Mbit/s", Metric: "throughput_bps.sender", Div: 1e6, Format: "%.1f"},
+		{Head: "loss %", Metric: "loss_pct", Format: "%.2f"},
+		{Head: "retransmits", Metric: "retransmits", Format: "%.0f"},
+		{Head: "of bottleneck %", Metric: FigShareOfBottleneck, Else: FigTotalOfBottleneck, Format: "%.1f"},
+		{Head: "of total %", Metric: FigShareOfTotal, Format: "%.1f"},
+		{Head: "fairness", Metric: FigFairness, Format: "%.3f"},
+		{Head: "backed off", Label: LabelBackedOff},
+	}}}}
 }

@@ -2,13 +2,11 @@ package matrix
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -222,59 +220,25 @@ func (Suite) Presentation() suite.Presentation {
 	hint := func(title, metric, label string) suite.MatrixHint {
 		return suite.MatrixHint{Title: title, Metric: metric, Label: label, RowKey: LabelSrc, RowTitle: "sender node", ColKey: LabelDst, ColTitle: "receiver node"}
 	}
+	g := func(head, metric string, div float64, format string) suite.Column {
+		return suite.Column{Head: head, Metric: metric, Div: div, Format: format}
+	}
+	pairs := suite.Table{Title: "pairs", Lacks: LabelNode, Columns: []suite.Column{
+		{Head: "sender", Label: LabelSrc}, {Head: "receiver", Label: LabelDst},
+		g("TCP Gbit/s", "throughput_bps.receiver", 1e9, "%.2f"), g("UDP loss %", "udp.loss_pct", 1, "%.2f"),
+		g("RR p50 ms", "rtt_ms.p50", 1, "%.3f"), g("RR p99 ms", "rtt_ms.p99", 1, "%.3f"), g("ping ms", "ping.rtt_ms.avg", 1, "%.3f"),
+	}}
+	nodes := suite.Table{Title: "nodes", Has: LabelNode, Columns: []suite.Column{
+		{Head: "node", Label: LabelNode},
+		g("out Gbit/s", "throughput_out_bps", 1e9, "%.2f"), g("in Gbit/s", "throughput_in_bps", 1e9, "%.2f"),
+		g("cluster Gbit/s", "cluster_throughput_bps", 1e9, "%.2f"), g("RR out p50 ms", "rtt_out_ms.p50", 1, "%.3f"),
+		g("cluster p50 ms", "cluster_rtt_ms.p50", 1, "%.3f"),
+	}}
 	return suite.Presentation{LabelOrder: []string{LabelSrc, LabelDst, LabelNode}, Conclusion: LabelOutlier, ConclusionOf: LabelPair,
+		Tables: []suite.Table{pairs, nodes},
 		Matrices: []suite.MatrixHint{
 			hint("TCP throughput between nodes", "throughput_bps.receiver", "receiver throughput"),
 			hint("RR round trip between nodes (p50)", "rtt_ms.p50", "round trip p50"),
 			hint("UDP loss between nodes", "udp.loss_pct", "loss at the set rate"),
 		}}
-}
-
-// WriteTable implements suite.TableWriter: the pairs, the nodes, then
-// the outliers.
-func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "sender\treceiver\tTCP Gbit/s\tUDP loss %\tRR p50 ms\tRR p99 ms\tping ms\toutlier\t")
-	g := func(r suite.Row, name string, div float64, f string) string {
-		return suite.FormatOpt(suite.Scaled(suite.Fig(r, name), div), f)
-	}
-	var nodes []suite.Row
-	for _, r := range rows {
-		if r.Labels[LabelNode] != "" {
-			nodes = append(nodes, r)
-			continue
-		}
-		flag := ""
-		if r.Labels[LabelOutlier] != "" {
-			flag = "yes"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelSrc], r.Labels[LabelDst], g(r, "throughput_bps.receiver", 1e9, "%.2f"),
-			g(r, "udp.loss_pct", 1, "%.2f"), g(r, "rtt_ms.p50", 1, "%.3f"), g(r, "rtt_ms.p99", 1, "%.3f"), g(r, "ping.rtt_ms.avg", 1, "%.3f"), flag)
-	}
-	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
-	fmt.Fprintln(tw, "node\tout Gbit/s\tin Gbit/s\tcluster Gbit/s\tRR out p50 ms\tcluster p50 ms\t\toutlier\t")
-	for _, r := range nodes {
-		flag := ""
-		if r.Labels[LabelOutlier] != "" {
-			flag = "yes"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", r.Labels[LabelNode], g(r, "throughput_out_bps", 1e9, "%.2f"), g(r, "throughput_in_bps", 1e9, "%.2f"),
-			g(r, "cluster_throughput_bps", 1e9, "%.2f"), g(r, "rtt_out_ms.p50", 1, "%.3f"), g(r, "cluster_rtt_ms.p50", 1, "%.3f"), flag)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		name := r.Labels[LabelPair]
-		if name == "" {
-			name = "node " + r.Labels[LabelNode]
-		}
-		if o := r.Labels[LabelOutlier]; o != "" {
-			fmt.Fprintf(w, "outlier %s: %s\n", name, o)
-		}
-		for _, e := range r.Errors {
-			fmt.Fprintf(w, "error %s: %s\n", name, e)
-		}
-	}
-	return nil
 }

@@ -9,7 +9,6 @@ package policing
 import (
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
@@ -273,34 +272,17 @@ func (Suite) Rows(outcomes []suite.Outcome) []suite.Row {
 	return append(rows, limited...)
 }
 
-// WriteTable writes the unsupported lines, then the limited flows.
-func (Suite) WriteTable(w io.Writer, rows []suite.Row) error {
-	var limited []suite.Row
-	for _, r := range rows {
-		if msg := r.Labels[LabelUnsupported]; msg != "" {
-			where := r.Src
-			if pl := r.Labels[shaping.LabelPlacement]; pl != "" {
-				where += " (" + pl + ")"
-			}
-			if _, err := fmt.Fprintf(w, "policing %s: %s\n", where, msg); err != nil {
-				return err
-			}
-			continue
-		}
-		limited = append(limited, r)
-	}
-	if len(limited) == 0 {
-		return nil
-	}
-	return shaping.WriteLimitTable(w, limited)
-}
-
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string { return append([]string{"supported"}, shaping.LimitMetrics...) }
 
-// Presentation implements suite.Presenter: as shaping's rows.
+// Presentation implements suite.Presenter: as shaping's rows; a path
+// the police action could not be measured on has no line, its verdict
+// says why.
 func (Suite) Presentation() suite.Presentation {
 	p := shaping.LimitPresentation()
 	p.LabelOrder = append([]string{LabelVariant}, p.LabelOrder...)
+	for i := range p.Tables {
+		p.Tables[i].Lacks = LabelUnsupported
+	}
 	return p
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
@@ -57,10 +58,8 @@ func TestPolicingUnsupportedIsOneRow(t *testing.T) {
 			t.Errorf("row lacks %s: %s", want, b)
 		}
 	}
-	var sb strings.Builder
-	_ = Suite{}.WriteTable(&sb, rows)
-	if !strings.Contains(sb.String(), "unsupported: kernel lacks the police action") {
-		t.Errorf("table %q", sb.String())
+	if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, "cross-node (pod n2-p1 policed): police: not measured: unsupported: kernel lacks the police action") {
+		t.Errorf("table %q", txt)
 	}
 }
 
@@ -152,9 +151,8 @@ func TestPolicingCNIIngressIsTheThesisCase(t *testing.T) {
 				rows[1].Labels[LabelVariant] != VariantCNIIngress || rows[2].Labels[shaping.LabelLoad] != shaping.LoadFlood {
 				t.Errorf("rows %+v", rows)
 			}
-			var sb strings.Builder
-			if err := (Suite{}).WriteTable(&sb, rows); err != nil || !strings.Contains(sb.String(), c.why) || !strings.Contains(sb.String(), "flood") {
-				t.Errorf("table %q: %v", sb.String(), err)
+			if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, c.why) || !strings.Contains(txt, "flood") {
+				t.Errorf("table %q", txt)
 			}
 		})
 	}

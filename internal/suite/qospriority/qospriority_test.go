@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -284,12 +285,8 @@ func TestQoSRowsAndVerdicts(t *testing.T) {
 	if p99 := obj["latency_ms"].(map[string]any)["p99"]; p99 != 11.4 {
 		t.Errorf("latency_ms.p99 = %v", p99)
 	}
-	var sb strings.Builder
-	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(sb.String(), "htb-priority:   priority protected the marked flow (EF)") {
-		t.Errorf("table:\n%s", sb.String())
+	if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, "htb-priority: priority protected the marked flow (EF)") || !strings.Contains(txt, "11.4") {
+		t.Errorf("table:\n%s", txt)
 	}
 }
 
@@ -495,12 +492,8 @@ func TestQoSVerdictsPerPlacement(t *testing.T) {
 			t.Errorf("row on %s carries placement %q, want %q", r.Connection, r.Texts[labelPlacement], want)
 		}
 	}
-	var sb strings.Builder
-	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(sb.String(), "as-is (pod-pod cross node): priority protected") {
-		t.Errorf("table:\n%s", sb.String())
+	if txt := reporttest.Text(t, Suite{}, rows); !strings.Contains(txt, "as-is (pod-pod cross node): priority protected") || !strings.Contains(txt, suite.PodPodCrossNode+" ") {
+		t.Errorf("table:\n%s", txt)
 	}
 }
 

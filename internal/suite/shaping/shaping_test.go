@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/report/reporttest"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -171,13 +172,11 @@ func TestShapingPlanAndRows(t *testing.T) {
 			t.Errorf("row JSON lacks %s: %s", k, b)
 		}
 	}
-	var sb strings.Builder
-	if err := (Suite{}).WriteTable(&sb, rows); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"same-node egress/udp/at/32Ki, Mbit/s per 100 ms", "same-node: limit held", "cross-node: limit not held"} {
-		if !strings.Contains(sb.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, sb.String())
+	txt := reporttest.Text(t, Suite{}, rows)
+	for _, want := range []string{"intervals_bps per 100ms, first 1s (Mbit/s)", "placement same-node, direction egress, proto udp, load at, burst 32Ki: ",
+		"same-node (pod n1-p2 egress): limit held", "cross-node (pod n2-p1 ingress): limit not held", "placement  | direction"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("table lacks %q:\n%s", want, txt)
 		}
 	}
 	// A placement the agents cannot give, asked for, is refused.

@@ -2,11 +2,8 @@ package shaping
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -318,82 +315,6 @@ func shapingFigures(o suite.Outcome) (map[string]float64, map[string][]float64) 
 	return out, map[string][]float64{"intervals_bps": ser}
 }
 
-// WriteTable writes one line per flow, the first second of each receiver
-// series and the verdicts.
-func (Suite) WriteTable(w io.Writer, rows []suite.Row) error { return WriteLimitTable(w, rows) }
-
-// WriteLimitTable writes one line per flow (with its placement when the
-// rows carry one), the first second of each receiver series and the
-// verdicts.
-func WriteLimitTable(w io.Writer, rows []suite.Row) error {
-	placed := false
-	for _, r := range rows {
-		placed = placed || r.Labels[LabelPlacement] != ""
-	}
-	name := func(r suite.Row) string {
-		n := r.Labels[LabelDirection] + "/" + r.Labels[LabelProto] + "/" + r.Labels[LabelLoad]
-		if placed {
-			n = r.Labels[LabelPlacement] + " " + n
-		}
-		return n
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if placed {
-		fmt.Fprint(tw, "placement\t")
-	}
-	fmt.Fprintln(tw, "direction\tproto\tload\tburst\tlimit Mbit/s\toffered\tgoodput\tsteady\terr %\tfirst 100ms\tovershoot %\tconform s\tloss %\tretransmits\t")
-	mb := func(r suite.Row, k string) string { return suite.FormatOpt(suite.Scaled(suite.Fig(r, k), 1e6), "%.2f") }
-	for _, r := range rows {
-		conform := "never"
-		if p := suite.Fig(r, "time_to_conform_s"); p != nil {
-			conform = fmt.Sprintf("%.1f", *p)
-		}
-		if placed {
-			fmt.Fprintf(tw, "%s\t", r.Labels[LabelPlacement])
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Labels[LabelDirection], r.Labels[LabelProto], r.Labels[LabelLoad],
-			r.Labels[LabelBurst], mb(r, labelLimit), mb(r, "offered_bps"), mb(r, "goodput_bps"), mb(r, "steady_state_bps"),
-			suite.FormatOpt(suite.Fig(r, "steady_state_error_pct"), "%+.1f"), mb(r, "first_interval_bps"), suite.FormatOpt(suite.Fig(r, "overshoot_pct"), "%+.0f"),
-			conform, suite.FormatOpt(suite.Fig(r, "loss_pct"), "%.2f"), suite.FormatOpt(suite.Fig(r, "retransmits"), "%.0f"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		for _, e := range r.Errors {
-			fmt.Fprintf(w, "error %s: %s\n", name(r), e)
-		}
-		ser := r.Series["intervals_bps"]
-		n := min(len(ser), 10)
-		if n == 0 {
-			continue
-		}
-		parts := make([]string, n)
-		for i, v := range ser[:n] {
-			parts[i] = fmt.Sprintf("%.1f", v/1e6)
-		}
-		if _, err := fmt.Fprintf(w, "%s/%s, Mbit/s per 100 ms (first 1 s): %s\n", name(r), r.Labels[LabelBurst], strings.Join(parts, " ")); err != nil {
-			return err
-		}
-	}
-	seen := map[string]bool{}
-	for _, r := range rows {
-		v := r.Labels[LabelVerdict]
-		if v == "" || seen[r.Labels[LabelPlacement]+"\x00"+v] {
-			continue
-		}
-		seen[r.Labels[LabelPlacement]+"\x00"+v] = true
-		where := r.Labels[LabelPlacement]
-		if where == "" {
-			where = "verdict"
-		}
-		if _, err := fmt.Fprintf(w, "%s: %s\n", where, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // CheckOptions implements suite.OptionsChecker.
 func (Suite) CheckOptions(o suite.Options) error {
 	_, err := OptionsFrom(o)
@@ -409,11 +330,27 @@ var LimitMetrics = []string{"limit_bps", "burst_bytes", "offered_bps", "goodput_
 func (Suite) RowMetrics() []string { return LimitMetrics }
 
 // LimitPresentation is how the rows of limited flows are shown: named by
-// direction, protocol, load and burst, each with its receiver rate per
-// 100 ms against its limit.
+// direction, protocol, load and burst, a line per flow with its limit,
+// rates and conformance, the verdict per placement, and each flow's
+// receiver rate per 100 ms against its limit.
 func LimitPresentation() suite.Presentation {
 	keys := []string{LabelPlacement, LabelDirection, LabelProto, LabelLoad, LabelBurst}
-	return suite.Presentation{LabelOrder: keys, Conclusion: LabelVerdict, ConclusionOf: LabelPlacement,
+	mb := func(head, metric string) suite.Column {
+		return suite.Column{Head: head, Metric: metric, Div: 1e6, Format: "%.2f"}
+	}
+	table := suite.Table{Columns: []suite.Column{
+		{Head: "placement", Label: LabelPlacement, Optional: true},
+		{Head: "direction", Label: LabelDirection}, {Head: "proto", Label: LabelProto},
+		{Head: "load", Label: LabelLoad}, {Head: "burst", Label: LabelBurst},
+		mb("limit Mbit/s", labelLimit), mb("offered", "offered_bps"), mb("goodput", "goodput_bps"), mb("steady", "steady_state_bps"),
+		{Head: "err %", Metric: "steady_state_error_pct", Format: "%+.1f"},
+		mb("first 100ms", "first_interval_bps"),
+		{Head: "overshoot %", Metric: "overshoot_pct", Format: "%+.0f"},
+		{Head: "conform s", Metric: "time_to_conform_s", Format: "%.1f", Missing: "never"},
+		{Head: "loss %", Metric: "loss_pct", Format: "%.2f"},
+		{Head: "retransmits", Metric: "retransmits", Format: "%.0f"},
+	}}
+	return suite.Presentation{LabelOrder: keys, Conclusion: LabelVerdict, ConclusionOf: LabelPlacement, Tables: []suite.Table{table},
 		Series: &suite.SeriesHint{Series: "intervals_bps", Limit: "limit_bps", Interval: Interval, NameLabels: keys}}
 }
 
