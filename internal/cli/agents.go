@@ -36,8 +36,8 @@ pod uid may join again with the join token: an agent does so after its
 			if err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, rv)
+			if ok, err := rf.out.print(st.Out, rv); ok {
+				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "revoked the credential of agent %s (issued %s)\n", rv.PodUID, rv.CreatedAt.Format("2006-01-02 15:04:05Z07:00"))
 			return err

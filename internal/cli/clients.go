@@ -26,15 +26,23 @@ func newClientsCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, cs)
+			if ok, err := rf.out.print(st.Out, cs); ok {
+				return err
 			}
 			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "POD NAME\tPOD UID\tPOD IP\tNODE\tNODE IP\tSTATUS\tLAST HEARTBEAT")
+			head := "POD NAME\tPOD UID\tPOD IP\tNODE\tNODE IP\tSTATUS\tLAST HEARTBEAT"
+			if rf.out.wide() {
+				head += "\tREGISTERED\tID"
+			}
+			fmt.Fprintln(tw, head)
 			now := time.Now()
 			for _, c := range cs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.PodName, c.PodUID, c.PodIP, orDash(c.NodeName), orDash(c.NodeIP),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", c.PodName, c.PodUID, c.PodIP, orDash(c.NodeName), orDash(c.NodeIP),
 					clientStatus(c.ClientStatus), ago(c.UpdateTime, now))
+				if rf.out.wide() {
+					fmt.Fprintf(tw, "\t%s\t%d", ago(c.RegisterTime, now), c.ID)
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},

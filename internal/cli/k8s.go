@@ -162,13 +162,17 @@ func newK8sUndeployCommand(f *k8sFlags, st Streams) *cobra.Command {
 }
 
 func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
-	var asJSON, facts bool
+	var facts bool
 	var cniDir string
+	var format outputFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the server, the agents per node, and (with --facts) the cluster's facts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := format.check(); err != nil {
+				return err
+			}
 			c, err := f.client(cmd.Context())
 			if err != nil {
 				return err
@@ -192,10 +196,8 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 				}
 				out.Facts = &fc
 			}
-			if asJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+			if ok, err := format.print(st.Out, out); ok {
+				return err
 			}
 			if !s.Deployed {
 				fmt.Fprintln(st.Out, s.NotReady())
@@ -214,7 +216,7 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	format.register(cmd)
 	cmd.Flags().BoolVar(&facts, "facts", false, "also record the cluster's facts (runs an inspector pod on one node)")
 	cmd.Flags().StringVar(&cniDir, "cni-conf-dir", k8s.DefaultCNIConfDir, "the nodes' CNI configuration directory")
 	return cmd

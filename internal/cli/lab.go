@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -45,13 +44,17 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 		cfg                  lab.Config
 		rate, podCIDR, under string
 		nodeRates            []string
-		asJSON, withCnperf   bool
+		withCnperf           bool
+		out                  outputFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Build a lab",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
@@ -82,8 +85,8 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 					return errors.Join(err, derr, fmt.Errorf("lab %s removed again", l.Name))
 				}
 			}
-			if asJSON {
-				return writeJSON(st, l.Status())
+			if ok, err := out.print(st.Out, l.Status()); ok {
+				return err
 			}
 			printLab(st, l.Status())
 			fmt.Fprintf(st.Out, "\nremove it with: cnperf lab down --name %s\n", l.Name)
@@ -102,7 +105,7 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 	fl.StringVar(&cfg.UnderlaySegmentation, "underlay-segmentation", lab.SegmentHost, "where the underlay segments: host (veths pass 64 KB batches) or nic (TSO/GSO off on the underlay, MTU-sized packets as a NIC puts on its wire)")
 	fl.StringVar(&podCIDR, "pod-cidr", "", "pod CIDR, one /24 per node (default 10.244.0.0/16)")
 	fl.StringVar(&under, "underlay-cidr", "", "node network (default 10.170.0.0/24)")
-	fl.BoolVar(&asJSON, "json", false, "print the lab as JSON")
+	out.register(cmd)
 	fl.BoolVar(&withCnperf, "cnperf", true, "start the cnperf server in the underlay and an agent in every pod and node")
 	return cmd
 }
@@ -138,27 +141,30 @@ func newLabDownCommand(g *globalOptions, st Streams) *cobra.Command {
 
 func newLabStatusCommand(st Streams) *cobra.Command {
 	var (
-		lf     labFlags
-		asJSON bool
+		lf  labFlags
+		out outputFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a lab's nodes, pods, addresses and processes",
 		Args:  cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			rep, err := lab.Status(lf.name, lf.stateDir)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSON(st, rep)
+			if ok, err := out.print(st.Out, rep); ok {
+				return err
 			}
 			printLab(st, rep)
 			return nil
 		},
 	}
 	lf.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	out.register(cmd)
 	return cmd
 }
 
@@ -193,12 +199,6 @@ func newLabExecCommand(st Streams) *cobra.Command {
 	}
 	lf.register(cmd)
 	return cmd
-}
-
-func writeJSON(st Streams, v any) error {
-	enc := json.NewEncoder(st.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // printLab writes a lab's status as tables.

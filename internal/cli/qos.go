@@ -19,7 +19,7 @@ func newQoSCommand(st Streams) *cobra.Command {
 		Use:   "qos",
 		Short: "Traffic control: which qdiscs, classifiers and actions the kernel has; what is on a link",
 	}
-	var asJSON bool
+	var out outputFlags
 	detect := &cobra.Command{
 		Use:   "detect [FEATURE...]",
 		Short: "Try each qdisc, classifier and action on scratch devices and say which the kernel lacks",
@@ -27,16 +27,17 @@ func newQoSCommand(st Streams) *cobra.Command {
 (u32, flower, matchall) and action (mirred, police) on a veth in a scratch
 network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			f, err := qos.Detect(ctx, "", args...)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(f)
+			if ok, err := out.print(st.Out, f); ok {
+				return err
 			}
 			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "FEATURE\tKIND\tPRESENT\tKERNEL SAID")
@@ -50,7 +51,7 @@ network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
 			return err
 		},
 	}
-	detect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out.register(detect)
 	var netns, link string
 	var showJSON bool
 	show := &cobra.Command{

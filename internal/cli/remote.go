@@ -53,16 +53,24 @@ func (f *serverFlags) client() (*client.Client, error) {
 	return c, nil
 }
 
-// remoteFlags are the server's flags and --json, for the verbs that list
-// and change things on a server.
+// remoteFlags are the server's flags and the output format, for the verbs
+// that list and change things on a server.
 type remoteFlags struct {
 	serverFlags
-	asJSON bool
+	out outputFlags
 }
 
 func (f *remoteFlags) register(cmd *cobra.Command) {
 	f.serverFlags.register(cmd)
-	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	f.out.register(cmd)
+}
+
+// client checks the output format, then returns the server's client.
+func (f *remoteFlags) client() (*client.Client, error) {
+	if err := f.out.check(); err != nil {
+		return nil, err
+	}
+	return f.serverFlags.client()
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -85,8 +85,8 @@ at least the server's --schedule-min-every (1m by default).`,
 			if err != nil {
 				return fmt.Errorf("create schedule: %w", err)
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, got)
+			if ok, err := rf.out.print(st.Out, got); ok {
+				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "schedule %s: %s every %s, next %s\n", got.ID, got.Suite, got.Every, got.NextAt.UTC().Format(time.RFC3339))
 			return err
@@ -125,8 +125,8 @@ func newScheduleListCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list schedules: %w", err)
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, scs)
+			if ok, err := rf.out.print(st.Out, scs); ok {
+				return err
 			}
 			return writeSchedules(st.Out, scs, time.Now())
 		},
@@ -185,8 +185,8 @@ func newScheduleRunsCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("schedule %s: %w", args[0], err)
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, runs)
+			if ok, err := rf.out.print(st.Out, runs); ok {
+				return err
 			}
 			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "#\tSTATE\tDUE\tTOOK\tRUNS\tPAIRS\tOUTLIERS\tSLO\tREASON")
@@ -229,8 +229,8 @@ func newScheduleDeleteCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("delete schedule %s: %w", args[0], err)
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, sc)
+			if ok, err := rf.out.print(st.Out, sc); ok {
+				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "deleted schedule %s (%s every %s)\n", sc.ID, sc.Suite, sc.Every)
 			return err

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -19,7 +18,7 @@ func newSLOCommand(st Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "slo", Short: "Evaluate SLO files that need no run (the ping mesh's availability)"}
 	var srv reportServer
 	var file string
-	var asJSON bool
+	var out outputFlags
 	check := &cobra.Command{
 		Use:   "check --slo FILE",
 		Short: "Check availability objectives (success >= 99.9 % over 1h) against the server's stored ping-mesh rounds",
@@ -32,6 +31,9 @@ round, or whose rounds cover less than half of it. Objectives on rows
 are refused here: they need a run (cnperf run SUITE --slo FILE).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if file == "" {
 				return fmt.Errorf("no SLO file: give --slo FILE")
 			}
@@ -56,15 +58,11 @@ are refused here: they need a run (cnperf run SUITE --slo FILE).`,
 			checks := suite.EvaluateAvailability(objs, func(w time.Duration, conn string) (suite.MeshAvailability, error) {
 				return mesh.Availability(ctx, c, w, now, conn)
 			})
-			if asJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Checks []suite.Check `json:"checks"`
-				}{checks}); err != nil {
-					return err
-				}
-			} else {
+			if ok, err := out.print(st.Out, struct {
+				Checks []suite.Check `json:"checks"`
+			}{checks}); err != nil {
+				return err
+			} else if !ok {
 				for _, c := range checks {
 					fmt.Fprintln(st.Out, c.Line())
 				}
@@ -74,7 +72,7 @@ are refused here: they need a run (cnperf run SUITE --slo FILE).`,
 	}
 	srv.register(check)
 	check.Flags().StringVar(&file, "slo", "", "SLO file of availability objectives")
-	check.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	out.register(check)
 	cmd.AddCommand(check)
 	return cmd
 }

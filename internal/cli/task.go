@@ -53,7 +53,7 @@ Prints the new task ids.`,
 			if err != nil {
 				return err
 			}
-			return createTasks(cmd.Context(), cl, data, rf.asJSON, st)
+			return createTasks(cmd.Context(), cl, data, &rf.out, st)
 		},
 	}
 	rf.register(cmd)
@@ -84,7 +84,7 @@ func readTaskFile(file string, in io.Reader) ([]byte, error) {
 
 // createTasks sends a v1 task list or a v2 run, checked locally first with
 // the same strict decoding the server uses.
-func createTasks(ctx context.Context, cl *client.Client, data []byte, asJSON bool, st Streams) error {
+func createTasks(ctx context.Context, cl *client.Client, data []byte, out *outputFlags, st Streams) error {
 	trimmed := bytes.TrimSpace(data)
 	switch {
 	case bytes.HasPrefix(trimmed, []byte("[")):
@@ -99,8 +99,8 @@ func createTasks(ctx context.Context, cl *client.Client, data []byte, asJSON boo
 		if err != nil {
 			return fmt.Errorf("create tasks: %w", err)
 		}
-		if asJSON {
-			return printJSON(st.Out, ids)
+		if ok, err := out.print(st.Out, ids); ok {
+			return err
 		}
 		for _, id := range ids {
 			fmt.Fprintln(st.Out, id)
@@ -115,8 +115,8 @@ func createTasks(ctx context.Context, cl *client.Client, data []byte, asJSON boo
 		if err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
-		if asJSON {
-			return printJSON(st.Out, run)
+		if ok, err := out.print(st.Out, run); ok {
+			return err
 		}
 		fmt.Fprintf(st.Out, "run %s\n", run.ID)
 		for _, t := range run.Tasks {
@@ -154,9 +154,8 @@ task ends (at most --timeout) and exit with status 3 unless it succeeded.`,
 			if err != nil {
 				return err
 			}
-			if rf.asJSON {
-				err = printJSON(st.Out, t)
-			} else {
+			var ok bool
+			if ok, err = rf.out.print(st.Out, t); !ok {
 				err = printTask(st.Out, t)
 			}
 			if err == nil && wait && t.State != api.StateSucceeded {
@@ -252,8 +251,8 @@ func newTaskListCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if rf.asJSON {
-				return printJSON(st.Out, page)
+			if ok, err := rf.out.print(st.Out, page); ok {
+				return err
 			}
 			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK ID\tTYPE\tSOURCE\tDESTINATION\tSTATE\tCREATED\tREASON")

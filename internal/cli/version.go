@@ -100,20 +100,23 @@ func buildVersion() string { return readBuildInfo().Version }
 func defaultImage() (string, error) { return image.ForVersion(buildVersion()) }
 
 func newVersionCommand(st Streams) *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print cnperf's version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			b := readBuildInfo()
-			if asJSON {
-				return writeJSON(st, b)
+			if ok, err := out.print(st.Out, b); ok {
+				return err
 			}
 			_, err := fmt.Fprintln(st.Out, b)
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON")
+	out.register(cmd)
 	return cmd
 }
