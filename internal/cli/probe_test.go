@@ -14,6 +14,7 @@ import (
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
+	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
 // startResponder serves every registered handler on loopback and returns
@@ -379,5 +380,121 @@ func TestProbeFailuresAsUsersExpect(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("tcp against iperf3 -s took %v to fail; want at once", took)
+	}
+}
+
+// TestProbeJSONEchoesRequest: every kind's JSON result carries the request
+// it was asked (direction, streams, total rate, size, duration, dscp and
+// the kind's own fields), from cnperf's probers and from an iperf3 peer.
+func TestProbeJSONEchoesRequest(t *testing.T) {
+	addr, _ := startResponder(t)
+	type want = requestWant
+	cases := []struct {
+		name string
+		args []string
+		want want
+	}{
+		{"tcp reverse", []string{"tcp", "--to", addr, "-t", "1s", "-R", "-P", "2", "-b", "50M", "-l", "32K", "--dscp", "AF41"},
+			want{"reverse", 2, 100e6, 32 << 10, 1, 34, 0, 0, ""}},
+		{"tcp", []string{"tcp", "--to", addr, "-t", "1s", "-i", "500ms"},
+			want{"forward", 1, -1, 0, 1, 0, 0, 0.5, ""}},
+		{"udp reverse", []string{"udp", "--to", addr, "-t", "1s", "-b", "20M", "-R", "-l", "1200", "--dscp", "EF"},
+			want{"reverse", 1, 20e6, 1200, 1, 46, 0, 0, ""}},
+		{"rr", []string{"rr", "--to", addr, "--proto", "udp", "-c", "50", "-i", "1ms", "--dscp", "CS1"},
+			want{"forward", 1, -1, 0, 0, 8, 50, 0.001, "udp"}},
+		{"stamp", []string{"stamp", "--to", startReflector(t), "-c", "20", "-i", "5ms"},
+			want{"forward", 1, -1, 0, 0, 0, 20, 0.005, ""}},
+		{"ping", []string{"ping", "--to", "127.0.0.1", "-c", "3", "-i", "20ms", "-l", "100", "--dscp", "EF"},
+			want{"forward", 1, -1, 100, 0, 46, 3, 0.02, ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"probe"}, append(c.args, "--json", "--log-level", "error")...)
+			code, out, errs := cnperf(t, 60*time.Second, args...)
+			if code != 0 {
+				if c.name == "ping" && (strings.Contains(errs, "socket") || strings.Contains(errs, "permission")) {
+					t.Skipf("skipping: no ICMP here: %s", errs)
+				}
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			checkRequest(t, out, c.want)
+		})
+	}
+	t.Run("tcp reverse --peer iperf3", func(t *testing.T) {
+		stock := probetest.StartIperf3Server(t).Addr
+		code, out, errs := cnperf(t, 60*time.Second, "probe", "tcp", "--peer", "iperf3", "--to", stock,
+			"-t", "1", "-R", "-P", "2", "-b", "30M", "-l", "8K", "--json", "--log-level", "error")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		checkRequest(t, out, want{"reverse", 2, 60e6, 8 << 10, 1, 0, 0, 0, ""})
+	})
+}
+
+// startReflector serves an open STAMP reflector on loopback until the test
+// ends and returns its address.
+func startReflector(t *testing.T) string {
+	t.Helper()
+	refl, err := stamp.NewReflector(stamp.ReflectorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := refl.Listen(ctx, "127.0.0.1:0"); err != nil {
+		cancel()
+		t.Fatalf("stamp reflector: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = refl.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); refl.Close(); <-done })
+	return refl.Addr().String()
+}
+
+// requestWant is the request a result should echo.
+type requestWant struct {
+	direction   string
+	streams     int
+	rate        float64 // -1: absent
+	size        int
+	durationS   float64
+	dscp, count int
+	intervalS   float64
+	proto       string
+}
+
+// checkRequest decodes one JSON result and compares its request with w.
+func checkRequest(t *testing.T, out string, w requestWant) {
+	t.Helper()
+	var v struct {
+		Request map[string]any `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("stdout is not one JSON result: %v\n%s", err, out)
+	}
+	r := v.Request
+	if r == nil {
+		t.Fatalf("no request in the result:\n%s", out)
+	}
+	num := func(k string) float64 { f, _ := r[k].(float64); return f }
+	if r["direction"] != w.direction {
+		t.Errorf("request.direction %v, want %s", r["direction"], w.direction)
+	}
+	if num("streams") != float64(w.streams) {
+		t.Errorf("request.streams %v, want %d", r["streams"], w.streams)
+	}
+	if rate, ok := r["rate_bps"]; w.rate < 0 && ok || w.rate >= 0 && rate != w.rate {
+		t.Errorf("request.rate_bps %v, want %v (-1: absent)", rate, w.rate)
+	}
+	if dscp, ok := r["dscp"]; !ok || dscp != float64(w.dscp) {
+		t.Errorf("request.dscp %v, want %d", dscp, w.dscp)
+	}
+	for k, want := range map[string]float64{"size": float64(w.size), "duration_s": w.durationS,
+		"count": float64(w.count), "interval_s": w.intervalS} {
+		if num(k) != want {
+			t.Errorf("request.%s %v, want %v", k, r[k], want)
+		}
+	}
+	if p, _ := r["proto"].(string); p != w.proto {
+		t.Errorf("request.proto %q, want %q", p, w.proto)
 	}
 }

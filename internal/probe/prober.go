@@ -60,7 +60,8 @@ func (r *Registry) Validate(spec Spec) error {
 	return p.Validate(spec)
 }
 
-// Run validates and runs spec with the prober of its kind.
+// Run validates and runs spec with the prober of its kind. The result
+// echoes the spec's request (Spec.Request).
 func (r *Registry) Run(ctx context.Context, spec Spec, env Env) (*Result, error) {
 	p, err := r.Get(spec.Kind)
 	if err != nil {
@@ -78,5 +79,9 @@ func (r *Registry) Run(ctx context.Context, spec Spec, env Env) (*Result, error)
 		case <-t.C:
 		}
 	}
-	return p.Run(ctx, spec, env)
+	res, err := p.Run(ctx, spec, env)
+	if res != nil {
+		res.Request = spec.Request()
+	}
+	return res, err
 }

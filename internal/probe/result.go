@@ -19,6 +19,9 @@ type Result struct {
 	TOS       int       `json:"tos"`
 	StartedAt time.Time `json:"started_at"`
 	DurationS float64   `json:"duration_s"`
+	// Request echoes what the run was asked for (Spec.Request), so that a
+	// result read alone says which way it measured and at what load.
+	Request *Request `json:"request,omitempty"`
 
 	// DSCPReceived is the DSCP the far end saw on arrival (IP_RECVTOS), or
 	// nil when it could not be read. DSCPSurvived is true when it equals the
@@ -79,6 +82,38 @@ type Result struct {
 	// Raw is an external tool's output, kept beside the parsed figures.
 	Raw string `json:"raw,omitempty"`
 }
+
+// Request is what a probe run was asked for, as opposed to what it
+// measured. A field the spec left unset (the kind's default applies) is
+// absent, except direction, streams and dscp, which always read.
+type Request struct {
+	// Direction is "forward" (this side sends to the peer) or "reverse"
+	// (the peer sends, this side receives: -R).
+	Direction string `json:"direction"`
+	// Streams is the number of parallel streams (at least 1).
+	Streams int `json:"streams"`
+	// RateBps is the total target rate over all streams in bits/s; 0 is
+	// as fast as the path allows.
+	RateBps *uint64 `json:"rate_bps,omitempty"`
+	// Size is the bytes per datagram, write, request or echo.
+	Size      int     `json:"size,omitempty"`
+	DurationS float64 `json:"duration_s,omitempty"`
+	DSCP      int     `json:"dscp"`
+	TOS       *int    `json:"tos,omitempty"`
+	// Count, IntervalS and Proto bound and shape rr, ping and stamp runs
+	// (IntervalS is the report interval for tcp and udp).
+	Count       int     `json:"count,omitempty"`
+	IntervalS   float64 `json:"interval_s,omitempty"`
+	Proto       string  `json:"proto,omitempty"`
+	WindowBytes int     `json:"window_bytes,omitempty"`
+	MSS         int     `json:"mss,omitempty"`
+}
+
+// Directions of Request.Direction.
+const (
+	DirectionForward = "forward"
+	DirectionReverse = "reverse"
+)
 
 // SenderReceiver is a figure measured at both ends.
 type SenderReceiver struct {

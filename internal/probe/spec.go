@@ -128,6 +128,30 @@ const (
 	OffloadOff  = "off"
 )
 
+// Request returns what the spec asks for, as a result echoes it. Every
+// run's result gets it in one place: Registry.Run, and iperf3wire.Run for
+// an iperf3 peer.
+func (s Spec) Request() *Request {
+	r := &Request{
+		Direction: DirectionForward, Streams: max(s.Streams, 1),
+		Size: s.Size, DurationS: s.Duration.D().Seconds(), DSCP: s.DSCP(),
+		Count: s.Count, IntervalS: s.Interval.D().Seconds(), Proto: s.Proto,
+		WindowBytes: s.WindowBytes, MSS: s.MSS,
+	}
+	if s.Reverse {
+		r.Direction = DirectionReverse
+	}
+	if s.RateBps != nil {
+		v := *s.RateBps
+		r.RateBps = &v
+	}
+	if s.TOS != nil {
+		v := *s.TOS
+		r.TOS = &v
+	}
+	return r
+}
+
 // DSCP returns the DSCP code point (0-63) of the spec's TOS byte.
 func (s Spec) DSCP() int {
 	if s.TOS == nil {

@@ -110,8 +110,17 @@ func clientParams(spec probe.Spec) (Params, time.Duration) {
 }
 
 // Run measures spec (tcp or udp) against the iperf3 server at spec.Target
-// over iperf3's protocol and returns cnperf's result.
+// over iperf3's protocol and returns cnperf's result, which echoes the
+// spec's request as a registry's run does.
 func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
+	res, err := run(ctx, spec)
+	if res != nil {
+		res.Request = spec.Request()
+	}
+	return res, err
+}
+
+func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	if err := ValidateClient(spec); err != nil {
 		return nil, err
 	}
