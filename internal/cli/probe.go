@@ -38,7 +38,11 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 		Long: `Run one measurement against a cnperf responder (tcp, udp, rr), a host
 (ping, trace) or a STAMP Session-Reflector (stamp: RFC 8762, default port 862;
 any cnperf responder port reflects STAMP too) and print a summary like
-iperf3's or ping's, or the JSON result.`,
+iperf3's or ping's, or the JSON result.
+
+Ctrl-C (SIGINT) or SIGTERM stops a tcp, rr, ping or stamp probe early and
+prints the summary of what was measured until then; the exit status is then
+iperf3's (1), except ping's, which is ping's (0 when replies came back).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := f.run(cmd, args[0], g, st)
@@ -113,6 +117,12 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 	if noReplies(res) {
 		// As ping(8): exit 1 when nothing came back.
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s %s: no replies (100 %% loss)", res.Kind, spec.Target)}
+	}
+	if cmd.Context().Err() != nil && res.Kind != probe.KindPing {
+		// Interrupted (SIGINT, SIGTERM): the summary of what was
+		// measured is printed; the exit status is iperf3's, 1. ping
+		// exits as ping(8) does, 0 when replies came back.
+		return &ExitError{Code: 1, Err: fmt.Errorf("interrupt - the %s probe was stopped after %.2f s", res.Kind, res.DurationS)}
 	}
 	return nil
 }

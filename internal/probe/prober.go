@@ -85,3 +85,9 @@ func (r *Registry) Run(ctx context.Context, spec Spec, env Env) (*Result, error)
 	}
 	return res, err
 }
+
+// StoppedEarly is the note of a result cut short by ctx (an interrupt):
+// its figures cover the time until then.
+func StoppedEarly(ctx context.Context) string {
+	return "stopped early: " + context.Cause(ctx).Error()
+}

@@ -156,9 +156,15 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	oob := make([]byte, 512)
 	nextSend := start
 	var lastSend time.Time
+	interrupted := false
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("ping %s: %w", dst, err)
+			if len(r.sent) == 0 {
+				return nil, fmt.Errorf("ping %s: %w", dst, err)
+			}
+			// As ping(8) on SIGINT: the statistics of what was sent.
+			interrupted = true
+			break
 		}
 		now := time.Now()
 		sending := (count == 0 || len(r.sent) < count) && (dur == 0 || now.Sub(start) < dur)
@@ -200,7 +206,11 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		r.take(pkt)
 	}
 	elapsed := time.Since(start)
-	return r.result(spec, local, startedAt, elapsed, c.how, dst.String() != spec.Target), nil
+	res := r.result(spec, local, startedAt, elapsed, c.how, dst.String() != spec.Target)
+	if interrupted {
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
+	return res, nil
 }
 
 // send sends echo number i, recording the send time first.

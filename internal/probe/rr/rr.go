@@ -304,7 +304,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		res.Notes = append(res.Notes, fmt.Sprintf("responder counted %d transactions, fewer than the %d answered", end.Served, t.done))
 	}
 	if t.stoppedByCtx {
-		res.Notes = append(res.Notes, "stopped early: "+ctx.Err().Error())
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
 	}
 	return res, nil
 }

@@ -270,7 +270,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	res.StartedAt, res.DurationS = started, elapsed.Seconds()
 	res.Src, res.Dst = conn.LocalAddr().String(), conn.RemoteAddr().String()
 	if ctx.Err() != nil {
-		res.Notes = append(res.Notes, "stopped early: "+ctx.Err().Error())
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
 	}
 	return res, nil
 }

@@ -100,7 +100,10 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, fmt.Errorf("start tcp test with %s: %w", spec.Target, err)
 	}
 	t0 := time.Now()
-	rctx, rcancel := context.WithDeadline(ctx, t0.Add(cfg.duration+3*grace))
+	// The run's own bound does not end with ctx: an interrupted test
+	// still stops the responder and fetches its counters (within grace),
+	// so the caller gets what was measured so far, as iperf3 on SIGINT.
+	rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), t0.Add(cfg.duration+3*grace))
 	defer rcancel()
 	mg := newMerger(env.OnInterval)
 
@@ -118,15 +121,23 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	sd := newSide(conns, !cfg.reverse, cfg, t0, mg.add)
 	sd.start()
 	var early *ctrlEvent
+	interrupted := false
 	select {
 	case <-sd.doneCh:
 	case ev := <-events:
 		early = &ev
 		sd.abort()
+	case <-ctx.Done():
+		interrupted = true
+		sd.abort()
 	case <-rctx.Done():
 		sd.abort()
 	}
 	streamErr := sd.wait(rctx)
+	if interrupted {
+		// The streams were stopped on purpose: not a failure.
+		streamErr = nil
+	}
 	local := sd.finish()
 	if early != nil {
 		if early.err == nil {
@@ -134,11 +145,12 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		}
 		return nil, fmt.Errorf("tcp test to %s: responder failed mid-test: %w", spec.Target, errors.Join(early.err, streamErr))
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("tcp test to %s: %w", spec.Target, err)
-	}
 	stopCtx, stopCancel := context.WithTimeout(rctx, grace)
 	defer stopCancel()
+	waitCtx := rctx
+	if interrupted {
+		waitCtx = stopCtx
+	}
 	stopErr := cl.Ctrl.Send(stopCtx, probe.Message{Type: probe.MsgStop})
 	if streamErr != nil {
 		return nil, fmt.Errorf("tcp test to %s: %w", spec.Target, streamErr)
@@ -153,8 +165,8 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 			return nil, fmt.Errorf("tcp test to %s: final counters: %w", spec.Target, ev.err)
 		}
 		remote = ev.res
-	case <-rctx.Done():
-		return nil, fmt.Errorf("tcp test to %s: no final counters from the responder: %w", spec.Target, rctx.Err())
+	case <-waitCtx.Done():
+		return nil, fmt.Errorf("tcp test to %s: no final counters from the responder: %w", spec.Target, waitCtx.Err())
 	}
 	if len(remote.Bytes) != cfg.streams {
 		return nil, fmt.Errorf("tcp test to %s: responder reported %d streams, want %d", spec.Target, len(remote.Bytes), cfg.streams)
@@ -168,6 +180,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	}
 	assemble(res, cfg, sender, receiver)
 	res.Intervals = mg.flush()
+	if interrupted {
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
 	return res, nil
 }
 
