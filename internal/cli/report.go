@@ -142,7 +142,7 @@ with its progress and the figures measured so far.
 
   cnperf report RUN_ID                       # table on the terminal
   cnperf report RUN_ID --html report.html    # self-contained page with SVG charts
-  cnperf report RUN_ID --format iperf3       # one iperf3 --json document per tcp/udp result`,
+  cnperf report RUN_ID --format iperf3       # iperf3 --json: one document, an array for several`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, ok := reportWriters[format]

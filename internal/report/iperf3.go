@@ -28,6 +28,7 @@ type iperf3Doc struct {
 }
 
 type iperf3Start struct {
+	Connected    []iperf3Connected `json:"connected,omitempty"`
 	Version      string            `json:"version"`
 	Timestamp    *iperf3Timestamp  `json:"timestamp,omitempty"`
 	ConnectingTo *iperf3Connecting `json:"connecting_to,omitempty"`
@@ -37,6 +38,15 @@ type iperf3Start struct {
 type iperf3Timestamp struct {
 	Time     string `json:"time"`
 	Timesecs int64  `json:"timesecs"`
+}
+
+// iperf3Connected is one of start.connected: a stream's two ends.
+type iperf3Connected struct {
+	Socket     int    `json:"socket"`
+	LocalHost  string `json:"local_host"`
+	LocalPort  int    `json:"local_port"`
+	RemoteHost string `json:"remote_host"`
+	RemotePort int    `json:"remote_port"`
 }
 
 type iperf3Connecting struct {
@@ -97,8 +107,10 @@ type iperf3CPU struct {
 	RemoteTotal float64 `json:"remote_total"`
 }
 
-// WriteIperf3 writes a JSON array with one iperf3 --json document per tcp
-// or udp outcome of the run. It fails when the run has none.
+// WriteIperf3 writes the run's tcp and udp outcomes as iperf3 --json
+// documents: one document, as iperf3 writes it, for a single outcome (so
+// `jq .end.sum_received.bits_per_second` reads it), a JSON array of them
+// for several. It fails when the run has none.
 func (r *Report) WriteIperf3(w io.Writer) error {
 	var docs []iperf3Doc
 	for _, o := range r.Outcomes {
@@ -116,9 +128,13 @@ func (r *Report) WriteIperf3(w io.Writer) error {
 	if len(docs) == 0 {
 		return fmt.Errorf("run %s has no tcp or udp results to export as iperf3 JSON", r.RunID)
 	}
+	var v any = docs
+	if len(docs) == 1 {
+		v = docs[0]
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(docs); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write iperf3 json: %w", err)
 	}
 	return nil
@@ -140,6 +156,13 @@ func Iperf3(o suite.Outcome) iperf3Doc {
 	if host, port, err := net.SplitHostPort(firstNonEmpty(spec.Target, res.Dst)); err == nil {
 		p, _ := strconv.Atoi(port)
 		d.Start.ConnectingTo = &iperf3Connecting{Host: host, Port: p}
+	}
+	// start.connected: the client's end (src) and the server's (dst), as
+	// the result records the control connection's.
+	if res.Src != "" && res.Dst != "" {
+		lh, lp := splitHostPort(res.Src)
+		rh, rp := splitHostPort(res.Dst)
+		d.Start.Connected = []iperf3Connected{{Socket: 1, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp}}
 	}
 	if !res.StartedAt.IsZero() {
 		d.Start.Timestamp = &iperf3Timestamp{Time: res.StartedAt.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), Timesecs: res.StartedAt.Unix()}
@@ -221,6 +244,17 @@ func Iperf3(o suite.Outcome) iperf3Doc {
 		d.End.CPU = c
 	}
 	return d
+}
+
+// splitHostPort splits HOST:PORT; an address without a port is a host
+// with port 0.
+func splitHostPort(a string) (string, int) {
+	h, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return a, 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
 }
 
 func firstNonEmpty(ss ...string) string {

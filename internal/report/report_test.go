@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -418,6 +419,47 @@ func TestIperf3Compatible(t *testing.T) {
 	pingOnly := report.FromOutcomes("run-ping", "mesh", reporttest.Mesh(3))
 	if err := pingOnly.WriteIperf3(&b); err == nil || !strings.Contains(err.Error(), "no tcp or udp results") {
 		t.Errorf("iperf3 export of a ping-only run: err %v", err)
+	}
+}
+
+// TestIperf3OneResult: a run with one tcp result exports one iperf3
+// document, an object as iperf3 --json writes it (not an array), with
+// start.connected from the result's two ends.
+func TestIperf3OneResult(t *testing.T) {
+	o := reporttest.Example().Outcomes[0]
+	res := *o.Result
+	res.Src, res.Dst = "10.244.1.5:40112", "10.244.2.7:5201"
+	o.Result = &res
+	one := report.FromOutcomes("run-one", "mesh", []suite.Outcome{o})
+	var b bytes.Buffer
+	if err := one.WriteIperf3(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Start struct {
+			Connected []map[string]any `json:"connected"`
+		} `json:"start"`
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatalf("one result: not one iperf3 document (an object): %v\n%s", err, b.String())
+	}
+	if doc.End.SumReceived.BitsPerSecond != res.ThroughputBps.Receiver {
+		t.Errorf(".end.sum_received.bits_per_second %v, result %v", doc.End.SumReceived.BitsPerSecond, res.ThroughputBps.Receiver)
+	}
+	if len(doc.Start.Connected) != 1 {
+		t.Fatalf("start.connected %v, want one stream", doc.Start.Connected)
+	}
+	c := doc.Start.Connected[0]
+	if got := fmt.Sprintf("%v:%v", c["local_host"], c["local_port"]); got != res.Src {
+		t.Errorf("start.connected local %s, result src %s", got, res.Src)
+	}
+	if got := fmt.Sprintf("%v:%v", c["remote_host"], c["remote_port"]); got != res.Dst {
+		t.Errorf("start.connected remote %s, result dst %s", got, res.Dst)
 	}
 }
 
