@@ -61,22 +61,31 @@ func openSQLite(ctx context.Context, path string) (Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open sqlite %q: path must not contain '?' or '#'", path)
 	}
+	var lock *fileLock
+	if path != ":memory:" {
+		l, err := lockSQLite(path)
+		if err != nil {
+			return nil, err
+		}
+		lock = l
+	}
 	w, err := sql.Open("sqlite", path+"?"+sqliteWriter)
 	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), lock.release())
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := newSQLStore(sqliteDialect{}, w, w)
+	s.lock = lock
 	if err := migrate(ctx, w, s.d); err != nil {
-		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), w.Close())
+		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), s.Close())
 	}
 	if path != ":memory:" {
 		r, err := sql.Open("sqlite", path+"?"+sqliteReader)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("open sqlite %s for reading: %w", path, err), w.Close())
+			return nil, errors.Join(fmt.Errorf("open sqlite %s for reading: %w", path, err), s.Close())
 		}
 		n := max(4, runtime.GOMAXPROCS(0))
 		r.SetMaxOpenConns(n)

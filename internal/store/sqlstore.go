@@ -19,6 +19,8 @@ type sqlStore struct {
 	w *sql.DB // writes (SQLite: one connection)
 	r *sql.DB // reads (may be w)
 
+	lock *fileLock // SQLite's one-writer lock (nil otherwise), released by Close
+
 	upsertAgentSQL string // the heartbeat upsert, rebound (with RETURNING when the dialect has it)
 	readAgentSQL   string // reads an agent back by pod_uid, rebound
 	writeProbeSQL  string // /readyz's write probe (see CheckWrite), rebound
@@ -325,5 +327,5 @@ func (s *sqlStore) Close() error {
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
-	return err
+	return errors.Join(err, s.lock.release())
 }

@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,5 +67,37 @@ func TestMySQLDriverDSN(t *testing.T) {
 				t.Errorf("MySQLDriverDSN(%q) = %q: no %s", c.dsn, got, p)
 			}
 		}
+	}
+}
+
+// TestSQLiteOneWriter: a second opener of a SQLite file is refused while
+// the first holds it, with an error naming the holder's pid (two servers
+// on one file never coordinate their dispatch); once the first closes,
+// the file opens again.
+func TestSQLiteOneWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cnperf.db")
+	first, err := store.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := store.Open(ctx, "sqlite:"+path)
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second store opened the SQLite file its first holds")
+	}
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("second open: %v, want ErrLocked naming pid %d", err, os.Getpid())
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := store.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
