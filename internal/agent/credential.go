@@ -47,7 +47,7 @@ func Credential(ctx context.Context, joinClient *client.Client, stateDir, podUID
 		return "", false, fmt.Errorf("join the server as %s: %w", podUID, err)
 	}
 	if err := writeSecret(path, jr.Token+"\n"); err != nil {
-		return "", false, fmt.Errorf("agent credential: %w (the server issued it: `cnperf agents revoke %s` before joining again)", err, podUID)
+		return "", false, fmt.Errorf("agent credential: %w (the server issued it: `cnperf agents revoke %s` and `cnperf agents forget %s` before joining again)", err, podUID, podUID)
 	}
 	return jr.Token, true, nil
 }

@@ -255,28 +255,28 @@ func (l *Lab) StartCnperf(ctx context.Context, o CnperfOptions) (*ControlPlane, 
 
 // freshCredentials clears each agent's state directory and, when the
 // database existed before this start (kept with --db, or the lab's own
-// from an earlier start), revokes any credential the server holds for its
+// from an earlier start), forgets any credential the server holds for its
 // uid (that database has the credential of the agent an earlier lab of
 // this name started): each start's agents are new processes, as new pods
-// are, and join afresh. The revoke calls run a few at once.
-func freshCredentials(ctx context.Context, c *client.Client, stateDirs, uids []string, revoke bool) error {
+// are, and join afresh. The forget calls run a few at once.
+func freshCredentials(ctx context.Context, c *client.Client, stateDirs, uids []string, forget bool) error {
 	for i, d := range stateDirs {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("agent state of %s: %w", uids[i], err)
 		}
 	}
-	if !revoke {
+	if !forget {
 		return nil
 	}
 	errs := make([]error, len(uids))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for w := 0; w < min(revokeWorkers, len(uids)); w++ {
+	for w := 0; w < min(forgetWorkers, len(uids)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				errs[i] = revokeCredential(ctx, c, uids[i])
+				errs[i] = forgetCredential(ctx, c, uids[i])
 			}
 		}()
 	}
@@ -288,15 +288,17 @@ func freshCredentials(ctx context.Context, c *client.Client, stateDirs, uids []s
 	return errors.Join(errs...)
 }
 
-// revokeWorkers bounds the revoke calls freshCredentials makes at once
+// forgetWorkers bounds the forget calls freshCredentials makes at once
 // (the client keeps 4 idle connections to the server).
-const revokeWorkers = 4
+const forgetWorkers = 4
 
-func revokeCredential(ctx context.Context, c *client.Client, uid string) error {
+// forgetCredential deletes the earlier credential of uid (a revoked one
+// would keep the uid from joining again).
+func forgetCredential(ctx context.Context, c *client.Client, uid string) error {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := c.RevokeAgent(rctx, uid); err != nil && api.StatusOf(err) != http.StatusNotFound {
-		return fmt.Errorf("revoke the earlier credential of %s: %w", uid, err)
+	if err := c.ForgetAgent(rctx, uid); err != nil && api.StatusOf(err) != http.StatusNotFound {
+		return fmt.Errorf("forget the earlier credential of %s: %w", uid, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -175,5 +176,41 @@ func (s *Server) heartbeatFromCaller(r *http.Request, hb *api.Heartbeat) error {
 	if c := callerOf(r); c.podName != "" && hb.PodName != c.podName {
 		return forbidden("pod_name", "this %s is bound to pod %q, not %q", c.via, c.podName, hb.PodName)
 	}
+	return s.ownAddrs(r, hb)
+}
+
+// ownAddrs checks that an agent advertises only its own addresses: its
+// responder listens on its pod_ip or node_ip (other agents' tests are
+// sent there, and their errors would otherwise probe any host:port for
+// whoever holds an agent's identity), and, with AgentSourceCheck, the
+// heartbeat comes from one of the two.
+func (s *Server) ownAddrs(r *http.Request, hb *api.Heartbeat) error {
+	if hb.ResponderAddr != "" {
+		host, _, err := net.SplitHostPort(hb.ResponderAddr)
+		if err != nil {
+			return api.BadRequest("responder_addr", "want HOST:PORT: %v", err)
+		}
+		if !sameIP(host, hb.PodIP) && !sameIP(host, hb.NodeIP) {
+			return api.BadRequest("responder_addr", "%s is neither the agent's pod_ip (%s) nor its node_ip (%s): a responder listens on the agent's own address", hb.ResponderAddr, hb.PodIP, hb.NodeIP)
+		}
+	}
+	if !s.opts.AgentSourceCheck {
+		return nil
+	}
+	src, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		src = r.RemoteAddr
+	}
+	if !sameIP(src, hb.PodIP) && !sameIP(src, hb.NodeIP) {
+		return forbidden("pod_ip", "the heartbeat came from %s, which is neither its pod_ip (%s) nor its node_ip (%s): an agent advertises only its own addresses (a server whose agents reach it through NAT or a proxy runs with --trust-agent-addrs)", src, hb.PodIP, hb.NodeIP)
+	}
 	return nil
+}
+
+// sameIP reports whether a and b are one IP address (IPv4-mapped IPv6
+// and IPv4 alike); an empty or unparsable one is no match.
+func sameIP(a, b string) bool {
+	x, err1 := netip.ParseAddr(a)
+	y, err2 := netip.ParseAddr(b)
+	return err1 == nil && err2 == nil && x.Unmap().WithZone("") == y.Unmap().WithZone("")
 }

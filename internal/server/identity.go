@@ -28,6 +28,16 @@ import (
 //     that holds no credential (the seed's v1 agents never join), unless
 //     Options.RequireAgentCredentials.
 //
+// A pod uid is bound to the first evidence shown for it. Outside
+// Kubernetes that is the first join (first come); a revoked credential
+// keeps its uid taken, so the join token cannot bring a revoked agent
+// back: an admin forgets the uid (`cnperf agents forget UID`) to let it
+// join afresh. A TokenReview'd ServiceAccount token is stronger evidence
+// than the join token: when a reviewed pod finds a join-token credential
+// on its uid (a squatter that joined first), that credential is revoked,
+// and the join token can neither join nor act for a uid a review vouched
+// for.
+//
 // Then each endpoint checks that the caller is the agent the heartbeat,
 // fetch, task or report belongs to (actFor, ownTask): 403 otherwise.
 
@@ -180,6 +190,9 @@ func (s *Server) identify(ctx context.Context, tok string) (caller, error) {
 			s.log.Error("token review failed", "err", err)
 			return caller{}, &api.Error{Status: http.StatusServiceUnavailable, Message: "token review failed (see the server log)"}
 		}
+		if err := s.claimReviewed(ctx, ra.PodUID); err != nil {
+			return caller{}, err
+		}
 		return caller{uid: ra.PodUID, podName: ra.PodName, via: viaServiceAccount}, nil
 	}
 	return caller{}, unauthorized("wrong token for this endpoint")
@@ -203,8 +216,13 @@ func (s *Server) actFor(r *http.Request, uid string) error {
 	if s.opts.RequireAgentCredentials {
 		return forbidden("pod_uid", "the join token only joins (POST /api/v2/agent/join): this server requires each agent's own credential (--require-agent-credentials)")
 	}
-	_, err := s.st.GetCredential(r.Context(), uid)
+	if s.reviewed.has(uid) {
+		return forbidden("pod_uid", "agent %q authenticates by its ServiceAccount token: the join token cannot speak for it", uid)
+	}
+	cred, err := s.st.GetCredential(r.Context(), uid)
 	switch {
+	case err == nil && cred.RevokedAt != nil:
+		return forbidden("pod_uid", "agent %q was revoked: the join token cannot speak for it (`cnperf agents forget %s` lets it join again)", uid, uid)
 	case err == nil:
 		return forbidden("pod_uid", "agent %q has joined: only its own credential speaks for it, not the join token", uid)
 	case errors.Is(err, store.ErrNotFound):
@@ -265,13 +283,22 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		if err := checkLen("pod_uid", req.PodUID, MaxUIDLen); err != nil {
 			return api.JoinReply{}, err
 		}
+		if s.reviewed.has(req.PodUID) {
+			return api.JoinReply{}, forbidden("pod_uid", "agent %q authenticates by its ServiceAccount token (TokenReview): the join token cannot claim its uid", req.PodUID)
+		}
 		tok, err := newCredential()
 		if err != nil {
 			return api.JoinReply{}, err
 		}
 		_, err = s.st.CreateCredential(ctx, store.Credential{PodUID: req.PodUID, Hash: hashCredential(tok)}, s.now())
 		if errors.Is(err, store.ErrConflict) {
-			return api.JoinReply{}, forbidden("pod_uid", "agent %q has joined already: only its own credential speaks for it (`cnperf agents revoke %s` ends it)", req.PodUID, req.PodUID)
+			if c, gerr := s.st.GetCredential(ctx, req.PodUID); gerr == nil && c.RevokedAt != nil {
+				s.log.Warn("join of a revoked agent refused", "pod_uid", req.PodUID)
+				return api.JoinReply{}, forbidden("pod_uid", "agent %q was revoked at %s: the join token cannot bring it back; an admin lets it join again with `cnperf agents forget %s`",
+					req.PodUID, c.RevokedAt.Format(time.RFC3339), req.PodUID)
+			}
+			s.log.Warn("join of a uid that has joined refused", "pod_uid", req.PodUID)
+			return api.JoinReply{}, forbidden("pod_uid", "agent %q has joined already (first come): only its own credential speaks for it; if that was not this agent, an admin runs `cnperf agents revoke %s` and `cnperf agents forget %s`, then this agent joins", req.PodUID, req.PodUID, req.PodUID)
 		}
 		if err != nil {
 			return api.JoinReply{}, err
@@ -289,13 +316,84 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	c, err := s.st.RevokeCredential(r.Context(), uid)
+	c, err := s.revoke(r.Context(), uid)
 	if err != nil {
 		s.fail(w, r, false, err)
 		return
 	}
-	s.creds.drop(uid)
-	s.sessions.end(uid, &sessionEnded{status: http.StatusUnauthorized, msg: "the agent's credential was revoked"})
 	s.log.Info("agent credential revoked", "pod_uid", uid)
 	writeJSON(w, http.StatusOK, api.Revoked{PodUID: c.PodUID, CreatedAt: c.CreatedAt})
+}
+
+// revoke marks uid's credential revoked and ends what it authenticated.
+func (s *Server) revoke(ctx context.Context, uid string) (store.Credential, error) {
+	c, err := s.st.RevokeCredential(ctx, uid, s.now())
+	if err != nil {
+		return store.Credential{}, err
+	}
+	s.creds.drop(uid)
+	s.sessions.end(uid, &sessionEnded{status: http.StatusUnauthorized, msg: "the agent's credential was revoked"})
+	return c, nil
+}
+
+// handleForget deletes an agent's credential, revoked or not (user
+// token): the uid may join again with the join token.
+func (s *Server) handleForget(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	if err := checkLen("uid", uid, MaxUIDLen); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	if err := s.st.ForgetCredential(r.Context(), uid); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	s.creds.drop(uid)
+	s.sessions.end(uid, &sessionEnded{status: http.StatusUnauthorized, msg: "the agent's credential was forgotten"})
+	s.log.Info("agent credential forgotten: the uid may join again", "pod_uid", uid)
+	writeJSON(w, http.StatusOK, api.Revoked{PodUID: uid})
+}
+
+// reviewedUIDs remembers the pod uids a TokenReview vouched for (bounded:
+// it starts over rather than grow), so that each is checked for a
+// squatter's credential once per process, not on every heartbeat.
+type reviewedUIDs struct {
+	mu sync.Mutex // guards m
+	m  map[string]struct{}
+}
+
+func (r *reviewedUIDs) has(uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[uid]
+	return ok
+}
+
+func (r *reviewedUIDs) add(uid string, limit int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= limit {
+		r.m = map[string]struct{}{}
+	}
+	r.m[uid] = struct{}{}
+}
+
+// claimReviewed binds uid to the reviewed pod: a live join-token
+// credential on it (a squatter that joined before the pod) is revoked.
+func (s *Server) claimReviewed(ctx context.Context, uid string) error {
+	if s.reviewed.has(uid) {
+		return nil
+	}
+	c, err := s.st.GetCredential(ctx, uid)
+	switch {
+	case err == nil && c.RevokedAt == nil:
+		if _, err := s.revoke(ctx, uid); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("revoke the join-token credential on reviewed pod %s: %w", uid, err)
+		}
+		s.log.Warn("a join-token credential held the uid of a reviewed pod: revoked", "pod_uid", uid, "issued", c.CreatedAt)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("look up credential of %s: %w", uid, err)
+	}
+	s.reviewed.add(uid, 2*s.opts.Limits.MaxAgents)
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +22,8 @@ import (
 // B join and get credentials of their own; B's credential cannot
 // heartbeat, fetch, start or report for A, nor can the join token once A
 // has joined (403 each time, JSON error, statuses logged); A's task
-// result is A's; a revoked credential is 401 and the uid may join again.
+// result is A's; a revoked credential is 401, and the join token cannot
+// join the revoked uid again (nor act for it) until an admin forgets it.
 func TestAgentIdentity(t *testing.T) { storetest.ForEach(t, testAgentIdentity) }
 
 func testAgentIdentity(t *testing.T, dsn string) {
@@ -141,9 +144,78 @@ func testAgentIdentity(t *testing.T, dsn string) {
 	if api.StatusOf(err) != http.StatusUnauthorized {
 		t.Errorf("revoked credential: %v, want 401", err)
 	}
+	// The join token cannot bring the revoked agent back.
+	status, body := f.do("POST", "/api/v2/agent/join", agentTok, js(api.JoinRequest{PodUID: "uid-a"}))
+	t.Logf("join token joins revoked A -> %d %s", status, strings.TrimSpace(string(body)))
+	if status != http.StatusForbidden || !strings.Contains(string(body), "revoked") {
+		t.Errorf("join of revoked A: %d %s, want 403 naming the revocation", status, body)
+	}
+	if status, body := f.do("POST", "/api/v2/agent/heartbeat", agentTok, js(api.Heartbeat{PodUID: "uid-a", PodName: "pod-a", PodIP: "10.244.1.12", NodeName: "node-1"})); status != http.StatusForbidden {
+		t.Errorf("join token heartbeats as revoked A: %d %s, want 403", status, body)
+	}
+	if err := f.agent.ForgetAgent(ctx, "uid-a"); api.StatusOf(err) != http.StatusUnauthorized {
+		t.Errorf("forget with the join token: %v, want 401", err)
+	}
+	if err := f.user.ForgetAgent(ctx, "uid-a"); err != nil {
+		t.Fatalf("forget A: %v", err)
+	}
 	_, a2 := join("uid-a")
 	if _, err := a2.Heartbeat(ctx, api.Heartbeat{PodUID: "uid-a", PodName: "pod-a", PodIP: "10.244.1.12", NodeName: "node-1"}); err != nil {
 		t.Errorf("A's new credential: %v", err)
+	}
+}
+
+// TestReviewedPodBeatsSquatter: on a server with both a join token and
+// TokenReview, a join-token holder that joins a pod's uid before the pod
+// does loses it the moment the pod shows its reviewed ServiceAccount
+// token: the squatter's credential is revoked (401), the pod's calls go
+// through, and the join token can neither join the uid again nor act for
+// it.
+func TestReviewedPodBeatsSquatter(t *testing.T) {
+	st := openSQLite(t)
+	rev := fakeReviewer{"sa.k.x": {PodUID: "uid-k", PodName: "cnperf-agent-k", Username: "system:serviceaccount:cnperf:cnperf-agent"}}
+	srv, err := New(Options{Store: st, UserToken: userTok, AgentToken: agentTok, AgentReviewer: rev,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	f := &fixture{t: t, ts: ts}
+	hb := []byte(`{"pod_uid":"uid-k","pod_name":"cnperf-agent-k","pod_ip":"10.244.1.5","node_name":"node-1"}`)
+	status, body := f.do("POST", "/api/v2/agent/join", agentTok, []byte(`{"pod_uid":"uid-k"}`))
+	if status != http.StatusOK {
+		t.Fatalf("squatter joins uid-k: %d %s", status, body)
+	}
+	var jr api.JoinReply
+	if err := json.Unmarshal(body, &jr); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := f.do("POST", "/api/v2/agent/heartbeat", jr.Token, hb); status != http.StatusOK {
+		t.Fatalf("squatter's heartbeat before the pod shows up: %d %s", status, body)
+	}
+	if status, body := f.do("POST", "/api/v2/agent/heartbeat", "sa.k.x", hb); status != http.StatusOK {
+		t.Fatalf("the reviewed pod's heartbeat: %d %s, want 200", status, body)
+	}
+	steps := []struct {
+		name, path, token string
+		body              []byte
+		want              int
+	}{
+		{"squatter's credential", "/api/v2/agent/heartbeat", jr.Token, hb, http.StatusUnauthorized},
+		{"join token joins uid-k", "/api/v2/agent/join", agentTok, []byte(`{"pod_uid":"uid-k"}`), http.StatusForbidden},
+		{"join token acts for uid-k", "/api/v2/agent/heartbeat", agentTok, hb, http.StatusForbidden},
+		{"the pod again", "/api/v2/agent/heartbeat", "sa.k.x", hb, http.StatusOK},
+	}
+	for _, s := range steps {
+		status, body := f.do("POST", s.path, s.token, s.body)
+		t.Logf("%-26s -> %d %s", s.name, status, strings.TrimSpace(string(body)))
+		if status != s.want {
+			t.Errorf("%s: %d %s, want %d", s.name, status, body, s.want)
+		}
+	}
+	if c, err := st.GetCredential(context.Background(), "uid-k"); err != nil || c.RevokedAt == nil {
+		t.Errorf("squatter's credential after the pod showed up: %+v, %v; want revoked", c, err)
 	}
 }
 
@@ -228,5 +300,48 @@ func TestServiceAccountAgents(t *testing.T) {
 	}
 	if status, _ := f.do("POST", "/api/v2/agent/join", "sa.k.x", []byte(`{"pod_uid":"uid-k"}`)); status != http.StatusForbidden {
 		t.Errorf("join with a ServiceAccount token: %d, want 403", status)
+	}
+}
+
+// TestAgentAdvertisesOwnAddrs: an agent's responder address must be its
+// own pod or node address (not any host:port whose reachability the
+// task's error would tell); with AgentSourceCheck the heartbeat must also
+// come from one of the two (here 127.0.0.1, the test's source).
+func TestAgentAdvertisesOwnAddrs(t *testing.T) {
+	hb := func(podIP, nodeIP, resp string) []byte {
+		return []byte(fmt.Sprintf(`{"pod_uid":"uid-a","pod_name":"pod-a","pod_ip":%q,"node_ip":%q,"node_name":"node-1","responder_addr":%q}`, podIP, nodeIP, resp))
+	}
+	cases := []struct {
+		name  string
+		check bool
+		body  []byte
+		want  int
+	}{
+		{"responder on the pod ip", false, hb("10.244.1.12", "10.170.0.10", "10.244.1.12:5201"), http.StatusOK},
+		{"responder on the node ip", false, hb("10.244.1.12", "10.170.0.10", "10.170.0.10:5201"), http.StatusOK},
+		{"responder on another host", false, hb("10.244.1.12", "10.170.0.10", "10.99.99.99:22"), http.StatusBadRequest},
+		{"responder by name", false, hb("10.244.1.12", "10.170.0.10", "db.internal:5432"), http.StatusBadRequest},
+		{"source is the pod ip", true, hb("127.0.0.1", "", "127.0.0.1:5201"), http.StatusOK},
+		{"source is the node ip (NAT)", true, hb("10.244.1.12", "127.0.0.1", "10.244.1.12:5201"), http.StatusOK},
+		{"source is neither", true, hb("10.244.1.12", "10.170.0.10", "10.244.1.12:5201"), http.StatusForbidden},
+		{"source is neither, no responder", true, hb("10.244.1.12", "", ""), http.StatusForbidden},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db", nil)
+			f.srv.opts.AgentSourceCheck = c.check
+			for _, path := range []string{"/api/v1/internal/heartbeat", "/api/v2/agent/heartbeat"} {
+				status, body := f.do("POST", path, agentTok, c.body)
+				t.Logf("%s -> %d %s", path, status, strings.TrimSpace(string(body)))
+				if status != c.want {
+					t.Errorf("%s: %d %s, want %d", path, status, body, c.want)
+				}
+			}
+			if c.want != http.StatusOK {
+				if a, err := f.st.GetAgent(context.Background(), "uid-a"); err == nil {
+					t.Errorf("a refused heartbeat registered the agent: %+v", a)
+				}
+			}
+		})
 	}
 }

@@ -76,7 +76,9 @@ func (s *Server) table() []route {
 			summary: "Delete a schedule and its history (its runs stay; one going is cancelled)", answer: api.Schedule{}},
 
 		{method: "POST", path: "/api/v2/agents/{uid}/revoke", auth: user, handler: s.handleRevoke,
-			summary: "End an agent's credential (it may join again with the join token)", answer: api.Revoked{}},
+			summary: "End an agent's credential; its uid stays taken (the join token cannot join it again until forgotten)", answer: api.Revoked{}},
+		{method: "POST", path: "/api/v2/agents/{uid}/forget", auth: user, handler: s.handleForget,
+			summary: "Delete an agent's credential, revoked or not: the uid may join again with the join token", answer: api.Revoked{}},
 
 		{method: "POST", path: "/api/v2/agent/join", auth: agent, handler: s.handleJoin,
 			summary: "Join with the join token: answers the agent's own credential, once per pod uid", body: api.JoinRequest{}, answer: api.JoinReply{}},

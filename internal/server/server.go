@@ -72,6 +72,11 @@ type Options struct {
 	// RequireAgentCredentials: the join token only joins, and never acts
 	// for an agent, not even one that never joined (a seed v1 client).
 	RequireAgentCredentials bool
+	// AgentSourceCheck: a heartbeat must come from the agent's own pod_ip
+	// or node_ip (so the addresses it advertises, its responder's among
+	// them, are its own). Off for agents that reach the server through
+	// NAT or a proxy (cnperf server --trust-agent-addrs).
+	AgentSourceCheck bool
 	// Now is the clock (nil: time.Now). Tests inject one.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -137,6 +142,7 @@ type Server struct {
 	openapi    []byte
 	extras     *extras // dashboard and /metrics (dashboard.go)
 	creds      credCache
+	reviewed   reviewedUIDs // pod uids a TokenReview vouched for (identity.go)
 	leader     atomic.Bool  // held the reaper lease at the last try (lease.go)
 	started    atomic.Int64 // when Run started, Unix ns at the server's clock (reaper.go)
 	sessions   sessionSet   // open agent sessions (session.go)

@@ -15,15 +15,18 @@ type Credential struct {
 	PodUID    string
 	Hash      string // hex SHA-256 of the secret
 	CreatedAt time.Time
+	// RevokedAt is when the credential was revoked: it no longer
+	// authenticates, and its pod uid cannot join again until forgotten.
+	RevokedAt *time.Time
 }
 
-const credentialCols = "pod_uid, token_hash, created_at"
+const credentialCols = "pod_uid, token_hash, created_at, revoked_at"
 
 func scanCredential(r rowScanner) (Credential, error) {
 	var c Credential
-	var created tsScan
-	err := r.Scan(&c.PodUID, &c.Hash, &created)
-	c.CreatedAt = created.t
+	var created, revoked tsScan
+	err := r.Scan(&c.PodUID, &c.Hash, &created, &revoked)
+	c.CreatedAt, c.RevokedAt = created.t, revoked.ptr()
 	return c, err
 }
 
@@ -32,7 +35,7 @@ func (s *sqlStore) CreateCredential(ctx context.Context, c Credential, now time.
 		return Credential{}, fmt.Errorf("create credential: %w: pod_uid and hash are required", ErrInvalid)
 	}
 	c.CreatedAt = micro(now)
-	_, err := s.w.ExecContext(ctx, s.d.rebind("INSERT INTO agent_credentials ("+credentialCols+") VALUES (?, ?, ?)"),
+	_, err := s.w.ExecContext(ctx, s.d.rebind("INSERT INTO agent_credentials (pod_uid, token_hash, created_at) VALUES (?, ?, ?)"),
 		c.PodUID, c.Hash, s.d.timeArg(c.CreatedAt))
 	if err != nil {
 		if s.d.isUnique(err) {
@@ -44,7 +47,7 @@ func (s *sqlStore) CreateCredential(ctx context.Context, c Credential, now time.
 }
 
 func (s *sqlStore) CredentialByHash(ctx context.Context, hash string) (Credential, error) {
-	c, err := scanCredential(s.r.QueryRowContext(ctx, s.d.rebind("SELECT "+credentialCols+" FROM agent_credentials WHERE token_hash = ?"), hash))
+	c, err := scanCredential(s.r.QueryRowContext(ctx, s.d.rebind("SELECT "+credentialCols+" FROM agent_credentials WHERE token_hash = ? AND revoked_at IS NULL"), hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Credential{}, fmt.Errorf("credential: %w", ErrNotFound)
 	}
@@ -65,21 +68,34 @@ func (s *sqlStore) GetCredential(ctx context.Context, podUID string) (Credential
 	return c, nil
 }
 
-func (s *sqlStore) RevokeCredential(ctx context.Context, podUID string) (Credential, error) {
+func (s *sqlStore) RevokeCredential(ctx context.Context, podUID string, now time.Time) (Credential, error) {
 	var out Credential
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		c, err := scanCredential(tx.QueryRowContext(ctx, s.d.rebind("SELECT "+credentialCols+" FROM agent_credentials WHERE pod_uid = ?"+s.d.forUpdate()), podUID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("revoke credential of %s: %w: the agent holds no credential", podUID, ErrNotFound)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && c.RevokedAt != nil {
+			return fmt.Errorf("revoke credential of %s: %w: the agent holds no live credential", podUID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("revoke credential of %s: %w", podUID, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind("DELETE FROM agent_credentials WHERE pod_uid = ?"), podUID); err != nil {
+		t := micro(now)
+		if _, err := tx.ExecContext(ctx, s.d.rebind("UPDATE agent_credentials SET revoked_at = ? WHERE pod_uid = ?"), s.d.timeArg(t), podUID); err != nil {
 			return fmt.Errorf("revoke credential of %s: %w", podUID, err)
 		}
+		c.RevokedAt = &t
 		out = c
 		return nil
 	})
 	return out, err
+}
+
+func (s *sqlStore) ForgetCredential(ctx context.Context, podUID string) error {
+	res, err := s.w.ExecContext(ctx, s.d.rebind("DELETE FROM agent_credentials WHERE pod_uid = ?"), podUID)
+	if err != nil {
+		return fmt.Errorf("forget credential of %s: %w", podUID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("forget credential of %s: %w", podUID, ErrNotFound)
+	}
+	return nil
 }

@@ -436,14 +436,19 @@ type Store interface {
 	// CreateCredential stores an agent's credential (CreatedAt = now).
 	// The agent holding one already, or the hash being taken: ErrConflict.
 	CreateCredential(ctx context.Context, c Credential, now time.Time) (Credential, error)
-	// CredentialByHash returns the credential with this hash, or
-	// ErrNotFound.
+	// CredentialByHash returns the live credential with this hash, or
+	// ErrNotFound (a revoked credential is not found by its hash).
 	CredentialByHash(ctx context.Context, hash string) (Credential, error)
-	// GetCredential returns the agent's credential, or ErrNotFound.
-	GetCredential(ctx context.Context, podUID string) (Credential, error)
-	// RevokeCredential deletes the agent's credential and returns it; none:
+	// GetCredential returns the agent's credential, revoked or not, or
 	// ErrNotFound.
-	RevokeCredential(ctx context.Context, podUID string) (Credential, error)
+	GetCredential(ctx context.Context, podUID string) (Credential, error)
+	// RevokeCredential marks the agent's live credential revoked at now
+	// and returns it; none live: ErrNotFound. The uid stays taken: the
+	// join token cannot join it again until ForgetCredential.
+	RevokeCredential(ctx context.Context, podUID string, now time.Time) (Credential, error)
+	// ForgetCredential deletes the agent's credential, revoked or not, so
+	// that its uid may join afresh; none: ErrNotFound.
+	ForgetCredential(ctx context.Context, podUID string) error
 
 	// HoldLease takes or renews the leader lease name for holder until
 	// now+ttl (leases.go): held when free, already the holder's, or

@@ -375,6 +375,12 @@ func (c *Client) Join(ctx context.Context, podUID string) (api.JoinReply, error)
 	return out, c.v2(ctx, http.MethodPost, "/api/v2/agent/join", nil, api.JoinRequest{PodUID: podUID}, &out)
 }
 
+// ForgetAgent deletes an agent's credential, revoked or not, so that its
+// uid may join again (user token).
+func (c *Client) ForgetAgent(ctx context.Context, podUID string) error {
+	return c.v2(ctx, http.MethodPost, "/api/v2/agents/"+url.PathEscape(podUID)+"/forget", nil, nil, nil)
+}
+
 // RevokeAgent ends an agent's credential (user token).
 func (c *Client) RevokeAgent(ctx context.Context, podUID string) (api.Revoked, error) {
 	var out api.Revoked
