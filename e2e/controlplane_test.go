@@ -52,6 +52,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// loopbackServer are the opt-ins of the servers these tests start: they
+// test dispatch and delivery, not TLS (TestServerTLSByDefault does), and
+// their agents take pod addresses 127.0.0.2, 127.0.0.3, ... while their
+// requests come from 127.0.0.1.
+var loopbackServer = []string{"--plain-http", "--trust-agent-addrs"}
+
 // startServer starts `cnperf server` on a free loopback port with its
 // SQLite database in dir, user token u-TAG and agent (join) token a-TAG,
 // and waits until it listens.
@@ -59,7 +65,7 @@ func startServer(t *testing.T, bin, dir, tag string) (*proc, string) {
 	t.Helper()
 	addr := freeAddr(t)
 	srv := start(t, "server", bin, []string{"CNPERF_USER_TOKEN=u-" + tag, "CNPERF_AGENT_TOKEN=a-" + tag},
-		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"))
+		append([]string{"server", "--listen", addr, "--db", "sqlite:" + filepath.Join(dir, "cnperf.db")}, loopbackServer...)...)
 	srv.waitFor(t, "server listening", 20*time.Second)
 	return srv, addr
 }

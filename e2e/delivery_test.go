@@ -237,7 +237,7 @@ func TestServerSIGKILLDeliversEveryResultOnce(t *testing.T) {
 	bin := cnperftest.Binary(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
-	serverArgs := []string{"server", "--listen", addr, "--db", "sqlite:" + filepath.Join(dir, "cnperf.db")}
+	serverArgs := append([]string{"server", "--listen", addr, "--db", "sqlite:" + filepath.Join(dir, "cnperf.db")}, loopbackServer...)
 	srvEnv := []string{"CNPERF_USER_TOKEN=u-skill", "CNPERF_AGENT_TOKEN=a-skill"}
 	srv := start(t, "server", bin, srvEnv, serverArgs...)
 	srv.waitFor(t, "server listening", 20*time.Second)

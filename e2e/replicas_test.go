@@ -57,7 +57,7 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	var bases, fronts []string
 	for i := range replicas {
 		addr := freeAddr(t)
-		p := start(t, fmt.Sprintf("replica-%d", i), bin, srvEnv, "server", "--listen", addr, "--db", dsn)
+		p := start(t, fmt.Sprintf("replica-%d", i), bin, srvEnv, append([]string{"server", "--listen", addr, "--db", dsn}, loopbackServer...)...)
 		srvs = append(srvs, p)
 		bases = append(bases, "http://"+addr)
 	}

@@ -43,8 +43,8 @@ func TestScheduleRunsMatrixTwice(t *testing.T) {
 	addr := freeAddr(t)
 	serverEnv := []string{"CNPERF_USER_TOKEN=u-sched", "CNPERF_AGENT_TOKEN=a-sched"}
 	serve := func() *proc {
-		p := start(t, "server", bin, serverEnv, "server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"),
-			"--schedule-min-every", "1s")
+		p := start(t, "server", bin, serverEnv, append([]string{"server", "--listen", addr, "--db", "sqlite:" + filepath.Join(dir, "cnperf.db"),
+			"--schedule-min-every", "1s"}, loopbackServer...)...)
 		p.waitFor(t, "server listening", 20*time.Second)
 		return p
 	}

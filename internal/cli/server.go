@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cnperf/cnperf/internal/certs"
 	"github.com/cnperf/cnperf/internal/pgnotify"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
@@ -24,7 +23,9 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var listen, dsn, userTokenFile, agentTokenFile string
 	var mo meshFlags
 	var lf limitFlags
-	var tlsCert, tlsKey string
+	var tlsCert, tlsKey, tlsDir string
+	var tlsHosts []string
+	var plainHTTP, trustAddrs bool
 	var requireCreds bool
 	var minEvery time.Duration
 	var rv reviewFlags
@@ -44,9 +45,17 @@ ServiceAccount tokens with TokenReview instead; no agent token is needed
 then. Store: --db sqlite:PATH (default),
 --db postgres://USER@HOST/DB or --db mysql://USER[:PASSWORD]@HOST[:PORT]/DB
 (MySQL 8 or MariaDB; mysql://USER@/DB?socket=PATH for a unix socket).
-TLS: --tls-cert and --tls-key serve HTTPS (agents and the CLI then verify
-it with --ca-file or the system pool). Limits on what a request may ask:
-the --max-* and --min-* flags.`,
+TLS is on by default: with --tls-cert and --tls-key the server serves that
+certificate; without them it makes a CA and a serving certificate on its
+first start and keeps them in --tls-dir (default: cnperf-tls beside the
+SQLite database), logging the CA file and its SHA-256 fingerprint. Agents
+and the CLI verify the server with --ca-file (or CNPERF_CA_FILE) naming
+that ca.crt. --plain-http serves HTTP instead: tokens then cross the
+network in clear, so use it only on loopback or behind a proxy that
+terminates TLS. Agents advertise only their own addresses: a heartbeat
+must come from its pod_ip or node_ip (--trust-agent-addrs lifts that for
+agents that reach the server through NAT or a proxy). Limits on what a
+request may ask: the --max-* and --min-* flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
@@ -68,14 +77,13 @@ the --max-* and --min-* flags.`,
 			if err != nil {
 				return err
 			}
-			var tlsCfg *tls.Config
-			if tlsCert != "" || tlsKey != "" {
-				if tlsCfg, err = certs.ServerConfig(tlsCert, tlsKey); err != nil {
-					return err
-				}
+			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
+			tlsCfg, err := tf.config(g.logger(st), listen, dsn)
+			if err != nil {
+				return err
 			}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
-				ScheduleMinEvery: minEvery}
+				ScheduleMinEvery: minEvery, AgentSourceCheck: !trustAddrs}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
 		},
 	}
@@ -91,6 +99,10 @@ the --max-* and --min-* flags.`,
 	lf.register(cmd)
 	fl.StringVar(&tlsCert, "tls-cert", envOr("CNPERF_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain); needs --tls-key")
 	fl.StringVar(&tlsKey, "tls-key", envOr("CNPERF_TLS_KEY", ""), "the PEM private key of --tls-cert")
+	fl.StringVar(&tlsDir, "tls-dir", envOr("CNPERF_TLS_DIR", ""), "without --tls-cert: where the server's own CA and certificate are kept (default: cnperf-tls beside the SQLite database, or in the working directory)")
+	fl.StringSliceVar(&tlsHosts, "tls-host", nil, "without --tls-cert: more names or addresses for the server's own certificate (it always names localhost, the host name and the host's addresses)")
+	fl.BoolVar(&plainHTTP, "plain-http", envOr("CNPERF_PLAIN_HTTP", "") == "1", "serve plain HTTP, not TLS: bearer tokens cross the network in clear (loopback, or behind a proxy that terminates TLS)")
+	fl.BoolVar(&trustAddrs, "trust-agent-addrs", false, "accept heartbeats that come from another address than the agent's pod_ip or node_ip (agents behind NAT or a proxy)")
 	return cmd
 }
 

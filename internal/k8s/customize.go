@@ -3,6 +3,7 @@ package k8s
 import (
 	"bufio"
 	"bytes"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,12 @@ func customize(obj runtime.Object, o DeployOptions) error {
 		if x.Name == ServerName {
 			for i := range x.Spec.Template.Spec.Containers {
 				c := &x.Spec.Template.Spec.Containers[i]
+				// cnperf server serves TLS by default (its own CA when
+				// given no certificate); --tls=false asks for plain HTTP.
+				c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return a == "--plain-http" })
+				if !o.TLS {
+					c.Args = append(c.Args, "--plain-http")
+				}
 				c.Args = append(c.Args, o.ServerArgs...)
 				if o.PostgresSecret != "" {
 					usePostgres(&x.Spec.Template.Spec, c, o.PostgresSecret)
