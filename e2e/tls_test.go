@@ -30,7 +30,7 @@ func TestTLSEndToEnd(t *testing.T) {
 		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "cnperf.db"), "--tls-cert", files.Cert, "--tls-key", files.Key)
 	srv.waitFor(t, "scheme=https", 20*time.Second)
 	env := []string{"CNPERF_AGENT_TOKEN=a-tls", "POD_NAME=pod-tls", "POD_NAMESPACE=e2e", "POD_UID=uid-tls",
-		"POD_IP=127.0.0.2", "NODE_NAME=node-tls", "NODE_IP=127.0.0.2"}
+		"POD_IP=127.0.0.1", "NODE_NAME=node-tls", "NODE_IP=127.0.0.1"} // its heartbeats come from 127.0.0.1
 	agent := start(t, "agent", bin, env, "agent", "--server", base, "--ca-file", files.CA, "--responder-port", "0", "--state-dir", t.TempDir())
 	agent.waitFor(t, "agent ready", 20*time.Second)
 

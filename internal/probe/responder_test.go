@@ -182,3 +182,66 @@ func contextSwitches(t *testing.T) uint64 {
 	}
 	return n
 }
+
+// TestDialUnreachableTellsNoPortState: a closed port, a port whose
+// listener never answers, and one whose service speaks another protocol
+// fail with the same error text, ErrUnreachable (a task's error must not
+// tell the reader which ports of a host are open); a cnperf responder's
+// own refusal is still told.
+func TestDialUnreachableTellsNoPortState(t *testing.T) {
+	closed := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}
+	listener := func(serve func(net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); serve(c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	silent := listener(func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	other := listener(func(c net.Conn) { _, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n")) })
+	closedNow := listener(func(net.Conn) {})
+	texts := map[string]string{}
+	for _, c := range []struct{ name, addr string }{
+		{"closed port", closed()}, {"silent listener", silent}, {"another protocol", other}, {"closes at once", closedNow},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := probe.Dial(ctx, probe.Spec{Kind: "echo", Target: c.addr, Timeout: probe.Duration(500 * time.Millisecond)}, probe.SockOpts{})
+		cancel()
+		if !errors.Is(err, probe.ErrUnreachable) {
+			t.Errorf("%s: %v, want ErrUnreachable", c.name, err)
+			continue
+		}
+		texts[c.name] = strings.ReplaceAll(err.Error(), c.addr, "ADDR")
+	}
+	for name, text := range texts {
+		if text != "connect to responder ADDR: responder unreachable" {
+			t.Errorf("%s: %q tells more than unreachable", name, text)
+		}
+	}
+	// A cnperf responder that refuses says why.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := probe.Dial(ctx, probe.Spec{Kind: "nope", Target: probetest.Start(t, echoHandler{})}, probe.SockOpts{})
+	var re *probe.RemoteError
+	if errors.Is(err, probe.ErrUnreachable) || !errors.As(err, &re) {
+		t.Errorf("a responder's refusal: %v, want its RemoteError", err)
+	}
+}

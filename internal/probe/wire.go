@@ -335,6 +335,14 @@ func Dial(ctx context.Context, spec Spec, opts SockOpts) (*Client, error) {
 	return DialWithKey(ctx, spec, opts, "")
 }
 
+// ErrUnreachable is how a session that never reached a cnperf responder
+// fails: a refused connection, a timeout, a reset and a peer that does
+// not answer the control protocol are not told apart. A task's error is
+// read by whoever can list tasks; telling them apart would turn agents
+// into a scanner of which ports of a target are open. A responder's own
+// refusal (a RemoteError: no test key, an unknown kind) is kept.
+var ErrUnreachable = errors.New("responder unreachable")
+
 // DialWithKey is Dial with a test key in the hello (Env.TestKey), for a
 // responder that serves only scheduled tests.
 func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Client, error) {
@@ -345,9 +353,17 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Until a cnperf responder answers, every failure is the one error
+	// ErrUnreachable (see there), or the caller's own end.
+	unreachable := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("connect to responder %s: %w", spec.Target, err)
+		}
+		return fmt.Errorf("connect to responder %s: %w", spec.Target, ErrUnreachable)
+	}
 	conn, err := d.DialContext(dctx, "tcp", spec.Target)
 	if err != nil {
-		return nil, fmt.Errorf("connect to responder %s: %w", spec.Target, err)
+		return nil, unreachable()
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -355,13 +371,13 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	_ = conn.SetWriteDeadline(deadline(dctx))
 	if _, err := conn.Write(PrefaceControl[:]); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("connect to responder %s: %w", spec.Target, err)
+		return nil, unreachable()
 	}
 	c := &Client{Ctrl: NewControlConn(conn), Session: NewSessionID(), Target: spec.Target, Dialer: d}
 	sp := spec
 	if err := c.Ctrl.Send(dctx, Message{Type: MsgHello, Kind: spec.Kind, Session: c.Session.String(), Spec: &sp, Sync: clockSyncExchanges, Key: key}); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, unreachable()
 	}
 	if err := c.Ctrl.answersJSON(dctx); err != nil {
 		conn.Close()
@@ -369,6 +385,10 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	}
 	if _, err := c.Ctrl.Expect(dctx, MsgOK); err != nil {
 		conn.Close()
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			return nil, unreachable()
+		}
 		return nil, fmt.Errorf("responder %s refused the %s session: %w", spec.Target, spec.Kind, err)
 	}
 	clock, err := SyncClock(dctx, c.Ctrl, clockSyncExchanges)

@@ -1,4 +1,4 @@
-package cli_test
+package e2e_test
 
 import (
 	"crypto/tls"
