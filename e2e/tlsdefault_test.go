@@ -74,7 +74,7 @@ func TestServerTLSByDefault(t *testing.T) {
 	// Agents verify with the CA file; the server takes heartbeats only
 	// from the addresses an agent advertises.
 	agent := func(name, ip string) *proc {
-		env := []string{"CNPERF_TOKEN=a-tls", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name, "POD_IP=" + ip, "NODE_NAME=node-1", "NODE_IP=" + ip}
+		env := []string{"CNPERF_AGENT_TOKEN=a-tls", "POD_NAME=" + name, "POD_NAMESPACE=e2e", "POD_UID=uid-" + name, "POD_IP=" + ip, "NODE_NAME=node-1", "NODE_IP=" + ip}
 		return start(t, name, bin, env, "agent", "--server", "https://"+addr, "--ca-file", caFile, "--responder-port", "0",
 			"--state-dir", filepath.Join(dir, name))
 	}
