@@ -266,6 +266,13 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 			rep.Result = b
 		}
 	}
+	// A responder that never answered is "unreachable" in the task's
+	// error, whatever the cause (probe.UnreachableError); the cause stays
+	// in this agent's debug log.
+	if ue := (*probe.UnreachableError)(nil); errors.As(err, &ue) {
+		log.Debug("responder unreachable", "err", err)
+		err = ue.Opaque()
+	}
 	cause := context.Cause(j.ctx)
 	switch {
 	case cause != nil && (errors.Is(cause, errCancelledByServer) || errors.Is(cause, errShutdown)):

@@ -336,12 +336,35 @@ func Dial(ctx context.Context, spec Spec, opts SockOpts) (*Client, error) {
 }
 
 // ErrUnreachable is how a session that never reached a cnperf responder
-// fails: a refused connection, a timeout, a reset and a peer that does
-// not answer the control protocol are not told apart. A task's error is
-// read by whoever can list tasks; telling them apart would turn agents
-// into a scanner of which ports of a target are open. A responder's own
-// refusal (a RemoteError: no test key, an unknown kind) is kept.
+// fails (as an *UnreachableError): a refused connection, a timeout, a
+// reset and a peer that does not answer the control protocol. A
+// responder's own refusal (a RemoteError: no test key, an unknown kind)
+// is not one.
 var ErrUnreachable = errors.New("responder unreachable")
+
+// UnreachableError is a session that never reached a cnperf responder.
+// Its Error tells the cause, for a person running a probe; Opaque is what
+// a task's error carries: a task's error is read by whoever can list
+// tasks, and the cause would turn agents into a scanner of which ports of
+// a target are open.
+type UnreachableError struct {
+	Target string
+	Cause  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("connect to responder %s: %v", e.Target, e.Cause)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Cause }
+
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// Opaque is the error without its cause: refused, timed out and another
+// protocol read the same.
+func (e *UnreachableError) Opaque() error {
+	return fmt.Errorf("connect to responder %s: %w", e.Target, ErrUnreachable)
+}
 
 // DialWithKey is Dial with a test key in the hello (Env.TestKey), for a
 // responder that serves only scheduled tests.
@@ -353,17 +376,17 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// Until a cnperf responder answers, every failure is the one error
-	// ErrUnreachable (see there), or the caller's own end.
-	unreachable := func() error {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("connect to responder %s: %w", spec.Target, err)
+	// Until a cnperf responder answers, every failure is an
+	// UnreachableError, or the caller's own end.
+	unreachable := func(err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("connect to responder %s: %w", spec.Target, cerr)
 		}
-		return fmt.Errorf("connect to responder %s: %w", spec.Target, ErrUnreachable)
+		return &UnreachableError{Target: spec.Target, Cause: err}
 	}
 	conn, err := d.DialContext(dctx, "tcp", spec.Target)
 	if err != nil {
-		return nil, unreachable()
+		return nil, unreachable(err)
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -371,13 +394,13 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	_ = conn.SetWriteDeadline(deadline(dctx))
 	if _, err := conn.Write(PrefaceControl[:]); err != nil {
 		conn.Close()
-		return nil, unreachable()
+		return nil, unreachable(err)
 	}
 	c := &Client{Ctrl: NewControlConn(conn), Session: NewSessionID(), Target: spec.Target, Dialer: d}
 	sp := spec
 	if err := c.Ctrl.Send(dctx, Message{Type: MsgHello, Kind: spec.Kind, Session: c.Session.String(), Spec: &sp, Sync: clockSyncExchanges, Key: key}); err != nil {
 		conn.Close()
-		return nil, unreachable()
+		return nil, unreachable(err)
 	}
 	if err := c.Ctrl.answersJSON(dctx); err != nil {
 		conn.Close()
@@ -387,7 +410,7 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 		conn.Close()
 		var re *RemoteError
 		if !errors.As(err, &re) {
-			return nil, unreachable()
+			return nil, unreachable(err)
 		}
 		return nil, fmt.Errorf("responder %s refused the %s session: %w", spec.Target, spec.Kind, err)
 	}
