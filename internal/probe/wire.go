@@ -404,7 +404,7 @@ func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Cl
 	}
 	if err := c.Ctrl.answersJSON(dctx); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("responder %s: %w", spec.Target, err)
+		return nil, unreachable(err)
 	}
 	if _, err := c.Ctrl.Expect(dctx, MsgOK); err != nil {
 		conn.Close()
