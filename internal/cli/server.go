@@ -78,13 +78,9 @@ request may ask: the --max-* and --min-* flags.`,
 				return err
 			}
 			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
-			tlsCfg, err := tf.config(g.logger(st), listen, dsn)
-			if err != nil {
-				return err
-			}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
 				ScheduleMinEvery: minEvery, AgentSourceCheck: !trustAddrs}
-			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tlsCfg)
+			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tf)
 		},
 	}
 	fl := cmd.Flags()
@@ -128,13 +124,19 @@ func readToken(kind, env, file string) (string, error) {
 
 // runServer serves opts (its Store, Logger and Probers filled in here)
 // until ctx ends.
-func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn string, opts server.Options, mo meshFlags, tlsCfg *tls.Config) error {
+func runServer(ctx context.Context, g *globalOptions, st Streams, listen, dsn string, opts server.Options, mo meshFlags, tf tlsFlags) error {
 	log := g.logger(st)
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := store.Open(openCtx, dsn)
 	cancel()
 	if err != nil {
 		return err
+	}
+	// TLS material is made only once the store opened: a server that
+	// cannot start leaves no CA behind.
+	tlsCfg, err := tf.config(log, listen, dsn)
+	if err != nil {
+		return errors.Join(err, db.Close())
 	}
 	opts.Store, opts.Logger, opts.Probers = db, log, probers()
 	if opts.ReplicaID == "" {
