@@ -66,6 +66,7 @@ func TestProbeInterruptPrintsSummary(t *testing.T) {
 	}{
 		{"tcp 10s", []string{"tcp", "--to", addr, "-t", "10s"}, 1, "sender", 8 * time.Second},
 		{"tcp reverse 10s", []string{"tcp", "--to", addr, "-t", "10s", "-R", "-P", "2"}, 1, "receiver", 8 * time.Second},
+		{"udp 10s", []string{"udp", "--to", addr, "-t", "10s", "-b", "50M"}, 1, "packets:", 8 * time.Second},
 		{"ping 100", []string{"ping", "--to", "127.0.0.1", "-c", "100", "-i", "100ms"}, 0, "received", 8 * time.Second},
 	}
 	for _, c := range cases {

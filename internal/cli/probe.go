@@ -40,7 +40,7 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 any cnperf responder port reflects STAMP too) and print a summary like
 iperf3's or ping's, or the JSON result.
 
-Ctrl-C (SIGINT) or SIGTERM stops a tcp, rr, ping or stamp probe early and
+Ctrl-C (SIGINT) or SIGTERM stops a tcp, udp (not -R), rr, ping or stamp probe and
 prints the summary of what was measured until then; the exit status is then
 iperf3's (1), except ping's, which is ping's (0 when replies came back).`,
 		Args: cobra.ExactArgs(1),

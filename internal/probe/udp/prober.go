@@ -113,6 +113,9 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	}
 	log.Debug("udp test done", "sent", tx.Sent, "received", rx.Received)
 	fill(res, spec, tx, rx)
+	if ctx.Err() != nil { // interrupted: the figures cover the time until then
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
 	return res, nil
 }
 
@@ -201,9 +204,16 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	if err := start(ctx, cli, spec, sd); err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	sctx, stopSend := context.WithCancel(ctx)
+	// An interrupt (ctx ending) stops the sending only: the stop and the
+	// responder's result still travel, bounded by post, so the caller
+	// gets the figures until then, as iperf3 on SIGINT.
+	post, cancelPost := context.WithTimeout(context.WithoutCancel(ctx),
+		spec.Duration.D()+drainMax+stopGrace+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
+	defer cancelPost()
+	sctx, stopSend := context.WithCancel(post)
 	defer stopSend()
-	ev := readControl(ctx, cli.Ctrl, env, stopSend)
+	defer context.AfterFunc(ctx, stopSend)()
+	ev := readControl(post, cli.Ctrl, env, stopSend)
 
 	type sendOut struct {
 		tx  txReport
@@ -215,6 +225,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 		done <- sendOut{tx, err}
 	}()
 	out := <-done
+	interrupted := ctx.Err() != nil
 	select {
 	case err := <-ev.err:
 		return txReport{}, rxReport{}, fmt.Errorf("responder %s: %w", cli.Target, err)
@@ -222,7 +233,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 		return txReport{}, rxReport{}, fmt.Errorf("control protocol: unexpected %q message during the test", m.Type)
 	default:
 	}
-	if out.err != nil {
+	if out.err != nil && !(interrupted && errors.Is(out.err, context.Canceled)) {
 		return txReport{}, rxReport{}, out.err
 	}
 	// The receiver's result comes on the control connection or as a
@@ -233,7 +244,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	stopReading := readResultDatagrams(fd, cli.Session, dgrams)
 	defer stopReading()
 	b, _ := json.Marshal(out.tx)
-	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
+	if err := cli.Ctrl.Send(post, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
 		return txReport{}, rxReport{}, err
 	}
 	wait := time.NewTimer(drainMax + stopGrace + spec.TimeoutOr(probe.DefaultControlTimeout))
@@ -250,8 +261,8 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", err)
 	case <-wait.C:
 		return txReport{}, rxReport{}, errors.New("the responder sent no result in time")
-	case <-ctx.Done():
-		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", ctx.Err())
+	case <-post.Done():
+		return txReport{}, rxReport{}, fmt.Errorf("wait for the responder's result: %w", post.Err())
 	}
 	var rx rxReport
 	if err := json.Unmarshal(raw, &rx); err != nil {
