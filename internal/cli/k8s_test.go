@@ -62,7 +62,7 @@ func TestLabelCNI(t *testing.T) {
 		{k8s.Facts{CNIName: "bridge"}, "bridge", "", ""},
 	} {
 		rows := []suite.Row{{Connection: "pod-pod cross node"}, {Connection: "node-node", Labels: map[string]string{"x": "y"}}}
-		labelCNI(rows, tc.facts)
+		tc.facts.LabelRows(rows)
 		for _, r := range rows {
 			b, err := json.Marshal(r)
 			if err != nil {

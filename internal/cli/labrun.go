@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // defaultLabRunName is the lab name of `cnperf lab run`, apart from the
@@ -44,16 +45,16 @@ Needs root (CAP_NET_ADMIN).`,
 				return fmt.Errorf("%w: sudo cnperf lab run %s", err, args[0])
 			}
 			backends := f.backendList
-			if args[0] == "cni-compare" {
+			if suite.ComparesBackends(f.suite) {
 				if cmd.Flags().Changed("backend") {
-					return fmt.Errorf("cni-compare takes --backends (a list), not --backend")
+					return fmt.Errorf("%s takes --backends (a list), not --backend", args[0])
 				}
 				if len(backends) == 0 {
 					backends = []string{lab.BackendHostGW, lab.BackendVXLAN}
 				}
 			} else {
 				if len(backends) > 0 {
-					return fmt.Errorf("--backends is for cni-compare; %s takes --backend", args[0])
+					return fmt.Errorf("--backends is for suites that compare backends; %s takes --backend", args[0])
 				}
 				backends = []string{backend}
 			}

@@ -54,6 +54,10 @@ type Env struct {
 	// HoldSlack is what a held qdisc may outlive its phase's longest step
 	// (DefaultHoldSlack when 0); see hold.go.
 	HoldSlack time.Duration
+	// PathMTU and Encap describe the pods' path for suite.Caps (Open
+	// fills them from the cluster's facts).
+	PathMTU int
+	Encap   string
 
 	svc services // the Services made for the current phase (service.go)
 
@@ -96,7 +100,7 @@ type DrainResult struct {
 
 // Caps implements suite.Env.
 func (e *Env) Caps() suite.Caps {
-	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapService}, Why: map[suite.Cap]string{
+	caps := suite.Caps{AsIs: true, PathMTU: e.PathMTU, Encap: e.Encap, Have: []suite.Cap{suite.CapService, suite.CapPodAnnotations}, Why: map[suite.Cap]string{
 		suite.CapPodBurst: "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
 		suite.CapPolice:   "cnperf does not put the police action on a cluster node's veth yet",
 		suite.CapVXLANTOS: "cnperf changes no VXLAN device of a cluster",

@@ -167,11 +167,31 @@ func TestNodeQdiscOptIn(t *testing.T) {
 		}
 	}
 	caps := (&Env{AllowNodeQdisc: true, Sets: sets}).Caps()
-	if !caps.Has(suite.CapNodeQdisc) || !caps.Has(suite.CapPodQdisc) || caps.Kind != suite.KindKubernetes {
+	if !caps.Has(suite.CapNodeQdisc) || !caps.Has(suite.CapPodQdisc) || !caps.AsIs {
 		t.Errorf("caps with the opt-in: %+v", caps)
 	}
 	if _, err := (&Env{}).hold(context.Background(), suite.Change{What: suite.CapNodeQdisc, Member: "n1",
 		QoS: &qosspec.Spec{Setup: qosspec.SpecPfifoFast}}); err == nil || !strings.Contains(err.Error(), "allow-node-qdisc") {
 		t.Errorf("hold without the opt-in: %v", err)
+	}
+}
+
+// TestEnvCapsSayThePath: a cluster's Caps say it is measured as it is,
+// limits pods through annotations, and carry the path Open read from
+// the facts (pod MTU, VXLAN where the CNI's backend is).
+func TestEnvCapsSayThePath(t *testing.T) {
+	for _, c := range []struct {
+		facts     Facts
+		wantEncap string
+	}{
+		{Facts{Backend: "vxlan", PodMTU: 1450}, suite.EncapVXLAN},
+		{Facts{Backend: "host-gw", PodMTU: 1500}, suite.EncapNone},
+		{Facts{}, suite.EncapNone},
+	} {
+		e := &Env{PathMTU: c.facts.PodMTU, Encap: c.facts.Encap()}
+		caps := e.Caps()
+		if !caps.AsIs || caps.PathMTU != c.facts.PodMTU || caps.Encap != c.wantEncap || !caps.Has(suite.CapPodAnnotations) {
+			t.Errorf("facts %+v: caps %+v", c.facts, caps)
+		}
 	}
 }

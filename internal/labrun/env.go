@@ -43,6 +43,10 @@ type Env struct {
 	show   func(qos.Target) (qos.State, error)
 	detect func(ctx context.Context, nsPath string, names ...string) (qos.Features, error)
 
+	// mtu and encap describe the lab's pod path (from a *lab.Lab).
+	mtu   int
+	encap string
+
 	once sync.Once
 	caps suite.Caps
 }
@@ -51,7 +55,22 @@ type Env struct {
 func NewEnv(l Links) *Env {
 	e := &Env{links: l, show: qos.Show, detect: qos.Detect, servicesOK: lab.ServicesAvailable, via: map[string]string{}}
 	e.services, _ = l.(Services)
+	if lb, ok := l.(*lab.Lab); ok {
+		e.mtu, e.encap = pathOf(lb)
+	}
 	return e
+}
+
+// pathOf says what a lab's pod path is like: the pods' MTU and how the
+// lab's backend encapsulates traffic between nodes.
+func pathOf(l *lab.Lab) (mtu int, encap string) {
+	if len(l.Pods) > 0 {
+		mtu = l.Pods[0].MTU
+	}
+	if l.Config.Backend == lab.BackendVXLAN {
+		encap = suite.EncapVXLAN
+	}
+	return mtu, encap
 }
 
 // detectTimeout bounds the detection of the kernel's features.
@@ -62,8 +81,9 @@ const detectTimeout = 10 * time.Second
 // unsupported, with the kernel's reason).
 func (e *Env) Caps() suite.Caps {
 	e.once.Do(func() {
-		e.caps = suite.Caps{Kind: suite.KindLab, Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
-			Why: map[suite.Cap]string{}}
+		e.caps = suite.Caps{PathMTU: e.mtu, Encap: e.encap,
+			Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapVXLANTOS},
+			Why:  map[suite.Cap]string{suite.CapPodAnnotations: "the lab limits a pod with traffic control on its veth, not through annotations a CNI honours"}}
 		switch {
 		case e.services == nil:
 			e.caps.Why[suite.CapService] = "this lab cannot make Services"

@@ -140,3 +140,27 @@ func TestEnvService(t *testing.T) {
 		t.Errorf("after undo: via %q, made %v, removed %v", got.Via, f.made, f.removed)
 	}
 }
+
+// TestEnvCapsSayThePath: the lab's Caps carry its pods' MTU and its
+// backend's encapsulation, which suites read instead of the backend's
+// name; a lab is its own network (not AsIs) and limits pods without
+// annotations.
+func TestEnvCapsSayThePath(t *testing.T) {
+	for _, c := range []struct {
+		backend   string
+		mtu       int
+		wantEncap string
+	}{
+		{lab.BackendHostGW, 1500, suite.EncapNone},
+		{lab.BackendVXLAN, 1450, suite.EncapVXLAN},
+		{lab.BackendVXLAN, 8950, suite.EncapVXLAN},
+	} {
+		l := &lab.Lab{Config: lab.Config{Backend: c.backend}, Pods: []lab.Pod{{Name: "n1-p1", MTU: c.mtu}}}
+		e := NewEnv(l)
+		e.detect = func(context.Context, string, ...string) (qos.Features, error) { return qos.Features{}, errors.New("not looked at") }
+		caps := e.Caps()
+		if caps.PathMTU != c.mtu || caps.Encap != c.wantEncap || caps.AsIs || caps.Has(suite.CapPodAnnotations) {
+			t.Errorf("%s lab, pod MTU %d: caps %+v", c.backend, c.mtu, caps)
+		}
+	}
+}

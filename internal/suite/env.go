@@ -43,17 +43,22 @@ const (
 	// port of the pod; the environment fills the Via of the phase's steps
 	// marked Service with the Service's IP:PORT (see Rewriter).
 	CapService Cap = "service"
+	// CapPodAnnotations asks for a pod's bandwidth limit with pod
+	// annotations, from a token bucket the CNI fills (which a suite may
+	// drain first). It is asked for through Caps, not through a Change.
+	CapPodAnnotations Cap = "pod-annotations"
 )
 
 // capText says what each capability does, for refusals.
 var capText = map[Cap]string{
-	CapNodeQdisc:  "put a qdisc on a node's uplink",
-	CapPodQdisc:   "put a qdisc on a pod's own interface",
-	CapPodShaping: "limit a pod's bandwidth as the CNI bandwidth plugin does",
-	CapPodBurst:   "choose the burst of a pod's bandwidth limit",
-	CapPolice:     "police a pod's traffic with the kernel's police action",
-	CapVXLANTOS:   "make the VXLAN tunnel ends copy the inner TOS",
-	CapService:    "create a Service in front of a pod",
+	CapNodeQdisc:      "put a qdisc on a node's uplink",
+	CapPodQdisc:       "put a qdisc on a pod's own interface",
+	CapPodShaping:     "limit a pod's bandwidth as the CNI bandwidth plugin does",
+	CapPodBurst:       "choose the burst of a pod's bandwidth limit",
+	CapPolice:         "police a pod's traffic with the kernel's police action",
+	CapVXLANTOS:       "make the VXLAN tunnel ends copy the inner TOS",
+	CapService:        "create a Service in front of a pod",
+	CapPodAnnotations: "ask for a pod's bandwidth limit with pod annotations a CNI honours",
 }
 
 // Describe says in a few words what the capability does.
@@ -64,19 +69,27 @@ func (c Cap) Describe() string {
 	return string(c)
 }
 
-// Kinds of environment (Caps.Kind).
+// Encapsulations of the path between nodes (Caps.Encap).
 const (
-	KindLab        = "lab"
-	KindKubernetes = "kubernetes"
+	EncapNone  = ""
+	EncapVXLAN = "vxlan"
 )
 
-// Caps says what an environment can change: the capabilities it has, and
-// for those it lacks, why.
+// Caps says what an environment can change and what its path is like:
+// the capabilities it has, and for those it lacks, why. A suite decides
+// from these facts alone, never from which environment it is in.
 type Caps struct {
-	// Kind names the environment (KindLab, KindKubernetes; "" for none), so
-	// a suite can default to what that environment shows best (qos-priority:
-	// the lab's bottleneck variants, a cluster's as-is and pod-htb).
-	Kind string
+	// PathMTU is the MTU of the pods' interfaces (0: not known; suites
+	// take 1500).
+	PathMTU int
+	// Encap is how traffic between nodes is encapsulated (EncapNone,
+	// EncapVXLAN): variants that look at the outer header need it.
+	Encap string
+	// AsIs says the network is not the run's own (a cluster's CNI): a
+	// suite measures it as it is by default and changes nodes only when
+	// asked by name (qos-priority: as-is and pod-htb rather than the
+	// bottleneck variants; both placements).
+	AsIs bool
 	Have []Cap
 	// Why holds, for capabilities the environment does not offer, the
 	// reason.

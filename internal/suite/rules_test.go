@@ -1,12 +1,14 @@
 package suite_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -137,5 +139,137 @@ func TestEverySuitePackageIsRegistered(t *testing.T) {
 	}
 	if n < 6 {
 		t.Errorf("%d suite packages found, want at least 6", n)
+	}
+}
+
+// backendName matches the names of network backends (the lab's and the
+// CNIs' datapath modes). Only the environment knows which one a run is on;
+// a suite reads what it needs from Caps (PathMTU, Encap, AsIs).
+var backendName = regexp.MustCompile(`\b(host-gw|vxlan|ipip|geneve|wireguard)\b`)
+
+// placeChecks returns where the Go source src, a suite package's file,
+// knows where it runs: a string literal naming a backend (but a
+// constant named Variant..., a variant's name that users type), the
+// environment kinds KindKubernetes and KindLab, or a comparison of a
+// .Kind with anything but a probe kind (probe.KindTCP).
+func placeChecks(name string, src []byte) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, 0)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	report := func(n ast.Node, what string) {
+		bad = append(bad, fmt.Sprintf("%s: %s", fset.Position(n.Pos()), what))
+	}
+	isKind := func(e ast.Expr) bool {
+		s, ok := e.(*ast.SelectorExpr)
+		return ok && s.Sel.Name == "Kind"
+	}
+	isProbe := func(e ast.Expr) bool {
+		s, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		id, ok := s.X.(*ast.Ident)
+		return ok && id.Name == "probe"
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.ValueSpec:
+			for _, id := range n.Names {
+				if strings.HasPrefix(id.Name, "Variant") {
+					return false // a variant's name, as users type it
+				}
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING && backendName.MatchString(n.Value) {
+				report(n, "names a backend: "+n.Value)
+			}
+		case *ast.Ident:
+			if n.Name == "KindKubernetes" || n.Name == "KindLab" {
+				report(n, "checks the environment's kind: "+n.Name)
+			}
+		case *ast.BinaryExpr:
+			if (n.Op == token.EQL || n.Op == token.NEQ) &&
+				(isKind(n.X) && !isProbe(n.Y) || isKind(n.Y) && !isProbe(n.X)) {
+				report(n, "compares a .Kind that is not a probe's")
+			}
+		case *ast.SwitchStmt:
+			if n.Tag != nil && isKind(n.Tag) {
+				for _, st := range n.Body.List {
+					for _, e := range st.(*ast.CaseClause).List {
+						if !isProbe(e) {
+							report(e, "switches on a .Kind that is not a probe's")
+						}
+					}
+				}
+			}
+		}
+		return true
+	})
+	return bad, nil
+}
+
+// TestSuitesDoNotKnowWhereTheyRun: no suite package (below internal/suite,
+// tests aside) names a backend or checks the environment's kind.
+func TestSuitesDoNotKnowWhereTheyRun(t *testing.T) {
+	files, err := filepath.Glob("*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, err := placeChecks(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, b := range bad {
+			t.Errorf("%s: a suite must not know where it runs (read suite.Caps: PathMTU, Encap, AsIs, Has)", b)
+		}
+	}
+	if n < 20 {
+		t.Errorf("%d suite files checked, want at least 20", n)
+	}
+}
+
+// TestPlaceChecksCatchPlantedFiles: the rule finds each way a suite could
+// know where it runs, and passes variants' names and probe kinds.
+func TestPlaceChecksCatchPlantedFiles(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		want       string // "" for clean
+	}{
+		{"backend compared", `func f(o suite.Options) int { if o.Backend == "vxlan" { return 1450 }; return 1500 }`, `names a backend: "vxlan"`},
+		{"backend in a message", `var m = "run it on a host-gw lab"`, `names a backend: "run it on a host-gw lab"`},
+		{"backend in a case", "func f(b string) bool { switch b { case `geneve`: return true }; return false }", "names a backend: `geneve`"},
+		{"kind constant", `func f(c suite.Caps) bool { return c.AsIs || suite.KindKubernetes == "" }`, "kind: KindKubernetes"},
+		{"kind compared", `func f(c suite.Caps) bool { return c.Kind == "kubernetes" }`, "compares a .Kind"},
+		{"kind switched", `func f(c suite.Caps) int { switch c.Kind { case "lab": return 1 }; return 0 }`, "switches on a .Kind"},
+		{"variant names", `const (VariantVXLAN = "vxlan"; VariantVXLANInherit = "vxlan-inherit")`, ""},
+		{"probe kinds", `func f(s probe.Spec) bool { switch s.Kind { case probe.KindUDP: }; return s.Kind == probe.KindTCP }`, ""},
+		{"caps", `func f(c suite.Caps) bool { return c.Encap == suite.EncapVXLAN && c.PathMTU < 1500 }`, ""},
+		{"words", `var m = "vxlanish; the host-gateway"`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad, err := placeChecks("planted.go", []byte("package planted\n"+c.body+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.want == "" && len(bad) > 0:
+				t.Errorf("clean source flagged: %v", bad)
+			case c.want != "" && (len(bad) == 0 || !strings.Contains(strings.Join(bad, "\n"), c.want)):
+				t.Errorf("findings %v, want one with %q", bad, c.want)
+			}
+		})
 	}
 }

@@ -52,6 +52,20 @@ type Suite interface {
 	Rows(outcomes []Outcome) []Row
 }
 
+// A BackendComparer is a suite that measures one network backend per run
+// and compares backends side by side: an environment that builds the
+// network (the lab) runs it once per backend on a fresh network each, and
+// its output adds the comparison of the backends.
+type BackendComparer interface {
+	ComparesBackends() bool
+}
+
+// ComparesBackends reports whether s is a BackendComparer that says so.
+func ComparesBackends(s Suite) bool {
+	c, ok := s.(BackendComparer)
+	return ok && c.ComparesBackends()
+}
+
 // Options are the settings every suite takes from the command line. A
 // suite ignores what it has no use for and rejects values it cannot honour.
 type Options struct {

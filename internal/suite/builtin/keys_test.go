@@ -63,3 +63,15 @@ func TestKeysDocumentWhatSuitesTake(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyCNICompareComparesBackends: the lab builds one network per
+// backend for the suite that says so, whatever its name.
+func TestOnlyCNICompareComparesBackends(t *testing.T) {
+	reg := Registry()
+	for _, name := range reg.Names() {
+		s, _ := reg.Get(name)
+		if got := suite.ComparesBackends(s); got != (name == "cni-compare") {
+			t.Errorf("%s: ComparesBackends %v", name, got)
+		}
+	}
+}

@@ -27,6 +27,10 @@ func (Suite) Describe() string {
 	return "the baseline per network backend, compared side by side (bitrate, transfer, CPU at sender and receiver)"
 }
 
+// ComparesBackends implements suite.BackendComparer: the lab builds one
+// network per backend for it.
+func (Suite) ComparesBackends() bool { return true }
+
 // Plan implements Suite.
 func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	if o.Backend == "" {

@@ -90,9 +90,6 @@ func optionsFrom(o suite.Options) (options, error) {
 		return po, err
 	}
 	so := shaping.Options{Time: o.Time, EgressBps: 10e6}
-	if o.Backend == "vxlan" {
-		so.MTU = 1500 - 50
-	}
 	var ingressBps uint64
 	for k, v := range o.Set {
 		var err error
@@ -167,6 +164,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	if err != nil {
 		return nil, err
 	}
+	po.police, po.ingress = po.police.OnPath(caps), po.ingress.OnPath(caps)
 	placed, err := suite.PlacedPairs(agents, po.police.Placements)
 	if err != nil {
 		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)

@@ -27,8 +27,9 @@ func (Suite) Keys() []suite.Key {
 	}
 	return []suite.Key{
 		{Name: "variants", Unit: "list of " + strings.Join(Variants, ", "),
-			Default: "cluster: " + strings.Join(DefaultVariantsFor(suite.KindKubernetes, ""), ",") +
-				"; lab host-gw: " + strings.Join(DefaultVariants("host-gw"), ",") + "; lab vxlan: " + strings.Join(DefaultVariants("vxlan"), ","),
+			Default: "a cluster (measured as is): " + strings.Join(DefaultVariants(suite.Caps{AsIs: true}), ",") +
+				"; an unencapsulated lab: " + strings.Join(DefaultVariants(suite.Caps{}), ",") +
+				"; a VXLAN lab: " + strings.Join(DefaultVariants(suite.Caps{Encap: suite.EncapVXLAN}), ","),
 			Meaning: "where the queue is and what it does (see docs/qos.md)"},
 		{Name: "placement", Unit: "list of same-node, cross-node", Default: "cluster: same-node,cross-node; lab: cross-node",
 			Meaning: "where the flows and their bottleneck are: pods on one node, or on two"},

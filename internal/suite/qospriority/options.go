@@ -341,12 +341,19 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// VariantSetup is what one variant needs from the cluster: the backend,
+// Paths a variant needs between the nodes (VariantSetup.Path).
+const (
+	PathAny   = ""               // any path
+	PathPlain = "plain"          // no encapsulation (the bottleneck variants)
+	PathVXLAN = suite.EncapVXLAN // a VXLAN overlay
+)
+
+// VariantSetup is what one variant needs from the cluster: the path,
 // and the set-ups on the sending node's uplink (where the bottleneck is)
 // and on the sending pod's eth0.
 type VariantSetup struct {
 	Variant         string
-	Backend         string // "host-gw" or "vxlan"; "" for any
+	Path            string // PathAny, PathPlain or PathVXLAN
 	VXLANInheritTOS bool
 	Uplink          *qosspec.Spec // nil: none
 	PodEth0         *qosspec.Spec // nil: none
@@ -361,14 +368,14 @@ func (o Options) SetupFor(v string) (VariantSetup, error) {
 		leaf = bottleneckQueue(o.BottleneckRateBps)
 	}
 	htb := &qosspec.Spec{Setup: qosspec.SpecHTBPriority, RateBps: o.BottleneckRateBps, DSCP: o.HighDSCP, Leaf: &qosspec.QueueLimit{Bytes: leaf}}
-	s := VariantSetup{Variant: v, Backend: "host-gw"}
+	s := VariantSetup{Variant: v, Path: PathPlain}
 	switch v {
 	case VariantAsIs:
-		s.Backend = ""
+		s.Path = PathAny
 	case VariantPodHTB:
-		s.Backend, s.PodEth0 = "", htb
+		s.Path, s.PodEth0 = PathAny, htb
 	case VariantNodeHTB:
-		s.Backend, s.Uplink = "", htb
+		s.Path, s.Uplink = PathAny, htb
 	case VariantNone:
 	case VariantFIFO:
 		s.Uplink = fifo
@@ -377,7 +384,7 @@ func (o Options) SetupFor(v string) (VariantSetup, error) {
 	case VariantHTBPriority:
 		s.Uplink = htb
 	case VariantVXLAN, VariantVXLANInherit:
-		s.Backend, s.VXLANInheritTOS, s.Uplink = "vxlan", v == VariantVXLANInherit, htb
+		s.Path, s.VXLANInheritTOS, s.Uplink = PathVXLAN, v == VariantVXLANInherit, htb
 	default:
 		return s, fmt.Errorf("variant %q: want one of %s", v, strings.Join(Variants, ", "))
 	}
@@ -407,7 +414,7 @@ func (s VariantSetup) Changes(p suite.Pair) []suite.Change {
 // placement: traffic between two pods of one node never crosses the
 // node's uplink or a VXLAN device.
 func (s VariantSetup) OnPath(placement string) bool {
-	return placement != PlacementSameNode || (s.Uplink == nil && !s.VXLANInheritTOS && s.Backend != "vxlan")
+	return placement != PlacementSameNode || (s.Uplink == nil && !s.VXLANInheritTOS && s.Path != PathVXLAN)
 }
 
 // bottleneckQueue is the default queue: 12 ms at the rate, at least 64 KiB

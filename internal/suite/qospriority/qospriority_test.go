@@ -67,14 +67,18 @@ func TestQoSPriorityBadInput(t *testing.T) {
 		{"marking dscp above 63", with("host-gw", "markings", "none,dscp:70"), "0-63"},
 		{"bottleneck rate 0", with("host-gw", "bottleneck-rate", "0"), "rate 0"},
 		{"unknown variant", with("host-gw", "variants", "fifo,red"), `variant "red"`},
-		{"vxlan on host-gw", with("host-gw", "variants", "vxlan"), "needs the vxlan backend"},
+		{"vxlan on host-gw", with("host-gw", "variants", "vxlan"), "needs VXLAN between the nodes"},
 		{"htb on vxlan", with("vxlan", "variants", "htb-priority"), "is the variant vxlan"},
 		{"unknown setting", with("host-gw", "rate", "1G"), "unknown setting rate"},
 		{"tiny queue", with("host-gw", "queue", "100"), "full-size packet"},
 		{"background sctp", with("host-gw", "background", "sctp"), `background "sctp"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Suite{}.Plan(suitetest.LabAgents(), c.o, suitetest.LabCaps())
+			caps := suitetest.LabCaps()
+			if c.o.Backend == "vxlan" {
+				caps = suitetest.VXLANLabCaps()
+			}
+			_, err := Suite{}.Plan(suitetest.LabAgents(), c.o, caps)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want it to mention %q", err, c.want)
 			}
@@ -100,7 +104,7 @@ func TestQoSPriorityPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	variants := DefaultVariants("host-gw")
+	variants := DefaultVariants(suite.Caps{})
 	if want := 2 * len(variants) * 3; len(phases) != want {
 		t.Fatalf("%d phases, want %d (one per marked marking, beside the unmarked one)", len(phases), want)
 	}
@@ -157,7 +161,7 @@ func TestQoSPriorityPlan(t *testing.T) {
 	if err != nil || tcp[0].Steps[0].Spec.Kind != probe.KindTCP || tcp[0].Steps[0].Spec.RateBps != nil {
 		t.Errorf("tcp background: %v %+v", err, tcp[0].Steps[0].Spec)
 	}
-	vx, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, suitetest.LabCaps())
+	vx, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan"}, suitetest.VXLANLabCaps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,12 +184,12 @@ func TestVariantSetup(t *testing.T) {
 		wantQueueBytes  uint32
 		wantHighDSCPLen int
 	}{
-		{VariantNone, "", "", "host-gw", false, 0, 0},
-		{VariantFIFO, "bottleneck", "", "host-gw", false, 0, 0},
-		{VariantPfifoFast, "", "pfifo_fast", "host-gw", false, 0, 0},
-		{VariantHTBPriority, "htb-priority", "", "host-gw", false, 1500000, 2},
-		{VariantVXLAN, "htb-priority", "", "vxlan", false, 1500000, 2},
-		{VariantVXLANInherit, "htb-priority", "", "vxlan", true, 1500000, 2},
+		{VariantNone, "", "", PathPlain, false, 0, 0},
+		{VariantFIFO, "bottleneck", "", PathPlain, false, 0, 0},
+		{VariantPfifoFast, "", "pfifo_fast", PathPlain, false, 0, 0},
+		{VariantHTBPriority, "htb-priority", "", PathPlain, false, 1500000, 2},
+		{VariantVXLAN, "htb-priority", "", PathVXLAN, false, 1500000, 2},
+		{VariantVXLANInherit, "htb-priority", "", PathVXLAN, true, 1500000, 2},
 	} {
 		s, err := o.SetupFor(c.v)
 		if err != nil {
@@ -197,7 +201,7 @@ func TestVariantSetup(t *testing.T) {
 			}
 			return x.Setup
 		}
-		if kind(s.Uplink) != c.uplink || kind(s.PodEth0) != c.pod || s.Backend != c.backend || s.VXLANInheritTOS != c.inherit {
+		if kind(s.Uplink) != c.uplink || kind(s.PodEth0) != c.pod || s.Path != c.backend || s.VXLANInheritTOS != c.inherit {
 			t.Errorf("%s: %+v", c.v, s)
 		}
 		if h := s.Uplink; h != nil && h.Setup == qosspec.SpecHTBPriority && (h.Leaf.Bytes != c.wantQueueBytes || len(h.DSCP) != c.wantHighDSCPLen) {
@@ -387,7 +391,7 @@ func checkWireWatch(t *testing.T, ph suite.Phase) {
 // sending pod's own interface, node-htb for it on the sending node
 // (cross node only: traffic within a node never crosses its uplink).
 func TestQoSPriorityClusterPlan(t *testing.T) {
-	caps := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodQdisc, suite.CapPodShaping}}
+	caps := suite.Caps{AsIs: true, Have: []suite.Cap{suite.CapPodQdisc, suite.CapPodShaping}}
 	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{"markings": "none,EF"}}
 	phases, err := Suite{}.Plan(suitetest.LabAgents(), o, caps)
 	if err != nil {
@@ -441,7 +445,7 @@ func TestQoSPriorityClusterPlan(t *testing.T) {
 	}
 	// The lab keeps its defaults: cross node, its backend's variants.
 	lab, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1, Backend: "host-gw", Set: map[string]string{"markings": "none,EF"}}, suitetest.LabCaps())
-	if err != nil || len(lab) != len(DefaultVariants("host-gw")) || lab[0].Steps[0].Connection != suite.PodPodCrossNode {
+	if err != nil || len(lab) != len(DefaultVariants(suite.Caps{})) || lab[0].Steps[0].Connection != suite.PodPodCrossNode {
 		t.Errorf("lab plan: %v, %d phases", err, len(lab))
 	}
 }

@@ -63,13 +63,14 @@ func (Suite) Describe() string {
 var qosPrioritySettings = []string{"variants", "placement", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload",
 	"background-marking", "background-flows", "hist-bin", "hist-bins"}
 
-// OptionsFrom turns the common options and settings into
-// Options; variants default to those the backend can show in the lab.
-func OptionsFrom(o suite.Options) (Options, error) { return optionsFor(o, "") }
+// OptionsFrom turns the common options and settings into Options before
+// the environment is known; variants default to those of an
+// unencapsulated path.
+func OptionsFrom(o suite.Options) (Options, error) { return optionsFor(o, suite.Caps{}) }
 
-// optionsFor is OptionsFrom in an environment of the given kind
-// (suite.Caps.Kind), whose defaults it takes.
-func optionsFor(o suite.Options, kind string) (Options, error) {
+// optionsFor is OptionsFrom in an environment with the caps given, whose
+// defaults it takes and whose path the variants must fit.
+func optionsFor(o suite.Options, caps suite.Caps) (Options, error) {
 	var q Options
 	if err := o.Validate(); err != nil {
 		return q, fmt.Errorf("suite %s: %w", SuiteName, err)
@@ -178,16 +179,16 @@ func optionsFor(o suite.Options, kind string) (Options, error) {
 		}
 	}
 	if len(q.Variants) == 0 {
-		q.Variants = DefaultVariantsFor(kind, o.Backend)
+		q.Variants = DefaultVariants(caps)
 	}
-	if len(q.Placements) == 0 && kind == suite.KindKubernetes {
+	if len(q.Placements) == 0 && caps.AsIs {
 		q.Placements = []string{PlacementSameNode, PlacementCrossNode}
 	}
 	if err := q.Validate(); err != nil {
 		return q, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
 	for _, v := range q.Variants {
-		if err := variantFitsBackend(v, o.Backend); err != nil {
+		if err := variantFitsPath(v, caps); err != nil {
 			return q, fmt.Errorf("suite %s: %w", SuiteName, err)
 		}
 	}
@@ -203,35 +204,38 @@ func parseDSCPStrict(s string) (int, error) {
 	return probe.ParseDSCP(s)
 }
 
-// DefaultVariants are the variants a backend can show: the VXLAN ones
-// need VXLAN, and on VXLAN the plain HTB variant is the "vxlan" one.
-func DefaultVariants(backend string) []string {
-	if backend == "vxlan" {
+// DefaultVariants are the variants the environment's path shows by
+// default: on a network measured as it is (a cluster) the datapath as it
+// is and the pod's own HTB tree (node-htb changes the node: asked for by
+// name, with allow-node-qdisc); on a VXLAN path the VXLAN ones (there
+// the plain HTB variant is the "vxlan" one); else the bottleneck variants.
+func DefaultVariants(caps suite.Caps) []string {
+	switch {
+	case caps.AsIs:
+		return []string{VariantAsIs, VariantPodHTB}
+	case caps.Encap == suite.EncapVXLAN:
 		return []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantVXLAN, VariantVXLANInherit}
 	}
 	return []string{VariantNone, VariantFIFO, VariantPfifoFast, VariantHTBPriority}
 }
 
-// DefaultVariantsFor are the variants an environment of the kind
-// (suite.Caps.Kind) shows by default: on a cluster the datapath as it is
-// and the pod's own HTB tree (node-htb changes the node: asked for by
-// name, with allow-node-qdisc); elsewhere DefaultVariants.
-func DefaultVariantsFor(kind, backend string) []string {
-	if kind == suite.KindKubernetes {
-		return []string{VariantAsIs, VariantPodHTB}
+// variantFitsPath refuses a variant the environment's path cannot show.
+// Caps that name no capability (the environment is not known yet, or
+// changes nothing, which the Runner refuses itself) pass.
+func variantFitsPath(v string, caps suite.Caps) error {
+	if len(caps.Have) == 0 && len(caps.Why) == 0 {
+		return nil
 	}
-	return DefaultVariants(backend)
-}
-
-func variantFitsBackend(v, backend string) error {
-	vx := v == VariantVXLAN || v == VariantVXLANInherit
+	vs, err := Options{}.SetupFor(v)
+	if err != nil {
+		return err
+	}
+	vx := caps.Encap == suite.EncapVXLAN
 	switch {
-	case backend == "":
-		return nil // unknown yet (checked again when the backend is known)
-	case vx && backend != "vxlan":
-		return fmt.Errorf("variant %s needs the vxlan backend (this run's backend is %s): run it on a vxlan lab (--backend vxlan)", v, backend)
-	case v == VariantHTBPriority && backend == "vxlan":
-		return fmt.Errorf("variant %s on the vxlan backend is the variant %s (outer TOS 0) or %s", v, VariantVXLAN, VariantVXLANInherit)
+	case vs.Path == PathVXLAN && !vx:
+		return fmt.Errorf("variant %s needs VXLAN between the nodes and this environment's path has none (a lab built with --backend %s has it)", v, suite.EncapVXLAN)
+	case v == VariantHTBPriority && vx:
+		return fmt.Errorf("variant %s on a VXLAN path is the variant %s (outer TOS 0) or %s", v, VariantVXLAN, VariantVXLANInherit)
 	}
 	return nil
 }
@@ -242,7 +246,7 @@ func variantFitsBackend(v, backend string) error {
 // sending node's uplink (cross node only: traffic within a node never
 // crosses it).
 func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
-	q, err := optionsFor(o, caps.Kind)
+	q, err := optionsFor(o, caps)
 	if err != nil {
 		return nil, err
 	}

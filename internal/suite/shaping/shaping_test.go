@@ -200,8 +200,8 @@ func TestShapingBadInput(t *testing.T) {
 		{map[string]string{"burst": "1k"}, "full-size packet"},
 		{map[string]string{"drain": "maybe"}, `drain "maybe"`},
 		{map[string]string{"annotations": "cilium"}, "want kubernetes or calico"},
-		{map[string]string{"drain": "false"}, `only on Kubernetes`},
-		{map[string]string{"annotations": "calico"}, `only on Kubernetes`},
+		{map[string]string{"drain": "false"}, `only where pods are limited through annotations`},
+		{map[string]string{"annotations": "calico"}, `only where pods are limited through annotations`},
 	} {
 		_, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 2 * time.Second, Repeat: 1, Set: c.set}, suitetest.LabCaps())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -254,7 +254,7 @@ func TestRowsCarryTheAppliedBurst(t *testing.T) {
 // as the CNI makes it, asked for with Calico's own annotations); by
 // default the bucket is drained and the kubernetes.io annotations ask.
 func TestShapingAsMadeWithCalicoAnnotations(t *testing.T) {
-	k8s := suite.Caps{Kind: suite.KindKubernetes, Have: []suite.Cap{suite.CapPodShaping}}
+	k8s := suite.Caps{Have: []suite.Cap{suite.CapPodShaping, suite.CapPodAnnotations}}
 	for _, tc := range []struct {
 		set       map[string]string
 		asMade    bool
@@ -272,6 +272,29 @@ func TestShapingAsMadeWithCalicoAnnotations(t *testing.T) {
 			if len(ph.Changes) != 1 || ph.Changes[0].AsMade != tc.asMade || ph.Changes[0].Annotations != tc.annotated {
 				t.Errorf("%v: changes %+v, want as made %v, annotations %q", tc.set, ph.Changes, tc.asMade, tc.annotated)
 			}
+		}
+	}
+}
+
+// TestShapingTakesTheMTUOfThePath: the segment size the expected rate is
+// computed with is the pods' MTU as the environment says it, whatever
+// the backend is called.
+func TestShapingTakesTheMTUOfThePath(t *testing.T) {
+	o := suite.Options{Time: 2 * time.Second, Repeat: 1, Backend: "any-name", Set: map[string]string{"protos": "tcp", "loads": "above"}}
+	for _, c := range []struct {
+		caps suite.Caps
+		want string
+	}{
+		{suitetest.LabCaps(), "1500"},
+		{suitetest.VXLANLabCaps(), "1450"},
+		{suite.Caps{PathMTU: 9000, Have: []suite.Cap{suite.CapPodShaping, suite.CapPodBurst}}, "9000"},
+	} {
+		phases, err := Suite{}.Plan(suitetest.LabAgents(), o, c.caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := phases[0].Steps[0].Labels[labelMTU]; got != c.want {
+			t.Errorf("caps %+v: mtu %q, want %s", c.caps, got, c.want)
 		}
 	}
 }

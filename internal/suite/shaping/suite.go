@@ -71,9 +71,6 @@ func OptionsFrom(o suite.Options) (Options, error) {
 		return so, err
 	}
 	so.Time = o.Time
-	if o.Backend == "vxlan" {
-		so.MTU = 1500 - 50
-	}
 	bad := func(k, v string, err error) error {
 		return fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
 	}
@@ -111,6 +108,15 @@ func OptionsFrom(o suite.Options) (Options, error) {
 	return so.WithDefaults(), nil
 }
 
+// OnPath returns o for the environment's path: the pods' MTU where the
+// environment knows it.
+func (o Options) OnPath(caps suite.Caps) Options {
+	if caps.PathMTU != 0 {
+		o.MTU = caps.PathMTU
+	}
+	return o
+}
+
 // SetFlowKey applies a setting that shapes the flows, the same in every
 // suite built on this one's steps: protos, loads, udp-size and placement. It leaves
 // o alone for any other key (the suite's CheckSet has refused the unknown
@@ -138,12 +144,13 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	if err != nil {
 		return nil, err
 	}
+	so = so.OnPath(caps)
 	if _, set := o.Set["burst"]; set && caps.Has(CapPodShaping) && !caps.Has(suite.CapPodBurst) {
 		return nil, fmt.Errorf("suite %s: --set burst: %s", s.Name(), caps.Reason(suite.CapPodBurst))
 	}
 	for _, k := range []string{"drain", "annotations"} {
-		if _, set := o.Set[k]; set && caps.Kind != suite.KindKubernetes {
-			return nil, fmt.Errorf("suite %s: --set %s: only on Kubernetes (a CNI's token bucket, a pod's annotations); this environment is %q", s.Name(), k, caps.Kind)
+		if _, set := o.Set[k]; set && !caps.Has(suite.CapPodAnnotations) {
+			return nil, fmt.Errorf("suite %s: --set %s: only where pods are limited through annotations (a CNI's token bucket): %s", s.Name(), k, caps.Reason(suite.CapPodAnnotations))
 		}
 	}
 	placed, err := suite.PlacedPairs(agents, so.Placements)

@@ -135,3 +135,11 @@ func FakeResult(kind string, v float64) *probe.Result {
 func LabCaps() suite.Caps {
 	return suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc, suite.CapPodQdisc, suite.CapPodShaping, suite.CapPodBurst, suite.CapPolice, suite.CapVXLANTOS, suite.CapService}}
 }
+
+// VXLANLabCaps are LabCaps on a VXLAN lab: the path is encapsulated and
+// the pods' MTU 50 bytes below the underlay's.
+func VXLANLabCaps() suite.Caps {
+	c := LabCaps()
+	c.Encap, c.PathMTU = suite.EncapVXLAN, 1450
+	return c
+}
