@@ -157,7 +157,9 @@ func TestEnvCapsSayThePath(t *testing.T) {
 	} {
 		l := &lab.Lab{Config: lab.Config{Backend: c.backend}, Pods: []lab.Pod{{Name: "n1-p1", MTU: c.mtu}}}
 		e := NewEnv(l)
-		e.detect = func(context.Context, string, ...string) (qos.Features, error) { return qos.Features{}, errors.New("not looked at") }
+		e.detect = func(context.Context, string, ...string) (qos.Features, error) {
+			return qos.Features{}, errors.New("not looked at")
+		}
 		caps := e.Caps()
 		if caps.PathMTU != c.mtu || caps.Encap != c.wantEncap || caps.AsIs || caps.Has(suite.CapPodAnnotations) {
 			t.Errorf("%s lab, pod MTU %d: caps %+v", c.backend, c.mtu, caps)
