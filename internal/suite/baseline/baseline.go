@@ -214,43 +214,10 @@ func OptionsFrom(name string, o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return Options{}, fmt.Errorf("suite %s: %w", name, err)
 	}
-	if err := o.CheckSet(name, "udp-rate", "udp-size", "ping-count", "stamp", "stamp-count", "service"); err != nil {
-		return Options{}, err
-	}
 	bo := Defaults()
 	bo.Time, bo.Repeat, bo.Backend = o.Time, o.Repeat, o.Backend
-	for k, v := range o.Set {
-		switch k {
-		case "udp-rate":
-			r, err := probe.ParseRate(v)
-			if err != nil {
-				return bo, fmt.Errorf("suite %s: udp-rate %q: %w", name, v, err)
-			}
-			bo.UDPRateBps = r
-		case "stamp", "service":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return bo, fmt.Errorf("suite %s: %s %q: want true or false", name, k, v)
-			}
-			if k == "stamp" {
-				bo.Stamp = b
-			} else {
-				bo.Service, bo.serviceAsked = b, true
-			}
-		case "udp-size", "ping-count", "stamp-count":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return bo, fmt.Errorf("suite %s: %s %q: want a whole number", name, k, v)
-			}
-			switch k {
-			case "udp-size":
-				bo.UDPSize = n
-			case "ping-count":
-				bo.PingCount = n
-			default:
-				bo.StampCount = n
-			}
-		}
+	if err := Settings(&bo).Apply(name, o); err != nil {
+		return bo, err
 	}
 	if err := bo.Validate(); err != nil {
 		return bo, fmt.Errorf("suite %s: %w", name, err)

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -36,8 +34,6 @@ func (Suite) Name() string { return SuiteName }
 func (Suite) Describe() string {
 	return "per path, the highest UDP rate with receiver loss below a threshold (default 0.1 %), found by search and re-tested"
 }
-
-var capacitySettings = []string{"paths", "placement", "loss", "start", "min", "max", "precision", "trial-time", "size", "offload"}
 
 // pathNames are the short names the paths setting takes.
 var pathNames = map[string]string{"same-node": suite.PodPodSameNode, "cross-node": suite.PodPodCrossNode, "node-node": suite.NodeNode}
@@ -85,47 +81,9 @@ func OptionsFrom(o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return co, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, capacitySettings...); err != nil {
-		return co, err
-	}
 	co.RetestTime = o.Time
-	for k, v := range o.Set {
-		var err error
-		switch k {
-		case "loss":
-			co.LossThresholdPct, err = strconv.ParseFloat(v, 64)
-			if err == nil && co.LossThresholdPct <= 0 {
-				err = fmt.Errorf("want a loss above 0 %%")
-			}
-		case "start", "min", "max":
-			var r uint64
-			r, err = probe.ParseRate(v)
-			if err == nil && r == 0 {
-				err = fmt.Errorf("rate 0: give a rate above 0")
-			}
-			switch k {
-			case "start":
-				co.StartBps = r
-			case "min":
-				co.MinBps = r
-			default:
-				co.MaxBps = r
-			}
-		case "precision":
-			co.Precision, err = strconv.ParseFloat(v, 64)
-			if err == nil && co.Precision <= 0 {
-				err = fmt.Errorf("precision %g: want above 0, e.g. 0.05", co.Precision)
-			}
-		case "trial-time":
-			co.TrialTime, err = time.ParseDuration(v)
-		case "size":
-			co.Size, err = strconv.Atoi(v)
-		case "offload":
-			co.Offload, err = parseOffload(v)
-		}
-		if err != nil {
-			return co, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-		}
+	if err := Settings(&co).Apply(SuiteName, o); err != nil {
+		return co, err
 	}
 	if err := co.Validate(); err != nil {
 		return co, fmt.Errorf("suite %s: %w", SuiteName, err)

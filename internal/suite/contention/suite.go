@@ -8,9 +8,7 @@
 package contention
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -69,8 +67,6 @@ type Options struct {
 	Offload    string
 }
 
-var settings = []string{"flows", "protos", "rate", "bottleneck-rate", "queue", "placement", "placements", "udp-size", "offload"}
-
 func (o Options) withDefaults() Options {
 	if o.Flows == 0 {
 		o.Flows = 2
@@ -99,62 +95,8 @@ func OptionsFrom(o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return c, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, settings...); err != nil {
+	if err := Settings(&c).Apply(SuiteName, o); err != nil {
 		return c, err
-	}
-	for k, v := range o.Set {
-		var err error
-		switch k {
-		case "flows":
-			c.Flows, err = strconv.Atoi(v)
-			if err == nil && (c.Flows < 2 || c.Flows > 16) {
-				err = errors.New("want 2-16 flows")
-			}
-		case "protos":
-			c.Protos = suite.SplitList(v)
-			for _, p := range c.Protos {
-				if p != "udp" && p != "tcp" {
-					err = fmt.Errorf("protocol %q: want udp or tcp", p)
-				}
-			}
-		case "rate", "bottleneck-rate":
-			var r uint64
-			r, err = probe.ParseRate(v)
-			if k == "rate" {
-				c.RateBps = r
-			} else if err == nil && r == 0 {
-				err = errors.New("rate 0: give a rate above 0, e.g. 1G")
-			} else {
-				c.BottleneckRateBps = r
-			}
-		case "queue":
-			var b float64
-			b, err = qosspec.ParseQuantity(v)
-			if err == nil && (b < 1500 || b > math.MaxUint32) {
-				err = errors.New("want at least one full-size packet (1500 bytes) and below 4Gi")
-			}
-			c.QueueBytes = uint32(b)
-		case "placement", "placements":
-			c.Placements = suite.SplitList(v)
-			for _, p := range c.Placements {
-				if p != SameNode && p != CrossNode {
-					err = fmt.Errorf("placement %q: want %s or %s", p, SameNode, CrossNode)
-				}
-			}
-		case "udp-size":
-			c.UDPSize, err = strconv.Atoi(v)
-			if err == nil && (c.UDPSize < 16 || c.UDPSize > 65000) {
-				err = errors.New("want 16-65000 bytes")
-			}
-		case "offload":
-			if v != probe.OffloadAuto && v != probe.OffloadOff {
-				err = fmt.Errorf("want %s or %s", probe.OffloadAuto, probe.OffloadOff)
-			}
-			c.Offload = v
-		}
-		if err != nil {
-			return c, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-		}
 	}
 	return c.withDefaults(), nil
 }

@@ -8,7 +8,6 @@
 package matrix
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,8 +48,6 @@ type Options struct {
 	OutlierMADs float64
 }
 
-var settings = []string{"endpoints", "udp-rate", "udp-size", "ping-count", "outlier-mads"}
-
 func (o Options) withDefaults() Options {
 	if o.Endpoints == "" {
 		o.Endpoints = "pods"
@@ -76,42 +73,8 @@ func OptionsFrom(o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return m, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, settings...); err != nil {
+	if err := Settings(&m).Apply(SuiteName, o); err != nil {
 		return m, err
-	}
-	for k, v := range o.Set {
-		var err error
-		switch k {
-		case "endpoints":
-			if v != "pods" && v != "hosts" {
-				err = errors.New("want pods or hosts")
-			}
-			m.Endpoints = v
-		case "udp-rate":
-			m.UDPRateBps, err = probe.ParseRate(v)
-			if err == nil && m.UDPRateBps == 0 {
-				err = errors.New("rate 0: give a rate below the paths' capacity, e.g. 500M")
-			}
-		case "udp-size", "ping-count":
-			var n int
-			n, err = strconv.Atoi(v)
-			if err == nil && n < 1 {
-				err = errors.New("want a positive whole number")
-			}
-			if k == "udp-size" {
-				m.UDPSize = n
-			} else {
-				m.PingCount = n
-			}
-		case "outlier-mads":
-			m.OutlierMADs, err = strconv.ParseFloat(v, 64)
-			if err == nil && (m.OutlierMADs <= 0 || m.OutlierMADs > 100) {
-				err = errors.New("want above 0, e.g. 3")
-			}
-		}
-		if err != nil {
-			return m, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-		}
 	}
 	return m.withDefaults(), nil
 }

@@ -7,7 +7,6 @@
 package policing
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -71,8 +70,6 @@ func (Suite) Describe() string {
 	return "policing a pod: the police action on what it sends, the CNI's ingress-bandwidth on what it receives; receiver rate and loss, or why the kernel cannot police"
 }
 
-var policingSettings = []string{"rate", "burst", "ingress-bandwidth", "variants", "protos", "loads", "udp-size", "placement"}
-
 // options are the suite's settings read.
 type options struct {
 	police   shaping.Options // EgressBps is the police rate
@@ -86,36 +83,10 @@ func optionsFrom(o suite.Options) (options, error) {
 	if err := o.Validate(); err != nil {
 		return po, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, policingSettings...); err != nil {
-		return po, err
-	}
 	so := shaping.Options{Time: o.Time, EgressBps: 10e6}
 	var ingressBps uint64
-	for k, v := range o.Set {
-		var err error
-		switch k {
-		case "rate":
-			so.EgressBps, err = qosspec.ParseBandwidth(v)
-		case "ingress-bandwidth":
-			ingressBps, err = qosspec.ParseBandwidth(v)
-		case "burst":
-			so.Bursts, err = shaping.ParseBursts(v)
-			if err == nil && len(so.Bursts) != 1 {
-				err = errors.New("policing takes one burst")
-			}
-		case "variants":
-			po.variants = suite.SplitList(v)
-			for _, x := range po.variants {
-				if x != VariantPolice && x != VariantCNIIngress {
-					err = fmt.Errorf("variant %q: want %s or %s", x, VariantPolice, VariantCNIIngress)
-				}
-			}
-		default:
-			err = so.SetFlowKey(k, v)
-		}
-		if err != nil {
-			return po, fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-		}
+	if err := settings(&po, &so, &ingressBps).Apply(SuiteName, o); err != nil {
+		return po, err
 	}
 	if po.variants == nil {
 		po.variants = []string{VariantPolice}

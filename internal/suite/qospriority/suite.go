@@ -1,15 +1,12 @@
 package qospriority
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -60,9 +57,6 @@ func (Suite) Describe() string {
 	return "does a DSCP/TOS mark protect a small flow from a flood? FIFO, pfifo_fast, HTB priority, VXLAN with and without tos inherit"
 }
 
-var qosPrioritySettings = []string{"variants", "placement", "placements", "markings", "high-dscp", "bottleneck-rate", "background-rate", "queue", "fg-pps", "fg-size", "ping-interval", "background", "offload",
-	"background-marking", "background-flows", "hist-bin", "hist-bins"}
-
 // OptionsFrom turns the common options and settings into Options before
 // the environment is known; variants default to those of an
 // unencapsulated path.
@@ -75,108 +69,9 @@ func optionsFor(o suite.Options, caps suite.Caps) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return q, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, qosPrioritySettings...); err != nil {
-		return q, err
-	}
 	q.Time = o.Time
-	bad := func(k, v string, err error) error {
-		return fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-	}
-	for k, v := range o.Set {
-		switch k {
-		case "variants":
-			for _, x := range strings.Split(v, ",") {
-				q.Variants = append(q.Variants, strings.TrimSpace(x))
-			}
-		case "placement", "placements": // placement is #21's name; placements stays
-			for _, x := range strings.Split(v, ",") {
-				q.Placements = append(q.Placements, strings.TrimSpace(x))
-			}
-		case "markings":
-			for _, x := range strings.Split(v, ",") {
-				m, err := ParseMarking(x)
-				if err != nil {
-					return q, bad(k, v, err)
-				}
-				q.Markings = append(q.Markings, m)
-			}
-		case "high-dscp":
-			q.HighDSCP = []int{}
-			for _, x := range strings.Split(v, ",") {
-				d, err := parseDSCPStrict(x)
-				if err != nil {
-					return q, bad(k, v, err)
-				}
-				q.HighDSCP = append(q.HighDSCP, d)
-			}
-		case "offload":
-			if v != probe.OffloadAuto && v != probe.OffloadOff {
-				return q, bad(k, v, fmt.Errorf("want %s or %s", probe.OffloadAuto, probe.OffloadOff))
-			}
-			q.Offload = v
-		case "bottleneck-rate", "background-rate":
-			r, err := probe.ParseRate(v)
-			if err != nil {
-				return q, bad(k, v, err)
-			}
-			if r == 0 {
-				return q, bad(k, v, errors.New("rate 0: give a rate above 0, e.g. 1G"))
-			}
-			if k == "bottleneck-rate" {
-				q.BottleneckRateBps = r
-			} else {
-				q.BackgroundRateBps = r
-			}
-		case "queue":
-			b, err := qosspec.ParseQuantity(v)
-			if err != nil {
-				return q, bad(k, v, err)
-			}
-			if b < 1500 || b > math.MaxUint32 {
-				return q, bad(k, v, errors.New("want at least one full-size packet (1500 bytes) and below 4Gi"))
-			}
-			q.QueueBytes = uint32(b)
-		case "background":
-			q.BackgroundProto = v
-		case "background-marking":
-			m, err := ParseMarking(v)
-			if err != nil {
-				return q, bad(k, v, err)
-			}
-			q.BackgroundMarking = m
-		case "background-flows", "hist-bins":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return q, bad(k, v, errors.New("want a whole number of at least 1"))
-			}
-			if k == "background-flows" {
-				q.BackgroundFlows = n
-			} else {
-				q.HistBins = n
-			}
-		case "hist-bin":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return q, bad(k, v, fmt.Errorf("want a duration such as 5us: %w", err))
-			}
-			q.HistBinWidth = d
-		case "fg-pps", "fg-size":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return q, bad(k, v, errors.New("want a whole number"))
-			}
-			if k == "fg-pps" {
-				q.ForegroundPPS = n
-			} else {
-				q.ForegroundSize = n
-			}
-		case "ping-interval":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return q, bad(k, v, err)
-			}
-			q.PingInterval = d
-		}
+	if err := Settings(&q).Apply(SuiteName, o); err != nil {
+		return q, err
 	}
 	if len(q.Variants) == 0 {
 		q.Variants = DefaultVariants(caps)

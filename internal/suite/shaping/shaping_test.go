@@ -193,7 +193,7 @@ func TestShapingBadInput(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"egress-bandwidth": "0"}, "rate 0"},
-		{map[string]string{"egress-bandwidth": "10K"}, `kilo as "k"`},
+		{map[string]string{"egress-bandwidth": "10X"}, `optional k, M, G suffix`},
 		{map[string]string{"egress-bandwidth": "1M", "burst": "100Mi"}, "over 4 s of tokens"},
 		{map[string]string{"protos": "sctp"}, `protocol "sctp"`},
 		{map[string]string{"loads": "way-above"}, `load "way-above"`},
@@ -295,6 +295,30 @@ func TestShapingTakesTheMTUOfThePath(t *testing.T) {
 		}
 		if got := phases[0].Steps[0].Labels[labelMTU]; got != c.want {
 			t.Errorf("caps %+v: mtu %q, want %s", c.caps, got, c.want)
+		}
+	}
+}
+
+// TestShapingRatesReadAsEveryRate: egress-bandwidth and ingress-bandwidth
+// take the rate grammar of every suite setting ("10m" is 10 Mbit/s, as
+// for qos-priority's bottleneck-rate), and the Kubernetes quantities runs
+// were stored with still read.
+func TestShapingRatesReadAsEveryRate(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want uint64
+	}{
+		{"10m", 10e6}, {"10M", 10e6}, {"10000K", 10e6}, {"1.5G", 1.5e9}, {"10Mi", 10 << 20}, {"1e7", 10e6},
+	} {
+		for _, k := range []string{"egress-bandwidth", "ingress-bandwidth"} {
+			so, err := OptionsFrom(suite.Options{Time: 2 * time.Second, Repeat: 1, Set: map[string]string{k: c.v}})
+			got := so.EgressBps
+			if k == "ingress-bandwidth" {
+				got = so.IngressBps
+			}
+			if err != nil || got != c.want {
+				t.Errorf("%s=%s: %d, %v; want %d", k, c.v, got, err, c.want)
+			}
 		}
 	}
 }

@@ -58,8 +58,6 @@ func (Suite) Describe() string {
 	return "pod bandwidth limits as the CNI bandwidth plugin sets them: receiver rate per 100 ms, steady state, overshoot, time to conform"
 }
 
-var shapingSettings = []string{"egress-bandwidth", "ingress-bandwidth", "burst", "protos", "loads", "udp-size", "placement", "drain", "annotations"}
-
 // OptionsFrom turns the common options and settings into
 // Options (default: egress 10M).
 func OptionsFrom(o suite.Options) (Options, error) {
@@ -67,37 +65,9 @@ func OptionsFrom(o suite.Options) (Options, error) {
 	if err := o.Validate(); err != nil {
 		return so, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
-	if err := o.CheckSet(SuiteName, shapingSettings...); err != nil {
-		return so, err
-	}
 	so.Time = o.Time
-	bad := func(k, v string, err error) error {
-		return fmt.Errorf("suite %s: %s %q: %w", SuiteName, k, v, err)
-	}
-	for k, v := range o.Set {
-		var err error
-		switch k {
-		case "egress-bandwidth":
-			so.EgressBps, err = qosspec.ParseBandwidth(v)
-		case "ingress-bandwidth":
-			so.IngressBps, err = qosspec.ParseBandwidth(v)
-		case "burst":
-			so.Bursts, err = ParseBursts(v)
-		case "drain":
-			var drain bool
-			drain, err = strconv.ParseBool(v)
-			so.NoDrain = !drain
-		case "annotations":
-			so.Annotations = v
-			if v != suite.AnnotationsKubernetes && v != suite.AnnotationsCalico {
-				err = fmt.Errorf("want %s or %s", suite.AnnotationsKubernetes, suite.AnnotationsCalico)
-			}
-		default:
-			err = so.SetFlowKey(k, v)
-		}
-		if err != nil {
-			return so, bad(k, v, err)
-		}
+	if err := Settings(&so).Apply(SuiteName, o); err != nil {
+		return so, err
 	}
 	if so.EgressBps == 0 && so.IngressBps == 0 {
 		so.EgressBps = 10e6
@@ -115,25 +85,6 @@ func (o Options) OnPath(caps suite.Caps) Options {
 		o.MTU = caps.PathMTU
 	}
 	return o
-}
-
-// SetFlowKey applies a setting that shapes the flows, the same in every
-// suite built on this one's steps: protos, loads, udp-size and placement. It leaves
-// o alone for any other key (the suite's CheckSet has refused the unknown
-// ones).
-func (o *Options) SetFlowKey(k, v string) error {
-	var err error
-	switch k {
-	case "protos":
-		o.Protos = suite.SplitList(v)
-	case "loads":
-		o.Loads = suite.SplitList(v)
-	case "udp-size":
-		o.UDPSize, err = strconv.Atoi(v)
-	case "placement":
-		o.Placements = suite.SplitList(v)
-	}
-	return err
 }
 
 // Plan implements Suite: per repetition, placement and burst one phase
