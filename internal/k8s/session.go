@@ -53,9 +53,10 @@ const agentsOnlineWithin = 30 * time.Second
 
 // Open opens a session on the cluster c reaches: it waits a bounded time
 // for a deployed cnperf that is still rolling out, records the cluster's
-// facts and which agent sets are deployed, port-forwards to the server, reads the user token when none is
-// given, and waits a bounded time for the agents of running pods to be
-// online. The Env's path (pod MTU, encapsulation) comes from the facts.
+// facts and which agent sets are deployed, port-forwards to the server,
+// reads the user token when none is given, and waits a bounded time for
+// the agents of running pods to be online. The Env's path (pod MTU,
+// encapsulation) comes from the facts.
 func Open(ctx context.Context, c *Client, o OpenOptions) (*Session, error) {
 	notes := o.Notes
 	if notes == nil {
