@@ -105,6 +105,9 @@ func TestProbeInterruptPrintsSummary(t *testing.T) {
 			if strings.Contains(stderr.String(), "context canceled") {
 				t.Errorf("stderr reports the interrupt as a failure: %s", stderr.String())
 			}
+			if c.name == "ping 100" && !strings.Contains(stdout.String(), "icmp_seq=1 time=") {
+				t.Errorf("ping printed no line per reply before its summary:\n%s", stdout.String())
+			}
 			if took > c.notAfter {
 				t.Errorf("ended %v after the start; the interrupt should end it within a few seconds", took)
 			}

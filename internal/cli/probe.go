@@ -99,6 +99,9 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 		}
 		if !f.asJSON {
 			env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			env.OnReply = func(r probe.Reply) {
+				fmt.Fprintf(st.Out, "%d bytes from %s: icmp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq+1, r.RTTms)
+			}
 		}
 		res, err = probers().Run(cmd.Context(), spec, env)
 	default:

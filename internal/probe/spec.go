@@ -260,6 +260,9 @@ type Env struct {
 	// OnInterval, when set, receives each interval report as it completes
 	// (for live output); it must not block.
 	OnInterval func(Interval)
+	// OnReply, when set, receives each echo reply as it arrives (ping),
+	// as ping(8) prints a line per reply; it must not block.
+	OnReply func(Reply)
 	// AuthKey, when set, is the shared key of an authenticated probe
 	// (stamp's HMAC). It travels beside the spec, never in it, so it is
 	// neither stored nor reported with the task.
@@ -268,6 +271,14 @@ type Env struct {
 	// serves only scheduled tests (tcp, udp, rr; see KeyChecker). Like
 	// AuthKey it travels beside the spec, never in it.
 	TestKey string
+}
+
+// Reply is one echo reply as it arrived (ping).
+type Reply struct {
+	Seq   int     // the echo's sequence number, from 0
+	From  string  // the replying address
+	Bytes int     // ICMP payload bytes
+	RTTms float64 // round-trip time
 }
 
 // Log returns the env's logger, or one that discards.

@@ -68,6 +68,7 @@ func (p Ping) Validate(s probe.Spec) error {
 
 // pingRun is the state of one run; only Run's goroutine touches it.
 type pingRun struct {
+	onReply func(probe.Reply) // live output, may be nil
 	dst     netip.Addr
 	sa      unix.Sockaddr
 	c       *conn
@@ -132,7 +133,7 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		log.Debug("icmp filter not set", "err", err)
 	}
 
-	r := &pingRun{dst: dst, sa: sa, c: c, size: size, timeout: timeout, tos: map[int]int{}}
+	r := &pingRun{dst: dst, sa: sa, c: c, size: size, timeout: timeout, tos: map[int]int{}, onReply: env.OnReply}
 	if _, err := rand.Read(r.token[:]); err != nil {
 		return nil, fmt.Errorf("ping: random token: %w", err)
 	}
@@ -270,6 +271,9 @@ func (r *pingRun) take(p packet) {
 		return
 	}
 	r.rtts = append(r.rtts, float64(rtt)/float64(time.Millisecond))
+	if r.onReply != nil {
+		r.onReply(probe.Reply{Seq: i, From: r.dst.String(), Bytes: r.size, RTTms: r.rtts[len(r.rtts)-1]})
+	}
 	if p.tosOK {
 		r.tos[p.tos>>2]++
 	}
