@@ -33,7 +33,7 @@ import (
 const tag = "v1.2.3"
 
 // platforms are the release's targets, each an archive.
-var platforms = []string{"darwin_amd64", "darwin_arm64", "linux_amd64", "linux_arm64"}
+var platforms = []string{"linux_amd64", "linux_arm64"}
 
 // krewManifest is the part of a krew plugin manifest the test reads.
 type krewManifest struct {
