@@ -188,6 +188,8 @@ func taggedCopy(ctx context.Context, t *testing.T) string {
 		{"init", "-q"}, {"add", "-A"},
 		{"-c", "user.name=cnperf test", "-c", "user.email=test@cnperf.invalid", "commit", "-q", "-m", "release test"},
 		{"tag", tag},
+		// goreleaser reads the project's remote (nothing is fetched).
+		{"remote", "add", "origin", "https://github.com/cnperf/cnperf.git"},
 	} {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
