@@ -9,13 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
 )
@@ -149,41 +146,6 @@ func TestIsKubectlPlugin(t *testing.T) {
 	} {
 		if got := IsKubectlPlugin(argv0); got != want {
 			t.Errorf("IsKubectlPlugin(%q) = %v, want %v", argv0, got, want)
-		}
-	}
-}
-
-// TestKrewManifest checks deploy/krew/cnperf.yaml once krew-release-bot's
-// template fields are filled: the plugin's name, and a binary krew links
-// under the name cnperf answers to as a plugin.
-func TestKrewManifest(t *testing.T) {
-	raw, err := os.ReadFile("../../deploy/krew/cnperf.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	filled := regexp.MustCompile(`\{\{addURIAndSha "([^"]+)" \.TagName \}\}`).ReplaceAllString(string(raw), "uri: $1\n      sha256: 0")
-	filled = strings.ReplaceAll(filled, "{{ .TagName }}", "v0.1.0")
-	var m struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct{ Name string }
-		Spec       struct {
-			Version   string
-			Platforms []struct {
-				URI string `json:"uri"`
-				Bin string `json:"bin"`
-			}
-		}
-	}
-	if err := yaml.Unmarshal([]byte(filled), &m); err != nil {
-		t.Fatalf("manifest: %v\n%s", err, filled)
-	}
-	if m.Kind != "Plugin" || m.Metadata.Name != "cnperf" || m.Spec.Version != "v0.1.0" || len(m.Spec.Platforms) != 2 {
-		t.Fatalf("manifest: %+v", m)
-	}
-	for _, p := range m.Spec.Platforms {
-		if !IsKubectlPlugin("kubectl-"+m.Metadata.Name) || p.Bin != "cnperf" || !strings.HasSuffix(p.URI, ".tar.gz") {
-			t.Errorf("platform %+v", p)
 		}
 	}
 }

@@ -69,11 +69,21 @@ func runJSONExit(t *testing.T, want int, bin, name, stateDir string, args ...str
 
 // output is the JSON of a lab run, as a user's script reads it.
 type output struct {
-	RunID   string           `json:"run_id"`
-	RunIDs  []string         `json:"run_ids"`
-	Suite   string           `json:"suite"`
-	Options json.RawMessage  `json:"options"`
-	Rows    []map[string]any `json:"rows"`
+	RunID  string           `json:"run_id"`
+	RunIDs []string         `json:"run_ids"`
+	Suite  string           `json:"suite"`
+	Rows   []map[string]any `json:"rows"`
+	// The rest of the report model (internal/report), as printed by
+	// cnperf report too; read where a test needs it.
+	Status      json.RawMessage `json:"status"`
+	Progress    json.RawMessage `json:"progress"`
+	CreatedAt   json.RawMessage `json:"created_at"`
+	Params      json.RawMessage `json:"params"`
+	Outcomes    json.RawMessage `json:"outcomes"`
+	Matrices    json.RawMessage `json:"matrices"`
+	Shaping     json.RawMessage `json:"shaping"`
+	Notes       json.RawMessage `json:"notes"`
+	Conclusions json.RawMessage `json:"conclusions"`
 	// Environment is what the run ran on.
 	Environment *hostinfo.Environment `json:"environment"`
 	SLO         []struct {
