@@ -34,7 +34,7 @@ func TestStampInteropCommands(t *testing.T) {
 				args = append(args, "--stamp-auth-key-file", m.keyPath)
 			}
 			resp := exec.Command(bin, args...)
-			out := &lockedBuffer{}
+			out := &cnperftest.SyncBuffer{}
 			resp.Stdout, resp.Stderr = out, out
 			if err := c.B.Start(resp); err != nil {
 				t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cnperf/cnperf/internal/certs"
+	"github.com/cnperf/cnperf/internal/k8s"
 	"github.com/cnperf/cnperf/internal/k8s/psatest"
 )
 
@@ -41,13 +41,8 @@ func TestChartLeastPrivilege(t *testing.T) {
 			var hostNet, added bool
 			for _, o := range got {
 				objs = append(objs, o)
-				var ps *corev1.PodSpec
-				switch x := o.(type) {
-				case *appsv1.Deployment:
-					ps = &x.Spec.Template.Spec
-				case *appsv1.DaemonSet:
-					ps = &x.Spec.Template.Spec
-				default:
+				ps := k8s.PodSpecOf(o)
+				if ps == nil {
 					continue
 				}
 				hostNet = hostNet || ps.HostNetwork
@@ -102,12 +97,9 @@ func TestChartTLS(t *testing.T) {
 		}
 	}
 	args := func(objs map[string]runtime.Object, k string) string {
-		var ps corev1.PodSpec
-		switch x := objs[k].(type) {
-		case *appsv1.Deployment:
-			ps = x.Spec.Template.Spec
-		case *appsv1.DaemonSet:
-			ps = x.Spec.Template.Spec
+		ps := k8s.PodSpecOf(objs[k])
+		if ps == nil {
+			t.Fatalf("%s: not rendered as a Deployment or DaemonSet", k)
 		}
 		return strings.Join(ps.Containers[0].Args, " ")
 	}
@@ -126,7 +118,7 @@ func TestChartTLS(t *testing.T) {
 			t.Errorf("tls.enabled=false renders %s", k)
 		}
 	}
-	if own := render(t, "tls.existingSecret=my-tls"); !slices.ContainsFunc(own["Deployment/cnperf-server"].(*appsv1.Deployment).Spec.Template.Spec.Volumes,
+	if own := render(t, "tls.existingSecret=my-tls"); !slices.ContainsFunc(k8s.PodSpecOf(own["Deployment/cnperf-server"]).Volumes,
 		func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "my-tls" }) || own["Secret/cnperf-server-tls"] != nil {
 		t.Errorf("tls.existingSecret: the server should mount my-tls and the chart make no certificate")
 	}

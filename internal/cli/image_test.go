@@ -18,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cnperf/cnperf/internal/image"
@@ -119,13 +118,8 @@ func TestDeployPush(t *testing.T) {
 	}
 	var n int
 	for _, obj := range objs {
-		var ps *corev1.PodSpec
-		switch x := obj.(type) {
-		case *appsv1.Deployment:
-			ps = &x.Spec.Template.Spec
-		case *appsv1.DaemonSet:
-			ps = &x.Spec.Template.Spec
-		default:
+		ps := k8s.PodSpecOf(obj)
+		if ps == nil {
 			continue
 		}
 		for _, c := range append(append([]corev1.Container{}, ps.InitContainers...), ps.Containers...) {

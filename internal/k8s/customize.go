@@ -151,3 +151,15 @@ func runReplicas(d *appsv1.Deployment) {
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": ServerName}},
 	}}
 }
+
+// PodSpecOf returns the pod template's spec of a Deployment or a
+// DaemonSet, and nil for any other object.
+func PodSpecOf(obj runtime.Object) *corev1.PodSpec {
+	switch x := obj.(type) {
+	case *appsv1.Deployment:
+		return &x.Spec.Template.Spec
+	case *appsv1.DaemonSet:
+		return &x.Spec.Template.Spec
+	}
+	return nil
+}

@@ -121,13 +121,8 @@ func TestBaseImagePinned(t *testing.T) {
 	}
 	var n int
 	for _, o := range render(t, DeployOptions{}) {
-		var ps *corev1.PodSpec
-		switch x := o.(type) {
-		case *appsv1.Deployment:
-			ps = &x.Spec.Template.Spec
-		case *appsv1.DaemonSet:
-			ps = &x.Spec.Template.Spec
-		default:
+		ps := PodSpecOf(o)
+		if ps == nil {
 			continue
 		}
 		for _, c := range append(append([]corev1.Container{}, ps.InitContainers...), ps.Containers...) {
