@@ -59,7 +59,7 @@ func TestBaselineStampLab(t *testing.T) {
 	// cnperf report RUN_ID, from the server serving the run's database.
 	url, _ := cnperftest.ServeDB(t, db)
 	for _, c := range []struct{ format, want string }{
-		{"text", "STAMP round trip p50"}, {"csv", "stamp.rtt_ms.p50"}, {"json", `"stamp"`},
+		{"text", "STAMP RTT ms"}, {"csv", "stamp.rtt_ms.p50"}, {"json", `"stamp"`},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		out, err := exec.CommandContext(ctx, cnperftest.Binary(t), "report", ids[0], "--server", url, "--token", "user", "--format", c.format).CombinedOutput()
@@ -72,7 +72,9 @@ func TestBaselineStampLab(t *testing.T) {
 		}
 		wants := []string{c.want}
 		if c.format == "text" {
-			wants = append(wants, "STAMP forward loss", "STAMP DSCP at reflector")
+			// The baseline table's STAMP columns (internal/suite/baseline's
+			// table: forward loss, the DSCP the reflector saw).
+			wants = append(wants, "FWD LOSS %", "DSCP FWD")
 		}
 		for _, want := range wants {
 			if !strings.Contains(string(out), want) {
