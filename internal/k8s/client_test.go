@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -270,5 +271,35 @@ func TestPodProblem(t *testing.T) {
 		Name: "agent", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "image not present"}}}}}}
 	if got := PodProblem(p); !strings.Contains(got, "ErrImageNeverPull") {
 		t.Fatalf("PodProblem = %q", got)
+	}
+}
+
+// TestServerReadyOnlyOnceRolledOut: a Deployment whose latest change the
+// controller has not seen, or whose available pods are of the old
+// template, is not ready: `cnperf k8s deploy --wait` must not return
+// while the old server pod still serves.
+func TestServerReadyOnlyOnceRolledOut(t *testing.T) {
+	one := int32(1)
+	for _, c := range []struct {
+		name                          string
+		gen, observed                 int64
+		available, updated, wantReady int32
+	}{
+		{"rolled out", 2, 2, 1, 1, 1},
+		{"change not yet observed", 2, 1, 1, 1, 0},
+		{"old pod still the available one", 2, 2, 1, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ServerName, Namespace: Namespace, Generation: c.gen},
+				Spec:   appsv1.DeploymentSpec{Replicas: &one},
+				Status: appsv1.DeploymentStatus{ObservedGeneration: c.observed, AvailableReplicas: c.available, UpdatedReplicas: c.updated}}
+			st, err := fakeClient(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, d).Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Server.Ready != c.wantReady {
+				t.Errorf("server ready %d, want %d", st.Server.Ready, c.wantReady)
+			}
+		})
 	}
 }

@@ -369,7 +369,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return st, c.explain(err, "get deployment "+ServerName)
 	default:
 		st.Deployed = true
-		st.Server = Workload{Name: d.Name, Desired: deref(d.Spec.Replicas, 1), Ready: d.Status.AvailableReplicas}
+		st.Server = deploymentWorkload(d)
 	}
 	dss, err := c.Kube.AppsV1().DaemonSets(c.NS()).List(rctx, metav1.ListOptions{LabelSelector: AgentSelector})
 	if err != nil {
@@ -385,6 +385,19 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// deploymentWorkload counts the server's ready replicas as `kubectl
+// rollout status` does: only pods of the current template that are
+// available, and none while the controller has not yet seen the latest
+// change (a deploy that just rotated the certificate must not read the
+// old pod as the rolled-out one).
+func deploymentWorkload(d *appsv1.Deployment) Workload {
+	ready := min(d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
+	if d.Status.ObservedGeneration < d.Generation {
+		ready = 0
+	}
+	return Workload{Name: d.Name, Desired: deref(d.Spec.Replicas, 1), Ready: ready}
 }
 
 func workloadOf(ds *appsv1.DaemonSet) Workload {
