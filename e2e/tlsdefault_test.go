@@ -33,7 +33,9 @@ func TestServerTLSByDefault(t *testing.T) {
 	_, port, _ := strings.Cut(addr, ":")
 	db := "sqlite:" + filepath.Join(dir, "cnperf.db")
 	env := []string{"CNPERF_USER_TOKEN=u-tls", "CNPERF_AGENT_TOKEN=a-tls", "CNPERF_CA_FILE=", "CNPERF_PLAIN_HTTP=", "CNPERF_TLS_DIR="}
-	srv := start(t, "server", bin, env, "server", "--listen", addr, "--db", db)
+	// --check-agent-source: the agent below that sends from another
+	// address than it advertises is refused (off by default).
+	srv := start(t, "server", bin, env, "server", "--listen", addr, "--db", db, "--check-agent-source")
 	srv.waitFor(t, "server listening", 20*time.Second)
 	out := srv.out.String()
 	fp := regexp.MustCompile(`made a CA .*ca_sha256=([0-9A-F:]{95})`).FindStringSubmatch(out)

@@ -25,7 +25,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var lf limitFlags
 	var tlsCert, tlsKey, tlsDir string
 	var tlsHosts []string
-	var plainHTTP, trustAddrs bool
+	var plainHTTP, trustAddrs, checkSource bool
 	var requireCreds bool
 	var minEvery time.Duration
 	var rv reviewFlags
@@ -52,9 +52,12 @@ SQLite database), logging the CA file and its SHA-256 fingerprint. Agents
 and the CLI verify the server with --ca-file (or CNPERF_CA_FILE) naming
 that ca.crt. --plain-http serves HTTP instead: tokens then cross the
 network in clear, so use it only on loopback or behind a proxy that
-terminates TLS. Agents advertise only their own addresses: a heartbeat
-must come from its pod_ip or node_ip (--trust-agent-addrs lifts that for
-agents that reach the server through NAT or a proxy). Limits on what a
+terminates TLS. Agents advertise only their own addresses as responders
+(a responder_addr must be the heartbeat's pod_ip or node_ip).
+--check-agent-source also requires each heartbeat to come from one of
+them: off by default, because on Kubernetes a host-network agent reaches
+the server's Service from whatever address its route picks (an overlay
+device's) and CNIs may masquerade pod traffic. Limits on what a
 request may ask: the --max-* and --min-* flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,7 +82,7 @@ request may ask: the --max-* and --min-* flags.`,
 			}
 			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
-				ScheduleMinEvery: minEvery, AgentSourceCheck: !trustAddrs}
+				ScheduleMinEvery: minEvery, AgentSourceCheck: checkSource && !trustAddrs}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tf)
 		},
 	}
@@ -98,7 +101,8 @@ request may ask: the --max-* and --min-* flags.`,
 	fl.StringVar(&tlsDir, "tls-dir", envOr("CNPERF_TLS_DIR", ""), "without --tls-cert: where the server's own CA and certificate are kept (default: cnperf-tls beside the SQLite database, or in the working directory)")
 	fl.StringSliceVar(&tlsHosts, "tls-host", nil, "without --tls-cert: more names or addresses for the server's own certificate (it always names localhost, the host name and the host's addresses)")
 	fl.BoolVar(&plainHTTP, "plain-http", envOr("CNPERF_PLAIN_HTTP", "") == "1", "serve plain HTTP, not TLS: bearer tokens cross the network in clear (loopback, or behind a proxy that terminates TLS)")
-	fl.BoolVar(&trustAddrs, "trust-agent-addrs", false, "accept heartbeats that come from another address than the agent's pod_ip or node_ip (agents behind NAT or a proxy)")
+	fl.BoolVar(&checkSource, "check-agent-source", false, "refuse heartbeats that come from another address than the agent's pod_ip or node_ip (off by default: host-network agents and masquerading CNIs send from other addresses)")
+	fl.BoolVar(&trustAddrs, "trust-agent-addrs", false, "accept heartbeats from any address, the default; overrides --check-agent-source")
 	return cmd
 }
 
