@@ -10,71 +10,8 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 )
-
-// iperf3 --json, the parts cnperf reads (iperf 3.12's layout).
-type i3Doc struct {
-	Start     i3Start      `json:"start"`
-	Intervals []i3Interval `json:"intervals"`
-	End       i3End        `json:"end"`
-	Error     string       `json:"error"`
-}
-
-type i3Start struct {
-	Connected []struct {
-		LocalHost  string `json:"local_host"`
-		LocalPort  int    `json:"local_port"`
-		RemoteHost string `json:"remote_host"`
-		RemotePort int    `json:"remote_port"`
-	} `json:"connected"`
-	Version   string `json:"version"`
-	Timestamp struct {
-		TimeSecs int64 `json:"timesecs"`
-	} `json:"timestamp"`
-	TestStart *struct {
-		Protocol   string `json:"protocol"`
-		NumStreams int    `json:"num_streams"`
-		Duration   int    `json:"duration"`
-		Reverse    int    `json:"reverse"`
-		TOS        int    `json:"tos"`
-	} `json:"test_start"`
-}
-
-type i3Sum struct {
-	Start         float64  `json:"start"`
-	End           float64  `json:"end"`
-	Seconds       float64  `json:"seconds"`
-	Bytes         float64  `json:"bytes"`
-	BitsPerSecond float64  `json:"bits_per_second"`
-	Retransmits   *int64   `json:"retransmits"`
-	JitterMs      *float64 `json:"jitter_ms"`
-	LostPackets   *int64   `json:"lost_packets"`
-	Packets       *int64   `json:"packets"`
-	LostPercent   *float64 `json:"lost_percent"`
-	OutOfOrder    *int64   `json:"out_of_order"`
-	Sender        bool     `json:"sender"`
-	MeanRTT       *float64 `json:"mean_rtt"` // µs, tcp sender streams
-	Omitted       bool     `json:"omitted"`
-}
-
-type i3Interval struct {
-	Sum i3Sum `json:"sum"`
-}
-
-type i3End struct {
-	Streams []struct {
-		Sender   *i3Sum `json:"sender"`
-		Receiver *i3Sum `json:"receiver"`
-		UDP      *i3Sum `json:"udp"`
-	} `json:"streams"`
-	Sum         *i3Sum `json:"sum"`
-	SumSent     *i3Sum `json:"sum_sent"`
-	SumReceived *i3Sum `json:"sum_received"`
-	CPU         *struct {
-		HostTotal   float64 `json:"host_total"`
-		RemoteTotal float64 `json:"remote_total"`
-	} `json:"cpu_utilization_percent"`
-}
 
 // ParseIperf3JSON reads the output of `iperf3 -c ... --json` (tcp or udp,
 // normal or reverse) into a Result with Kind "tcp" or "udp" and Tool
@@ -85,7 +22,7 @@ type i3End struct {
 // with -R, and the mapping follows that. An "error" in the document (such
 // as a refused connection) is returned as the error.
 func ParseIperf3JSON(b []byte) (*probe.Result, error) {
-	var d i3Doc
+	var d iperf3json.Doc
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&d); err != nil {
 		return nil, fmt.Errorf("iperf3 json: %w", err)
 	}
@@ -112,8 +49,8 @@ func ParseIperf3JSON(b []byte) (*probe.Result, error) {
 		remote := net.JoinHostPort(c.RemoteHost, strconv.Itoa(c.RemotePort))
 		r.Src, r.Dst = local, remote
 	}
-	if d.Start.Timestamp.TimeSecs > 0 {
-		r.StartedAt = time.Unix(d.Start.Timestamp.TimeSecs, 0).UTC()
+	if d.Start.Timestamp != nil && d.Start.Timestamp.Timesecs > 0 {
+		r.StartedAt = time.Unix(d.Start.Timestamp.Timesecs, 0).UTC()
 	}
 	if reverse {
 		r.Notes = append(r.Notes, "reverse mode (-R): the server sent, the client received")
@@ -211,7 +148,7 @@ func ParseIperf3JSON(b []byte) (*probe.Result, error) {
 
 	for _, iv := range d.Intervals {
 		s := iv.Sum
-		if s.Omitted {
+		if s.IsOmitted() {
 			continue
 		}
 		in := probe.Interval{StartS: s.Start, EndS: s.End, Bytes: s.Bytes, ThroughputBps: s.BitsPerSecond}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
@@ -25,15 +26,6 @@ func iperf3Path(t *testing.T) string {
 		t.Skip("iperf3 is not installed (scripts/install-test-deps.sh installs it)")
 	}
 	return p
-}
-
-// iperf3Report is the part of iperf3's -J output the tests read.
-type iperf3Report struct {
-	Error string `json:"error"`
-	End   struct {
-		SumSent     map[string]any `json:"sum_sent"`
-		SumReceived map[string]any `json:"sum_received"`
-	} `json:"end"`
 }
 
 // TestStockClientAgainstResponder runs Debian's iperf3 client against a
@@ -61,16 +53,17 @@ func TestStockClientAgainstResponder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
 			}
-			var rep iperf3Report
+			var rep iperf3json.Doc
 			if err := json.Unmarshal(out, &rep); err != nil {
 				t.Fatalf("iperf3 -J output is not JSON: %v\n%s", err, out)
 			}
 			if rep.Error != "" {
 				t.Fatalf("iperf3 reports an error: %s", rep.Error)
 			}
-			rx, _ := rep.End.SumReceived["bits_per_second"].(float64)
-			tx, _ := rep.End.SumSent["bits_per_second"].(float64)
-			secs, _ := rep.End.SumReceived["seconds"].(float64)
+			if rep.End.SumSent == nil || rep.End.SumReceived == nil {
+				t.Fatalf("iperf3 -J output has no end.sum_sent or end.sum_received:\n%s", out)
+			}
+			rx, tx, secs := rep.End.SumReceived.BitsPerSecond, rep.End.SumSent.BitsPerSecond, rep.End.SumReceived.Seconds
 			if rx <= 0 || tx <= 0 {
 				t.Fatalf("end.sum_received.bits_per_second = %v, end.sum_sent = %v; want both > 0", rx, tx)
 			}
