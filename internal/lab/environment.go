@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/ethtool"
 	"github.com/cnperf/cnperf/internal/hostinfo"
+	"github.com/cnperf/cnperf/internal/hostinfo/hostread"
 )
 
 // CNIName is the CNI the lab's environment names: the lab plays the part
@@ -18,7 +19,7 @@ const CNIName = "cnperf-lab"
 // offloads and TCP congestion control (a namespace's own), and the MTU
 // of its first pod's interface.
 func (l *Lab) Environment(ctx context.Context) (*hostinfo.Environment, error) {
-	m, err := hostinfo.Machine()
+	m, err := hostread.Machine()
 	env := &hostinfo.Environment{Platform: "lab", CNI: CNIName, Backend: l.Config.Backend}
 	if env.Backend == "" {
 		env.Backend = "host-gw"
@@ -43,13 +44,13 @@ func (l *Lab) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 		err := Do(n.NS, func() error {
 			var errs []error
 			var err error
-			if node.UnderlayMTU, err = hostinfo.LinkMTU(nodeUplink); err != nil {
+			if node.UnderlayMTU, err = hostread.LinkMTU(nodeUplink); err != nil {
 				errs = append(errs, err)
 			}
-			if node.Offload, err = hostinfo.Offload(nodeUplink); err != nil {
+			if node.Offload, err = hostread.Offload(nodeUplink); err != nil {
 				errs = append(errs, err)
 			}
-			if node.CongestionControl, err = hostinfo.CongestionControl(); err != nil {
+			if node.CongestionControl, err = hostread.CongestionControl(); err != nil {
 				errs = append(errs, err)
 			}
 			return errors.Join(errs...)
