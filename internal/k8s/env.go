@@ -58,6 +58,9 @@ type Env struct {
 	// fills them from the cluster's facts).
 	PathMTU int
 	Encap   string
+	// CNI is the cluster's CNI as the session's facts found it (Open
+	// fills it); the stored environment names it.
+	CNI CNI
 
 	svc services // the Services made for the current phase (service.go)
 

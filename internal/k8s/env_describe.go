@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -11,7 +12,8 @@ import (
 
 // Environment implements suite.Describer from the Node objects: each
 // node's kernel, OS image, CPUs and memory as the kubelet reports them,
-// and the CNI and its mode where a CNI daemon wrote them on the nodes.
+// and the CNI with its version and mode (the session's facts, else
+// DetectCNI from the API alone).
 // MTUs, congestion control and offloads would need a privileged look
 // inside every node, which a suite run does not take; a note says so.
 func (e *Env) Environment(ctx context.Context) (*hostinfo.Environment, error) {
@@ -23,12 +25,11 @@ func (e *Env) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 	}
 	env := &hostinfo.Environment{Platform: "kubernetes",
 		Notes: []string{"on a cluster the MTUs, congestion control and offloads of the nodes are not read (see cnperf k8s status --facts)"}}
+	nodes := make([]Node, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
 		node := nodeOf(n)
-		if env.CNI == "" && node.CNI != "" {
-			env.CNI, env.Backend = node.CNI, node.CNIBackend
-		}
+		nodes = append(nodes, node)
 		hn := hostinfo.Node{Name: n.Name, Kernel: node.KernelVersion, OSImage: node.OSImage}
 		if q, ok := n.Status.Capacity["cpu"]; ok {
 			hn.CPUs = int(q.Value())
@@ -37,6 +38,14 @@ func (e *Env) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 			hn.MemoryBytes = uint64(q.Value())
 		}
 		env.Nodes = append(env.Nodes, hn)
+	}
+	cni := e.CNI
+	if cni.Name == "" {
+		cni = e.Client.DetectCNI(ctx, nodes, nil)
+	}
+	env.CNI, env.CNIVersion, env.Backend = cni.Name, cni.Version, cni.Mode
+	if len(cni.From) > 0 {
+		env.Notes = append(env.Notes, "CNI from "+strings.Join(cni.From, ", "))
 	}
 	sort.Slice(env.Nodes, func(i, j int) bool { return env.Nodes[i].Name < env.Nodes[j].Name })
 	return env, nil

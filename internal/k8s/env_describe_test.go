@@ -30,3 +30,32 @@ func TestEnvEnvironment(t *testing.T) {
 		t.Errorf("node = %+v", n)
 	}
 }
+
+// TestEnvEnvironmentNamesAnyCNI: the stored environment names a CNI that
+// annotates no node, with its version, from its DaemonSet; a session's
+// facts (which also read a node's CNI configuration) take precedence.
+func TestEnvEnvironmentNamesAnyCNI(t *testing.T) {
+	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	for _, tc := range []struct {
+		name                  string
+		env                   *Env
+		cni, version, backend string
+	}{
+		{"cilium from its DaemonSet", &Env{Client: fakeClient(plain, daemonSet("kube-system", "cilium", "quay.io/cilium/cilium:v1.20.2", nil, "--routing-mode=native"))},
+			"cilium", "v1.20.2", "native"},
+		{"antrea from its DaemonSet", &Env{Client: fakeClient(plain, daemonSet("kube-system", "antrea-agent", "antrea/antrea-agent-ubuntu:v2.2.0", nil))},
+			"antrea", "v2.2.0", ""},
+		{"the session's facts", &Env{Client: fakeClient(plain), CNI: CNI{Name: "flannel", Version: "v0.28.10", Mode: "vxlan", From: []string{"node annotations"}}},
+			"flannel", "v0.28.10", "vxlan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := tc.env.Environment(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.CNI != tc.cni || env.CNIVersion != tc.version || env.Backend != tc.backend {
+				t.Errorf("environment CNI %q %q %q, want %q %q %q", env.CNI, env.CNIVersion, env.Backend, tc.cni, tc.version, tc.backend)
+			}
+		})
+	}
+}

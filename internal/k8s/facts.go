@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // DefaultCNIConfDir is where kubelet's runtime reads CNI configuration.
@@ -100,39 +101,31 @@ type Facts struct {
 	KubernetesVersion string `json:"kubernetes_version"`
 	Nodes             []Node `json:"nodes"`
 	CNI               string `json:"cni"`
-	// CNIName is the CNI alone ("flannel", "calico", "bridge"): from the
-	// Node objects a CNI daemon annotated, else a known CNI DaemonSet,
-	// else the first plugin of the runtime's CNI configuration. Rows of a
-	// run carry it as `cni`.
+	// CNIName is the CNI alone ("flannel", "calico", "bridge"), as
+	// DetectCNI names it. Rows of a run carry it as `cni`.
 	CNIName string `json:"cni_name,omitempty"`
 	// Backend is the CNI's datapath mode where the CNI says it ("vxlan",
 	// "host-gw", "direct"); rows carry it as `backend`.
 	Backend string `json:"backend,omitempty"`
-	// CNIVersion is the CNI's release where the cluster says it (Calico:
-	// its ClusterInformation's calicoVersion, which the ClusterRole
-	// cnperf-cluster-reader may get; an identity that may not leaves it
-	// empty); rows carry it as `cni_version`.
+	// CNIVersion is the CNI's release where the cluster says it (Calico's
+	// ClusterInformation, else the tag of the CNI DaemonSet's image; the
+	// ClusterRole cnperf-cluster-reader may read both; an identity that
+	// may not leaves it empty); rows carry it as `cni_version`.
 	CNIVersion string `json:"cni_version,omitempty"`
-	ProxyMode  string `json:"kube_proxy_mode"`
-	PodMTU     int    `json:"pod_mtu,omitempty"`
-	NodeMTU    int    `json:"node_mtu,omitempty"`
-	Kernel     string `json:"kernel"`
-}
-
-// knownCNIs are DaemonSets (in kube-system or their own namespace) that
-// name the CNI in use.
-var knownCNIs = []struct{ ns, name, cni string }{
-	{"kube-system", "calico-node", "calico"}, {"calico-system", "calico-node", "calico"},
-	{"kube-system", "cilium", "cilium"}, {"kube-flannel", "kube-flannel-ds", "flannel"},
-	{"kube-system", "kube-flannel-ds", "flannel"}, {"kube-system", "antrea-agent", "antrea"},
-	{"kube-system", "weave-net", "weave"}, {"kube-system", "kindnet", "kindnet"},
+	// CNIFrom says where the CNI's name, version and mode were read.
+	CNIFrom   []string `json:"cni_from,omitempty"`
+	ProxyMode string   `json:"kube_proxy_mode"`
+	PodMTU    int      `json:"pod_mtu,omitempty"`
+	NodeMTU   int      `json:"node_mtu,omitempty"`
+	Kernel    string   `json:"kernel"`
 }
 
 // Facts gathers the cluster's facts: the API server's version, the nodes
-// (kernel, kubelet, runtime), the CNI (a known CNI DaemonSet, else the
-// runtime's CNI configuration read on the first agent node), kube-proxy's
-// mode and the MTUs (read on that node by an inspector pod, a host-network
-// pod that runs only where the host-agents opt-in is deployed).
+// (kernel, kubelet, runtime), the CNI (DetectCNI: the nodes' annotations,
+// the CNI's DaemonSet, and the runtime's CNI configuration read on the
+// first agent node), kube-proxy's mode and the MTUs (read on that node by
+// an inspector pod, a host-network pod that runs only where the
+// host-agents opt-in is deployed).
 func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Duration) (Facts, error) {
 	var f Facts
 	v, err := c.ServerVersion(ctx)
@@ -148,25 +141,6 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		if !kernels[n.KernelVersion] {
 			kernels[n.KernelVersion] = true
 			f.Kernel = strings.TrimPrefix(f.Kernel+", "+n.KernelVersion, ", ")
-		}
-	}
-	f.CNIName, f.Backend = cniOfNodes(f.Nodes)
-	if f.CNIName != "" {
-		f.CNI = f.CNIName
-	}
-	if f.CNIName == "calico" {
-		f.CNIVersion = c.calicoVersion(ctx)
-	}
-	for _, k := range knownCNIs {
-		if f.CNI != "" {
-			break
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.timeout())
-		_, err := c.Kube.AppsV1().DaemonSets(k.ns).Get(rctx, k.name, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			f.CNI, f.CNIName = k.cni, k.cni
-			break
 		}
 	}
 	agents, err := c.Agents(ctx)
@@ -187,52 +161,33 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 	if err != nil {
 		return f, err
 	}
-	if !sets.Host {
+	var rp *NodeReport
+	if sets.Host {
+		r, err := c.InspectNode(ctx, node, 0, cniConfDir, timeout)
+		if err != nil {
+			return f, err
+		}
+		rp = &r
+		f.ProxyMode, f.PodMTU, f.NodeMTU = r.ProxyMode, r.VethMTU, r.NodeMTU
+	} else {
 		// Under Pod Security restricted no inspector may run: what only a
 		// node's own network namespace tells stays unknown, and says why.
 		f.ProxyMode = "unknown: " + inspectWhy
-		if f.CNI == "" {
-			f.CNI = "unknown: " + inspectWhy
-		}
-		return f, nil
 	}
-	r, err := c.InspectNode(ctx, node, 0, cniConfDir, timeout)
-	if err != nil {
-		return f, err
-	}
-	f.ProxyMode, f.PodMTU, f.NodeMTU = r.ProxyMode, r.VethMTU, r.NodeMTU
-	if r.CNI != nil {
-		desc := fmt.Sprintf("%s (%s: %s)", r.CNI.Name, r.CNI.File, strings.Join(r.CNI.Plugins, ", "))
-		if f.CNIName == "" && len(r.CNI.Plugins) > 0 {
-			f.CNIName = r.CNI.Plugins[0]
-		}
-		if f.CNIName == "cilium-cni" || f.CNIName == "cilium" {
-			f.CNIName, f.Backend = "cilium", ciliumBackend(r.Tunnels)
-			if f.CNI == "" {
-				f.CNI = "cilium"
-			}
-		}
-		if f.CNI == "" {
-			f.CNI = desc
-		} else {
-			f.CNI += "; " + desc
-		}
-	} else if f.CNI == "" {
-		f.CNI = "unknown: " + r.CNIError
+	cni := c.DetectCNI(ctx, f.Nodes, rp)
+	f.CNIName, f.Backend, f.CNIVersion, f.CNIFrom = cni.Name, cni.Mode, cni.Version, cni.From
+	f.CNI = cni.Name
+	switch {
+	case rp != nil && rp.CNI != nil:
+		desc := fmt.Sprintf("%s (%s: %s)", rp.CNI.Name, rp.CNI.File, strings.Join(rp.CNI.Plugins, ", "))
+		f.CNI = strings.TrimPrefix(f.CNI+"; "+desc, "; ")
+	case f.CNI != "":
+	case rp != nil:
+		f.CNI = "unknown: " + rp.CNIError
+	default:
+		f.CNI = "unknown: " + inspectWhy
 	}
 	return f, nil
-}
-
-// ciliumBackend is Cilium's routing mode as its datapath shows it on the
-// inspected node: "vxlan" when its tunnel device cilium_vxlan is there,
-// else "native" (routing the pod CIDRs unencapsulated). Cilium writes its
-// mode only into its own ConfigMap and agent state, which cnperf's
-// cluster-reader role does not read.
-func ciliumBackend(tunnels []string) string {
-	if slices.Contains(tunnels, "cilium_vxlan") {
-		return "vxlan"
-	}
-	return "native"
 }
 
 // calicoVersion is the calicoVersion of Calico's ClusterInformation
@@ -240,22 +195,21 @@ func ciliumBackend(tunnels []string) string {
 // it cannot be read: the version is a fact worth having, not a reason to
 // fail a run.
 func (c *Client) calicoVersion(ctx context.Context) string {
+	if c.Dynamic == nil {
+		return ""
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	b, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/apis/crd.projectcalico.org/v1/clusterinformations/default").DoRaw(rctx)
+	u, err := c.Dynamic.Resource(clusterInformations).Get(rctx, "default", metav1.GetOptions{})
 	if err != nil {
 		return ""
 	}
-	var ci struct {
-		Spec struct {
-			CalicoVersion string `json:"calicoVersion"`
-		} `json:"spec"`
-	}
-	if json.Unmarshal(b, &ci) != nil {
-		return ""
-	}
-	return ci.Spec.CalicoVersion
+	v, _, _ := unstructured.NestedString(u.Object, "spec", "calicoVersion")
+	return v
 }
+
+// clusterInformations is Calico's ClusterInformation resource.
+var clusterInformations = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "clusterinformations"}
 
 // cniOfNodes is the CNI and backend the nodes' annotations name, when every
 // annotated node agrees on them ("flannel", "vxlan"); a mix of backends is

@@ -47,21 +47,3 @@ func TestCNIOfNodes(t *testing.T) {
 		})
 	}
 }
-
-// TestCiliumBackend: Cilium's routing mode is read off the node's
-// datapath, its tunnel device or none.
-func TestCiliumBackend(t *testing.T) {
-	for _, tc := range []struct {
-		tunnels []string
-		want    string
-	}{
-		{[]string{"cilium_vxlan"}, "vxlan"},
-		{[]string{"flannel.1", "cilium_vxlan"}, "vxlan"},
-		{nil, "native"},
-		{[]string{"vxlan.calico"}, "native"},
-	} {
-		if got := ciliumBackend(tc.tunnels); got != tc.want {
-			t.Errorf("ciliumBackend(%v) = %q, want %q", tc.tunnels, got, tc.want)
-		}
-	}
-}

@@ -103,6 +103,7 @@ func Open(ctx context.Context, c *Client, o OpenOptions) (*Session, error) {
 		return nil, perr
 	}
 	env.PathMTU, env.Encap = facts.PodMTU, facts.Encap()
+	env.CNI = CNI{Name: facts.CNIName, Version: facts.CNIVersion, Mode: facts.Backend, From: facts.CNIFrom}
 	fw, err := c.ForwardServer(ctx, 30*time.Second)
 	if err != nil {
 		return nil, err
