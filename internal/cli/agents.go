@@ -36,7 +36,7 @@ runs cnperf agents forget POD_UID.`,
 			if err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
-			if ok, err := rf.out.print(st.Out, rv); ok {
+			if ok, err := rf.out.printData(st.Out, rv); ok {
 				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "revoked the credential of agent %s (issued %s)\n", rv.PodUID, rv.CreatedAt.Format("2006-01-02 15:04:05Z07:00"))
@@ -64,6 +64,9 @@ restarted), and for a uid another agent joined first.`,
 			}
 			if err := cl.ForgetAgent(cmd.Context(), args[0]); err != nil {
 				return fmt.Errorf("forget %s: %w", args[0], err)
+			}
+			if ok, err := rf.out.printData(st.Out, map[string]any{"pod_uid": args[0], "forgotten": true}); ok {
+				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "forgot the credential of agent %s: it may join again\n", args[0])
 			return err

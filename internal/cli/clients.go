@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,7 +28,7 @@ func newClientsCommand(st Streams) *cobra.Command {
 			if ok, err := rf.out.print(st.Out, cs); ok {
 				return err
 			}
-			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
+			tw := rf.out.table(st.Out)
 			head := "POD NAME\tPOD UID\tPOD IP\tNODE\tNODE IP\tSTATUS\tLAST HEARTBEAT"
 			if rf.out.wide() {
 				head += "\tREGISTERED\tID"

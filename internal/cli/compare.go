@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/csv"
 	"fmt"
 	"strings"
 
@@ -19,6 +19,7 @@ const ExitRegression = 3
 func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var srv reportServer
 	var format string
+	var out outputFlags
 	var tolerance float64
 	var failOn, only bool
 	var by string
@@ -39,8 +40,20 @@ the first group being the reference.
 Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 		Args: cobra.RangeArgs(2, 6),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "md" && format != "json" {
-				return fmt.Errorf("--format %q: want text, md or json", format)
+			if err := out.check(); err != nil {
+				return err
+			}
+			if o := out.format; o != "" {
+				if f, ok := map[string]string{"table": "text", "wide": "text", "markdown": "md"}[o]; ok {
+					o = f
+				}
+				if cmd.Flags().Changed("format") && format != o {
+					return fmt.Errorf("--format %s and -o %s: give one", format, out.format)
+				}
+				format = o
+			}
+			if format != "text" && format != "md" && format != "json" && format != "yaml" && format != "csv" {
+				return fmt.Errorf("--format %q: want text, md, csv, json or yaml", format)
 			}
 			if tolerance <= 0 || tolerance >= 100 {
 				return fmt.Errorf("--tolerance %v: want a percentage between 0 and 100", tolerance)
@@ -92,10 +105,13 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 			switch format {
 			case "md":
 				err = cmp.Table().WriteMarkdown(st.Out)
-			case "json":
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(cmp)
+			case "json", "yaml":
+				_, err = (&outputFlags{format: format}).print(st.Out, cmp)
+			case "csv":
+				t := cmp.Table()
+				cw := csv.NewWriter(st.Out)
+				_ = cw.Write(t.Header)
+				err = cw.WriteAll(t.Lines)
 			default:
 				err = cmp.WriteText(st.Out)
 			}
@@ -110,7 +126,8 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 	}
 	srv.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&format, "format", "text", "output format: text, md, json")
+	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, yaml")
+	out.registerOutput(cmd)
 	fl.Float64Var(&tolerance, "tolerance", 5, "percent the median must also move by to be flagged")
 	fl.BoolVar(&failOn, "fail-on-regression", false, "exit with status 3 when a figure got worse")
 	fl.StringVar(&by, "by", "", "group the runs by a field of the environment they ran on ("+strings.Join(hostinfo.Fields, ", ")+") and compare the groups")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -199,19 +198,20 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 			if ok, err := format.print(st.Out, out); ok {
 				return err
 			}
+			prose := format.prose(st)
 			if !s.Deployed {
-				fmt.Fprintln(st.Out, s.NotReady())
+				fmt.Fprintln(prose, s.NotReady())
 				return nil
 			}
-			fmt.Fprintf(st.Out, "%s\n\n", s.NotReady())
-			tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(prose, "%s\n\n", s.NotReady())
+			tw := format.table(st.Out)
 			fmt.Fprintln(tw, "AGENT\tNODE\tIP\tHOST NETWORK\tREADY")
 			for _, a := range s.Agents {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\n", a.Name, a.Node, a.IP, a.HostNetwork, a.Ready)
 			}
 			tw.Flush()
 			if out.Facts != nil {
-				printFacts(st, *out.Facts)
+				printFacts(&format, tw, st, *out.Facts)
 			}
 			return nil
 		},
@@ -222,7 +222,9 @@ func newK8sStatusCommand(f *k8sFlags, st Streams) *cobra.Command {
 	return cmd
 }
 
-func printFacts(st Streams, f k8s.Facts) {
+// printFacts writes the cluster's facts: a line of prose, then the nodes'
+// table to tw.
+func printFacts(out *outputFlags, tw tableWriter, st Streams, f k8s.Facts) {
 	cni := f.CNI
 	if f.CNIName != "" && !strings.HasPrefix(cni, f.CNIName) {
 		cni = f.CNIName + "; " + cni // the conflist's own name is not the CNI's
@@ -233,9 +235,9 @@ func printFacts(st Streams, f k8s.Facts) {
 	if f.Backend != "" {
 		cni += ", backend " + f.Backend
 	}
-	fmt.Fprintf(st.Out, "\nkubernetes %s, kube-proxy mode %s, CNI %s\n", f.KubernetesVersion, f.ProxyMode, cni)
-	fmt.Fprintf(st.Out, "pod MTU %d, node MTU %d, kernel %s\n", f.PodMTU, f.NodeMTU, f.Kernel)
-	tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
+	prose := out.prose(st)
+	fmt.Fprintf(prose, "\nkubernetes %s, kube-proxy mode %s, CNI %s\n", f.KubernetesVersion, f.ProxyMode, cni)
+	fmt.Fprintf(prose, "pod MTU %d, node MTU %d, kernel %s\n", f.PodMTU, f.NodeMTU, f.Kernel)
 	fmt.Fprintln(tw, "NODE\tINTERNAL IP\tPOD CIDR\tKUBELET\tRUNTIME\tREADY")
 	for _, n := range f.Nodes {
 		cidr := ""

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -89,17 +88,17 @@ func runOnK8s(ctx context.Context, st Streams, f *suiteFlags, r *suite.Runner, k
 			out.ShapedPods = sh
 		}
 	}
-	if f.format == "json" {
+	if f.format == "json" || f.format == "yaml" {
 		f.evaluate(out.Report)
-		enc := json.NewEncoder(st.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		o := outputFlags{format: f.format}
+		if _, err := o.print(st.Out, out); err != nil {
 			return err
 		}
 		return sloError(out.Checks)
 	}
 	if f.format == "table" {
-		printFacts(st, facts)
+		var table outputFlags
+		printFacts(&table, table.table(st.Out), st, facts)
 		if out.Shaping != nil {
 			fmt.Fprintf(st.Out, "\nqdiscs the CNI installed for %s on %s:\n  %s\n", out.Shaping.Pod, out.Shaping.Node,
 				strings.Join(k8s.DescribeQdiscs(out.Shaping.Links), "\n  "))

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -88,8 +87,8 @@ func newLabUpCommand(g *globalOptions, st Streams) *cobra.Command {
 			if ok, err := out.print(st.Out, l.Status()); ok {
 				return err
 			}
-			printLab(st, l.Status())
-			fmt.Fprintf(st.Out, "\nremove it with: cnperf lab down --name %s\n", l.Name)
+			printLab(&out, st, l.Status())
+			fmt.Fprintf(out.prose(st), "\nremove it with: cnperf lab down --name %s\n", l.Name)
 			return nil
 		},
 	}
@@ -159,7 +158,7 @@ func newLabStatusCommand(st Streams) *cobra.Command {
 			if ok, err := out.print(st.Out, rep); ok {
 				return err
 			}
-			printLab(st, rep)
+			printLab(&out, st, rep)
 			return nil
 		},
 	}
@@ -202,7 +201,8 @@ func newLabExecCommand(st Streams) *cobra.Command {
 }
 
 // printLab writes a lab's status as tables.
-func printLab(st Streams, r lab.StatusReport) {
+func printLab(out *outputFlags, st Streams, r lab.StatusReport) {
+	prose := out.prose(st)
 	c := r.Config
 	extra := ""
 	if c.VXLANInheritTOS {
@@ -215,20 +215,20 @@ func printLab(st Streams, r lab.StatusReport) {
 	if !r.Healthy {
 		health = "NOT healthy (phase " + r.Phase + ", see exists columns)"
 	}
-	fmt.Fprintf(st.Out, "lab %s: %s backend, %d nodes, %d pods, mtu %d%s; %s\n", r.Name, r.Backend, len(r.Nodes), len(r.Pods), c.MTU, extra, health)
-	fmt.Fprintf(st.Out, "underlay: ns %s, %s, server address %s\n", r.Underlay.NS, r.Underlay.Addr, r.Underlay.ServerAddr)
+	fmt.Fprintf(prose, "lab %s: %s backend, %d nodes, %d pods, mtu %d%s; %s\n", r.Name, r.Backend, len(r.Nodes), len(r.Pods), c.MTU, extra, health)
+	fmt.Fprintf(prose, "underlay: ns %s, %s, server address %s\n", r.Underlay.NS, r.Underlay.Addr, r.Underlay.ServerAddr)
 	if r.Cnperf != nil {
-		fmt.Fprintf(st.Out, "cnperf server %s with %d agents; run suites with: cnperf run SUITE --lab %s\n", r.Cnperf.URL, r.Cnperf.Agents, r.Name)
+		fmt.Fprintf(prose, "cnperf server %s with %d agents; run suites with: cnperf run SUITE --lab %s\n", r.Cnperf.URL, r.Cnperf.Agents, r.Name)
 	}
-	fmt.Fprintln(st.Out)
-	tw := tabwriter.NewWriter(st.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(prose)
+	tw := out.table(st.Out)
 	fmt.Fprintln(tw, "NODE\tNAMESPACE\tNODE IP\tPOD CIDR\tEXISTS")
 	for _, n := range r.Nodes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", n.Name, n.NS, n.IP.Addr(), n.PodCIDR, n.Exists)
 	}
 	_ = tw.Flush()
 	if len(r.Pods) > 0 {
-		fmt.Fprintln(st.Out)
+		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "POD\tNODE\tNAMESPACE\tIP\tMTU\tEXISTS")
 		for _, p := range r.Pods {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\n", p.Name, p.Node, p.NS, p.IP.Addr(), p.MTU, p.Exists)
@@ -236,7 +236,7 @@ func printLab(st Streams, r lab.StatusReport) {
 		_ = tw.Flush()
 	}
 	if len(r.Processes) > 0 {
-		fmt.Fprintln(st.Out)
+		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "PID\tNAMESPACE\tALIVE\tCOMMAND")
 		for _, p := range r.Processes {
 			fmt.Fprintf(tw, "%d\t%s\t%v\t%s\n", p.PID, p.NS, p.Alive, strings.Join(p.Argv, " "))
@@ -244,7 +244,7 @@ func printLab(st Streams, r lab.StatusReport) {
 		_ = tw.Flush()
 	}
 	if len(r.Leftovers) > 0 {
-		fmt.Fprintf(st.Out, "\nleftover namespaces not in the state: %s\n", strings.Join(r.Leftovers, ", "))
+		fmt.Fprintf(prose, "\nleftover namespaces not in the state: %s\n", strings.Join(r.Leftovers, ", "))
 	}
 }
 

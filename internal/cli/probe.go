@@ -28,6 +28,7 @@ type probeFlags struct {
 	offload               string
 	authKeyFile           string
 	keyFile               string
+	out                   outputFlags // -o; --json is -o json
 }
 
 func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
@@ -47,7 +48,7 @@ iperf3's (1), except ping's, which is ping's (0 when replies came back).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := f.run(cmd, args[0], g, st)
 			var measured *ExitError // a result was printed, then judged
-			if err != nil && f.asJSON && !errors.As(err, &measured) {
+			if err != nil && f.out.format == "json" && !errors.As(err, &measured) {
 				// As iperf3 -J: a failure is a JSON document on stdout
 				// too, so a script reading stdout always gets one.
 				_ = printJSON(st.Out, map[string]string{"error": err.Error()})
@@ -61,6 +62,15 @@ iperf3's (1), except ping's, which is ping's (0 when replies came back).`,
 
 // run runs the probe the flags ask for and prints its result.
 func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st Streams) error {
+	if err := f.out.check(); err != nil {
+		return err
+	}
+	if f.asJSON {
+		if f.out.format != "" && f.out.format != "json" {
+			return fmt.Errorf("--json and -o %s: give one", f.out.format)
+		}
+		f.out.format = "json"
+	}
 	spec, err := f.spec(cmd, kind)
 	if err != nil {
 		return err
@@ -97,7 +107,7 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 			}
 			env.TestKey = keys[0]
 		}
-		if !f.asJSON {
+		if f.live() {
 			env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
 			env.OnReply = func(r probe.Reply) {
 				fmt.Fprintf(st.Out, "%d bytes from %s: icmp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq+1, r.RTTms)
@@ -110,12 +120,12 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := printJSON(st.Out, res); err != nil {
+	if ok, err := f.out.printData(st.Out, res); err != nil {
+		return err
+	} else if !ok {
+		if _, err := fmt.Fprint(st.Out, probe.FormatSummary(res)); err != nil {
 			return err
 		}
-	} else if _, err := fmt.Fprint(st.Out, probe.FormatSummary(res)); err != nil {
-		return err
 	}
 	if noReplies(res) {
 		// As ping(8): exit 1 when nothing came back.
@@ -128,6 +138,12 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 		return &ExitError{Code: 1, Err: fmt.Errorf("interrupt - the %s probe was stopped after %.2f s", res.Kind, res.DurationS)}
 	}
 	return nil
+}
+
+// live reports whether lines are printed as the probe runs (the text
+// output; -o json, yaml, csv and markdown print the result alone).
+func (f *probeFlags) live() bool {
+	return f.out.format == "" || f.out.format == "table" || f.out.format == "wide"
 }
 
 // noReplies reports a ping or stamp result in which every packet was lost.
@@ -164,7 +180,8 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.histWidth, "hist-bin", 0, "latency histogram bin width (e.g. 5us)")
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON (-o json)")
+	f.out.registerOutput(cmd)
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 }
 

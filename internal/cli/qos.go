@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,7 +37,7 @@ network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
 			if ok, err := out.print(st.Out, f); ok {
 				return err
 			}
-			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
+			tw := out.table(st.Out)
 			fmt.Fprintln(tw, "FEATURE\tKIND\tPRESENT\tKERNEL SAID")
 			for _, x := range f.List {
 				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", x.Name, x.Kind, x.Present, x.Err)
@@ -47,26 +45,34 @@ network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(st.Out, f.Summary())
+			_, err = fmt.Fprintln(out.prose(st), f.Summary())
 			return err
 		},
 	}
 	out.register(detect)
 	var netns, link string
 	var showJSON bool
+	var showOut outputFlags
 	show := &cobra.Command{
 		Use:   "show --link DEV [--netns NS]",
 		Short: "Show the qdiscs, classes (with counters) and filters on a link",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := showOut.check(); err != nil {
+				return err
+			}
+			if showJSON && showOut.format != "" && showOut.format != "json" {
+				return fmt.Errorf("--json and -o %s: give one", showOut.format)
+			}
 			s, err := qos.Show(qos.Target{NetNS: netns, Link: link})
 			if err != nil {
 				return err
 			}
 			if showJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(s)
+				showOut.format = "json"
+			}
+			if ok, err := showOut.printData(st.Out, s); ok {
+				return err
 			}
 			_, err = fmt.Fprintln(st.Out, s.Config())
 			return err
@@ -74,7 +80,8 @@ network namespace, and print which the kernel has. Needs CAP_NET_ADMIN.`,
 	}
 	show.Flags().StringVar(&link, "link", "", "interface name (required)")
 	show.Flags().StringVar(&netns, "netns", "", "network namespace: a name under /var/run/netns or a path (default: this one)")
-	show.Flags().BoolVar(&showJSON, "json", false, "print JSON with counters")
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON with counters (-o json)")
+	showOut.registerOutput(show)
 	_ = show.MarkFlagRequired("link")
 	cmd.AddCommand(detect, show)
 	return cmd

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
@@ -126,11 +128,54 @@ var reportWriters = map[string]func(*report.Report, io.Writer) error{
 	"json":   (*report.Report).WriteJSON,
 	"iperf3": (*report.Report).WriteIperf3,
 	"html":   (*report.Report).WriteHTML,
+	"yaml":   writeReportYAML,
+}
+
+// writeReportYAML writes the report's JSON document as YAML.
+func writeReportYAML(r *report.Report, w io.Writer) error {
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(b.Bytes())
+	if err != nil {
+		return fmt.Errorf("yaml: %w", err)
+	}
+	_, err = w.Write(y)
+	return err
+}
+
+// reportOutputs maps kubectl's -o values (and the --format names) to the
+// report's formats.
+var reportOutputs = map[string]string{
+	"table": "text", "wide": "text", "text": "text", "json": "json", "yaml": "yaml",
+	"csv": "csv", "markdown": "md", "md": "md", "iperf3": "iperf3", "html": "html",
+}
+
+// reportFormat resolves --format and -o: -o names a format as kubectl's
+// does; a value that names none is a file, as -o was before (now
+// --output-file).
+func reportFormat(cmd *cobra.Command, format, output, outputFile string, errw io.Writer) (string, string, error) {
+	if output != "" {
+		o, ok := reportOutputs[output]
+		if !ok {
+			if outputFile != "" {
+				return "", "", fmt.Errorf("-o %q: want one of table, wide, json, yaml, csv, markdown, iperf3, html", output)
+			}
+			fmt.Fprintf(errw, "note: -o %s names no format; writing to the file %s (say --output-file %s)\n", output, output, output)
+			return format, output, nil
+		}
+		if cmd.Flags().Changed("format") && reportOutputs[format] != o {
+			return "", "", fmt.Errorf("--format %s and -o %s: give one", format, output)
+		}
+		return o, outputFile, nil
+	}
+	return format, outputFile, nil
 }
 
 func newReportCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var srv reportServer
-	var htmlFile, format, output string
+	var htmlFile, format, output, outputFile string
 	var only bool
 	cmd := &cobra.Command{
 		Use:   "report RUN_ID",
@@ -145,12 +190,19 @@ with its progress and the figures measured so far.
   cnperf report RUN_ID --format iperf3       # iperf3 --json: one document, an array for several`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f, ok := reportOutputs[format]; ok && format != "iperf3" && format != "html" {
+				format = f // --format markdown, yaml, table as -o has them
+			}
+			format, output, err := reportFormat(cmd, format, output, outputFile, st.Err)
+			if err != nil {
+				return err
+			}
 			w, ok := reportWriters[format]
 			if !ok {
-				return fmt.Errorf("--format %q: want text, md, csv, json, iperf3 or html", format)
+				return fmt.Errorf("--format %q: want text, md, csv, json, yaml, iperf3 or html", format)
 			}
 			if format == "html" && output == "" && htmlFile == "" {
-				return errors.New("--format html writes a page: give --html FILE or --output FILE")
+				return errors.New("--format html writes a page: give --html FILE or --output-file FILE")
 			}
 			c, err := srv.client()
 			if err != nil {
@@ -180,8 +232,9 @@ with its progress and the figures measured so far.
 	srv.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&htmlFile, "html", "", "write the HTML report (charts included) to FILE")
-	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, iperf3, html")
-	fl.StringVarP(&output, "output", "o", "", "write the --format output to FILE instead of standard output")
+	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, yaml, iperf3, html")
+	fl.StringVarP(&output, "output", "o", "", "output format as kubectl's -o: table, wide, json, yaml, csv, markdown, iperf3, html (the --format choices)")
+	fl.StringVar(&outputFile, "output-file", "", "write the output to FILE instead of standard output")
 	fl.BoolVar(&only, "only-this-run", false, "report this run alone, not the other phases or backends of its suite run")
 	return cmd
 }

@@ -33,6 +33,7 @@ type suiteFlags struct {
 	backends        string
 	set             []string
 	asJSON, csv, md bool
+	out             outputFlags // -o, the same choice as the three above
 	sloFile         string
 	html            string // report page to write (report.go)
 
@@ -57,6 +58,7 @@ func (f *suiteFlags) register(cmd *cobra.Command, backendsDefault, backendsHelp 
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON (run_id, run_ids, rows[] with medians and min/max, outcomes)")
 	fl.BoolVar(&f.csv, "csv", false, "print CSV, one line per figure")
 	fl.BoolVar(&f.md, "markdown", false, "print Markdown tables")
+	f.out.registerOutput(cmd)
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against the rows; a failed objective exits with code 3")
 	fl.StringVar(&f.html, "html", "", "also write the HTML report (tables and SVG charts) to FILE")
 	suiteCommandHelp(cmd)
@@ -77,6 +79,18 @@ func (f *suiteFlags) prepare(name string) error {
 	}
 	if n > 1 {
 		return errors.New("--json, --csv and --markdown exclude each other")
+	}
+	if err := f.out.check(); err != nil {
+		return err
+	}
+	if o := f.out.format; o != "" {
+		if o == "wide" {
+			o = "table" // the report's table has no narrower form
+		}
+		if n == 1 && o != f.format {
+			return fmt.Errorf("--%s and -o %s: give one", f.format, f.out.format)
+		}
+		f.format = o
 	}
 	s, err := suites().Get(name)
 	if err != nil {
@@ -143,7 +157,7 @@ func (f *suiteFlags) print(st Streams, reps ...suite.Report) error {
 // write writes rep in the chosen format (and --html) and returns the SLO's
 // exit error.
 func (f *suiteFlags) write(st Streams, rep *report.Report) error {
-	w := reportWriters[map[string]string{"json": "json", "csv": "csv", "markdown": "md"}[f.format]]
+	w := reportWriters[map[string]string{"json": "json", "csv": "csv", "markdown": "md", "yaml": "yaml"}[f.format]]
 	if w == nil {
 		w = reportWriters["text"]
 	}

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,7 +83,7 @@ at least the server's --schedule-min-every (1m by default).`,
 			if err != nil {
 				return fmt.Errorf("create schedule: %w", err)
 			}
-			if ok, err := rf.out.print(st.Out, got); ok {
+			if ok, err := rf.out.printData(st.Out, got); ok {
 				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "schedule %s: %s every %s, next %s\n", got.ID, got.Suite, got.Every, got.NextAt.UTC().Format(time.RFC3339))
@@ -128,7 +126,7 @@ func newScheduleListCommand(st Streams) *cobra.Command {
 			if ok, err := rf.out.print(st.Out, scs); ok {
 				return err
 			}
-			return writeSchedules(st.Out, scs, time.Now())
+			return writeSchedules(rf.out.table(st.Out), scs, time.Now())
 		},
 	}
 	rf.register(cmd)
@@ -136,8 +134,7 @@ func newScheduleListCommand(st Streams) *cobra.Command {
 }
 
 // writeSchedules prints one line per schedule with its latest run.
-func writeSchedules(w io.Writer, scs []api.Schedule, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+func writeSchedules(tw tableWriter, scs []api.Schedule, now time.Time) error {
 	fmt.Fprintln(tw, "ID\tSUITE\tEVERY\tOPTIONS\tNEXT\tLAST RUN\tSLO\tOUTLIERS")
 	for _, sc := range scs {
 		opts := fmt.Sprintf("time=%s repeat=%d", sc.Time, sc.Repeat)
@@ -188,7 +185,7 @@ func newScheduleRunsCommand(st Streams) *cobra.Command {
 			if ok, err := rf.out.print(st.Out, runs); ok {
 				return err
 			}
-			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
+			tw := rf.out.table(st.Out)
 			fmt.Fprintln(tw, "#\tSTATE\tDUE\tTOOK\tRUNS\tPAIRS\tOUTLIERS\tSLO\tREASON")
 			for _, r := range runs {
 				took, pairs, outliers, slo := "-", "-", "-", "-"
@@ -229,7 +226,7 @@ func newScheduleDeleteCommand(st Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("delete schedule %s: %w", args[0], err)
 			}
-			if ok, err := rf.out.print(st.Out, sc); ok {
+			if ok, err := rf.out.printData(st.Out, sc); ok {
 				return err
 			}
 			_, err = fmt.Fprintf(st.Out, "deleted schedule %s (%s every %s)\n", sc.ID, sc.Suite, sc.Every)

@@ -58,7 +58,7 @@ are refused here: they need a run (cnperf run SUITE --slo FILE).`,
 			checks := suite.EvaluateAvailability(objs, func(w time.Duration, conn string) (suite.MeshAvailability, error) {
 				return mesh.Availability(ctx, c, w, now, conn)
 			})
-			if ok, err := out.print(st.Out, struct {
+			if ok, err := out.printData(st.Out, struct {
 				Checks []suite.Check `json:"checks"`
 			}{checks}); err != nil {
 				return err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -20,7 +19,7 @@ type suiteInfo struct {
 }
 
 func newSuitesCommand(st Streams) *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "suites [SUITE]",
 		Short: "List the suites and the --set keys each takes (unit, default, meaning)",
@@ -30,6 +29,9 @@ value's unit, its default and its meaning. Name a suite to list only it.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeSuiteNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			names := suites().Names()
 			if len(args) == 1 {
 				if _, err := suites().Get(args[0]); err != nil {
@@ -42,10 +44,19 @@ value's unit, its default and its meaning. Name a suite to list only it.`,
 				s, _ := suites().Get(n)
 				infos = append(infos, suiteInfo{Name: n, Describe: s.Describe(), Keys: suite.KeysOf(s)})
 			}
-			if asJSON {
-				enc := json.NewEncoder(st.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(infos)
+			if ok, err := out.print(st.Out, infos); ok {
+				return err
+			}
+			if out.format == "csv" || out.format == "markdown" {
+				// One table: the suite, then its keys' columns.
+				tw := out.table(st.Out)
+				fmt.Fprintln(tw, "SUITE\tKEY\tUNIT\tDEFAULT\tMEANING")
+				for _, in := range infos {
+					for _, k := range in.Keys {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Name, k.Name, k.Unit, k.Default, k.Meaning)
+					}
+				}
+				return tw.Flush()
 			}
 			for i, in := range infos {
 				if i > 0 {
@@ -57,7 +68,8 @@ value's unit, its default and its meaning. Name a suite to list only it.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: name, describe, keys[] with name, unit, default, meaning")
+	out.register(cmd)
+	cmd.Flags().Lookup("json").Usage = "print JSON: name, describe, keys[] with name, unit, default, meaning (-o json)"
 	return cmd
 }
 

@@ -99,7 +99,7 @@ func createTasks(ctx context.Context, cl *client.Client, data []byte, out *outpu
 		if err != nil {
 			return fmt.Errorf("create tasks: %w", err)
 		}
-		if ok, err := out.print(st.Out, ids); ok {
+		if ok, err := out.printData(st.Out, ids); ok {
 			return err
 		}
 		for _, id := range ids {
@@ -115,7 +115,7 @@ func createTasks(ctx context.Context, cl *client.Client, data []byte, out *outpu
 		if err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
-		if ok, err := out.print(st.Out, run); ok {
+		if ok, err := out.printData(st.Out, run); ok {
 			return err
 		}
 		fmt.Fprintf(st.Out, "run %s\n", run.ID)
@@ -155,7 +155,7 @@ task ends (at most --timeout) and exit with status 3 unless it succeeded.`,
 				return err
 			}
 			var ok bool
-			if ok, err = rf.out.print(st.Out, t); !ok {
+			if ok, err = rf.out.printData(st.Out, t); !ok {
 				err = printTask(st.Out, t)
 			}
 			if err == nil && wait && t.State != api.StateSucceeded {
@@ -254,7 +254,7 @@ func newTaskListCommand(st Streams) *cobra.Command {
 			if ok, err := rf.out.print(st.Out, page); ok {
 				return err
 			}
-			tw := tabwriter.NewWriter(st.Out, 0, 0, 2, ' ', 0)
+			tw := rf.out.table(st.Out)
 			fmt.Fprintln(tw, "TASK ID\tTYPE\tSOURCE\tDESTINATION\tSTATE\tCREATED\tREASON")
 			for _, t := range page.Tasks {
 				typ := t.Type
@@ -267,11 +267,12 @@ func newTaskListCommand(st Streams) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(st.Out, "%d of %d tasks", len(page.Tasks), page.Total)
+			prose := rf.out.prose(st)
+			fmt.Fprintf(prose, "%d of %d tasks", len(page.Tasks), page.Total)
 			if page.NextAfter != 0 {
-				fmt.Fprintf(st.Out, "; next page: --after %d", page.NextAfter)
+				fmt.Fprintf(prose, "; next page: --after %d", page.NextAfter)
 			}
-			fmt.Fprintln(st.Out)
+			fmt.Fprintln(prose)
 			return nil
 		},
 	}

@@ -110,7 +110,7 @@ func newVersionCommand(st Streams) *cobra.Command {
 				return err
 			}
 			b := readBuildInfo()
-			if ok, err := out.print(st.Out, b); ok {
+			if ok, err := out.printData(st.Out, b); ok {
 				return err
 			}
 			_, err := fmt.Fprintln(st.Out, b)
