@@ -259,6 +259,7 @@ func (r *Responder) Serve(ctx context.Context) error {
 	}()
 	stop := context.AfterFunc(ctx, func() { r.closeSockets() })
 	defer stop()
+	var seq uint64
 	for {
 		c, err := r.tcp.Accept()
 		if err != nil {
@@ -279,13 +280,28 @@ func (r *Responder) Serve(ctx context.Context) error {
 		}
 		r.track(c, true)
 		r.wg.Add(1)
+		seq++
+		cctx := context.WithValue(ctx, acceptSeqKey{}, seq)
 		go func() {
 			defer r.wg.Done()
 			admitted := sync.OnceFunc(func() { r.pending.leave(src) })
 			defer admitted()
-			r.handleConn(ctx, c, admitted)
+			r.handleConn(cctx, c, admitted)
 		}()
 	}
+}
+
+// acceptSeqKey keys a connection's place in the responder's accept order.
+type acceptSeqKey struct{}
+
+// AcceptSeq returns the place (from 1) of the connection being served in
+// the order the responder accepted its connections, which is the order
+// the clients' handshakes completed: a Foreign handler whose protocol
+// tells a test's streams apart by the order they open (iperf3 --bidir)
+// reads it from the context ServeConn gets. 0 means unknown.
+func AcceptSeq(ctx context.Context) uint64 {
+	n, _ := ctx.Value(acceptSeqKey{}).(uint64)
+	return n
 }
 
 // Close stops the responder and every session.

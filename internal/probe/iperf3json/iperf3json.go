@@ -17,12 +17,30 @@ type Doc struct {
 
 // Start is the document's start object: the test as it began.
 type Start struct {
-	Connected    []Connected `json:"connected,omitempty"`
-	Version      string      `json:"version"`
-	Timestamp    *Timestamp  `json:"timestamp,omitempty"`
-	ConnectingTo *Connecting `json:"connecting_to,omitempty"`
-	TestStart    *TestStart  `json:"test_start,omitempty"`
+	Connected []Connected `json:"connected,omitempty"`
+	Version   string      `json:"version"`
+	// SystemInfo is the measuring host's uname: sysname, nodename,
+	// release, version and machine, as iperf3's get_system_info joins them.
+	SystemInfo         string      `json:"system_info,omitempty"`
+	Timestamp          *Timestamp  `json:"timestamp,omitempty"`
+	ConnectingTo       *Connecting `json:"connecting_to,omitempty"`
+	AcceptedConnection *Connecting `json:"accepted_connection,omitempty"` // a server's: its client
+	Cookie             string      `json:"cookie,omitempty"`
+	// TCPMSS is written with -M, TCPMSSDefault (the control connection's
+	// MSS) without it.
+	TCPMSS        int `json:"tcp_mss,omitempty"`
+	TCPMSSDefault int `json:"tcp_mss_default,omitempty"`
+	// SockBufsize is -w; SndbufActual and RcvbufActual what the kernel
+	// gave the data sockets for it.
+	SockBufsize   int        `json:"sock_bufsize,omitempty"`
+	SndbufActual  int        `json:"sndbuf_actual,omitempty"`
+	RcvbufActual  int        `json:"rcvbuf_actual,omitempty"`
+	TargetBitrate uint64     `json:"target_bitrate,omitempty"`
+	TestStart     *TestStart `json:"test_start,omitempty"`
 }
+
+// TimeFormat is the layout of Timestamp.Time, in UTC.
+const TimeFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
 
 // Timestamp is when the test started.
 type Timestamp struct {
@@ -56,6 +74,8 @@ type TestStart struct {
 	Blocks     int    `json:"blocks"`
 	Reverse    int    `json:"reverse"`
 	TOS        int    `json:"tos"`
+	// TargetBitrate is -b, per stream, bits/s (0: none).
+	TargetBitrate uint64 `json:"target_bitrate"`
 }
 
 // Sum is the figures of one stream or of all, over an interval or the
@@ -101,10 +121,20 @@ type End struct {
 	SumSent     *Sum        `json:"sum_sent,omitempty"`
 	SumReceived *Sum        `json:"sum_received,omitempty"`
 	CPU         *CPU        `json:"cpu_utilization_percent,omitempty"`
+	// SenderTCPCongestion and ReceiverTCPCongestion name each side's
+	// congestion-control algorithm (TCP_CONGESTION); TCP only.
+	SenderTCPCongestion   string `json:"sender_tcp_congestion,omitempty"`
+	ReceiverTCPCongestion string `json:"receiver_tcp_congestion,omitempty"`
 }
 
-// CPU is the CPU use of iperf3's host (the client) and the remote end.
+// CPU is the CPU use of iperf3's host (the one writing the document) and
+// the remote end: the process's user and system time over the test's
+// wall time (getrusage), in percent; total is user plus system.
 type CPU struct {
-	HostTotal   float64 `json:"host_total"`
-	RemoteTotal float64 `json:"remote_total"`
+	HostTotal    float64 `json:"host_total"`
+	HostUser     float64 `json:"host_user"`
+	HostSystem   float64 `json:"host_system"`
+	RemoteTotal  float64 `json:"remote_total"`
+	RemoteUser   float64 `json:"remote_user"`
+	RemoteSystem float64 `json:"remote_system"`
 }

@@ -2,8 +2,10 @@ package iperf3wire_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os/exec"
 	"strings"
@@ -78,24 +80,106 @@ func TestStockClientAgainstResponder(t *testing.T) {
 	}
 }
 
-// TestStockClientRefused checks that options cnperf does not serve are
-// refused with iperf3's error state, which the client prints, not a reset.
+// TestStockClientRefused checks that an option the responder cannot
+// serve is refused with iperf3's error state, which the client prints
+// with the reason, not a reset; one it serves runs.
 func TestStockClientRefused(t *testing.T) {
 	bin := iperf3Path(t)
 	addr := probetest.Start(t, iperf3wire.NewServer())
 	host, port, _ := net.SplitHostPort(addr)
-	for _, extra := range [][]string{{"-t", "1", "--bidir"}, {"-n", "1M"}, {"-t", "1", "-C", "reno"}, {"-t", "1", "-O", "1"}} {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-t", "1", "--fq-rate", "10M"}, "unable to set socket pacing: Operation not supported"},
+		{[]string{"-t", "1", "-u", "--dont-fragment"}, "unable to set IP Do-Not-Fragment flag"},
+	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		args := append([]string{"-c", host, "-p", port}, extra...)
+		args := append([]string{"-c", host, "-p", port}, c.args...)
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 		cancel()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			t.Fatalf("iperf3 %v: want a non-zero exit, got %v\n%s", extra, err, out)
+			t.Fatalf("iperf3 %v: want a non-zero exit, got %v\n%s", c.args, err, out)
 		}
-		if !strings.Contains(string(out), "not implemented yet") {
-			t.Errorf("iperf3 %v: want iperf3's refusal text, got:\n%s", extra, out)
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("iperf3 %v: want %q in its error, got:\n%s", c.args, c.want, out)
 		}
+	}
+}
+
+// TestServerRefusesWithReason drives the protocol by hand for refusals a
+// stock client cannot reach (it checks its own sockets first): each gets
+// SERVER_ERROR with the iperf3 error code (and errno) whose text names the
+// option, before or after the streams open.
+func TestServerRefusesWithReason(t *testing.T) {
+	addr := probetest.Start(t, iperf3wire.NewServer())
+	for _, c := range []struct {
+		name      string
+		params    string
+		streams   bool // the refusal comes once the data stream is open
+		code, eno int32
+	}{
+		{"-R with --bidir", `{"tcp":true,"time":1,"reverse":true,"bidirectional":true}`, false, 25, 0},
+		{"-O 61", `{"tcp":true,"time":1,"omit":61}`, false, 12, 0},
+		{"-S 256", `{"tcp":true,"time":1,"TOS":256}`, false, 21, 0},
+		{"-C with a bad name", `{"tcp":true,"time":1,"congestion":"no such"}`, false, 134, 0},
+		{"no end", `{"tcp":true,"time":0}`, false, 13, 0},
+		{"--fq-rate", `{"tcp":true,"time":1,"fqrate":1000000}`, false, 140, 95},
+		{"-w past the kernel's maximum", `{"tcp":true,"time":1,"window":536870912}`, true, 141, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			cookie := iperf3wire.NewCookie()
+			if _, err := conn.Write(cookie[:]); err != nil {
+				t.Fatal(err)
+			}
+			state := func() byte {
+				var b [1]byte
+				if _, err := io.ReadFull(conn, b[:]); err != nil {
+					t.Fatalf("read state: %v", err)
+				}
+				return b[0]
+			}
+			if s := state(); s != 9 {
+				t.Fatalf("state %d, want PARAM_EXCHANGE (9)", s)
+			}
+			msg := make([]byte, 4+len(c.params))
+			binary.BigEndian.PutUint32(msg, uint32(len(c.params)))
+			copy(msg[4:], c.params)
+			if _, err := conn.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if c.streams {
+				if s := state(); s != 10 {
+					t.Fatalf("state %d, want CREATE_STREAMS (10)", s)
+				}
+				data, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer data.Close()
+				if _, err := data.Write(cookie[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s := state(); s != 0xFE {
+				t.Fatalf("state %#x, want SERVER_ERROR (0xfe)", s)
+			}
+			var codes [8]byte
+			if _, err := io.ReadFull(conn, codes[:]); err != nil {
+				t.Fatal(err)
+			}
+			code, eno := int32(binary.BigEndian.Uint32(codes[:4])), int32(binary.BigEndian.Uint32(codes[4:]))
+			if code != c.code || eno != c.eno {
+				t.Errorf("error %d errno %d, want %d errno %d", code, eno, c.code, c.eno)
+			}
+		})
 	}
 }
 

@@ -59,15 +59,30 @@ const (
 // iperf3's error codes (i_errno) that cnperf sends with SERVER_ERROR; the
 // client prints iperf3's text for them.
 const (
-	errDuration    int32 = 5   // "test duration too long"
-	errNumStreams  int32 = 6   // "number of parallel streams too large"
-	errBlockSize   int32 = 7   // "block size too large"
-	errUnsupported int32 = 13  // "an option you are trying to set is not implemented yet"
-	errUDPBlock    int32 = 20  // "block size invalid"
-	errRecvParams  int32 = 114 // "unable to receive parameters from client"
-	errAuthTest    int32 = 142 // "test authorization failed" (IEAUTHTEST in 3.12, read from its client)
-	errProtocol    int32 = 131 // "protocol does not exist"
-	errStreamID    int32 = 208 // "stream has an invalid id"
+	errDuration      int32 = 5   // "test duration too long"
+	errNumStreams    int32 = 6   // "number of parallel streams too large"
+	errBlockSize     int32 = 7   // "block size too large"
+	errBufSize       int32 = 8   // "socket buffer size too large"
+	errMSS           int32 = 10  // "TCP MSS too large"
+	errOmit          int32 = 12  // "bogus value for --omit"
+	errUnsupported   int32 = 13  // "an option you are trying to set is not implemented yet"
+	errUDPBlock      int32 = 20  // "block size invalid"
+	errBadTOS        int32 = 21  // "bad TOS value"
+	errReverseBidir  int32 = 25  // "cannot be both reverse and bidirectional"
+	errRecvParams    int32 = 114 // "unable to receive parameters from client"
+	errSetMSS        int32 = 123 // "unable to set TCP/SCTP MSS: " and the errno's text
+	errSetBuf        int32 = 124 // "unable to set socket buffer size: " and the errno's text
+	errSetTOS        int32 = 125 // "unable to set IP TOS: " and the errno's text
+	errSetCOS        int32 = 126 // "unable to set IPv6 traffic class: " and the errno's text
+	errSetFlow       int32 = 127 // "unable to set IPv6 flow label"
+	errAffinity      int32 = 132 // "unable to set CPU affinity: " and the errno's text
+	errSetPacing     int32 = 140 // "unable to set socket pacing: " and the errno's text
+	errSetDontFrag   int32 = 145 // "unable to set IP Do-Not-Fragment flag"
+	errSetCongestion int32 = 134 // "unable to set TCP_CONGESTION: Supplied congestion control algorithm not supported on this host"
+	errSetBuf2       int32 = 141 // "socket buffer size not set correctly"
+	errAuthTest      int32 = 142 // "test authorization failed" (IEAUTHTEST in 3.12, read from its client)
+	errProtocol      int32 = 131 // "protocol does not exist"
+	errStreamID      int32 = 208 // "stream has an invalid id"
 )
 
 // UDP stream set-up datagrams (host byte order in iperf3, which every
@@ -242,6 +257,9 @@ type results struct {
 	SenderHasRetransmits float64        `json:"sender_has_retransmits"`
 	CongestionUsed       string         `json:"congestion_used,omitempty"`
 	Streams              []streamResult `json:"streams"`
+	// ServerOutputJSON is the server's own document, sent when the
+	// client asked for it (--get-server-output).
+	ServerOutputJSON json.RawMessage `json:"server_output_json,omitempty"`
 }
 
 // known reports whether a figure from the peer was measured: iperf3

@@ -19,11 +19,19 @@ func TestParseParams(t *testing.T) {
 		{"udp reverse 64-bit", `{"udp":true,"time":2,"parallel":2,"reverse":true,"len":1400,"bandwidth":1000000000,"udp_counters_64bit":1}`,
 			0, Params{UDP: true, Time: 2, Parallel: 2, Reverse: true, Len: 1400, Bandwidth: 1e9, Counters64: true}},
 		{"10G as a float", `{"tcp":true,"time":1,"bandwidth":1e10}`, 0, Params{TCP: true, Time: 1, Parallel: 1, Len: defaultTCPLen, Bandwidth: 1e10}},
-		{"bidir", `{"tcp":true,"time":1,"bidirectional":true}`, errUnsupported, Params{}},
-		{"bytes", `{"tcp":true,"time":0,"num":1048576}`, errUnsupported, Params{}},
-		{"omit", `{"tcp":true,"time":1,"omit":2}`, errUnsupported, Params{}},
+		{"bidir", `{"tcp":true,"time":1,"bidirectional":true}`, 0, Params{TCP: true, Time: 1, Parallel: 1, Len: defaultTCPLen, Bidir: true}},
+		{"bytes", `{"tcp":true,"time":0,"num":1048576}`, 0, Params{TCP: true, Parallel: 1, Len: defaultTCPLen, Bytes: 1 << 20}},
+		{"blocks", `{"tcp":true,"time":0,"blockcount":7}`, 0, Params{TCP: true, Parallel: 1, Len: defaultTCPLen, Blocks: 7}},
+		{"omit", `{"tcp":true,"time":1,"omit":2}`, 0, Params{TCP: true, Time: 1, Parallel: 1, Len: defaultTCPLen, Omit: 2}},
+		{"socket options", `{"tcp":true,"time":1,"MSS":1000,"window":65536,"congestion":"reno","TOS":184,"get_server_output":1}`, 0,
+			Params{TCP: true, Time: 1, Parallel: 1, Len: defaultTCPLen, MSS: 1000, Window: 65536, Congestion: "reno", TOS: 184, ServerOutput: true}},
+		{"reverse and bidir", `{"tcp":true,"time":1,"reverse":true,"bidirectional":true}`, errReverseBidir, Params{}},
+		{"no end", `{"tcp":true,"time":0}`, errUnsupported, Params{}},
+		{"omit too long", `{"tcp":true,"time":1,"omit":61}`, errOmit, Params{}},
+		{"bad congestion name", `{"tcp":true,"time":1,"congestion":"../x"}`, errSetCongestion, Params{}},
+		{"TOS past a byte", `{"tcp":true,"time":1,"TOS":256}`, errBadTOS, Params{}},
 		{"unknown key", `{"tcp":true,"time":1,"warp_speed":9}`, errUnsupported, Params{}},
-		{"sctp", `{"sctp":true,"time":1}`, errUnsupported, Params{}},
+		{"sctp", `{"sctp":true,"time":1}`, errProtocol, Params{}},
 		{"no protocol", `{"time":1}`, errProtocol, Params{}},
 		{"too long", `{"tcp":true,"time":86401}`, errDuration, Params{}},
 		{"too many streams", `{"tcp":true,"time":1,"parallel":129}`, errNumStreams, Params{}},
@@ -47,18 +55,33 @@ func TestParseParams(t *testing.T) {
 				}
 				return
 			}
-			var rf *refusal
-			if !errors.As(err, &rf) || rf.code != c.code {
-				t.Fatalf("got %v, want refusal code %d", err, c.code)
+			if code := refusalCode(err); code != c.code {
+				t.Fatalf("got %v (code %d), want refusal code %d", err, code, c.code)
 			}
 		})
 	}
 }
 
+// refusalCode returns the iperf3 error code a refusal sends, 0 for none.
+func refusalCode(err error) int32 {
+	var rf *refusal
+	var sr *sysRefusal
+	switch {
+	case errors.As(err, &sr):
+		return sr.code
+	case errors.As(err, &rf):
+		return rf.code
+	}
+	return 0
+}
+
 func TestParseParamsNamesTheOption(t *testing.T) {
-	_, err := ParseParams(map[string]json.RawMessage{"tcp": []byte("true"), "time": []byte("1"), "MSS": []byte("1000"), "window": []byte("65536")})
-	if err == nil || !strings.Contains(err.Error(), "-M (MSS)") || !strings.Contains(err.Error(), "-w (socket buffer)") {
+	_, err := ParseParams(map[string]json.RawMessage{"tcp": []byte("true"), "time": []byte("1"), "fqrate": []byte("1000"), "dont_fragment": []byte("1")})
+	if err == nil || !strings.Contains(err.Error(), "--fq-rate") || !strings.Contains(err.Error(), "--dont-fragment") {
 		t.Fatalf("want both options named, got %v", err)
+	}
+	if code := refusalCode(err); code != errSetDontFrag {
+		t.Errorf("code %d, want %d (the first option's, by name)", code, errSetDontFrag)
 	}
 }
 

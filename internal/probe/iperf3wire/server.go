@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,12 +66,19 @@ type udpPeer struct {
 	recv *udpRecv // nil when the server sends
 }
 
+// dataConn is a test's TCP data connection and its place in the
+// responder's accept order.
+type dataConn struct {
+	net.Conn
+	seq uint64
+}
+
 // session is one iperf3 test.
 type session struct {
 	cookie  string
 	peerIP  netip.Addr
 	p       Params
-	data    chan net.Conn
+	data    chan dataConn
 	udpIn   chan netip.AddrPort
 	done    chan struct{}
 	running atomic.Bool
@@ -96,7 +104,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte, admitte
 		admitted()
 		_ = c.SetReadDeadline(time.Time{})
 		select {
-		case sess.data <- c:
+		case sess.data <- dataConn{c, probe.AcceptSeq(ctx)}:
 			<-sess.done // the session owns c until it ends
 		case <-sess.done:
 		case <-ctx.Done():
@@ -170,23 +178,74 @@ func (s *Server) Packet(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
 
 // refuse sends iperf3's error state for err and logs it.
 func (s *Server) refuse(cc ctrl, log *slog.Logger, err error) {
-	code := errUnsupported
+	code, errno := errUnsupported, int32(0)
 	var rf *refusal
-	if errors.As(err, &rf) {
+	var sr *sysRefusal
+	switch {
+	case errors.As(err, &sr):
+		code, errno = sr.code, int32(sr.errno)
+	case errors.As(err, &rf):
 		code = rf.code
 	}
 	log.Info("iperf3 test refused", "err", err)
-	_ = cc.writeError(code, 0)
+	_ = cc.writeError(code, errno)
 }
 
 // stream is one data stream on the server's side.
 type stream struct {
-	id    int
-	conn  net.Conn       // tcp
-	peer  netip.AddrPort // udp
-	recv  *udpRecv       // udp, server receives
-	bytes atomic.Uint64  // tcp both ways, udp sent
-	pkts  atomic.Int64   // udp sent
+	id     int
+	sender bool           // the server sends on it
+	conn   net.Conn       // tcp
+	peer   netip.AddrPort // udp
+	recv   *udpRecv       // udp, server receives
+	bytes  atomic.Uint64  // tcp both ways, udp sent
+	pkts   atomic.Int64   // udp sent
+	sock   tcpSockInfo    // tcp: what the socket holds
+	// Counts at the end of -O's omitted seconds (iperf_reset_stats).
+	omitBytes   uint64
+	omitRetrans int64
+}
+
+// testClock is when a test's counted part began: its start, or the end
+// of -O's omitted seconds. The omit timer and the results read it.
+type testClock struct {
+	mu        sync.Mutex
+	countFrom time.Time
+}
+
+func (c *testClock) from() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.countFrom
+}
+
+// resetStats ends the omitted seconds as iperf_reset_stats does: what was
+// sent or received so far no longer counts, UDP jitter starts afresh, and
+// the figures' clock restarts.
+func resetStats(clock *testClock, streams []*stream) {
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	clock.countFrom = time.Now()
+	for _, st := range streams {
+		st.omitBytes = st.bytes.Load()
+		if st.recv != nil {
+			st.recv.resetOmit()
+		}
+		if st.sender && st.conn != nil {
+			st.omitRetrans, _ = tcp.Retransmits(st.conn)
+		}
+	}
+}
+
+// testLimit is how long the server waits for TEST_END once the test runs:
+// the test's time, its omitted seconds and iperf3's grace; a test that ends
+// by bytes or blocks (-n, -k) has no time and is held to maxTime.
+func testLimit(p Params) time.Duration {
+	t := p.Time
+	if t == 0 {
+		t = maxTime
+	}
+	return time.Duration(t+p.Omit)*time.Second + grace
 }
 
 func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admitted func()) {
@@ -218,16 +277,17 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		peerIP = ta.AddrPort().Addr().Unmap()
 	}
-	sess := &session{cookie: cookie, peerIP: peerIP, p: p, data: make(chan net.Conn),
-		udpIn: make(chan netip.AddrPort, p.Parallel), done: make(chan struct{})}
+	sess := &session{cookie: cookie, peerIP: peerIP, p: p, data: make(chan dataConn),
+		udpIn: make(chan netip.AddrPort, p.Conns()), done: make(chan struct{})}
 	if p.UDP && s.udp == nil {
 		s.refuse(cc, log, &refusal{errProtocol, "this responder has no UDP socket"})
 		return
 	}
+	doc := newServerDoc(p, c, cookie)
 	s.register(sess)
 	defer s.unregister(sess)
 	log = log.With("proto", map[bool]string{true: "udp", false: "tcp"}[p.UDP], "streams", p.Parallel,
-		"reverse", p.Reverse, "time_s", p.Time, "client_version", p.ClientVer)
+		"reverse", p.Reverse, "bidir", p.Bidir, "time_s", p.Time, "client_version", p.ClientVer)
 	if err := cc.writeState(stateCreateStreams); err != nil {
 		log.Debug("iperf3", "err", err)
 		return
@@ -245,6 +305,10 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 		_ = cc.writeError(errStreamID, 0)
 		return
 	}
+	if err := s.setupStreams(p, streams, doc, log); err != nil {
+		s.refuse(cc, log, err)
+		return
+	}
 	if err := cc.writeState(stateTestStart); err != nil {
 		return
 	}
@@ -252,6 +316,7 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	defer stop()
 	cpu0 := probe.SampleCPU()
 	start := time.Now()
+	clock := &testClock{countFrom: start}
 	sess.running.Store(true)
 	var wg sync.WaitGroup
 	for _, st := range streams {
@@ -261,24 +326,31 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 			s.runStream(runCtx, sess, st)
 		}()
 	}
+	if p.Omit > 0 {
+		omit := time.AfterFunc(time.Duration(p.Omit)*time.Second, func() { resetStats(clock, streams) })
+		defer omit.Stop()
+	}
 	if err := cc.writeState(stateTestRunning); err != nil {
 		stop()
 		wg.Wait()
 		return
 	}
-	state, err := cc.readState(time.Duration(p.Time)*time.Second + grace)
+	state, err := cc.readState(testLimit(p))
 	end := time.Now()
 	sess.running.Store(false)
-	elapsed := end.Sub(start).Seconds()
+	clock.mu.Lock() // the omit timer may not reset the figures from here on
+	countFrom := clock.countFrom
 	res := results{SenderHasRetransmits: -1}
-	if p.Reverse && p.TCP {
+	switch {
+	case p.TCP && (p.Reverse || p.Bidir):
 		res.SenderHasRetransmits = 1
-	} else if p.Reverse {
+	case p.Reverse || p.Bidir:
 		res.SenderHasRetransmits = 0
 	}
+	elapsed := end.Sub(countFrom).Seconds()
 	snap := make([]streamResult, len(streams))
 	for i, st := range streams {
-		snap[i] = streamResult{ID: float64(st.id), Bytes: float64(st.bytes.Load()), Retransmits: -1, StartTime: 0, EndTime: elapsed}
+		snap[i] = streamResult{ID: float64(st.id), Bytes: float64(st.bytes.Load() - st.omitBytes), Retransmits: -1, StartTime: 0, EndTime: elapsed}
 		if st.recv != nil {
 			u := st.recv.snapshot()
 			snap[i].Bytes, snap[i].Jitter = float64(u.bytes), u.jitter
@@ -286,12 +358,13 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 		} else if p.UDP {
 			snap[i].Packets = float64(st.pkts.Load())
 		}
-		if p.Reverse && p.TCP {
+		if st.sender && p.TCP {
 			if n, err := tcp.Retransmits(st.conn); err == nil {
-				snap[i].Retransmits = float64(n)
+				snap[i].Retransmits = float64(n - st.omitRetrans)
 			}
 		}
 	}
+	clock.mu.Unlock()
 	stop()
 	for _, st := range streams {
 		if st.conn != nil {
@@ -321,6 +394,9 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 		res.CPUUtilSystem = 100 * (cpu1.Sys - cpu0.Sys).Seconds() / wall
 		res.CPUUtilTotal = res.CPUUtilUser + res.CPUUtilSystem
 	}
+	if p.TCP {
+		res.CongestionUsed = doc.congestion
+	}
 	res.Streams = snap
 	if err := cc.writeState(stateExchangeResults); err != nil {
 		return
@@ -328,6 +404,14 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	var theirs results
 	if err := cc.readJSON(&theirs); err != nil {
 		log.Info("iperf3 results", "err", err) // still send ours: the client waits for them
+	}
+	if p.ServerOutput {
+		out, err := json.Marshal(doc.finish(streams, snap, res, theirs, start, countFrom, end))
+		if err != nil {
+			log.Info("iperf3 server output", "err", err)
+		} else {
+			res.ServerOutputJSON = out
+		}
 	}
 	if err := cc.writeJSON(res); err != nil {
 		return
@@ -340,7 +424,41 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	for _, r := range snap {
 		total += r.Bytes
 	}
-	log.Info("iperf3 test served", "seconds", elapsed, "bytes", total, "bits_per_second", total*8/elapsed)
+	log.Info("iperf3 test served", "seconds", elapsed, "bytes", total, "bits_per_second", total*8/elapsed,
+		"congestion", doc.congestion, "tos", p.TOS)
+}
+
+// setupStreams applies the test's socket options to its data streams
+// before TEST_START, so that an option the kernel refuses ends the test
+// with iperf3's error for it; what the sockets hold goes to doc.
+func (s *Server) setupStreams(p Params, streams []*stream, doc *serverDoc, log *slog.Logger) error {
+	for _, st := range streams {
+		if st.conn == nil {
+			continue
+		}
+		info, warnings, err := setupTCPStream(st.conn, p)
+		for _, w := range warnings {
+			log.Warn("iperf3: " + w)
+		}
+		if err != nil {
+			return err
+		}
+		st.sock = info
+		doc.addTCP(st, info)
+	}
+	if p.UDP {
+		for _, st := range streams {
+			doc.addUDP(st, s.udp.LocalAddr())
+		}
+		if p.Window > 0 {
+			snd, rcv, err := growUDPBuffers(s.udp, p.Window)
+			if err != nil {
+				return err
+			}
+			doc.sndbuf, doc.rcvbuf = snd, rcv
+		}
+	}
+	return nil
 }
 
 func (s *Server) register(sess *session) {
@@ -387,20 +505,35 @@ func (s *Server) collectStreams(ctx context.Context, sess *session) ([]*stream, 
 	timer := time.NewTimer(stepTimeout)
 	defer timer.Stop()
 	var streams []*stream
+	var seqs []uint64
 	defer func() {
 		s.mu.Lock()
 		s.stopWaiting(sess)
 		s.mu.Unlock()
 	}()
-	for len(streams) < sess.p.Parallel {
-		st := &stream{id: streamID(len(streams))}
+	// TCP streams are put in the order the responder accepted them, which
+	// is the order the client opened them (each connect completes before
+	// the next begins), whatever order their cookies were read in: with
+	// --bidir that order says which streams the server sends on.
+	defer func() {
+		if len(seqs) != len(streams) {
+			return
+		}
+		sort.Stable(byAccept{streams, seqs})
+		for i, st := range streams {
+			st.id, st.sender = streamID(i), sess.p.ServerSends(i)
+		}
+	}()
+	for len(streams) < sess.p.Conns() {
+		st := &stream{id: streamID(len(streams)), sender: sess.p.ServerSends(len(streams))}
 		select {
-		case c := <-sess.data:
-			st.conn = c
+		case dc := <-sess.data:
+			st.conn = dc.Conn
+			seqs = append(seqs, dc.seq)
 		case from := <-sess.udpIn:
 			st.peer = from
 			peer := &udpPeer{sess: sess}
-			if !sess.p.Reverse {
+			if !st.sender {
 				st.recv = &udpRecv{counters64: sess.p.Counters64}
 				peer.recv = st.recv
 			}
@@ -413,7 +546,7 @@ func (s *Server) collectStreams(ctx context.Context, sess *session) ([]*stream, 
 				return streams, fmt.Errorf("iperf3: UDP stream reply to %s: %w", from, err)
 			}
 		case <-timer.C:
-			return streams, fmt.Errorf("iperf3: %d of %d streams came within %v", len(streams), sess.p.Parallel, stepTimeout)
+			return streams, fmt.Errorf("iperf3: %d of %d streams came within %v", len(streams), sess.p.Conns(), stepTimeout)
 		case <-ctx.Done():
 			return streams, ctx.Err()
 		}
@@ -422,16 +555,33 @@ func (s *Server) collectStreams(ctx context.Context, sess *session) ([]*stream, 
 	return streams, nil
 }
 
+// byAccept sorts a test's TCP streams by their accept order.
+type byAccept struct {
+	streams []*stream
+	seqs    []uint64
+}
+
+func (b byAccept) Len() int           { return len(b.streams) }
+func (b byAccept) Less(i, j int) bool { return b.seqs[i] < b.seqs[j] }
+func (b byAccept) Swap(i, j int) {
+	b.streams[i], b.streams[j] = b.streams[j], b.streams[i]
+	b.seqs[i], b.seqs[j] = b.seqs[j], b.seqs[i]
+}
+
 // runStream moves the stream's data until ctx ends.
 func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
 	p := sess.p
 	switch {
-	case p.TCP && !p.Reverse:
+	case p.TCP && !st.sender:
 		recvTCP(st.conn, p, &st.bytes, &sess.running)
 	case p.TCP:
 		sendTCP(ctx, st.conn, p, &st.bytes)
-	case p.Reverse: // udp, the server sends
-		write := func(b []byte) (int, error) { return s.udp.WriteToUDPAddrPort(b, st.peer) }
+	case st.sender: // udp, the server sends, marking each datagram with -S's TOS
+		oob := tosCmsg(st.peer.Addr(), p.TOS)
+		write := func(b []byte) (int, error) {
+			n, _, err := s.udp.WriteMsgUDPAddrPort(b, oob, st.peer)
+			return n, err
+		}
 		sendUDP(ctx, p, &st.bytes, &st.pkts, write, func(err error) bool {
 			return errors.Is(err, net.ErrClosed)
 		})

@@ -84,6 +84,16 @@ func (u *udpRecv) add(pkt []byte, arrival time.Time) {
 	u.jitter += (d - u.jitter) / 16
 }
 
+// resetOmit ends -O's omitted seconds as iperf_reset_stats does on the
+// receiving side: the bytes received and the jitter start again from 0
+// (the datagram and loss counts go on, as iperf3's do).
+func (u *udpRecv) resetOmit() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.bytes = 0
+	u.jitter = 0
+}
+
 // snapshot returns the stream's figures so far.
 func (u *udpRecv) snapshot() udpRecv {
 	u.mu.Lock()
