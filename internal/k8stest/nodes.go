@@ -79,8 +79,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
 `, filepath.Join(dir, "containerd"), filepath.Join(sock, "state"), n.Socket, n.Socket+".ttrpc",
-			filepath.Join(dir, "opt"), sandboxImage, filepath.Join(c.BinDir, "cni"), n.CNIDir)
+			filepath.Join(dir, "opt"), sandboxImage, filepath.Join(c.BinDir, "cni"), n.CNIDir, c.registryHostsDir())
 		cfgPath := filepath.Join(dir, "containerd.toml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return err
