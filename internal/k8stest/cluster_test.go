@@ -168,7 +168,7 @@ func TestRealCluster(t *testing.T) {
 	if cl.CNI.Facts().Name == "flannel" {
 		t.Run("helm chart and kubectl plugin", func(t *testing.T) { helmChart(ctx, t, cl, kc, root, cnperf, cniDir) })
 	}
-	t.Run("registry restricted install", func(t *testing.T) { registryRestrictedInstall(ctx, t, cl, cnperf) })
+	t.Run("registry restricted install", func(t *testing.T) { registryRestrictedInstall(ctx, t, cl, cnperf, cniDir) })
 
 	// 1. The manifests applied; server and agents Running on both nodes.
 	t0 := time.Now()

@@ -45,7 +45,7 @@ var pushedRef = regexp.MustCompile(`pushed (\S+@(sha256:[0-9a-f]{64}))`)
 // a QoS suite is refused naming --qos-agents; a re-deploy with
 // --host-agents --qos-agents runs qos-priority. Namespace, volume and
 // registry are removed when it returns, even when a check fails.
-func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, cnperf string) {
+func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, cnperf, cniDir string) {
 	ns := registryNamespace
 	kc, err := k8s.New(ctx, k8s.Config{Kubeconfig: cl.Kubeconfig, Namespace: ns})
 	if err != nil {
@@ -167,7 +167,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 
 	// 2. The baseline's pod rows on the restricted install.
 	t0 = time.Now()
-	out, errOut, err = cnp(10*time.Minute, "run", "baseline", "--k8s", "--time", "2s", "--repeat", "1", "--json")
+	out, errOut, err = cnp(10*time.Minute, "run", "baseline", "--k8s", "--time", "2s", "--repeat", "1", "--cni-conf-dir", cniDir, "--json")
 	if err != nil {
 		t.Fatalf("cnperf run baseline --k8s -n %s: %v\n%s\n%s", ns, err, out, errOut)
 	}
@@ -214,7 +214,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	}
 
 	// 3. A QoS suite is refused there, naming the opt-in, before it starts.
-	_, errOut, err = cnp(3*time.Minute, "run", "qos-priority", "--k8s", "--time", "2s", "--repeat", "1", "--set", "variants=pod-htb")
+	_, errOut, err = cnp(3*time.Minute, "run", "qos-priority", "--k8s", "--time", "2s", "--repeat", "1", "--set", "variants=pod-htb", "--cni-conf-dir", cniDir)
 	if err == nil || !strings.Contains(errOut, "--qos-agents") {
 		t.Errorf("qos-priority pod-htb on the restricted install: err %v, want a refusal naming --qos-agents:\n%s", err, errOut)
 	} else {
@@ -240,7 +240,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	}
 	t0 = time.Now()
 	out, errOut, err = cnp(10*time.Minute, "run", "qos-priority", "--k8s", "--time", "2s", "--repeat", "1",
-		"--set", "variants=pod-htb", "--set", "markings=EF", "--json")
+		"--set", "variants=pod-htb", "--set", "markings=EF", "--cni-conf-dir", cniDir, "--json")
 	if err != nil {
 		t.Fatalf("cnperf run qos-priority --k8s -n %s: %v\n%s\n%s", ns, err, out, errOut)
 	}
