@@ -240,7 +240,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	}
 	t0 = time.Now()
 	out, errOut, err = cnp(10*time.Minute, "run", "qos-priority", "--k8s", "--time", "2s", "--repeat", "1",
-		"--set", "variants=pod-htb", "--set", "markings=EF", "--cni-conf-dir", cniDir, "--json")
+		"--set", "variants=pod-htb", "--set", "markings=none,EF", "--cni-conf-dir", cniDir, "--json")
 	if err != nil {
 		t.Fatalf("cnperf run qos-priority --k8s -n %s: %v\n%s\n%s", ns, err, out, errOut)
 	}
@@ -255,7 +255,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	for _, r := range qos.Rows {
 		t.Logf("%-18s %-8s %-4s p99 %7.3f ms (unmarked beside it %7.3f ms)  verdict: %s", r.Connection, r.Labels["variant"], r.Labels["marking"],
 			r.Median["latency_ms.p99"], r.Median["reference_latency_ms.p99"], r.Labels["verdict"])
-		if r.Labels["variant"] != "pod-htb" {
+		if r.Labels["variant"] != "pod-htb" || r.Labels["marking"] != "EF" {
 			continue
 		}
 		qosRows[r.Connection] = true
@@ -265,7 +265,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	}
 	for _, conn := range []string{"pod-pod same node", "pod-pod cross node"} {
 		if !qosRows[conn] {
-			t.Errorf("qos-priority: no pod-htb row %q", conn)
+			t.Errorf("qos-priority: no pod-htb EF row %q", conn)
 		}
 	}
 
