@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,6 +81,9 @@ func (c *Client) InspectNode(ctx context.Context, node string, ifindex int, cniC
 			Path: cniConfDir, Type: ptrTo(corev1.HostPathDirectory)}}}},
 	}
 	p, err := c.RunPod(ctx, t, timeout)
+	if errors.Is(err, ErrHostPathMissing) {
+		return r, fmt.Errorf("inspect node %s: the node has no CNI configuration directory %s: pass --cni-conf-dir with the nodes' own: %w", node, cniConfDir, err)
+	}
 	if err != nil {
 		return r, fmt.Errorf("inspect node %s: %w", node, err)
 	}

@@ -152,12 +152,21 @@ func (t TestPod) pod() *corev1.Pod {
 	return p
 }
 
+// ErrHostPathMissing means a pod's hostPath volume names a path the node
+// does not have as the volume's type says (the kubelet's FailedMount
+// "hostPath type check failed"): no waiting mends it.
+var ErrHostPathMissing = errors.New("a hostPath volume's path is not on the node")
+
 // waitPod polls the pod until it is Ready (or finished, for one-shot pods),
-// fails, or timeout passes.
+// fails, or timeout passes. While the pod is pending it reads the pod's
+// Warning events every few seconds: a hostPath the node lacks ends the
+// wait at once (ErrHostPathMissing), and the last warning is part of a
+// timeout's error.
 func (c *Client) waitPod(ctx context.Context, name string, oneShot bool, timeout time.Duration) (*corev1.Pod, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var why string
+	var why, warning string
+	var warned time.Time
 	for {
 		gctx, gcancel := context.WithTimeout(wctx, c.timeout())
 		p, err := c.Kube.CoreV1().Pods(c.NS()).Get(gctx, name, metav1.GetOptions{})
@@ -181,11 +190,23 @@ func (c *Client) waitPod(ctx context.Context, name string, oneShot bool, timeout
 				strings.Contains(why, "InvalidImageName") || strings.Contains(why, "CreateContainerConfigError") {
 				return p, fmt.Errorf("pod %s cannot start: %s", name, why)
 			}
+			if p.Status.Phase == corev1.PodPending && time.Since(warned) >= 2*time.Second {
+				warned = time.Now()
+				if w := c.podWarning(wctx, name); w != "" {
+					warning = w
+				}
+				if strings.Contains(warning, "hostPath type check failed") {
+					return p, fmt.Errorf("pod %s on %s cannot start: %s: %w", name, p.Spec.NodeName, warning, ErrHostPathMissing)
+				}
+			}
 		}
 		select {
 		case <-wctx.Done():
 			if why == "" {
 				why = "no status yet"
+			}
+			if warning != "" {
+				why = strings.TrimSpace(why) + " (last warning: " + warning + ")"
 			}
 			return nil, fmt.Errorf("pod %s not ready after %v: %s", name, timeout, why)
 		case <-time.After(500 * time.Millisecond):
@@ -204,6 +225,44 @@ func terminationMessages(p *corev1.Pod) string {
 		return ""
 	}
 	return " (" + strings.Join(out, "; ") + ")"
+}
+
+// podWarning returns the newest Warning event of pod name as "Reason:
+// message", or "" when there is none (or the events cannot be read: they
+// only explain, the wait goes on without them).
+func (c *Client) podWarning(ctx context.Context, name string) string {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	evs, err := c.Kube.CoreV1().Events(c.NS()).List(rctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + name + ",type=Warning"})
+	if err != nil {
+		return ""
+	}
+	var newest *corev1.Event
+	for i := range evs.Items {
+		e := &evs.Items[i]
+		if e.InvolvedObject.Name != name || e.Type != corev1.EventTypeWarning { // fake clients ignore field selectors
+			continue
+		}
+		if newest == nil || eventTime(e).After(eventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return newest.Reason + ": " + strings.TrimSpace(newest.Message)
+}
+
+// eventTime is when an event last happened, whichever of its times is set.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // DeletePod deletes a test pod and waits briefly until it is gone.
