@@ -12,8 +12,12 @@
 // harness's own conflist and routes), cni_flannel.go.
 //
 // The Kubernetes binaries and CNI plugins come from test/k8s/build.sh
-// (built from Go modules, cached). Images are tarballs imported with ctr;
-// nothing is pulled. Up records what it changed (sysctls kubelet sets
+// (built from Go modules, cached). Images are tarballs imported with ctr,
+// except in the registry check (registry.go): an in-process registry on
+// the harness's network that refuses anonymous requests, which the
+// nodes' containerd reach over HTTP (hosts.toml under config_path) and
+// pull cnperf's pushed image from with the pull Secret's credentials.
+// Up records what it changed (sysctls kubelet sets
 // host-wide, namespaces, cgroups, mounts, processes) and Down undoes all of
 // it, also after a failed Up and for leftovers of a crashed run. It needs
 // root, etcd, containerd, runc, ctr, iptables and nsenter (see
