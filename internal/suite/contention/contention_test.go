@@ -11,9 +11,9 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
 
-// TestPlan: two UDP and two TCP flows per repetition from two pods on
-// node1 to a pod on node2, through a FIFO on node1's uplink; same node
-// needs a third pod on a node and is left out of the default here.
+// TestPlan: per repetition a UDP and a TCP case per placement: cross
+// node from node1's two pods to a pod on node2 through a FIFO on node1's
+// uplink; same node from node1's second pod, twice, into its first.
 func TestPlan(t *testing.T) {
 	o := suite.DefaultOptions()
 	o.Repeat = 2
@@ -21,35 +21,99 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 4 {
-		t.Fatalf("%d phases, want 2 repetitions x (udp, tcp)", len(phases))
+	if len(phases) != 8 {
+		t.Fatalf("%d phases, want 2 repetitions x 2 placements x (udp, tcp)", len(phases))
 	}
-	ph := phases[0]
-	if !ph.Concurrent || len(ph.Steps) != 2 || len(ph.Changes) != 1 || ph.Changes[0].What != suite.CapNodeQdisc || ph.Changes[0].Member != "node1" {
-		t.Fatalf("phase %+v", ph)
+	same, cross := phases[0], phases[2]
+	if !same.Concurrent || len(same.Steps) != 2 || len(same.Changes) != 0 {
+		t.Fatalf("same-node phase %+v", same)
 	}
-	a, b := ph.Steps[0], ph.Steps[1]
-	if a.Src.Name == b.Src.Name || a.Dst.Name != b.Dst.Name || a.Dst.Node == a.Src.Node || *a.Spec.RateBps != 10e9 {
-		t.Errorf("flows %s→%s and %s→%s at %v", a.Src.Name, a.Dst.Name, b.Src.Name, b.Dst.Name, *a.Spec.RateBps)
+	if a, b := same.Steps[0], same.Steps[1]; a.Src.Name != "n1-p2" || b.Src.Name != "n1-p2" || a.Dst.Name != "n1-p1" || a.Labels[LabelBottleneck] != "receiver" {
+		t.Errorf("same node: flows %s→%s and %s→%s (%s)", a.Src.Name, a.Dst.Name, b.Src.Name, b.Dst.Name, a.Labels[LabelBottleneck])
 	}
-	o.Set = map[string]string{"placements": "same-node"}
-	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suitetest.LabCaps()); err == nil || !strings.Contains(err.Error(), "--pods-per-node 3") {
-		t.Errorf("same node with two pods per node: %v", err)
+	if !cross.Concurrent || len(cross.Steps) != 2 || len(cross.Changes) != 1 || cross.Changes[0].What != suite.CapNodeQdisc || cross.Changes[0].Member != "node1" {
+		t.Fatalf("cross-node phase %+v", cross)
+	}
+	a, b := cross.Steps[0], cross.Steps[1]
+	if a.Src.Name == b.Src.Name || a.Dst.Name != b.Dst.Name || a.Dst.Node == a.Src.Node || *a.Spec.RateBps != 10e9 || a.Labels[LabelBottleneck] != "1 Gbit/s FIFO" {
+		t.Errorf("flows %s→%s and %s→%s at %v (%s)", a.Src.Name, a.Dst.Name, b.Src.Name, b.Dst.Name, *a.Spec.RateBps, a.Labels[LabelBottleneck])
 	}
 	o.Set = map[string]string{"flows": "1"}
 	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suitetest.LabCaps()); err == nil || !strings.Contains(err.Error(), "want 2-16 flows") {
 		t.Errorf("one flow: %v", err)
 	}
 	o.Set = nil
-	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suite.Caps{}); err == nil || !strings.Contains(err.Error(), "placement=same-node") {
+	if _, err := (Suite{}).Plan(suitetest.LabAgents(), o, suite.Caps{}); err == nil || !strings.Contains(err.Error(), "bottleneck-rate=none") {
 		t.Errorf("no node qdisc: %v", err)
+	}
+}
+
+// TestPlanOnACluster: on a network measured as it is, with the agents a
+// default cluster deploy runs (two pods per node, no node qdisc), both
+// placements run with no change made: cross node the path itself is the
+// bottleneck. A FIFO is put there only when bottleneck-rate is given, and
+// refused without the node qdisc, naming the way out; bottleneck-rate=none
+// leaves the lab's FIFO out too; one pod per node has no same-node case.
+func TestPlanOnACluster(t *testing.T) {
+	agents := []suite.Endpoint{
+		{ID: "a1", Name: "agent-a1", Node: "n1", ResponderAddr: "10.0.1.2:5201"}, {ID: "b1", Name: "agent-b1", Node: "n1", ResponderAddr: "10.0.1.3:5201"},
+		{ID: "a2", Name: "agent-a2", Node: "n2", ResponderAddr: "10.0.2.2:5201"}, {ID: "b2", Name: "agent-b2", Node: "n2", ResponderAddr: "10.0.2.3:5201"},
+	}
+	cluster := suite.Caps{AsIs: true, Why: map[suite.Cap]string{suite.CapNodeQdisc: "deploy with --host-agents --qos-agents"}}
+	for _, tc := range []struct {
+		name    string
+		agents  []suite.Endpoint
+		set     map[string]string
+		caps    suite.Caps
+		phases  int
+		changes int
+		label   string // the cross-node bottleneck label
+		err     string
+	}{
+		{name: "cluster default", agents: agents, caps: cluster, phases: 4, label: "path"},
+		{name: "cluster, FIFO asked without node qdisc", agents: agents, caps: cluster, set: map[string]string{"bottleneck-rate": "500M"},
+			err: "--host-agents --qos-agents (or --set bottleneck-rate=none"},
+		{name: "cluster, FIFO asked with node qdisc", agents: agents, caps: suite.Caps{AsIs: true, Have: []suite.Cap{suite.CapNodeQdisc}},
+			set: map[string]string{"bottleneck-rate": "500M"}, phases: 4, changes: 2, label: "500 Mbit/s FIFO"},
+		{name: "lab, bottleneck-rate=none", agents: suitetest.LabAgents(), caps: suitetest.LabCaps(), set: map[string]string{"bottleneck-rate": "none"},
+			phases: 4, label: "path"},
+		{name: "one pod per node", agents: []suite.Endpoint{agents[0], agents[2]}, caps: cluster, set: map[string]string{"placement": "same-node"},
+			err: "needs two pods on one node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := suite.DefaultOptions()
+			o.Repeat, o.Set = 1, tc.set
+			phases, err := Suite{}.Plan(tc.agents, o, tc.caps)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes, placements := 0, map[string]bool{}
+			for _, ph := range phases {
+				changes += len(ph.Changes)
+				for _, st := range ph.Steps {
+					placements[st.Labels[LabelPlacement]] = true
+					if st.Labels[LabelPlacement] == CrossNode && st.Labels[LabelBottleneck] != tc.label {
+						t.Errorf("cross-node bottleneck %q, want %q", st.Labels[LabelBottleneck], tc.label)
+					}
+				}
+			}
+			if len(phases) != tc.phases || changes != tc.changes || !placements[SameNode] || !placements[CrossNode] {
+				t.Errorf("%d phases with %d changes on %v, want %d with %d on both placements", len(phases), changes, placements, tc.phases, tc.changes)
+			}
+		})
 	}
 }
 
 // TestRows: per-flow shares and the case's Jain index, total and
 // back-off, from measured figures.
 func TestRows(t *testing.T) {
-	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 1, Repeat: 1, Set: map[string]string{"protos": "udp,tcp"}}, suitetest.LabCaps())
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: 1, Repeat: 1, Set: map[string]string{"protos": "udp,tcp", "placement": "cross-node"}}, suitetest.LabCaps())
 	if err != nil {
 		t.Fatal(err)
 	}

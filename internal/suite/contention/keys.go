@@ -26,7 +26,7 @@ func Settings(c *Options) suite.Settings {
 		return nil
 	}
 	return suite.Settings{
-		{Key: suite.Key{Name: "flows", Unit: "count (2-16)", Default: strconv.Itoa(d.Flows), Meaning: "competing flows, each from its own pod"},
+		{Key: suite.Key{Name: "flows", Unit: "count (2-16)", Default: strconv.Itoa(d.Flows), Meaning: "competing flows, from the sending node's pods in turn"},
 			Set: func(v string) (err error) {
 				if c.Flows, err = strconv.Atoi(v); err == nil && (c.Flows < 2 || c.Flows > 16) {
 					err = errors.New("want 2-16 flows")
@@ -45,10 +45,15 @@ func Settings(c *Options) suite.Settings {
 			}},
 		{Key: suite.Key{Name: "rate", Unit: "bit/s, 0 for unpaced", Default: "0: unpaced (UDP offered at 10x bottleneck-rate, 10G on one node)", Meaning: "each flow's rate"},
 			Set: suite.SetRate(&c.RateBps)},
-		{Key: suite.Key{Name: "bottleneck-rate", Unit: "bit/s", Default: suite.KeyRate(d.BottleneckRateBps), Meaning: "the FIFO on the sending node's uplink (cross node)"},
+		{Key: suite.Key{Name: "bottleneck-rate", Unit: "bit/s, or none", Default: "lab: " + suite.KeyRate(d.BottleneckRateBps) + "; cluster: none (the path itself)",
+			Meaning: "the FIFO on the sending node's uplink (cross node); none measures the path as it is"},
 			Set: func(v string) (err error) {
+				if v == "none" {
+					c.NoBottleneck = true
+					return nil
+				}
 				if c.BottleneckRateBps, err = suite.ParseRate(v); err == nil && c.BottleneckRateBps == 0 {
-					err = errors.New("rate 0: give a rate above 0, e.g. 1G")
+					err = errors.New("rate 0: give a rate above 0, e.g. 1G, or none")
 				}
 				return err
 			}},

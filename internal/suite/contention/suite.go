@@ -1,7 +1,7 @@
 // Package contention is the suite of flows that compete: N equal flows
-// from different pods into one receiver, through one bottleneck (cross
-// node: a FIFO at a set rate on the sending node's uplink) or into one pod
-// on the same node, as the thesis's Tables 8 and 10 sent two bulk flows
+// from a node's pods into one receiver, through one bottleneck (cross
+// node: a FIFO at a set rate on the sending node's uplink, or the path
+// itself on a cluster) or into one pod on the same node, as the thesis's Tables 8 and 10 sent two bulk flows
 // into one path. Rows per flow (throughput, loss, retransmits, share of
 // the bottleneck) and per case (Jain's fairness index, the total against
 // the bottleneck, whether the senders backed off).
@@ -46,8 +46,8 @@ const (
 type Options struct {
 	Time   time.Duration
 	Repeat int
-	// Flows is the number of competing flows (default 2), each from its own
-	// pod.
+	// Flows is the number of competing flows (default 2), from the
+	// sending node's pods in turn (see senders).
 	Flows int
 	// Protos are the flows' protocols, one case each (default udp, tcp).
 	Protos []string
@@ -56,10 +56,13 @@ type Options struct {
 	// unpacedUDP).
 	RateBps uint64
 	// BottleneckRateBps is the FIFO's rate on the sending node's uplink in
-	// the cross-node case (default 1 Gbit/s); QueueBytes its queue (default
-	// 12 ms at the rate, at least 64 KiB).
+	// the cross-node case (default 1 Gbit/s; none on a network measured as
+	// it is unless given, see fifo); QueueBytes its queue (default 12 ms at
+	// the rate, at least 64 KiB). NoBottleneck (bottleneck-rate=none)
+	// puts no FIFO anywhere.
 	BottleneckRateBps uint64
 	QueueBytes        uint32
+	NoBottleneck      bool
 	// Placements are same-node and cross-node (default: both where the
 	// agents allow).
 	Placements []string
@@ -118,9 +121,12 @@ func (Suite) CheckOptions(o suite.Options) error {
 	return err
 }
 
-// senders picks, per placement, the flows' senders (one pod each) and
-// the receiver; a placement the agents cannot give is missing, with the
-// reason.
+// senders picks, per placement, the flows' senders and the receiver,
+// with the pods there are: same node, a pod on the node with the most pods
+// receives and the node's other pods send, in turn when there are fewer
+// than flows (a cluster's default deploy runs two agent pods per node);
+// cross node, that node's pods send, in turn, to a pod on another node. A
+// placement the agents cannot give is missing, with the reason.
 func senders(agents []suite.Endpoint, n int) (map[string][]suite.Pair, map[string]string) {
 	pods := map[string][]suite.Endpoint{}
 	var nodes []string
@@ -135,20 +141,15 @@ func senders(agents []suite.Endpoint, n int) (map[string][]suite.Pair, map[strin
 	}
 	slices.Sort(nodes)
 	out, why := map[string][]suite.Pair{}, map[string]string{}
-	// Cross node: the node with the most pods sends, the first other node
-	// receives.
 	var src string
 	for _, nd := range nodes {
 		if src == "" || len(pods[nd]) > len(pods[src]) {
 			src = nd
 		}
 	}
-	switch {
-	case len(nodes) < 2:
+	if len(nodes) < 2 {
 		why[CrossNode] = "needs pods on two nodes"
-	case len(pods[src]) < n:
-		why[CrossNode] = fmt.Sprintf("needs %d pods on one node to send %d flows (the most on a node: %d)", n, n, len(pods[src]))
-	default:
+	} else {
 		var dst suite.Endpoint
 		for _, nd := range nodes {
 			if nd != src {
@@ -156,19 +157,32 @@ func senders(agents []suite.Endpoint, n int) (map[string][]suite.Pair, map[strin
 				break
 			}
 		}
-		for _, s := range pods[src][:n] {
-			out[CrossNode] = append(out[CrossNode], suite.Pair{Src: s, Dst: dst})
+		for i := range n {
+			out[CrossNode] = append(out[CrossNode], suite.Pair{Src: pods[src][i%len(pods[src])], Dst: dst})
 		}
 	}
-	if src == "" || len(pods[src]) < n+1 {
-		why[SameNode] = fmt.Sprintf("needs %d pods on one node (%d senders and the receiver): make the lab with --pods-per-node %d", n+1, n, n+1)
+	if src == "" || len(pods[src]) < 2 {
+		why[SameNode] = "needs two pods on one node, a receiver and a sender (lab: --pods-per-node 2; a cluster's deploy runs two agent pods per node)"
 	} else {
-		dst := pods[src][0]
-		for _, s := range pods[src][1 : n+1] {
-			out[SameNode] = append(out[SameNode], suite.Pair{Src: s, Dst: dst})
+		dst, from := pods[src][0], pods[src][1:]
+		for i := range n {
+			out[SameNode] = append(out[SameNode], suite.Pair{Src: from[i%len(from)], Dst: dst})
 		}
 	}
 	return out, why
+}
+
+// fifo says whether the cross-node case puts its own FIFO on the sending
+// node's uplink: where the network is the run's own (a lab), unless
+// bottleneck-rate is none; on a network measured as it is (a cluster),
+// only when bottleneck-rate is given, so a real link can be the
+// bottleneck.
+func fifo(c Options, o suite.Options, caps suite.Caps) bool {
+	if c.NoBottleneck {
+		return false
+	}
+	_, asked := o.Set["bottleneck-rate"]
+	return asked || !caps.AsIs
 }
 
 // Plan implements suite.Suite: per repetition, placement and protocol one
@@ -196,9 +210,13 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 			return nil, fmt.Errorf("suite %s: placement %s %s", s.Name(), p, why[p])
 		}
 	}
-	if slices.Contains(placements, CrossNode) && !caps.Has(suite.CapNodeQdisc) {
-		return nil, fmt.Errorf("suite %s: the cross-node bottleneck needs to %s: %s (or --set placement=%s)",
-			s.Name(), suite.CapNodeQdisc.Describe(), caps.Reason(suite.CapNodeQdisc), SameNode)
+	withFIFO := fifo(c, o, caps)
+	if !withFIFO {
+		c.BottleneckRateBps = 0
+	}
+	if slices.Contains(placements, CrossNode) && withFIFO && !caps.Has(suite.CapNodeQdisc) {
+		return nil, fmt.Errorf("suite %s: the cross-node bottleneck of %s needs to %s: %s (or --set bottleneck-rate=none to let the path itself be the bottleneck, or --set placement=%s)",
+			s.Name(), qosspec.FormatBps(c.BottleneckRateBps), suite.CapNodeQdisc.Describe(), caps.Reason(suite.CapNodeQdisc), SameNode)
 	}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
@@ -207,7 +225,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 				ps := pairs[pl]
 				ph := suite.Phase{Name: fmt.Sprintf("%s %s %d×%s, #%d", s.Name(), pl, c.Flows, proto, rep+1), Concurrent: true,
 					Steps: flowSteps(c, pl, proto, rep, ps, o.Backend)}
-				if pl == CrossNode {
+				if pl == CrossNode && withFIFO {
 					spec := &qosspec.Spec{Setup: qosspec.SpecBottleneck, RateBps: c.BottleneckRateBps, QueueBytes: c.QueueBytes}
 					ph.Changes = []suite.Change{{What: suite.CapNodeQdisc, Member: ps[0].Src.Node, QoS: spec}}
 				}
@@ -220,18 +238,21 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 
 // bottleneckLabel names what the flows of a placement share.
 func bottleneckLabel(c Options, placement string) string {
-	if placement == CrossNode {
-		return qosspec.FormatBps(c.BottleneckRateBps) + " FIFO"
+	switch {
+	case placement == SameNode:
+		return "receiver"
+	case c.BottleneckRateBps == 0:
+		return "path"
 	}
-	return "receiver"
+	return qosspec.FormatBps(c.BottleneckRateBps) + " FIFO"
 }
 
 // unpacedUDP is the rate of an "unpaced" UDP flood: ten times the
-// bottleneck (cross node) or 10 Gbit/s (same node), far above what the
-// path takes, so the sender sends as fast as it can up to that. A truly
+// FIFO (cross node) or 10 Gbit/s (same node, or no FIFO), far above what
+// the path takes, so the sender sends as fast as it can up to that. A truly
 // unbounded UDP flow is refused by the server (--max-packet-rate).
 func unpacedUDP(c Options, placement string) uint64 {
-	if placement == CrossNode {
+	if placement == CrossNode && c.BottleneckRateBps != 0 {
 		return 10 * c.BottleneckRateBps
 	}
 	return 10e9
@@ -259,7 +280,7 @@ func flowSteps(c Options, placement, proto string, rep int, pairs []suite.Pair, 
 		}
 		labels := map[string]string{LabelPlacement: placement, LabelProto: proto,
 			LabelFlow: strconv.Itoa(i + 1), LabelBottleneck: bottleneckLabel(c, placement)}
-		if placement == CrossNode {
+		if placement == CrossNode && c.BottleneckRateBps != 0 {
 			labels[labelLimit] = strconv.FormatUint(c.BottleneckRateBps, 10)
 		}
 		steps = append(steps, suite.Step{Connection: conn, Backend: backend, Measure: MeasureFlow, Repeat: rep, Src: p.Src, Dst: p.Dst,
