@@ -198,7 +198,7 @@ func sloError(checks []suite.Check) error {
 	}
 	failed := 0
 	for _, c := range checks {
-		if !c.Pass {
+		if c.Failed() {
 			failed++
 		}
 	}

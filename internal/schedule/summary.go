@@ -40,7 +40,7 @@ func Summarize(rows []suite.Row, checks []suite.Check, slo bool) api.ScheduleSum
 	if slo {
 		v := &api.SLOVerdict{Pass: suite.AllPass(checks), Checks: len(checks)}
 		for _, c := range checks {
-			if c.Pass {
+			if !c.Failed() {
 				continue
 			}
 			v.Failed++

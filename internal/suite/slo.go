@@ -44,6 +44,8 @@ const SLOAPIVersion = "cnperf/v1"
 type SLOFile struct {
 	APIVersion string      `json:"apiVersion"`
 	Objectives []Objective `json:"objectives"`
+	// Strict makes every objective strict (Objective.Strict).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // Objective is one parsed objective.
@@ -53,6 +55,11 @@ type Objective struct {
 	Stat       string            `json:"stat,omitempty"`
 	Expr       string            `json:"expr"`
 	Versus     map[string]string `json:"vs,omitempty"`
+	// Strict fails the objective when it selects no row (or finds no
+	// reference row); otherwise that is reported as "no rows" and fails
+	// nothing, so one file of traffic classes fits runs that carry only
+	// some of them.
+	Strict bool `json:"strict,omitempty"`
 
 	Metric    string  `json:"-"`
 	Op        string  `json:"-"`
@@ -92,6 +99,7 @@ func ParseSLOs(data []byte, reg *Registry) ([]Objective, error) {
 	var errs []error
 	for i := range f.Objectives {
 		o := &f.Objectives[i]
+		o.Strict = o.Strict || f.Strict
 		if err := o.parse(known); err != nil {
 			errs = append(errs, fmt.Errorf("objective %d: %w", i+1, err))
 		}

@@ -26,6 +26,10 @@ type Check struct {
 	Reference *float64 `json:"reference,omitempty"`
 	Ratio     *float64 `json:"ratio,omitempty"`
 	Pass      bool     `json:"pass"`
+	// NoRows says the objective selected no row with its metric, or a
+	// relative one found no reference row: nothing was checked. It fails
+	// only a strict objective (Failed).
+	NoRows bool `json:"no_rows,omitempty"`
 	// Detail says why a check failed without a value, or what a relative
 	// one compared.
 	Detail string `json:"detail,omitempty"`
@@ -51,7 +55,10 @@ func (c Check) MarshalJSON() ([]byte, error) {
 // "FAIL  latency_ms.p99 <= 0.1 x (pod-pod cross node, marking=EF): 0.52 against 1.08 (marking=none): ratio 0.481".
 func (c Check) Line() string {
 	verdict := "PASS"
-	if !c.Pass {
+	switch {
+	case c.NoRows && !c.Objective.Strict:
+		verdict = "NO ROWS"
+	case !c.Pass:
 		verdict = "FAIL"
 	}
 	var where []string
@@ -88,9 +95,10 @@ func (c Check) Line() string {
 }
 
 // Evaluate checks every objective against every row it applies to. An
-// objective that applies to no row that has its metric fails with a
-// missing value, so a typo in a connection or a label cannot pass
-// silently.
+// objective that applies to no row that has its metric gives one check
+// with a missing value and NoRows: printed as "NO ROWS", so a typo in a
+// connection or a label shows, and failed only when the objective is
+// strict (Failed).
 func Evaluate(objs []Objective, rows []Row) []Check {
 	var out []Check
 	for _, o := range objs {
@@ -109,7 +117,7 @@ func Evaluate(objs []Objective, rows []Row) []Check {
 			out = append(out, o.check(r, rows))
 		}
 		if !matched {
-			out = append(out, Check{Objective: o, Connection: o.Connection, Labels: o.Select, Value: math.NaN(), Detail: "(no row matches)"})
+			out = append(out, Check{Objective: o, Connection: o.Connection, Labels: o.Select, Value: math.NaN(), NoRows: true, Detail: "(no row matches)"})
 		}
 	}
 	return out
@@ -131,7 +139,7 @@ func (o Objective) check(r Row, rows []Row) Check {
 	}
 	ref, ok := o.reference(r, rows)
 	if !ok {
-		c.Detail = fmt.Sprintf("(no reference row with %s for this row)", labelList(o.Versus))
+		c.NoRows, c.Detail = true, fmt.Sprintf("(no reference row with %s for this row)", labelList(o.Versus))
 		return c
 	}
 	rv, err := o.statistic(ref)
@@ -260,10 +268,16 @@ func compare(v float64, op string, t float64) bool {
 	return false
 }
 
-// AllPass reports whether every check passed.
+// Failed says whether the check fails its run: it did not pass, and it
+// checked something or its objective is strict.
+func (c Check) Failed() bool {
+	return !c.Pass && (!c.NoRows || c.Objective.Strict)
+}
+
+// AllPass reports whether no check failed (Failed).
 func AllPass(cs []Check) bool {
 	for _, c := range cs {
-		if !c.Pass {
+		if c.Failed() {
 			return false
 		}
 	}

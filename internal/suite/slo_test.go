@@ -141,7 +141,7 @@ func TestEvaluatePerClass(t *testing.T) {
 		{false, "FAIL  p95 of latency_ms.p99 <= 8 (pod-pod cross node, marking=none, variant=htb-priority): 9"},
 		{true, "ratio 0.05, want <= 0.1"},
 		{false, "against 5 (marking=none): ratio 0.05, want <= 0.01"},
-		{false, "FAIL  latency_ms.p99 <= 1 (marking=AF41): missing (no row matches)"},
+		{false, "NO ROWS  latency_ms.p99 <= 1 (marking=AF41): missing (no row matches)"},
 	}
 	if len(cs) != len(wants) {
 		t.Fatalf("%d checks, want %d: %+v", len(cs), len(wants), cs)
@@ -154,6 +154,44 @@ func TestEvaluatePerClass(t *testing.T) {
 	}
 	if r := cs[5].Ratio; r == nil || math.Abs(*r-0.05) > 1e-9 {
 		t.Errorf("ratio = %v, want 0.25/5", r)
+	}
+}
+
+// TestNoRowsFailOnlyWhenStrict: an objective that selects no row, or a
+// relative one with no reference row, checked nothing: "NO ROWS", and the
+// run passes, unless the objective or the whole file is strict.
+func TestNoRowsFailOnlyWhenStrict(t *testing.T) {
+	rows := []suite.Row{{Connection: suite.PodPodCrossNode, Labels: map[string]string{"marking": "EF"}, Median: map[string]float64{"loss_pct": 0}}}
+	for _, tc := range []struct {
+		name, slo string
+		pass      bool
+		line      string
+	}{
+		{"absent class", `{"apiVersion":"cnperf/v1","objectives":[{"select":{"marking":"EF"},"expr":"loss_pct <= 1"},
+			{"select":{"marking":"AF41"},"expr":"loss_pct <= 1"}]}`, true, "NO ROWS  loss_pct <= 1 (marking=AF41)"},
+		{"absent reference", `{"apiVersion":"cnperf/v1","objectives":[{"connection":"pod-pod cross node","vs":{"connection":"node-node"},"expr":"loss_pct <= 2 x"}]}`,
+			true, "NO ROWS  loss_pct <= 2 x (pod-pod cross node, marking=EF): 0 (no reference row"},
+		{"strict objective", `{"apiVersion":"cnperf/v1","objectives":[{"select":{"marking":"AF41"},"expr":"loss_pct <= 1","strict":true}]}`,
+			false, "FAIL  loss_pct <= 1 (marking=AF41): missing (no row matches)"},
+		{"strict file", `{"apiVersion":"cnperf/v1","strict":true,"objectives":[{"select":{"marking":"AF41"},"expr":"loss_pct <= 1"}]}`,
+			false, "FAIL  loss_pct <= 1 (marking=AF41)"},
+		{"a measured failure still fails", `{"apiVersion":"cnperf/v1","objectives":[{"select":{"marking":"EF"},"expr":"loss_pct < 0"},
+			{"select":{"marking":"AF41"},"expr":"loss_pct <= 1"}]}`, false, "FAIL  loss_pct < 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := suite.ParseSLOs([]byte(tc.slo), builtin.Registry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := suite.Evaluate(objs, rows)
+			var lines []string
+			for _, c := range cs {
+				lines = append(lines, c.Line())
+			}
+			if suite.AllPass(cs) != tc.pass || !strings.Contains(strings.Join(lines, "\n"), tc.line) {
+				t.Errorf("pass %v, want %v; lines:\n%s\nwant one with %q", suite.AllPass(cs), tc.pass, strings.Join(lines, "\n"), tc.line)
+			}
+		})
 	}
 }
 
