@@ -36,6 +36,13 @@ type Result struct {
 	// SRTTms is TCP's smoothed RTT from TCP_INFO at the end of the test, in ms.
 	SRTTms *float64        `json:"srtt_ms,omitempty"`
 	CPUPct *SenderReceiver `json:"cpu_pct,omitempty"`
+	// CPUUserPct and CPUSystemPct split cpu_pct into the processes' user
+	// and system time (getrusage), as iperf3's host_user/host_system do.
+	CPUUserPct   *SenderReceiver `json:"cpu_user_pct,omitempty"`
+	CPUSystemPct *SenderReceiver `json:"cpu_system_pct,omitempty"`
+	// TCPCongestion names the congestion-control algorithm of each side's
+	// data connections, as TCP_CONGESTION reads it (tcp).
+	TCPCongestion *SenderReceiverNames `json:"tcp_congestion,omitempty"`
 	// SendMode and RecvMode say how datagrams crossed the system-call
 	// boundary (udp): send_mode "gso" (sendmmsg with UDP segmentation
 	// offload: the path may carry up to 64 KB batches as one packet until
@@ -119,6 +126,12 @@ const (
 type SenderReceiver struct {
 	Sender   float64 `json:"sender"`
 	Receiver float64 `json:"receiver"`
+}
+
+// SenderReceiverNames is a name on each side of a test.
+type SenderReceiverNames struct {
+	Sender   string `json:"sender,omitempty"`
+	Receiver string `json:"receiver,omitempty"`
 }
 
 // Interval is one interval report.

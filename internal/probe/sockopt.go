@@ -9,6 +9,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// TCPCongestion returns the congestion-control algorithm of TCP socket
+// fd (TCP_CONGESTION), "" when the kernel does not say.
+func TCPCongestion(fd int) string {
+	name, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+// ConnCongestion returns TCPCongestion of connection c's socket.
+func ConnCongestion(c syscall.Conn) string {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var name string
+	_ = rc.Control(func(fd uintptr) { name = TCPCongestion(int(fd)) })
+	return name
+}
+
 // SockOpts are socket options applied before a socket connects or binds, so
 // that the very first packet (a TCP SYN included) already carries them.
 type SockOpts struct {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -28,7 +29,7 @@ func (r *Report) WriteIperf3(w io.Writer) error {
 		if kind != probe.KindTCP && kind != probe.KindUDP {
 			continue
 		}
-		d := Iperf3(o)
+		d := Iperf3(o, r.Environment)
 		d.ExtraData = fmt.Sprintf("cnperf run=%s connection=%s backend=%s repeat=%d", r.RunID, o.Step.Connection, o.Step.Backend, o.Step.Repeat+1)
 		docs = append(docs, d)
 	}
@@ -47,8 +48,11 @@ func (r *Report) WriteIperf3(w io.Writer) error {
 	return nil
 }
 
-// Iperf3 converts one tcp or udp outcome into an iperf3 --json document.
-func Iperf3(o suite.Outcome) iperf3json.Doc {
+// Iperf3 converts one tcp or udp outcome into an iperf3 --json document,
+// as the client (the step's source) writes it. env, when known, gives
+// start.system_info: the source node's name and kernel as the run
+// recorded them (iperf3 writes the measuring host's uname).
+func Iperf3(o suite.Outcome, env *hostinfo.Environment) iperf3json.Doc {
 	d := iperf3json.Doc{Start: iperf3json.Start{Version: "cnperf"}, Intervals: []iperf3json.Interval{}}
 	res := o.Result
 	if res == nil {
@@ -72,8 +76,9 @@ func Iperf3(o suite.Outcome) iperf3json.Doc {
 		d.Start.Connected = []iperf3json.Connected{{Socket: 1, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp}}
 	}
 	if !res.StartedAt.IsZero() {
-		d.Start.Timestamp = &iperf3json.Timestamp{Time: res.StartedAt.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), Timesecs: res.StartedAt.Unix()}
+		d.Start.Timestamp = &iperf3json.Timestamp{Time: res.StartedAt.UTC().Format(iperf3json.TimeFormat), Timesecs: res.StartedAt.Unix()}
 	}
+	d.Start.SystemInfo = systemInfo(env, o.Step.Src.Node)
 	proto := "TCP"
 	if udp {
 		proto = "UDP"
@@ -81,6 +86,11 @@ func Iperf3(o suite.Outcome) iperf3json.Doc {
 	streams := max(spec.Streams, len(res.Streams), 1)
 	ts := &iperf3json.TestStart{Protocol: proto, NumStreams: streams, Blksize: spec.Size,
 		Duration: int(math.Round(res.DurationS)), TOS: res.TOS}
+	if spec.RateBps != nil && *spec.RateBps > 0 {
+		// iperf3's target bitrate is per stream; a spec's rate is the total.
+		ts.TargetBitrate = *spec.RateBps / uint64(streams)
+		d.Start.TargetBitrate = ts.TargetBitrate
+	}
 	if spec.Reverse {
 		ts.Reverse = 1
 	}
@@ -142,15 +152,50 @@ func Iperf3(o suite.Outcome) iperf3json.Doc {
 		}
 	}
 	d.End.SumSent, d.End.SumReceived = &sent, &recv
-	if res.CPUPct != nil {
-		// iperf3's host is the client; the client sends unless reversed.
-		c := &iperf3json.CPU{HostTotal: res.CPUPct.Sender, RemoteTotal: res.CPUPct.Receiver}
-		if spec.Reverse {
-			c.HostTotal, c.RemoteTotal = res.CPUPct.Receiver, res.CPUPct.Sender
-		}
-		d.End.CPU = c
+	d.End.CPU = iperf3CPU(res, spec.Reverse)
+	if c := res.TCPCongestion; c != nil && !udp {
+		d.End.SenderTCPCongestion, d.End.ReceiverTCPCongestion = c.Sender, c.Receiver
 	}
 	return d
+}
+
+// iperf3CPU is end.cpu_utilization_percent: iperf3's host is the client,
+// which sends unless reversed. Without the user/system split (a result
+// from before it was measured) those fields read 0.
+func iperf3CPU(res *probe.Result, reverse bool) *iperf3json.CPU {
+	if res.CPUPct == nil {
+		return nil
+	}
+	pick := func(v *probe.SenderReceiver) (host, remote float64) {
+		if v == nil {
+			return 0, 0
+		}
+		if reverse {
+			return v.Receiver, v.Sender
+		}
+		return v.Sender, v.Receiver
+	}
+	c := &iperf3json.CPU{}
+	c.HostTotal, c.RemoteTotal = pick(res.CPUPct)
+	c.HostUser, c.RemoteUser = pick(res.CPUUserPct)
+	c.HostSystem, c.RemoteSystem = pick(res.CPUSystemPct)
+	return c
+}
+
+// systemInfo is start.system_info for the named node of env: iperf3's
+// "sysname nodename release" from what the run recorded of the node
+// (cnperf's agents run on Linux); "" when the run recorded no kernel for
+// it.
+func systemInfo(env *hostinfo.Environment, node string) string {
+	if env == nil || node == "" {
+		return ""
+	}
+	for _, n := range env.Nodes {
+		if n.Name == node && n.Kernel != "" {
+			return "Linux " + n.Name + " " + n.Kernel
+		}
+	}
+	return ""
 }
 
 // splitHostPort splits HOST:PORT; an address without a port is a host

@@ -17,9 +17,9 @@ import (
 // normal or reverse) into a Result with Kind "tcp" or "udp" and Tool
 // "iperf3". Sender and receiver figures come from end.sum_sent and
 // end.sum_received, which iperf3 fills from both ends whatever the
-// direction. iperf3 reports CPU as local (host_total) and remote
-// (remote_total): the client is the sender in normal mode and the receiver
-// with -R, and the mapping follows that. An "error" in the document (such
+// direction. iperf3 reports CPU as local (host_*) and remote (remote_*):
+// the client is the sender in normal mode and the receiver with -R, and
+// the mapping follows that. An "error" in the document (such
 // as a refused connection) is returned as the error.
 func ParseIperf3JSON(b []byte) (*probe.Result, error) {
 	var d iperf3json.Doc
@@ -71,12 +71,16 @@ func ParseIperf3JSON(b []byte) (*probe.Result, error) {
 	r.DurationS = sent.Seconds
 	r.Bytes = &probe.SenderReceiver{Sender: sent.Bytes, Receiver: recv.Bytes}
 	r.ThroughputBps = &probe.SenderReceiver{Sender: sent.BitsPerSecond, Receiver: recv.BitsPerSecond}
-	if d.End.CPU != nil {
+	if c := d.End.CPU; c != nil {
+		host := probe.CPUUse{Pct: c.HostTotal, UserPct: c.HostUser, SystemPct: c.HostSystem}
+		remote := probe.CPUUse{Pct: c.RemoteTotal, UserPct: c.RemoteUser, SystemPct: c.RemoteSystem}
 		if reverse {
-			r.CPUPct = &probe.SenderReceiver{Sender: d.End.CPU.RemoteTotal, Receiver: d.End.CPU.HostTotal}
-		} else {
-			r.CPUPct = &probe.SenderReceiver{Sender: d.End.CPU.HostTotal, Receiver: d.End.CPU.RemoteTotal}
+			host, remote = remote, host
 		}
+		r.SetCPU(host.Pct, remote.Pct, &host, &remote)
+	}
+	if d.End.SenderTCPCongestion != "" || d.End.ReceiverTCPCongestion != "" {
+		r.TCPCongestion = &probe.SenderReceiverNames{Sender: d.End.SenderTCPCongestion, Receiver: d.End.ReceiverTCPCongestion}
 	}
 
 	switch r.Kind {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -254,10 +255,11 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 		_ = st.conn.SetDeadline(time.Now())
 	}
 	wg.Wait()
-	if wall := cpu1.Wall.Sub(cpu0.Wall).Seconds(); wall > 0 {
-		ours.CPUUtilUser = 100 * (cpu1.User - cpu0.User).Seconds() / wall
-		ours.CPUUtilSystem = 100 * (cpu1.Sys - cpu0.Sys).Seconds() / wall
-		ours.CPUUtilTotal = ours.CPUUtilUser + ours.CPUUtilSystem
+	ours.setCPU(probe.CPUUseBetween(cpu0, cpu1))
+	if p.TCP && len(streams) > 0 {
+		if sc, ok := streams[0].conn.(syscall.Conn); ok {
+			ours.CongestionUsed = probe.ConnCongestion(sc)
+		}
 	}
 	ours.Streams = snap
 	if err := cc.writeJSON(ours); err != nil {
@@ -428,11 +430,15 @@ func buildResult(spec probe.Spec, p Params, c net.Conn, started time.Time, elaps
 	}
 	res.Bytes = &probe.SenderReceiver{Sender: sentB, Receiver: recvB}
 	res.ThroughputBps = &probe.SenderReceiver{Sender: rate(sentB, sentT), Receiver: rate(recvB, recvT)}
-	cpuMine, cpuPeer := ours.CPUUtilTotal, theirs.CPUUtilTotal
+	mine, peer := ours.cpuUse(), theirs.cpuUse()
+	cong := &probe.SenderReceiverNames{Sender: ours.CongestionUsed, Receiver: theirs.CongestionUsed}
 	if p.Reverse {
-		res.CPUPct = &probe.SenderReceiver{Sender: cpuPeer, Receiver: cpuMine}
-	} else {
-		res.CPUPct = &probe.SenderReceiver{Sender: cpuMine, Receiver: cpuPeer}
+		mine, peer = peer, mine
+		cong.Sender, cong.Receiver = cong.Receiver, cong.Sender
+	}
+	res.SetCPU(mine.Pct, peer.Pct, mine, peer)
+	if p.TCP && (cong.Sender != "" || cong.Receiver != "") {
+		res.TCPCongestion = cong
 	}
 	if p.TCP {
 		switch {

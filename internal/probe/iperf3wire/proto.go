@@ -32,6 +32,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // CookieSize is the length of iperf3's cookie on the wire, NUL included.
@@ -260,6 +262,17 @@ type results struct {
 	// ServerOutputJSON is the server's own document, sent when the
 	// client asked for it (--get-server-output).
 	ServerOutputJSON json.RawMessage `json:"server_output_json,omitempty"`
+}
+
+// setCPU fills the CPU figures from one side's use.
+func (r *results) setCPU(u probe.CPUUse) {
+	r.CPUUtilTotal, r.CPUUtilUser, r.CPUUtilSystem = u.Pct, u.UserPct, u.SystemPct
+}
+
+// cpuUse returns the CPU figures as a CPUUse (iperf3 always sends all
+// three).
+func (r results) cpuUse() *probe.CPUUse {
+	return &probe.CPUUse{Pct: r.CPUUtilTotal, UserPct: r.CPUUtilUser, SystemPct: r.CPUUtilSystem}
 }
 
 // known reports whether a figure from the peer was measured: iperf3

@@ -388,12 +388,7 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 		log.Info("iperf3 test ended without TEST_END", "state", state, "err", err)
 		return
 	}
-	wall := cpu1.Wall.Sub(cpu0.Wall).Seconds()
-	if wall > 0 {
-		res.CPUUtilUser = 100 * (cpu1.User - cpu0.User).Seconds() / wall
-		res.CPUUtilSystem = 100 * (cpu1.Sys - cpu0.Sys).Seconds() / wall
-		res.CPUUtilTotal = res.CPUUtilUser + res.CPUUtilSystem
-	}
+	res.setCPU(probe.CPUUseBetween(cpu0, cpu1))
 	if p.TCP {
 		res.CongestionUsed = doc.congestion
 	}

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // sysRefusal is a socket option the server could not set for the test:
@@ -94,7 +96,7 @@ func setupTCPStream(c net.Conn, p Params) (tcpSockInfo, []string, error) {
 		info.sndbuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
 		info.rcvbuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 		info.mss, _ = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-		info.congestion = congestionOf(fd)
+		info.congestion = probe.TCPCongestion(fd)
 		if v6 {
 			info.tos, _ = unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS)
 		} else {
@@ -128,30 +130,6 @@ func setTOSFd(fd int, v6 bool, tos int) error {
 		return refusalFor(errSetTOS, fmt.Sprintf("-S %#x", tos), err)
 	}
 	return nil
-}
-
-// congestionOf reads TCP_CONGESTION, "" when the kernel does not say.
-func congestionOf(fd int) string {
-	var buf [maxCongestion + 1]byte
-	l := uint32(len(buf))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION,
-		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return ""
-	}
-	n := 0
-	for n < int(l) && buf[n] != 0 {
-		n++
-	}
-	return string(buf[:n])
-}
-
-// Congestion returns the congestion-control algorithm of TCP connection
-// c, as TCP_CONGESTION reads it ("" when it cannot be read).
-func Congestion(c net.Conn) string {
-	var name string
-	_ = control(c, func(fd int) error { name = congestionOf(fd); return nil })
-	return name
 }
 
 // refusalFor wraps a failed setsockopt as iperf3's error code with its

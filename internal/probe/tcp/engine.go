@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -121,10 +122,23 @@ type sideResult struct {
 	Retrans  []int64  `json:"retrans,omitempty"`
 	SRTTus   []uint32 `json:"srtt_us,omitempty"`
 	CPUPct   float64  `json:"cpu_pct"`
+	// CPUUserPct and CPUSystemPct split CPUPct (nil from an older peer).
+	CPUUserPct   *float64 `json:"cpu_user_pct,omitempty"`
+	CPUSystemPct *float64 `json:"cpu_system_pct,omitempty"`
+	// Congestion is the data connections' TCP_CONGESTION.
+	Congestion string `json:"congestion,omitempty"`
 	// ArrivedTOS is the TOS byte this side saw arriving on its data
 	// connections (nil when unknown).
 	ArrivedTOS *int   `json:"arrived_tos,omitempty"`
 	Note       string `json:"note,omitempty"`
+}
+
+// cpuUse returns the side's CPU split, nil when its report had none.
+func (r sideResult) cpuUse() *probe.CPUUse {
+	if r.CPUUserPct == nil || r.CPUSystemPct == nil {
+		return nil
+	}
+	return &probe.CPUUse{Pct: r.CPUPct, UserPct: *r.CPUUserPct, SystemPct: *r.CPUSystemPct}
 }
 
 // side runs one end's part of a test over its data connections: sending or
@@ -373,8 +387,14 @@ func (s *side) finish() sideResult {
 	if last.IsZero() {
 		last = time.Now()
 	}
+	cpu := probe.CPUUseBetween(s.cpu0, cpu1)
 	r := sideResult{Bytes: make([]int64, len(s.conns)), ElapsedS: last.Sub(s.t0).Seconds(),
-		CPUPct: probe.CPUPercent(s.cpu0, cpu1)}
+		CPUPct: cpu.Pct, CPUUserPct: probe.Float(cpu.UserPct), CPUSystemPct: probe.Float(cpu.SystemPct)}
+	if len(s.conns) > 0 {
+		if sc, ok := s.conns[0].(syscall.Conn); ok {
+			r.Congestion = probe.ConnCongestion(sc)
+		}
+	}
 	for i := range s.ctr {
 		r.Bytes[i] = s.ctr[i].n.Load()
 	}

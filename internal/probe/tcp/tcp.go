@@ -258,7 +258,10 @@ func assemble(res *probe.Result, cfg config, sender, receiver *sideResult) {
 	if nSRTT > 0 {
 		res.SRTTms = probe.Float(srtt / float64(nSRTT))
 	}
-	res.CPUPct = &probe.SenderReceiver{Sender: sender.CPUPct, Receiver: receiver.CPUPct}
+	res.SetCPU(sender.CPUPct, receiver.CPUPct, sender.cpuUse(), receiver.cpuUse())
+	if sender.Congestion != "" || receiver.Congestion != "" {
+		res.TCPCongestion = &probe.SenderReceiverNames{Sender: sender.Congestion, Receiver: receiver.Congestion}
+	}
 	switch {
 	case receiver.ArrivedTOS != nil:
 		d := *receiver.ArrivedTOS >> 2

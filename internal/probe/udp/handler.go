@@ -167,7 +167,9 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	if mode == "" {
 		mode = s.UDPReadMode()
 	}
-	rep := rx.report(end, probe.CPUPercent(cpu0, probe.SampleCPU()), mode)
+	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	rep := rx.report(end, use.Pct, mode)
+	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	rep.Notes = append(rep.Notes, notes...)
 	b, err := json.Marshal(rep)
 	if err != nil {

@@ -410,7 +410,9 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 		}
 	}
 	_ = cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop})
-	rep := rx.report(lastArrival, probe.CPUPercent(cpu0, probe.SampleCPU()), rcv.Mode().RecvString())
+	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	rep := rx.report(lastArrival, use.Pct, rcv.Mode().RecvString())
+	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	if env.OnInterval != nil {
 		for _, iv := range rep.Intervals[min(live, len(rep.Intervals)):] {
 			env.OnInterval(iv)
@@ -438,7 +440,7 @@ func fill(res *probe.Result, spec probe.Spec, tx txReport, rx rxReport) {
 		res.ThroughputBps.Receiver = float64(rx.Bytes) * 8 / secs
 		res.PPS = probe.Float(float64(rx.Received) / secs)
 	}
-	res.CPUPct = &probe.SenderReceiver{Sender: tx.CPUPct, Receiver: rx.CPUPct}
+	res.SetCPU(tx.CPUPct, rx.CPUPct, cpuUse(tx.CPUPct, tx.CPUUserPct, tx.CPUSystemPct), cpuUse(rx.CPUPct, rx.CPUUserPct, rx.CPUSystemPct))
 	res.SendMode, res.RecvMode = tx.Mode, rx.Mode
 	if tx.Burst > 0 {
 		res.BurstDatagrams = probe.Int(tx.Burst)

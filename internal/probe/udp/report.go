@@ -29,7 +29,10 @@ type txReport struct {
 	Bytes      int64   `json:"bytes"`
 	DurationNs int64   `json:"duration_ns"`
 	CPUPct     float64 `json:"cpu_pct"`
-	Mode       string  `json:"mode"`
+	// CPUUserPct and CPUSystemPct split CPUPct (nil from an older peer).
+	CPUUserPct   *float64 `json:"cpu_user_pct,omitempty"`
+	CPUSystemPct *float64 `json:"cpu_system_pct,omitempty"`
+	Mode         string   `json:"mode"`
 	// Burst is the most datagrams handed to the kernel in one call.
 	Burst int      `json:"burst"`
 	Notes []string `json:"notes,omitempty"`
@@ -49,11 +52,27 @@ type rxReport struct {
 	Histogram  *probe.Histogram `json:"histogram,omitempty"`
 	TOS        *int             `json:"tos,omitempty"`
 	// MixedTOS is set when datagrams arrived with different TOS bytes.
-	MixedTOS  bool             `json:"mixed_tos,omitempty"`
-	CPUPct    float64          `json:"cpu_pct"`
-	Drops     *int64           `json:"socket_drops,omitempty"`
-	KernelTS  bool             `json:"kernel_ts"`
-	Mode      string           `json:"mode"`
-	Intervals []probe.Interval `json:"intervals,omitempty"`
-	Notes     []string         `json:"notes,omitempty"`
+	MixedTOS bool    `json:"mixed_tos,omitempty"`
+	CPUPct   float64 `json:"cpu_pct"`
+	// CPUUserPct and CPUSystemPct split CPUPct (nil from an older peer).
+	CPUUserPct   *float64         `json:"cpu_user_pct,omitempty"`
+	CPUSystemPct *float64         `json:"cpu_system_pct,omitempty"`
+	Drops        *int64           `json:"socket_drops,omitempty"`
+	KernelTS     bool             `json:"kernel_ts"`
+	Mode         string           `json:"mode"`
+	Intervals    []probe.Interval `json:"intervals,omitempty"`
+	Notes        []string         `json:"notes,omitempty"`
+}
+
+// cpuSplit returns the pointers a report carries for use.
+func cpuSplit(use probe.CPUUse) (user, system *float64) {
+	return probe.Float(use.UserPct), probe.Float(use.SystemPct)
+}
+
+// cpuUse returns a report's CPU split, nil when it had none.
+func cpuUse(pct float64, user, system *float64) *probe.CPUUse {
+	if user == nil || system == nil {
+		return nil
+	}
+	return &probe.CPUUse{Pct: pct, UserPct: *user, SystemPct: *system}
 }

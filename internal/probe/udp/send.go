@@ -126,8 +126,11 @@ func send(ctx context.Context, s *udpio.Sender, p sendPlan) (txReport, error) {
 	}
 	stop := time.Now()
 	rep := txReport{Sent: sent, Bytes: sent * int64(p.size), DurationNs: stop.Sub(start).Nanoseconds(),
-		CPUPct: probe.CPUPercent(cpu0, probe.SampleCPU()), Mode: s.Mode().String(),
+		Mode:  s.Mode().String(),
 		Burst: s.MaxBurst(), Notes: append(notes, s.Notes()...)}
+	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	rep.CPUPct = use.Pct
+	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
