@@ -13,14 +13,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnperf/cnperf/internal/k8s"
+	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/pgnotify"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/web"
 )
 
 func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
-	var listen, dsn, userTokenFile, agentTokenFile string
+	var listen, dsn, userTokenFile, agentTokenFile, userTokenSecret string
 	var mo meshFlags
 	var lf limitFlags
 	var tlsCert, tlsKey, tlsDir string
@@ -82,7 +85,8 @@ request may ask: the --max-* and --min-* flags.`,
 			}
 			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
-				ScheduleMinEvery: minEvery, AgentSourceCheck: checkSource && !trustAddrs}
+				ScheduleMinEvery: minEvery, AgentSourceCheck: checkSource && !trustAddrs,
+				TokenPlaces: tokenPlaces(userTokenFile, userTokenSecret, os.Getenv("POD_NAMESPACE"))}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tf)
 		},
 	}
@@ -90,6 +94,7 @@ request may ask: the --max-* and --min-* flags.`,
 	fl.StringVar(&listen, "listen", envOr("CNPERF_SERVER_LISTEN", ":8080"), "HOST:PORT to serve HTTP on")
 	fl.StringVar(&dsn, "db", envOr("CNPERF_DB", "sqlite:cnperf.db"), "store: sqlite:PATH, postgres://... or mysql://...")
 	fl.StringVar(&userTokenFile, "user-token-file", "", "file holding the user token (instead of CNPERF_USER_TOKEN)")
+	fl.StringVar(&userTokenSecret, "user-token-secret", envOr("CNPERF_USER_TOKEN_SECRET", ""), "the Kubernetes Secret the user token comes from (key user-token, namespace $POD_NAMESPACE), named on the dashboard's login page")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
 	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
 	fl.DurationVar(&minEvery, "schedule-min-every", schedule.DefaultMinEvery, "shortest interval a schedule may have (cnperf schedule create --every); lower it only for tests")
@@ -231,4 +236,31 @@ func redactDSN(dsn string) string {
 // isPostgres reports whether dsn names a PostgreSQL database.
 func isPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// tokenPlaces says where this server's user token is kept, for the
+// dashboard's login page: the file it read (--user-token-file), the
+// Secret its Deployment names (--user-token-secret, set by the manifests
+// and the chart), or, for a server started otherwise, where each install
+// keeps it.
+func tokenPlaces(file, secret, namespace string) []web.TokenPlace {
+	if file != "" {
+		return []web.TokenPlace{{Install: "This server", Where: "the file " + file + " (its --user-token-file)", Command: "cat " + file}}
+	}
+	if namespace == "" {
+		namespace = k8s.Namespace
+	}
+	if secret != "" {
+		return []web.TokenPlace{{Install: "Kubernetes",
+			Where:   fmt.Sprintf("Secret %s (key %s) in namespace %s", secret, k8s.UserTokenKey, namespace),
+			Command: k8s.TokenCommand(namespace, secret)}}
+	}
+	return []web.TokenPlace{
+		{Install: "Kubernetes (cnperf k8s deploy, kubectl apply -k, Helm)",
+			Where:   fmt.Sprintf("Secret %s (key %s) in cnperf's namespace; with Helm's auth.existingSecret, that Secret", k8s.TokensSecret, k8s.UserTokenKey),
+			Command: k8s.TokenCommand(k8s.Namespace, k8s.TokensSecret)},
+		{Install: "A lab (cnperf lab up)", Where: "CNPERF_USER_TOKEN in " + lab.DefaultStateDir + "/NAME.d/user.env",
+			Command: "sudo grep CNPERF_USER_TOKEN " + lab.DefaultStateDir + "/NAME.d/user.env"},
+		{Install: "cnperf server started by hand", Where: "the CNPERF_USER_TOKEN it was started with, or the file its --user-token-file names"},
+	}
 }

@@ -250,6 +250,15 @@ func (c *Client) ensureTokens(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// UserTokenKey is the token Secret's key of the user token.
+const UserTokenKey = "user-token"
+
+// TokenCommand is the kubectl command that prints the user token kept in
+// Secret secret of namespace ns.
+func TokenCommand(ns, secret string) string {
+	return fmt.Sprintf("kubectl -n %s get secret %s -o jsonpath='{.data.%s}' | base64 -d", ns, secret, UserTokenKey)
+}
+
 // Tokens reads the user token from the token Secret, and the agent join
 // token where a Secret of an earlier cnperf still holds one ("" otherwise:
 // agents authenticate with ServiceAccount tokens).

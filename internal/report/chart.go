@@ -246,6 +246,9 @@ type LineSpec struct {
 	Area bool
 	// YMax fixes the top of the y axis (CDFs: 100); 0 means from the data.
 	YMax float64
+	// YCap bounds the top of an axis taken from the data (shares of
+	// samples: 100 %); 0 means none.
+	YCap float64
 }
 
 // LineChart lays out a line chart. The y axis starts at zero.
@@ -288,7 +291,14 @@ func LineChart(s LineSpec) *Chart {
 		xlo = 0
 	}
 	xa := newAxis(xlo, xhi, c.Plot.X, c.Plot.X+c.Plot.W, s.XUnit, 8)
-	ya := newAxis(0, yhi*1.05, c.Plot.Y+c.Plot.H, c.Plot.Y, s.YUnit, 5)
+	top := yhi * 1.05
+	if s.YCap > 0 && top > s.YCap {
+		top = s.YCap
+	}
+	ya := newAxis(0, top, c.Plot.Y+c.Plot.H, c.Plot.Y, s.YUnit, 5)
+	if s.YCap > 0 && ya.hi > s.YCap {
+		ya = newAxis(0, s.YCap, c.Plot.Y+c.Plot.H, c.Plot.Y, s.YUnit, 5)
+	}
 	if s.YMax > 0 {
 		ya = newAxis(0, s.YMax, c.Plot.Y+c.Plot.H, c.Plot.Y, s.YUnit, 5)
 	}

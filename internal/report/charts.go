@@ -301,7 +301,7 @@ func histogramChart(id, title string, ds []distribution) *Chart {
 		series = append(series, s)
 	}
 	c := LineChart(LineSpec{ID: id, Title: title, XName: "Latency", XUnit: unit, YName: "Share of samples", YUnit: "%",
-		Series: series, Step: true, Area: true})
+		Series: series, Step: true, Area: true, YCap: 100})
 	c.Subtitle = fmt.Sprintf("bins of %s; up to the 95th percentile (the CDF shows the tail)", Format(width, "µs"))
 	return c
 }

@@ -86,14 +86,20 @@ var siPrefixes = []struct {
 }{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}}
 
 // Scale picks a display multiplier and unit for values up to max in unit:
-// 4.28e9 bit/s → (1e9, "Gbit/s"), 0.03 ms → (1e-3, "µs"). Units without
+// 4.28e9 bit/s → (1e9, "Gbit/s"), 0.03 ms → (1e-3, "µs"), 2e-5 ms → (1e-6,
+// "ns"). Units without
 // scaling return (1, unit).
 func Scale(max float64, unit string) (float64, string) {
 	switch unit {
 	case "bit/s", "B", "pkt/s", "tx/s":
 	case "ms":
-		// Container networks answer in microseconds: show them so.
-		if a := math.Abs(max); a > 0 && a < 1 {
+		// Container networks answer in microseconds, and jitter on a
+		// quiet path in nanoseconds: show them so (13.1 µs, 17.6 ns,
+		// never 0.0176 µs).
+		switch a := math.Abs(max); {
+		case a > 0 && a < 1e-3:
+			return 1e-6, "ns"
+		case a > 0 && a < 1:
 			return 1e-3, "µs"
 		}
 		return 1, unit

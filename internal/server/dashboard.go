@@ -82,7 +82,8 @@ func (s *Server) mountExtras() error {
 	// The one registry of suites: stored runs are shown with their suite's
 	// own rows; suites that need a lab's network are refused by the start
 	// form with the reason.
-	dash, err := web.New(web.Options{API: c, UserToken: s.opts.UserToken, Suites: builtin.Registry(), Logger: s.log, Now: s.now})
+	dash, err := web.New(web.Options{API: c, UserToken: s.opts.UserToken, Suites: builtin.Registry(), Logger: s.log, Now: s.now,
+		TokenPlaces: s.opts.TokenPlaces})
 	if err != nil {
 		return err
 	}

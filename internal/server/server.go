@@ -46,6 +46,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/web"
 )
 
 // Defaults of Options.
@@ -66,6 +67,9 @@ type Options struct {
 	// the agents' join token (CNPERF_AGENT_TOKEN): it joins an agent, which
 	// then uses its own credential (identity.go).
 	UserToken, AgentToken string
+	// TokenPlaces tell the dashboard's login page where the user token
+	// is kept (the Secret, the file).
+	TokenPlaces []web.TokenPlace
 	// AgentReviewer, when set, authenticates agents by other tokens (on
 	// Kubernetes: ServiceAccount tokens, by TokenReview).
 	AgentReviewer AgentReviewer

@@ -135,11 +135,12 @@ func safeNext(next string) string {
 
 type loginPage struct {
 	page
-	Next string
+	Next   string
+	Places []TokenPlace
 }
 
 func (d *Dashboard) handleLoginPage(w http.ResponseWriter, r *http.Request) {
-	d.render(w, r, http.StatusOK, "login", loginPage{page: page{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next"))})
+	d.render(w, r, http.StatusOK, "login", loginPage{page: page{Title: "Log in"}, Next: safeNext(r.URL.Query().Get("next")), Places: d.opts.TokenPlaces})
 }
 
 func (d *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
@@ -153,14 +154,14 @@ func (d *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if ok, after := d.login.allow(addr); !ok {
 		secs := int(after.Seconds()) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		p := loginPage{page: page{Title: "Log in", Flash: fmt.Sprintf("Too many failed logins: try again in %d s.", secs), FlashKind: "error"}, Next: next}
+		p := loginPage{page: page{Title: "Log in", Flash: fmt.Sprintf("Too many failed logins: try again in %d s.", secs), FlashKind: "error"}, Next: next, Places: d.opts.TokenPlaces}
 		d.render(w, r, http.StatusTooManyRequests, "login", p)
 		return
 	}
 	tok := r.PostFormValue("token")
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(d.opts.UserToken)) != 1 {
 		d.login.failed(addr)
-		p := loginPage{page: page{Title: "Log in", Flash: "Wrong token: use the user token the server was started with.", FlashKind: "error"}, Next: next}
+		p := loginPage{page: page{Title: "Log in", Flash: "Wrong token: use the user token the server was started with.", FlashKind: "error"}, Next: next, Places: d.opts.TokenPlaces}
 		d.render(w, r, http.StatusUnauthorized, "login", p)
 		return
 	}

@@ -55,6 +55,17 @@ type Options struct {
 	SessionTTL time.Duration
 	// RunTimeout bounds a suite started from the form (default 2 h).
 	RunTimeout time.Duration
+	// TokenPlaces say on the login page where the user token is kept on
+	// the installs this server may be part of (nil: the page says only
+	// that it is the server's user token).
+	TokenPlaces []TokenPlace
+}
+
+// TokenPlace says where one kind of install keeps the user token.
+type TokenPlace struct {
+	Install string // "Kubernetes", "a lab"
+	Where   string // "Secret cnperf-tokens (key user-token) in namespace cnperf"
+	Command string // a command that prints the token; "" when none
 }
 
 // Dashboard serves the pages. Register mounts them on a mux; Close stops
