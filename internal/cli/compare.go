@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnperf/cnperf/internal/bundle"
+	"github.com/cnperf/cnperf/internal/evaluate"
 	"github.com/cnperf/cnperf/internal/hostinfo"
 	"github.com/cnperf/cnperf/internal/report"
 )
@@ -22,9 +25,9 @@ func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var out outputFlags
 	var tolerance float64
 	var failOn, only bool
-	var by string
+	var by, ref string
 	cmd := &cobra.Command{
-		Use:   "compare RUN_A RUN_B [RUN...]",
+		Use:   "compare RUN_A RUN_B [RUN...] | BUNDLE.json ... [RUN...]",
 		Short: "Compare runs of one suite and flag figures that got worse beyond their run-to-run spread",
 		Long: `Compare stored runs of one suite against the first (the reference). A figure
 is flagged worse only when all its repetitions fall outside the reference's
@@ -37,8 +40,16 @@ runs by what they ran on (--by kernel, --by os_image, --by cni, --by
 backend, ...; every run stores its environment) and compares the groups,
 the first group being the reference.
 
+Study bundles (files written by cnperf evaluate --out), any number, are
+compared with no server: a column per bundle named by --by (default
+cni,backend; a comma-separated list of the fields above), a line per
+question and scope with each bundle's verdict and headline figure, and
+the figure's ratio against the --ref column (default the first). A run
+id among the files is read from the server and answered as the questions
+its suite answers.
+
 Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
-		Args: cobra.RangeArgs(2, 6),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return err
@@ -51,6 +62,15 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 					return fmt.Errorf("--format %s and -o %s: give one", format, out.format)
 				}
 				format = o
+			}
+			if anyBundle(args) {
+				return compareBundles(cmd.Context(), st, &srv, args, by, ref, format)
+			}
+			if len(args) < 2 || len(args) > 6 {
+				return fmt.Errorf("compare takes 2 to 6 run ids, or bundle files in any number (got %d arguments)", len(args))
+			}
+			if ref != "" {
+				return errors.New("--ref is for bundles; runs are compared against the first")
 			}
 			if format != "text" && format != "md" && format != "json" && format != "yaml" && format != "csv" {
 				return fmt.Errorf("--format %q: want text, md, csv, json or yaml", format)
@@ -131,6 +151,63 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 	fl.Float64Var(&tolerance, "tolerance", 5, "percent the median must also move by to be flagged")
 	fl.BoolVar(&failOn, "fail-on-regression", false, "exit with status 3 when a figure got worse")
 	fl.StringVar(&by, "by", "", "group the runs by a field of the environment they ran on ("+strings.Join(hostinfo.Fields, ", ")+") and compare the groups")
+	fl.StringVar(&ref, "ref", "", "bundles: the reference column (its name, or the bundle's file) the ratios are against (default the first)")
 	fl.BoolVar(&only, "only-this-run", false, "compare the runs alone, not the other phases or backends of their suite runs (automatic when two runs share one)")
 	return cmd
+}
+
+// anyBundle reports whether an argument names a file (a study bundle).
+func anyBundle(args []string) bool {
+	for _, a := range args {
+		if bundle.IsBundle(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// compareBundles compares bundle files and stored runs (each answered as
+// the questions its suite answers) side by side; the server is asked only
+// for the runs.
+func compareBundles(ctx context.Context, st Streams, srv *reportServer, args []string, by, ref, format string) error {
+	var fields []string
+	for _, f := range strings.Split(by, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			fields = append(fields, f)
+		}
+	}
+	var bs []*bundle.Bundle
+	for _, a := range args {
+		if bundle.IsBundle(a) {
+			b, err := bundle.Read(a)
+			if err != nil {
+				return err
+			}
+			bs = append(bs, b)
+			continue
+		}
+		c, err := srv.client()
+		if err != nil {
+			return fmt.Errorf("%s is no file, so a run id, which needs a server: %w", a, err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, srv.timeout)
+		rep, err := fetchReport(rctx, c, a, false)
+		cancel()
+		if err != nil {
+			return err
+		}
+		bs = append(bs, &bundle.Bundle{Schema: bundle.Schema, Name: a, Environment: rep.Environment,
+			Sheet: evaluate.Sheet{Lines: evaluate.Judge(rep.Suite, rep.Rows)}})
+	}
+	cmp, err := bundle.Compare(bs, fields, ref)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json":
+		return cmp.WriteJSON(st.Out)
+	case "text", "md":
+		return cmp.WriteText(st.Out)
+	}
+	return fmt.Errorf("--format %q: want text, md or json", format)
 }

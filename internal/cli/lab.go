@@ -33,7 +33,7 @@ an underlay bridge the nodes meet on (10.170.0.0/24), one namespace per node
 with a bridge cni0 for its pod CIDR (10.244.K.0/24), and one namespace per pod.
 Nodes reach each other's pods by host-gw routes or VXLAN (like Flannel).`,
 	}
-	cmd.AddCommand(newLabUpCommand(g, st), newLabDownCommand(g, st), newLabStatusCommand(st), newLabExecCommand(st), newLabRunCommand(g, st))
+	cmd.AddCommand(newLabUpCommand(g, st), newLabDownCommand(g, st), newLabStatusCommand(st), newLabExecCommand(st), newLabRunCommand(g, st), newLabEvaluateCommand(g, st))
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/bundle"
 	"github.com/cnperf/cnperf/internal/report"
 )
 
@@ -178,7 +179,7 @@ func newReportCommand(_ *globalOptions, st Streams) *cobra.Command {
 	var htmlFile, format, output, outputFile string
 	var only bool
 	cmd := &cobra.Command{
-		Use:   "report RUN_ID",
+		Use:   "report RUN_ID | BUNDLE.json",
 		Short: "Show a stored run's results as a table, markdown, CSV, JSON, iperf3 JSON or an HTML page with charts",
 		Long: `Read a run from the server and render its report. The report covers the
 whole suite run the run belongs to (all its phases, and every backend of a
@@ -187,7 +188,8 @@ with its progress and the figures measured so far.
 
   cnperf report RUN_ID                       # table on the terminal
   cnperf report RUN_ID --html report.html    # self-contained page with SVG charts
-  cnperf report RUN_ID --format iperf3       # iperf3 --json: one document, an array for several`,
+  cnperf report RUN_ID --format iperf3       # iperf3 --json: one document, an array for several
+  cnperf report lab.json                     # a study bundle (cnperf evaluate --out): no server`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f, ok := reportOutputs[format]; ok && format != "iperf3" && format != "html" {
@@ -203,6 +205,9 @@ with its progress and the figures measured so far.
 			}
 			if format == "html" && output == "" && htmlFile == "" {
 				return errors.New("--format html writes a page: give --html FILE or --output-file FILE")
+			}
+			if bundle.IsBundle(args[0]) {
+				return reportBundle(st, args[0], format, htmlFile, output)
 			}
 			c, err := srv.client()
 			if err != nil {
@@ -237,4 +242,36 @@ with its progress and the figures measured so far.
 	fl.StringVar(&outputFile, "output-file", "", "write the output to FILE instead of standard output")
 	fl.BoolVar(&only, "only-this-run", false, "report this run alone, not the other phases or backends of its suite run")
 	return cmd
+}
+
+// reportBundle renders a study bundle as a run is rendered: the sheet,
+// then every suite run's report.
+func reportBundle(st Streams, path, format, htmlFile, output string) error {
+	b, err := bundle.Read(path)
+	if err != nil {
+		return err
+	}
+	writers := map[string]func(io.Writer) error{
+		"text": func(w io.Writer) error { return b.WriteText(w, suites(), true) },
+		"md":   func(w io.Writer) error { return b.WriteMarkdown(w, suites()) },
+		"json": b.Write,
+		"html": func(w io.Writer) error { return b.WriteHTML(w, suites()) },
+	}
+	w, ok := writers[format]
+	if !ok {
+		return fmt.Errorf("--format %q: a bundle renders as text, md, json or html", format)
+	}
+	if htmlFile != "" {
+		if err := writeFileAtomic(htmlFile, writers["html"]); err != nil {
+			return err
+		}
+		fmt.Fprintf(st.Err, "wrote %s\n", htmlFile)
+		if format == "text" {
+			return nil
+		}
+	}
+	if output != "" {
+		return writeFileAtomic(output, w)
+	}
+	return w(st.Out)
 }

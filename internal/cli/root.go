@@ -92,6 +92,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newRunCommand(g, st),
 		newReportCommand(g, st),
 		newCompareCommand(g, st),
+		newEvaluateCommand(g, st),
 		newQoSCommand(st),
 		newK8sCommand(g, st),
 		newImageCommand(st),

@@ -43,6 +43,30 @@ func LabRun(t *testing.T, args ...string) []map[string]any {
 // --db FILE to read them back afterwards).
 func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []string) {
 	t.Helper()
+	argv := append([]string{"run"}, args...)
+	argv = append(argv, "--json")
+	for flag, def := range map[string]string{"--nodes": "2", "--pods-per-node": "1", "--repeat": "1"} {
+		if !slices.Contains(args, flag) {
+			argv = append(argv, flag, def)
+		}
+	}
+	stdout := LabCommand(t, 4*time.Minute, argv...)
+	var out struct {
+		Rows   []map[string]any `json:"rows"`
+		RunIDs []string         `json:"run_ids"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("decode output: %v\n%s", err, stdout)
+	}
+	return out.Rows, out.RunIDs
+}
+
+// LabCommand runs `cnperf lab ARGS` (run SUITE, evaluate) on a lab named
+// q + random, one lab command at a time on the machine, within timeout,
+// and returns its standard output; it fails the test when the command
+// fails or leaves the lab or a namespace behind.
+func LabCommand(t *testing.T, timeout time.Duration, args ...string) []byte {
+	t.Helper()
 	nettest.Require(t)
 	bin := Binary(t)
 	var b [4]byte
@@ -58,16 +82,10 @@ func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []st
 	})
 	unlock := lockLabRuns(t)
 	defer unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	argv := append([]string{"lab", "run"}, args...)
-	argv = append(argv, "--json", "--name", name, "--state-dir", stateDir,
-		"--log-level", "warn", "--agent-log-level", "warn")
-	for flag, def := range map[string]string{"--nodes": "2", "--pods-per-node": "1", "--repeat": "1"} {
-		if !slices.Contains(args, flag) {
-			argv = append(argv, flag, def)
-		}
-	}
+	argv := append([]string{"lab"}, args...)
+	argv = append(argv, "--name", name, "--state-dir", stateDir, "--log-level", "warn", "--agent-log-level", "warn")
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -75,14 +93,7 @@ func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []st
 	err := cmd.Run()
 	t.Logf("cnperf %s: %v\n%s", strings.Join(argv, " "), time.Since(start).Round(time.Millisecond), stderr.String())
 	if err != nil {
-		t.Fatalf("cnperf lab run: %v", err)
-	}
-	var out struct {
-		Rows   []map[string]any `json:"rows"`
-		RunIDs []string         `json:"run_ids"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("decode output: %v\n%s", err, stdout.String())
+		t.Fatalf("cnperf lab %s: %v", args[0], err)
 	}
 	entries, _ := os.ReadDir("/var/run/netns")
 	for _, e := range entries {
@@ -90,7 +101,7 @@ func LabRunIDs(t *testing.T, args ...string) (rows []map[string]any, runIDs []st
 			t.Errorf("namespace left behind: %s", e.Name())
 		}
 	}
-	return out.Rows, out.RunIDs
+	return stdout.Bytes()
 }
 
 // Num reads a dotted key ("latency_ms.p99") of a row.

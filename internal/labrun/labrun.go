@@ -84,8 +84,45 @@ func Run(ctx context.Context, cfg Config) ([]suite.Report, error) {
 // runOne builds the lab for one backend, runs the suite and removes the
 // lab.
 func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logger) (rep suite.Report, err error) {
-	c := cfg.Lab
-	c.Backend = backend
+	c := cfg
+	c.Lab.Backend = backend
+	c.Log = log
+	err = session(ctx, c, func(ctx context.Context, r *suite.Runner) error {
+		r.Invocation = inv
+		o := cfg.Options
+		o.Backend = backend
+		var rerr error
+		rep, rerr = r.Run(ctx, cfg.Suite, o)
+		return rerr
+	})
+	return rep, err
+}
+
+// Session builds one fresh lab (cfg.Lab, its backend default host-gw),
+// starts the cnperf server and agents in it and calls fn with a Runner on
+// them, for callers that run several suites on one lab (cnperf lab
+// evaluate). The lab is removed before Session returns, also when fn fails
+// or ctx ends. cfg.Suite, Options and Backends are not used.
+func Session(ctx context.Context, cfg Config, fn func(ctx context.Context, r *suite.Runner) error) error {
+	if cfg.Lab.Backend == "" {
+		cfg.Lab.Backend = lab.BackendHostGW
+	}
+	if err := cfg.Lab.Validate(); err != nil {
+		return err
+	}
+	if err := lab.CheckPrivileges(); err != nil {
+		return err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return session(ctx, cfg, fn)
+}
+
+// session builds the lab of cfg.Lab, starts cnperf in it, calls fn with a
+// Runner on it and removes the lab.
+func session(ctx context.Context, cfg Config, fn func(ctx context.Context, r *suite.Runner) error) (err error) {
+	c, log, backend := cfg.Lab, cfg.Log, cfg.Lab.Backend
 	say := func(format string, args ...any) {
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
@@ -94,7 +131,7 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	t0 := time.Now()
 	l, err := lab.Up(ctx, c, log)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	say("lab %s up: %s, %d nodes x %d pods (%v)", l.Name, backend, c.Nodes, c.PodsPerNode, time.Since(t0).Round(time.Millisecond))
 	// Down runs whatever happens, with its own bounded context so that an
@@ -114,7 +151,7 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	if co.Dir == "" {
 		d, derr := os.MkdirTemp("", "cnperf-lab-"+l.Name+"-")
 		if derr != nil {
-			return rep, derr
+			return derr
 		}
 		co.Dir = d
 		defer func() {
@@ -128,20 +165,17 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 	cp, err := l.StartCnperf(ctx, co)
 	if err != nil {
 		keepLogs = true
-		return rep, err
+		return err
 	}
 	say("cnperf server and %d agents up (%v)", cp.Agents, time.Since(t1).Round(time.Millisecond))
 	api, err := cp.Client()
 	if err != nil {
-		return rep, err
+		return err
 	}
-	o := cfg.Options
-	o.Backend = backend
-	r := &suite.Runner{API: api, Env: NewEnv(l), Progress: cfg.Progress, Log: log, Invocation: inv}
-	rep, err = r.Run(ctx, cfg.Suite, o)
-	if err != nil {
+	r := &suite.Runner{API: api, Env: NewEnv(l), Progress: cfg.Progress, Log: log}
+	if err := fn(ctx, r); err != nil {
 		keepLogs = true
-		return rep, fmt.Errorf("%w (server and agent logs kept in %s)", err, co.Dir)
+		return fmt.Errorf("%w (server and agent logs kept in %s)", err, co.Dir)
 	}
-	return rep, nil
+	return nil
 }

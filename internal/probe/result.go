@@ -163,6 +163,9 @@ type PacketCounts struct {
 	Lost       int64 `json:"lost"`
 	OutOfOrder int64 `json:"out_of_order"`
 	Duplicate  int64 `json:"duplicate"`
+	// TooBig counts sends the kernel refused as larger than the
+	// interface's or the learnt path MTU (ping with dont_fragment).
+	TooBig int64 `json:"too_big,omitempty"`
 }
 
 // Summary is a distribution of values in one unit (the field's name says

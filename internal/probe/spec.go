@@ -112,6 +112,12 @@ type Spec struct {
 	// Watch is the flow a wire watch looks for (wire).
 	Watch *WatchFlow `json:"watch,omitempty"`
 
+	// DontFragment sets DF on every echo (ping): a packet too big for a
+	// link is dropped, not fragmented, and once the kernel has learnt the
+	// path's MTU from the ICMP "fragmentation needed" it refuses larger
+	// sends (counted in Packets.TooBig), as a DF size sweep needs.
+	DontFragment bool `json:"dont_fragment,omitempty"`
+
 	// MaxTTL bounds traceroute.
 	MaxTTL int `json:"max_ttl,omitempty"`
 	// Timeout bounds each wait for a reply (ping, trace, rr) and the control

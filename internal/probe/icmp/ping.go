@@ -86,6 +86,8 @@ type pingRun struct {
 	tos      map[int]int // DSCP of replies → count
 	sendErrs int
 	firstErr error
+	df       bool  // DF set: a send refused as too big is a finding, not a failure
+	tooBig   int64 // sends refused with EMSGSIZE
 }
 
 // Run pings spec.Target.
@@ -129,11 +131,16 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	if err := c.control(func(fd int) error { return opts.Apply(fd, c.v6) }); err != nil {
 		return nil, fmt.Errorf("ping %s: socket options: %w", dst, err)
 	}
+	if spec.DontFragment {
+		if err := c.control(func(fd int) error { return setDontFragment(fd, c.v6) }); err != nil {
+			return nil, fmt.Errorf("ping %s: set DF: %w", dst, err)
+		}
+	}
 	if err := c.filterEchoReplies(); err != nil {
 		log.Debug("icmp filter not set", "err", err)
 	}
 
-	r := &pingRun{dst: dst, sa: sa, c: c, size: size, timeout: timeout, tos: map[int]int{}, onReply: env.OnReply}
+	r := &pingRun{dst: dst, sa: sa, c: c, size: size, timeout: timeout, tos: map[int]int{}, onReply: env.OnReply, df: spec.DontFragment}
 	if _, err := rand.Read(r.token[:]); err != nil {
 		return nil, fmt.Errorf("ping: random token: %w", err)
 	}
@@ -171,7 +178,7 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		sending := (count == 0 || len(r.sent) < count) && (dur == 0 || now.Sub(start) < dur)
 		if sending && !now.Before(nextSend) {
 			if err := r.send(len(r.sent)); err != nil {
-				if len(r.sent) == 1 {
+				if len(r.sent) == 1 && !(r.df && errors.Is(err, unix.EMSGSIZE)) {
 					return nil, fmt.Errorf("ping: %w", sendErr(dst, err))
 				}
 				log.Debug("send failed", "seq", len(r.sent)-1, "err", err)
@@ -228,6 +235,9 @@ func (r *pingRun) send(i int) error {
 	r.sent = append(r.sent, time.Now())
 	r.replied = append(r.replied, false)
 	if err := r.c.send(b, r.sa, r.timeout); err != nil {
+		if errors.Is(err, unix.EMSGSIZE) {
+			r.tooBig++
+		}
 		r.sendErrs++
 		if r.firstErr == nil {
 			r.firstErr = err
@@ -292,7 +302,7 @@ func (r *pingRun) result(spec probe.Spec, local netip.Addr, startedAt time.Time,
 	res.LossPct = probe.Float(loss)
 	// The counts themselves, so a window's answered requests can be summed
 	// exactly (the ping mesh's availability, docs/slo.md).
-	res.Packets = &probe.PacketCounts{Sent: int64(sent), Received: int64(got), Lost: int64(sent - got), Duplicate: int64(r.dups)}
+	res.Packets = &probe.PacketCounts{Sent: int64(sent), Received: int64(got), Lost: int64(sent - got), Duplicate: int64(r.dups), TooBig: r.tooBig}
 	if got > 0 {
 		s := stats.Summarize(r.rtts)
 		res.RTTms = &s

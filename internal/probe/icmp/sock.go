@@ -395,3 +395,19 @@ func sendErr(dst netip.Addr, err error) error {
 func wakeOnCancel(ctx context.Context, c *conn) func() bool {
 	return context.AfterFunc(ctx, func() { _ = c.f.SetReadDeadline(time.Now()) })
 }
+
+// setDontFragment makes the socket send with DF (IPv6: never fragment
+// locally) and honour the path MTU the kernel learns: a send larger than
+// it fails with EMSGSIZE.
+func setDontFragment(fd int, v6 bool) error {
+	if v6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
+			return fmt.Errorf("IPV6_MTU_DISCOVER: %w", err)
+		}
+		return nil
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
+		return fmt.Errorf("IP_MTU_DISCOVER: %w", err)
+	}
+	return nil
+}

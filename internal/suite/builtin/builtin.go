@@ -11,6 +11,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/cnicompare"
 	"github.com/cnperf/cnperf/internal/suite/contention"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
+	"github.com/cnperf/cnperf/internal/suite/pmtu"
 	"github.com/cnperf/cnperf/internal/suite/policing"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
@@ -27,6 +28,7 @@ func Suites() []suite.Suite {
 		capacity.Suite{},
 		contention.Suite{},
 		matrix.Suite{},
+		pmtu.Suite{},
 	}
 }
 

@@ -176,3 +176,8 @@ func wireNote(r suite.Row) (note string, lost, seen bool) {
 	}
 	return fmt.Sprintf("mark lost before the wire (outer %.0f, sent %.0f)", *outer, *sent), true, true
 }
+
+// MarkOnWire says where a marked row's mark was on the sending node's
+// wire (as the verdicts say it): note, whether it was lost there, and
+// whether a watch saw the row's packets at all.
+func MarkOnWire(r suite.Row) (note string, lost, seen bool) { return wireNote(r) }

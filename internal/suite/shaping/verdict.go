@@ -66,7 +66,7 @@ func LimitVerdict(rows []suite.Row) string {
 			continue
 		}
 		measured++
-		if math.Abs(*e) > HoldTolerancePct {
+		if offLimit(*e) {
 			off++
 		}
 		if worst == nil || math.Abs(*e) > math.Abs(worstErr) {
@@ -110,4 +110,23 @@ func LimitVerdict(rows []suite.Row) string {
 
 func flowName(r suite.Row) string {
 	return r.Labels[LabelDirection] + "/" + r.Labels[LabelProto] + "/" + r.Labels[LabelLoad]
+}
+
+// offLimit reports whether a flow's steady-state error (percent) is
+// beyond HoldTolerancePct: the limit did not hold for it.
+func offLimit(errPct float64) bool { return math.Abs(errPct) > HoldTolerancePct }
+
+// LimitHeld counts, of rows (one placement's, as LimitVerdict takes
+// them), the flows with a steady state (measured) and those off what they
+// should get (off): the limit held when measured > 0 and off is 0.
+func LimitHeld(rows []suite.Row) (off, measured int) {
+	for _, r := range rows {
+		if e := suite.Fig(r, "steady_state_error_pct"); e != nil {
+			measured++
+			if offLimit(*e) {
+				off++
+			}
+		}
+	}
+	return off, measured
 }

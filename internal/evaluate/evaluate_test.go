@@ -1,0 +1,216 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
+)
+
+// fakeRunner plans each suite as one phase of one step lasting step, and
+// answers each run with the rows of rows[suite]; suites in lacks are
+// refused as an environment lacking a capability.
+type fakeRunner struct {
+	step  time.Duration
+	rows  map[string][]suite.Row
+	lacks map[string]bool
+	agent string // the agents' IP
+	ran   []string
+}
+
+func (f *fakeRunner) Plan(_ context.Context, s suite.Suite, o suite.Options) ([]suite.Endpoint, []suite.Phase, error) {
+	eps := []suite.Endpoint{{ID: "a", IP: f.agent}, {ID: "b", IP: f.agent}}
+	if err := suite.CheckKeys(s, o); err != nil {
+		return eps, nil, err
+	}
+	if f.lacks[s.Name()] {
+		return eps, nil, suite.Caps{Why: map[suite.Cap]string{suite.CapNodeQdisc: "not here"}}.Lacks(s.Name(), suite.CapNodeQdisc)
+	}
+	return eps, []suite.Phase{{Steps: []suite.Step{{Spec: probe.Spec{Duration: probe.Duration(f.step)}}}}}, nil
+}
+
+func (f *fakeRunner) Run(_ context.Context, s suite.Suite, o suite.Options) (suite.Report, error) {
+	f.ran = append(f.ran, s.Name())
+	return suite.Report{Suite: s.Name(), Options: o, Rows: f.rows[s.Name()]}, nil
+}
+
+func fig(v float64) map[string]float64 { return map[string]float64{"x": v} }
+
+// cannedRows are rows shaped as each suite gives them.
+func cannedRows() map[string][]suite.Row {
+	row := func(conn string, labels map[string]string, m map[string]float64) suite.Row {
+		return suite.Row{Connection: conn, Labels: labels, Median: m, Min: m, Max: m, Repetitions: 1}
+	}
+	return map[string][]suite.Row{
+		"baseline": {
+			row(suite.NodeNode, nil, map[string]float64{"throughput_bps.receiver": 10e9}),
+			row(suite.PodPodCrossNode, nil, map[string]float64{"throughput_bps.receiver": 8e9}),
+		},
+		"capacity": {row(suite.PodPodCrossNode, nil, map[string]float64{"capacity_bps": 5e9, "retest_pass": 1})},
+		"qos-priority": {
+			row(suite.PodPodCrossNode, map[string]string{"variant": "fifo", "marking": "none"}, map[string]float64{"tos": 0, "latency_ms.p99": 10}),
+			row(suite.PodPodCrossNode, map[string]string{"variant": "fifo", "marking": "EF"},
+				map[string]float64{"tos": 184, "dscp": 46, "dscp_received": 46, "latency_ms.p99": 0.1, "reference_latency_ms.p99": 10}),
+		},
+		"shaping": {row(suite.PodPodCrossNode, map[string]string{"placement": "cross-node", "verdict": "limit held: ..."},
+			map[string]float64{"steady_state_error_pct": 1, "overshoot_pct": 20, "time_to_conform_s": 0.2})},
+		"policing": {row(suite.PodPodCrossNode, map[string]string{"placement": "cross-node", "variant": "cni-ingress", "verdict": "cni-ingress: limit not held"},
+			map[string]float64{"steady_state_error_pct": 30, "loss_pct": 12})},
+		"contention": {row(suite.PodPodCrossNode, map[string]string{"placement": "cross-node", "proto": "tcp", "flow": "all", "backed_off": "yes"},
+			map[string]float64{"fairness_index": 0.99})},
+		"pmtu": {row(suite.PodPodCrossNode, nil, map[string]float64{"path_mtu": 1450, "black_hole": 0})},
+	}
+}
+
+// linesOf groups a sheet's lines by question.
+func linesOf(s Sheet) map[string][]Line {
+	m := map[string][]Line{}
+	for _, l := range s.Lines {
+		m[l.Question] = append(m[l.Question], l)
+	}
+	return m
+}
+
+func TestEvaluateAnswersEveryQuestion(t *testing.T) {
+	slo, err := suite.ParseSLOs([]byte(`{"apiVersion":"cnperf/v1","objectives":[{"expr":"throughput_bps.receiver >= 1G"}]}`), builtin.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		budget time.Duration
+		lacks  map[string]bool
+		slo    []suite.Objective
+		only   []string
+		agent  string
+		// want maps a question to the verdict of its first line and a
+		// piece of its reason.
+		want map[string][2]string
+	}{
+		{name: "all fit", budget: time.Hour, slo: slo, agent: "10.0.0.1", want: map[string][2]string{
+			QOverlay: {Measured, ""}, QCapacity: {Holds, "re-test"}, QDSCP: {Holds, "arrived"}, QPriority: {Holds, "protected"},
+			QShaping: {Holds, "limit held"}, QIngress: {Fails, "not held"}, QFairness: {Holds, "backed off"},
+			QMTU: {Holds, "no black hole"}, QIPv6: {NotAsked, "IPv4"}, QSLO: {Holds, ""}}},
+		{name: "budget", budget: 10 * time.Second, agent: "10.0.0.1", want: map[string][2]string{
+			QOverlay: {Measured, ""}, QCapacity: {NotAsked, "budget"}, QSLO: {NotAsked, "opt-in not given: --slo"}}},
+		{name: "lacking", budget: time.Hour, lacks: map[string]bool{"contention": true}, agent: "fd00::1", want: map[string][2]string{
+			QFairness: {NotAsked, "capability lacking"}, QIPv6: {Measured, "IPv6"}}},
+		{name: "chosen", budget: time.Hour, only: []string{QMTU}, agent: "10.0.0.1", want: map[string][2]string{
+			QOverlay: {NotAsked, "not chosen"}, QMTU: {Holds, ""}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &fakeRunner{step: 3 * time.Second, rows: cannedRows(), lacks: c.lacks, agent: c.agent}
+			res, err := Evaluate(context.Background(), r, builtin.Registry(),
+				Config{Budget: c.budget, Objectives: c.slo, Only: c.only, Options: suite.Options{Time: time.Second, Repeat: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			by := linesOf(res.Sheet)
+			for _, q := range IDs() {
+				ls := by[q]
+				if len(ls) == 0 {
+					t.Errorf("question %s has no line", q)
+				}
+				for _, l := range ls {
+					if l.Verdict == "" || l.Reason == "" {
+						t.Errorf("question %s: line without verdict or reason: %+v", q, l)
+					}
+				}
+			}
+			for q, w := range c.want {
+				if len(by[q]) == 0 {
+					continue
+				}
+				l := by[q][0]
+				if l.Verdict != w[0] || !strings.Contains(l.Reason, w[1]) {
+					t.Errorf("%s: %s / %q, want %s / …%s…", q, l.Verdict, l.Reason, w[0], w[1])
+				}
+			}
+			// qos-priority answers two questions with one run.
+			n := 0
+			for _, s := range r.ran {
+				if s == "qos-priority" {
+					n++
+				}
+			}
+			if n > 1 {
+				t.Errorf("qos-priority ran %d times", n)
+			}
+		})
+	}
+}
+
+func TestEvaluateRefusesUnknownQuestion(t *testing.T) {
+	_, err := Evaluate(context.Background(), &fakeRunner{}, builtin.Registry(), Config{Only: []string{"nope"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown question "nope"`) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	step := func(d time.Duration) suite.Step { return suite.Step{Spec: probe.Spec{Duration: probe.Duration(d)}} }
+	ping := suite.Step{Spec: probe.Spec{Count: 10, Interval: probe.Duration(100 * time.Millisecond)}}
+	cases := []struct {
+		name    string
+		phases  []suite.Phase
+		follows bool
+		want    time.Duration
+	}{
+		{"serial", []suite.Phase{{Steps: []suite.Step{step(time.Second), step(2 * time.Second)}}}, false, phaseOverhead + 3*time.Second + 2*stepOverhead},
+		{"concurrent", []suite.Phase{{Concurrent: true, Steps: []suite.Step{step(time.Second), step(2 * time.Second)}}}, false, phaseOverhead + 2*time.Second + stepOverhead},
+		{"ping", []suite.Phase{{Steps: []suite.Step{ping}}}, false, phaseOverhead + time.Second + stepOverhead},
+		{"search", []suite.Phase{{Steps: []suite.Step{step(time.Second)}}}, true, followerRounds * (phaseOverhead + time.Second + stepOverhead)},
+	}
+	for _, c := range cases {
+		if got := Estimate(c.phases, c.follows); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestJudgeFromSuiteLogic(t *testing.T) {
+	row := func(labels map[string]string, m map[string]float64) suite.Row {
+		return suite.Row{Connection: suite.PodPodCrossNode, Labels: labels, Median: m, Min: m, Max: m}
+	}
+	cases := []struct {
+		name, suite string
+		rows        []suite.Row
+		want        []string // verdicts in order
+	}{
+		{"mark lost at encapsulation", "qos-priority", []suite.Row{
+			row(map[string]string{"variant": "vxlan", "marking": "none"}, map[string]float64{"tos": 0, "latency_ms.p99": 12}),
+			row(map[string]string{"variant": "vxlan", "marking": "EF"}, map[string]float64{"tos": 184, "dscp": 46, "dscp_received": 46,
+				"latency_ms.p99": 12, "reference_latency_ms.p99": 12, "wire_dscp.outer": 0, "wire_dscp.inner": 46}),
+		}, []string{Partial, Fails}}, // dscp, then priority
+		{"mark bleached", "qos-priority", []suite.Row{
+			row(map[string]string{"variant": "as-is", "marking": "EF"}, map[string]float64{"tos": 184, "dscp": 46, "dscp_received": 0, "latency_ms.p99": 0.1}),
+		}, []string{Fails, Unknown}},
+		{"capacity varies", "capacity", []suite.Row{row(nil, map[string]float64{"capacity_bps": 1e9, "retest_pass": 0})}, []string{Fails}},
+		{"udp does not back off", "contention", []suite.Row{
+			row(map[string]string{"flow": "1", "proto": "udp"}, map[string]float64{"throughput_bps.receiver": 1}),
+			row(map[string]string{"flow": "all", "proto": "udp", "placement": "same-node", "backed_off": "no"}, map[string]float64{"fairness_index": 0.5}),
+		}, []string{Fails}},
+		{"black hole", "pmtu", []suite.Row{row(nil, map[string]float64{"path_mtu": 1400, "black_hole": 1, "black_hole_size": 1450})}, []string{Fails}},
+		{"police unsupported", "policing", []suite.Row{
+			{Connection: "police", Labels: map[string]string{"variant": "police", "placement": "same-node", "verdict": "police: not measured: kernel lacks it"}},
+		}, []string{NotAsked}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lines := Judge(c.suite, c.rows)
+			var got []string
+			for _, l := range lines {
+				got = append(got, l.Verdict)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("verdicts %v, want %v (lines %+v)", got, c.want, lines)
+			}
+		})
+	}
+}
