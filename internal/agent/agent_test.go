@@ -19,6 +19,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/queuewatch"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
@@ -161,7 +162,7 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	srv, err := server.New(server.Options{Store: st, UserToken: userTok, AgentToken: agentTok,
-		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{})})
+		Logger: testLogger(e.t), MaxWait: 2 * time.Second, Probers: probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{})})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func (e *env) agentIn(name, ip string, hostNetwork bool) *running {
 	a, err := New(Options{
 		Client:   cl,
 		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip, HostNetwork: hostNetwork},
-		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
+		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
 		NoSession: e.noSession,
 	})
@@ -484,9 +485,9 @@ func TestStorableText(t *testing.T) {
 	}
 }
 
-// TestAgentRefusesWireInPod: a wire watch watches the node's underlay, so
-// only a host-network agent runs one; a pod's agent fails the task saying
-// so.
+// TestAgentRefusesWireInPod: a wire watch watches the node's underlay and
+// a queue watch the node's qdiscs, so only a host-network agent runs one;
+// a pod's agent fails the task saying so.
 func TestAgentRefusesWireInPod(t *testing.T) {
 	e := newEnv(t)
 	e.agent("a", "127.0.0.2")
@@ -494,13 +495,16 @@ func TestAgentRefusesWireInPod(t *testing.T) {
 	run, err := e.user.CreateRun(context.Background(), api.RunCreate{Tasks: []api.RunTask{
 		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: probe.KindWire, Duration: probe.Duration(time.Second),
 			Watch: &probe.WatchFlow{Proto: "udp", Src: "127.0.0.2", Dst: "127.0.0.3", DstPort: 5201}}},
+		{Src: "a", Dst: "b", Spec: &probe.Spec{Kind: probe.KindQueue, Duration: probe.Duration(time.Second)}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := e.wait(run.Tasks[0].TaskID, 30*time.Second)
-	if got.State != api.StateFailed || !strings.Contains(got.Reason, "host-network agent") {
-		t.Errorf("wire watch on a pod's agent: state %s reason %q, want failed naming the host-network agent", got.State, got.Reason)
+	for i, kind := range []string{probe.KindWire, probe.KindQueue} {
+		got := e.wait(run.Tasks[i].TaskID, 30*time.Second)
+		if got.State != api.StateFailed || !strings.Contains(got.Reason, "host-network agent") {
+			t.Errorf("%s watch on a pod's agent: state %s reason %q, want failed naming the host-network agent", kind, got.State, got.Reason)
+		}
 	}
 }
 

@@ -340,6 +340,9 @@ func (a *Agent) execute(ctx context.Context, t api.AgentTask) (*probe.Result, st
 		if spec.Kind == probe.KindWire && !a.id.HostNetwork {
 			return nil, "", errors.New("a wire watch runs on a host-network agent (it watches the node's underlay); this agent is in a pod")
 		}
+		if spec.Kind == probe.KindQueue && !a.id.HostNetwork {
+			return nil, "", errors.New("a queue watch runs on a host-network agent (it watches the node's qdiscs); this agent is in a pod")
+		}
 		if spec.Source == "" && !a.id.HostNetwork {
 			spec.Source = a.id.PodIP
 		}

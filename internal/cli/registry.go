@@ -4,6 +4,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/probe/icmp"
 	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
+	"github.com/cnperf/cnperf/internal/probe/queuewatch"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
@@ -14,7 +15,7 @@ import (
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{}, wirewatch.Prober{})
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{})
 }
 
 // handlers returns the responder side of every engine that needs one, and

@@ -67,8 +67,11 @@ type Result struct {
 	Clock *ClockInfo `json:"clock,omitempty"`
 
 	// Round trips (rr, ping).
-	RTTms            *Summary `json:"rtt_ms,omitempty"`
-	AppRTTms         *Summary `json:"app_rtt_ms,omitempty"`
+	RTTms    *Summary `json:"rtt_ms,omitempty"`
+	AppRTTms *Summary `json:"app_rtt_ms,omitempty"`
+	// RTTTrimmedMs is the mean of the lowest 95 % of rtt_ms (rr): the
+	// trimmed mean IETF responsiveness turns into round trips per minute.
+	RTTTrimmedMs     *float64 `json:"rtt_trimmed_mean_ms,omitempty"`
 	TransactionsPerS *float64 `json:"transactions_per_s,omitempty"`
 
 	// Per direction of a two-way test (stamp): Forward is sender to
@@ -82,6 +85,9 @@ type Result struct {
 	// WireDSCP is what a wire watch saw of its flow on the node's
 	// underlay (wire).
 	WireDSCP *WireDSCP `json:"wire_dscp,omitempty"`
+
+	// Queue is what a queue watch saw of its node's queues (queue).
+	Queue *QueueWatch `json:"queue,omitempty"`
 
 	// Notes say how the figures were obtained when that matters to reading
 	// them (a fallback used, a kernel feature missing, a clock caveat).
@@ -235,3 +241,34 @@ func Int(v int) *int { return &v }
 
 // Bool returns a pointer to v.
 func Bool(v bool) *bool { return &v }
+
+// QueueWatch is what a queue watch sampled on a node: the backlog of each
+// link's root qdisc, and the node's counters of losses to full queues over
+// the watch.
+type QueueWatch struct {
+	// Toward is the link the node's route to the watch's target leaves by.
+	Toward     string  `json:"toward"`
+	Samples    int     `json:"samples"`
+	IntervalMs float64 `json:"interval_ms"`
+	// Links are the links whose root qdisc held a backlog or dropped
+	// during the watch, and Toward, by name.
+	Links []LinkQueue `json:"links"`
+	// Deltas over the watch: TCP segments retransmitted and UDP datagrams
+	// dropped for a full receive buffer (/proc/net/snmp, the node's
+	// namespace), and packets the receive backlog dropped and times the
+	// receive softirq was squeezed (/proc/net/softnet_stat, the host's).
+	TCPRetransSegs  *int64 `json:"tcp_retrans_segs,omitempty"`
+	UDPRcvbufErrors *int64 `json:"udp_rcvbuf_errors,omitempty"`
+	SoftnetDropped  *int64 `json:"softnet_dropped,omitempty"`
+	SoftnetSqueezed *int64 `json:"softnet_squeezed,omitempty"`
+}
+
+// LinkQueue is one link's root qdisc over a watch.
+type LinkQueue struct {
+	Link             string  `json:"link"`
+	MeanBacklogBytes float64 `json:"mean_backlog_bytes"`
+	MaxBacklogBytes  uint64  `json:"max_backlog_bytes"`
+	// BusyPct is the share of samples with a backlog.
+	BusyPct float64 `json:"busy_pct"`
+	Drops   uint64  `json:"drops"`
+}

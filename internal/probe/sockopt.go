@@ -39,6 +39,9 @@ type SockOpts struct {
 	WindowBytes int  // SO_SNDBUF and SO_RCVBUF
 	MSS         int  // TCP_MAXSEG
 	NoDelay     bool // TCP_NODELAY
+	// Congestion is the TCP congestion control (TCP_CONGESTION); ""
+	// keeps the default.
+	Congestion string
 }
 
 // Control returns a function for net.Dialer.Control and
@@ -90,6 +93,11 @@ func (o SockOpts) Apply(fd int, v6 bool) error {
 	}
 	if o.NoDelay {
 		set(unix.IPPROTO_TCP, unix.TCP_NODELAY, 1, "TCP_NODELAY")
+	}
+	if o.Congestion != "" {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.Congestion); err != nil {
+			errs = append(errs, fmt.Errorf("set TCP_CONGESTION=%s (is the module loaded? see net.ipv4.tcp_available_congestion_control): %w", o.Congestion, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,9 @@ const (
 	// KindWire watches a node's underlay for one flow and reports the
 	// DSCP its packets carry on the wire (internal/probe/wirewatch).
 	KindWire = "wire"
+	// KindQueue samples a node's qdisc backlogs and loss counters
+	// (internal/probe/queuewatch).
+	KindQueue = "queue"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -102,7 +105,10 @@ type Spec struct {
 	Offload string `json:"offload,omitempty"`
 
 	WindowBytes int `json:"window_bytes,omitempty"` // socket buffer size (tcp, udp)
-	MSS         int `json:"mss,omitempty"`          // TCP maximum segment size
+	// Congestion is the TCP congestion control of the sending sockets
+	// (tcp; "cubic", "bbr"; TCP_CONGESTION); "" keeps the node's default.
+	Congestion string `json:"congestion,omitempty"`
+	MSS        int    `json:"mss,omitempty"` // TCP maximum segment size
 
 	// Histogram bins for one-way latency (udp) or RTT (rr): bin width and
 	// count, like iperf2's --udp-histogram=5u,200.
@@ -307,10 +313,10 @@ func (e Env) Clock() func() time.Time {
 func ParseKind(s string) (string, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	switch k {
-	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp, KindWire:
+	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp, KindWire, KindQueue:
 		return k, nil
 	case "traceroute":
 		return KindTrace, nil
 	}
-	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace, stamp or wire)", s)
+	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace, stamp, wire or queue)", s)
 }

@@ -1,6 +1,7 @@
 // Package procfs reads the /proc stat lines cnperf's benchmarks sample to
 // see what another process spends (CPU time, the CPU a thread last ran
-// on). Only what they need: the fields of a stat line.
+// on), and the network counters a queue watch samples (/proc/net/snmp,
+// /proc/net/softnet_stat). Only what they need.
 package procfs
 
 import (

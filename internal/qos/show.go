@@ -288,3 +288,37 @@ func filterInfo(f netlink.Filter, nameOf func(int) string) FilterInfo {
 	}
 	return fi
 }
+
+// RootCounters reads, in one dump, the counters of the root qdisc of
+// every link in the namespace at nsPath ("" for the caller's), by link
+// name: the backlog a link's egress holds right now, and its drops so
+// far. A link whose root is noqueue (veths, bridges) has none.
+func RootCounters(nsPath string) (map[string]Counters, error) {
+	c, err := openConn(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("qos root counters: %w", err)
+	}
+	defer c.close()
+	links, err := c.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	qs, err := c.h.QdiscList(nil)
+	if err != nil {
+		return nil, fmt.Errorf("list qdiscs: %w", err)
+	}
+	out := map[string]Counters{}
+	for _, q := range qs {
+		a := q.Attrs()
+		name, ok := names[a.LinkIndex]
+		if a.Parent != netlink.HANDLE_ROOT || !ok {
+			continue
+		}
+		out[name] = counters((*netlink.ClassStatistics)(a.Statistics))
+	}
+	return out, nil
+}

@@ -193,9 +193,9 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 			return store.Task{}, api.BadRequest(prefix+"spec.target", "set by the server from the destination agent: leave it empty")
 		}
 		switch kind {
-		case probe.KindPing, probe.KindTrace, probe.KindWire:
-			// A wire watch's target is the peer node: its route names
-			// the device watched.
+		case probe.KindPing, probe.KindTrace, probe.KindWire, probe.KindQueue:
+			// A wire or queue watch's target is the peer: its route
+			// names the device watched.
 			if rt.Via != "" {
 				return store.Task{}, api.BadRequest(prefix+"via", "only for probes to the destination's responder, not %s", kind)
 			}
@@ -217,7 +217,7 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 			if err := s.opts.Probers.Validate(sp); err != nil {
 				return store.Task{}, api.BadRequest(prefix+"spec", "%v", err)
 			}
-		} else if err := sp.ValidateCommon(kind != probe.KindPing && kind != probe.KindTrace && kind != probe.KindWire); err != nil {
+		} else if err := sp.ValidateCommon(kind != probe.KindPing && kind != probe.KindTrace && kind != probe.KindWire && kind != probe.KindQueue); err != nil {
 			return store.Task{}, api.BadRequest(prefix+"spec", "%v", err)
 		}
 		b, err := json.Marshal(sp)

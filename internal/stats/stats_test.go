@@ -158,3 +158,49 @@ func TestBins(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimmedMean: the mean of the lowest keep % of the values, within
+// the histogram's 0.1 %.
+func TestTrimmedMean(t *testing.T) {
+	cases := []struct {
+		name   string
+		values []int64
+		keep   float64
+		want   float64
+	}{
+		{"none", nil, 95, 0},
+		{"all kept", []int64{1000, 2000, 3000}, 100, 2000},
+		// 100 values 1..100 µs: the lowest 95 are 1..95, mean 48.
+		{"95 of 100", seq(1000, 100), 95, 48000},
+		// 19 values of 1 ms and one stall of 1 s: the stall is trimmed.
+		{"a stall", append(repeat(1e6, 19), 1e9), 95, 1e6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			for _, v := range tc.values {
+				r.Record(v)
+			}
+			got := r.TrimmedMean(tc.keep, 1)
+			if math.Abs(got-tc.want) > 0.002*tc.want {
+				t.Errorf("TrimmedMean(%v) = %v, want %v", tc.keep, got, tc.want)
+			}
+		})
+	}
+}
+
+func seq(step int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = step * int64(i+1)
+	}
+	return out
+}
+
+func repeat(v int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}

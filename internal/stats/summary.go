@@ -160,3 +160,28 @@ func (r *Recorder) Summary(scale float64) Summary {
 		Count: r.n,
 	}
 }
+
+// TrimmedMean returns the mean of the lowest keepPct % of the values
+// (0 < keepPct <= 100), scaled by scale: IETF responsiveness's trimmed
+// mean keeps 95 %, so a few stalls do not dominate it. Each value counts
+// at the middle of its histogram bucket (within 0.1 %), kept inside the
+// exact minimum and maximum. It returns 0 for no values.
+func (r *Recorder) TrimmedMean(keepPct, scale float64) float64 {
+	if r.n == 0 || keepPct <= 0 {
+		return 0
+	}
+	keep := int64(math.Ceil(float64(r.n) * math.Min(keepPct, 100) / 100))
+	left, sum := keep, 0.0
+	for _, b := range r.h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		c := min(b.Count, left)
+		v := math.Min(math.Max(float64(b.From+b.To)/2, float64(r.min)), float64(r.max))
+		sum += float64(c) * v
+		if left -= c; left == 0 {
+			break
+		}
+	}
+	return sum / float64(keep-left) * scale
+}

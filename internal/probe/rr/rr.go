@@ -34,8 +34,10 @@
 //
 // rr does not pace by rate: a rate (RateBps) is rejected, 0 with its own
 // message. Interval, when set, starts transaction i at i × Interval from
-// the first (as ping spaces its echoes), sleeping on the locked thread with
-// its timer slack lowered; unset, transactions run back to back.
+// the first (as ping spaces its echoes), or at the next slot when a slow
+// transaction overran its own (missed slots are skipped, not made up back
+// to back), sleeping on the locked thread with its timer slack lowered;
+// unset, transactions run back to back.
 package rr
 
 import (
@@ -73,6 +75,9 @@ const (
 	// rxStampWait bounds the wait for the kernel's receive time-stamping
 	// to take effect (see probe.HoldRxTimestamps).
 	rxStampWait = 200 * time.Millisecond
+	// TrimmedKeepPct is the share of round trips rtt_trimmed_mean_ms
+	// keeps (the lowest), as IETF responsiveness trims its probes.
+	TrimmedKeepPct = 95
 )
 
 type config struct {
@@ -267,6 +272,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		r := t.rtt.Summary(1e-6)
 		a := t.app.Summary(1e-6)
 		res.RTTms, res.AppRTTms = &r, &a
+		res.RTTTrimmedMs = probe.Float(t.rtt.TrimmedMean(TrimmedKeepPct, 1e-6))
 	}
 	// cpu_pct: sender is the client (it sends the requests), receiver the
 	// responder's whole process over the session.
@@ -310,12 +316,20 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 }
 
 // pace waits, on the calling (locked, low-slack) thread, until transaction
-// i is due: begin + i × interval. It returns early when ctx ends.
+// i is due: begin + i × interval, or, when an earlier transaction ran past
+// that, the next slot still ahead. Slots a slow transaction overran are
+// skipped, not made up back to back: catching up would crowd the
+// transactions right after a slow spell (a queue draining) and weigh the
+// round trips by how fast they were, not by when they were taken. It
+// returns early when ctx ends.
 func pace(ctx context.Context, cfg config, begin time.Time, i int64) {
 	if cfg.interval <= 0 || i == 0 {
 		return
 	}
 	due := begin.Add(time.Duration(i) * cfg.interval)
+	if late := time.Since(due); late > 0 {
+		due = due.Add((late/cfg.interval + 1) * cfg.interval)
+	}
 	for ctx.Err() == nil {
 		d := time.Until(due)
 		if d <= 0 {

@@ -165,6 +165,11 @@ func check(t *testing.T, res *probe.Result, spec probe.Spec, wantDSCP int) {
 	// Per transaction the network's RTT is the application's less the
 	// responder's dwell and the client's wake-up, so never larger (HDR
 	// percentiles carry 0.1 % error).
+	// The trimmed mean keeps the lowest 95 %: between the minimum and the
+	// mean of all (0.1 % for the histogram).
+	if tm := res.RTTTrimmedMs; tm == nil || *tm < res.RTTms.Min*0.999 || *tm > res.RTTms.Avg*1.001 {
+		t.Errorf("rtt_trimmed_mean_ms %v: want within [min %v, avg %v]", tm, res.RTTms.Min, res.RTTms.Avg)
+	}
 	if res.RTTms.P50 > res.AppRTTms.P50*1.002 || res.RTTms.Min > res.AppRTTms.Min*1.002 {
 		t.Errorf("rtt_ms %+v exceeds app_rtt_ms %+v", *res.RTTms, *res.AppRTTms)
 	}
@@ -461,6 +466,25 @@ func TestInterval(t *testing.T) {
 				t.Errorf("20 transactions 5 ms apart took %v s, want at least 0.095", res.DurationS)
 			}
 			figure.Check(t, res.DurationS <= 0.6, "20 transactions 5 ms apart took %v s, want about 0.095 (at most 0.6)", res.DurationS)
+		})
+	}
+}
+
+// TestIntervalSkipsOverrunSlots: answers held 12 ms, transactions 10 ms
+// apart: each overruns its slot, and the next waits for the slot after
+// (20 ms apart) instead of starting at once to catch up (12 ms apart), so
+// a slow spell is not followed by a crowd of quick ones.
+func TestIntervalSkipsOverrunSlots(t *testing.T) {
+	addr := probetest.Start(t, Handler{delay: 12 * time.Millisecond})
+	for _, p := range []string{ProtoUDP, ProtoTCP} {
+		t.Run(p, func(t *testing.T) {
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Count: 10, Interval: dur(10 * time.Millisecond)}
+			res := run(t, spec)
+			// Slots 0, 20, ..., 180 ms and the last answer's 12 ms: at
+			// least 0.19 s; catching up would take about 0.12 s.
+			if res.DurationS < 0.19 {
+				t.Errorf("10 transactions of 12 ms, 10 ms apart, took %v s; want at least 0.19 (overrun slots skipped)", res.DurationS)
+			}
 		})
 	}
 }

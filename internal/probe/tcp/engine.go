@@ -43,6 +43,7 @@ type config struct {
 	rateBps            uint64 // 0 = unlimited
 	reverse            bool
 	tos, window, mss   int
+	congestion         string // TCP_CONGESTION of the sending sockets; "" the default
 }
 
 func validate(spec probe.Spec) (config, error) {
@@ -62,6 +63,9 @@ func validate(spec probe.Spec) (config, error) {
 	if spec.MSS != 0 && (spec.MSS < 88 || spec.MSS > 65535) {
 		errs = append(errs, fmt.Errorf("mss %d: must be 88-65535", spec.MSS))
 	}
+	if c := spec.Congestion; c != "" && !validCongestion(c) {
+		errs = append(errs, fmt.Errorf("congestion %q: want a congestion control's name (letters, digits, _; at most 15)", c))
+	}
 	if spec.Duration.D() > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("duration %v: at most 24h", spec.Duration.D()))
 	}
@@ -77,6 +81,8 @@ func validate(spec probe.Spec) (config, error) {
 		tos:       spec.TOSByte(),
 		window:    spec.WindowBytes,
 		mss:       spec.MSS,
+
+		congestion: spec.Congestion,
 	}
 	if c.writeSize == 0 {
 		c.writeSize = DefaultWriteSize
@@ -503,4 +509,18 @@ func (m *merger) flush() []probe.Interval {
 	defer m.mu.Unlock()
 	m.emit(true)
 	return m.out
+}
+
+// validCongestion reports whether name can be a congestion control's name
+// (the kernel's TCP_CA_NAME_MAX is 16 with the NUL).
+func validCongestion(name string) bool {
+	if len(name) == 0 || len(name) > 15 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -53,6 +53,11 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 		if err := errors.Join(errs...); err != nil {
 			s.Log.Debug("data connection options", "stream", dc.Stream, "err", err)
 		}
+		if cfg.reverse && cfg.congestion != "" {
+			if err := setCongestion(dc.Conn, cfg.congestion); err != nil {
+				return err
+			}
+		}
 	}
 	if _, err := s.Ctrl.Expect(sctx, probe.MsgStart); err != nil {
 		return fmt.Errorf("wait for start: %w", err)

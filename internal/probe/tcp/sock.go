@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // rawConn returns c's syscall.RawConn, or an error for non-socket conns.
@@ -167,4 +169,15 @@ func setBuffers(c net.Conn, bytes int) error {
 func Retransmits(c net.Conn) (int64, error) {
 	ti, err := readTCPInfo(c)
 	return ti.Retrans, err
+}
+
+// setCongestion sets the connection's congestion control (TCP_CONGESTION).
+func setCongestion(c net.Conn, name string) error {
+	rc, err := rawConn(c)
+	if err != nil {
+		return err
+	}
+	var opErr error
+	err = rc.Control(func(fd uintptr) { opErr = probe.SockOpts{Congestion: name}.Apply(int(fd), false) })
+	return errors.Join(err, opErr)
 }

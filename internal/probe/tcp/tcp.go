@@ -69,6 +69,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	log := env.Log().With("probe", probe.KindTCP, "dst", spec.Target)
 	started := env.Clock()()
 	opts := probe.SockOpts{TOS: cfg.tos, WindowBytes: cfg.window, MSS: cfg.mss}
+	if !cfg.reverse {
+		opts.Congestion = cfg.congestion // this side sends
+	}
 	cl, err := probe.DialWithKey(ctx, spec, opts, env.TestKey)
 	if err != nil {
 		return nil, err

@@ -297,3 +297,41 @@ func TestMerger(t *testing.T) {
 		t.Errorf("interval 3 = %+v", out[2])
 	}
 }
+
+// TestCongestion: the sending sockets take the congestion control named
+// (reno is built into every kernel), in either direction; one the kernel
+// does not have fails the test naming TCP_CONGESTION, and a name that
+// cannot be one is refused before anything is sent.
+func TestCongestion(t *testing.T) {
+	addr := probetest.Start(t, Handler{})
+	cases := []struct {
+		name       string
+		congestion string
+		reverse    bool
+		want       string // "" succeeds
+	}{
+		{"reno forward", "reno", false, ""},
+		{"reno reverse", "reno", true, ""},
+		{"unknown forward", "nosuchcc", false, "TCP_CONGESTION"},
+		{"unknown reverse", "nosuchcc", true, "nosuchcc"},
+		{"not a name", "Cubic!", false, "congestion"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			spec := probe.Spec{Kind: probe.KindTCP, Target: addr, Duration: dur(300 * time.Millisecond),
+				Congestion: tc.congestion, Reverse: tc.reverse}
+			res, err := Prober{}.Run(ctx, spec, probe.Env{})
+			if tc.want == "" {
+				if err != nil || res.Bytes == nil || res.Bytes.Receiver <= 0 {
+					t.Fatalf("err %v, result %+v: want bytes received", err, res)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/pmtu"
 	"github.com/cnperf/cnperf/internal/suite/policing"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
+	"github.com/cnperf/cnperf/internal/suite/responsiveness"
 	"github.com/cnperf/cnperf/internal/suite/shaping"
 )
 
@@ -29,6 +30,7 @@ func Suites() []suite.Suite {
 		contention.Suite{},
 		matrix.Suite{},
 		pmtu.Suite{},
+		responsiveness.Suite{},
 	}
 }
 

@@ -1,0 +1,204 @@
+package responsiveness_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/qosspec"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/responsiveness"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
+)
+
+func plan(t *testing.T, set map[string]string, caps suite.Caps) []suite.Phase {
+	t.Helper()
+	o := suite.DefaultOptions()
+	o.Repeat, o.Set = 1, set
+	phases, err := responsiveness.Suite{}.Plan(suitetest.LabAgents(), o, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return phases
+}
+
+// TestPlan: per path an idle phase (the two probes) and a loaded phase
+// (streams both ways, the probes started after the streams, watches on
+// the host agents); a bottleneck on the sending node of the paths
+// between nodes only.
+func TestPlan(t *testing.T) {
+	phases := plan(t, map[string]string{"bottleneck": "100M"}, suitetest.LabCaps())
+	paths := []string{suite.PodPodSameNode, suite.PodPodCrossNode, suite.NodeNode, suite.PodService}
+	if len(phases) != 2*len(paths) {
+		t.Fatalf("%d phases, want idle and loaded for %d paths", len(phases), len(paths))
+	}
+	for i, path := range paths {
+		idle, loaded := phases[2*i], phases[2*i+1]
+		count := map[string]int{}
+		for _, st := range loaded.Steps {
+			count[st.Measure]++
+			if st.Connection != path {
+				t.Errorf("%s: step of %s", path, st.Connection)
+			}
+			switch st.Measure {
+			case responsiveness.MeasureStream:
+				if !st.Exclusive || st.Spec.Congestion != "cubic" || st.Spec.Duration.D() <= st.Spec.StartDelay.D()+5*time.Second {
+					t.Errorf("%s stream %+v: want exclusive, cubic, outlasting the probes", path, st.Spec)
+				}
+			case responsiveness.MeasureRR, responsiveness.MeasureUDP, responsiveness.MeasureQueue:
+				if st.Exclusive || st.Spec.StartDelay.D() <= 0 {
+					t.Errorf("%s %s: want shared and started after the streams", path, st.Measure)
+				}
+			}
+			if st.Measure == responsiveness.MeasureQueue && !st.Src.HostNetwork {
+				t.Errorf("%s: a watch on a pod agent", path)
+			}
+		}
+		perAgent := map[string]int{}
+		for _, st := range loaded.Steps {
+			perAgent[st.Src.ID]++
+		}
+		for id, n := range perAgent {
+			if n > 4 {
+				t.Errorf("%s: agent %s runs %d tasks at once; an agent runs at most 4, a fifth waits for the streams to end", path, id, n)
+			}
+		}
+		wantWatches := 2
+		if path == suite.PodPodSameNode {
+			wantWatches = 1
+		}
+		if !loaded.Concurrent || count[responsiveness.MeasureStream] != 2 || count[responsiveness.MeasureRR] != 1 ||
+			count[responsiveness.MeasureUDP] != 1 || count[responsiveness.MeasureQueue] != wantWatches {
+			t.Errorf("%s loaded phase: concurrent %v, steps %v; want 2 streams, rr, udp, %d watches", path, loaded.Concurrent, count, wantWatches)
+		}
+		if len(idle.Steps) != 2 || idle.Concurrent {
+			t.Errorf("%s idle phase: %d steps, concurrent %v", path, len(idle.Steps), idle.Concurrent)
+		}
+		crosses := path != suite.PodPodSameNode
+		var bottleneck *suite.Change
+		for _, ph := range []suite.Phase{idle, loaded} {
+			for i, c := range ph.Changes {
+				if c.What == suite.CapNodeQdisc {
+					bottleneck = &ph.Changes[i]
+				}
+			}
+		}
+		if crosses != (bottleneck != nil) {
+			t.Errorf("%s: bottleneck %v, want one only between nodes", path, bottleneck)
+		}
+		if bottleneck != nil && (bottleneck.QoS.Setup != qosspec.SpecBottleneck || bottleneck.QoS.RateBps != 100e6 ||
+			bottleneck.QoS.QueueBytes != 250000 || bottleneck.Member != loaded.Steps[0].Src.Node) {
+			t.Errorf("%s: bottleneck %+v on %s, want a 100 Mbit/s FIFO of 20 ms (250,000 B) on the sender's node", path, *bottleneck.QoS, bottleneck.Member)
+		}
+	}
+}
+
+func TestPlanRefuses(t *testing.T) {
+	cases := []struct {
+		name string
+		set  map[string]string
+		caps suite.Caps
+		want string
+	}{
+		{"bad path", map[string]string{"paths": "pod-pod"}, suitetest.LabCaps(), "path \"pod-pod\""},
+		{"no node qdisc", map[string]string{"bottleneck": "100M"}, suite.Caps{}, "put a qdisc on a node's uplink"},
+		{"no service", map[string]string{"paths": "pod-service"}, suite.Caps{Have: []suite.Cap{suite.CapNodeQdisc}}, "service"},
+		{"tiny queue", map[string]string{"bottleneck": "100k"}, suitetest.LabCaps(), "bottleneck-queue"},
+		{"bad congestion", map[string]string{"congestion": "Cubic!"}, suitetest.LabCaps(), "congestion"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := suite.DefaultOptions()
+			o.Set = tc.set
+			_, err := responsiveness.Suite{}.Plan(suitetest.LabAgents(), o, tc.caps)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// outcomes gives every step of the phases a result: round trips of idle
+// ms idle and loaded ms loaded, streams at 100 Mbit/s, and watches whose
+// busiest link holds backlog bytes on the sending node.
+func outcomes(phases []suite.Phase, idle, loaded, backlog float64) []suite.Outcome {
+	var outs []suite.Outcome
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			r := &probe.Result{Kind: st.Spec.Kind}
+			ms := idle
+			if st.Labels[responsiveness.LabelLoad] == responsiveness.LoadLoaded {
+				ms = loaded
+			}
+			switch st.Measure {
+			case responsiveness.MeasureRR:
+				r.RTTms = &probe.Summary{P50: ms, P99: 2 * ms, Count: 100}
+				r.RTTTrimmedMs = probe.Float(ms)
+				r.LossPct = probe.Float(0)
+			case responsiveness.MeasureUDP:
+				r.LatencyMs = &probe.Summary{P50: ms / 2, Count: 100}
+			case responsiveness.MeasureStream:
+				r.ThroughputBps = &probe.SenderReceiver{Sender: 100e6, Receiver: 100e6}
+				r.Retransmits = probe.Int64(5)
+			case responsiveness.MeasureQueue:
+				b := 0.0
+				if st.Labels[responsiveness.LabelAt] == responsiveness.AtSender {
+					b = backlog
+				}
+				r.Queue = &probe.QueueWatch{Toward: "eth0", Samples: 10, SoftnetSqueezed: probe.Int64(0),
+					Links: []probe.LinkQueue{{Link: "eth0", MeanBacklogBytes: b}}}
+			}
+			outs = append(outs, suite.Outcome{Step: st, Result: r})
+		}
+	}
+	return outs
+}
+
+// TestRowsAndVerdicts: a row per path with idle and loaded round trips,
+// the rise, RPM, the streams' rates; the queue placed from the watches'
+// backlog against the rise, and under a bottleneck the rise against the
+// queue's delay.
+func TestRowsAndVerdicts(t *testing.T) {
+	cases := []struct {
+		name            string
+		loaded, backlog float64 // ms, bytes
+		wantAt          string
+		wantMatch       string
+	}{
+		// 250,000 B at 100 Mbit/s is 20 ms.
+		{"queue in the sender's qdisc", 18.05, 225000, "sender's qdisc", "rose 18.0 ms against the queue's 20.0 ms (250000 B at 100 Mbit/s): 90 %, within 20 %"},
+		{"queue on the path", 10.05, 0, "path", "not within 20 %"},
+		{"no queue", 0.06, 0, "none", "not within 20 %"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			phases := plan(t, map[string]string{"bottleneck": "100M", "paths": "cross-node,same-node"}, suitetest.LabCaps())
+			rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, tc.loaded, tc.backlog))
+			if len(rows) != 2 || rows[0].Connection != suite.PodPodSameNode || rows[1].Connection != suite.PodPodCrossNode {
+				t.Fatalf("rows %v, want same node then cross node", rows)
+			}
+			r := rows[1]
+			for name, want := range map[string]float64{
+				responsiveness.FigIdleP50: 0.05, responsiveness.FigLoadedP50: tc.loaded, responsiveness.FigRiseP50: tc.loaded - 0.05,
+				responsiveness.FigRiseP99: 2 * (tc.loaded - 0.05), responsiveness.FigRPMIdle: 60000 / 0.05,
+				responsiveness.FigRPMLoaded: 60000 / tc.loaded, responsiveness.FigForward: 100e6, responsiveness.FigBack: 100e6,
+				responsiveness.FigRetransmits: 10, responsiveness.FigExpected: 20,
+			} {
+				if got, ok := r.Median[name]; !ok || math.Abs(got-want) > 1e-6*math.Max(1, want) {
+					t.Errorf("%s = %v (%v), want %v", name, got, ok, want)
+				}
+			}
+			if r.Labels[responsiveness.LabelQueueAt] != tc.wantAt {
+				t.Errorf("queue at %q, want %q (verdict %q)", r.Labels[responsiveness.LabelQueueAt], tc.wantAt, r.Labels[responsiveness.LabelVerdict])
+			}
+			if v := r.Labels[responsiveness.LabelVerdict]; !strings.Contains(v, tc.wantMatch) {
+				t.Errorf("verdict %q, want it to say %q", v, tc.wantMatch)
+			}
+			if _, ok := rows[0].Median[responsiveness.FigExpected]; ok {
+				t.Errorf("the same-node row, which crosses no bottleneck, has an expected delay")
+			}
+		})
+	}
+}
