@@ -294,8 +294,11 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 		rep.Reason = rep.Reason[:maxReason] + "..."
 	}
 	rep.Reason = storableText(rep.Reason)
-	log.Info("task finished", "state", rep.State, "reason", rep.Reason)
+	// Logged once the outbox holds the report (on disk with --state-dir):
+	// a "task finished" line is a result this agent produced, the ledger
+	// make bench-chaos compares with the store.
 	a.out.add(rep)
+	log.Info("task finished", "state", rep.State, "reason", rep.Reason, "report_id", rep.ReportID)
 }
 
 // executeWithQoS runs the task inside its QoS set-up, when it has one:
