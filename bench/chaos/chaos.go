@@ -50,7 +50,9 @@ func (f *figures) eventCount() int {
 // chaos starts an event every ~chaosEvery until ctx ends: the first four
 // are one of each kind (in a random order), then agent kills and
 // partitions twice as often as server kills and disk fills.
-func (b *bench) chaos(ctx context.Context, wg *sync.WaitGroup) {
+// Each event runs its full length in runCtx (the bench's), so the last
+// partitions are not cut short when the chaos stops.
+func (b *bench) chaos(ctx, runCtx context.Context, wg *sync.WaitGroup) {
 	first := []string{evAgentKill, evPartition, evServerKill, evDiskFull}
 	for i := len(first) - 1; i > 0; i-- {
 		j := b.randN(i + 1)
@@ -68,7 +70,7 @@ func (b *bench) chaos(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.event(ctx, kind)
+			b.event(runCtx, kind)
 		}()
 	}
 }

@@ -215,7 +215,7 @@ func run(ctx context.Context, c config) (bool, error) {
 	chaosDone := make(chan struct{})
 	go func() {
 		defer close(chaosDone)
-		b.chaos(chaosCtx, &events)
+		b.chaos(chaosCtx, ctx, &events)
 	}()
 	createErr := b.createTasks(ctx)
 	stopChaos()
