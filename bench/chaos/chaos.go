@@ -47,18 +47,35 @@ func (f *figures) eventCount() int {
 	return n
 }
 
-// chaos starts an event every ~chaosEvery until ctx ends: the first four
-// are one of each kind (in a random order), then agent kills and
-// partitions twice as often as server kills and disk fills.
-// Each event runs its full length in runCtx (the bench's), so the last
-// partitions are not cut short when the chaos stops.
+// eventNames are the -events names of the kinds.
+var eventNames = map[string]string{
+	"agent-kill":  evAgentKill,
+	"partition":   evPartition,
+	"server-kill": evServerKill,
+	"disk-full":   evDiskFull,
+}
+
+// chaos starts an event every ~chaosEvery until ctx ends: the first are
+// one of each kind of -events (in a random order), then agent kills and
+// partitions twice as often as server kills and disk fills. Each event
+// runs its full length in runCtx (the bench's), so the last partitions
+// are not cut short when the chaos stops.
 func (b *bench) chaos(ctx, runCtx context.Context, wg *sync.WaitGroup) {
-	first := []string{evAgentKill, evPartition, evServerKill, evDiskFull}
+	var first, weighted []string
+	for _, k := range []string{evAgentKill, evPartition, evServerKill, evDiskFull} {
+		if !b.kinds[k] {
+			continue
+		}
+		first = append(first, k)
+		weighted = append(weighted, k)
+		if k == evAgentKill || k == evPartition {
+			weighted = append(weighted, k)
+		}
+	}
 	for i := len(first) - 1; i > 0; i-- {
 		j := b.randN(i + 1)
 		first[i], first[j] = first[j], first[i]
 	}
-	weighted := []string{evAgentKill, evAgentKill, evPartition, evPartition, evServerKill, evDiskFull}
 	for n := 0; ; n++ {
 		if sleep(ctx, b.randDur(b.c.chaosEvery/2, b.c.chaosEvery*3/2)) != nil {
 			return

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ type config struct {
 	subnet     string
 	endWait    time.Duration
 	keep       bool
+	events     string
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&c.diskMB, "disk-mb", 64, "size of the store's tmpfs in MiB")
 	flag.StringVar(&c.subnet, "subnet", "10.251.0", "the bridge's /24 (first three octets): the server on .1, agents from .10")
 	flag.DurationVar(&c.endWait, "end-wait", 5*time.Minute, "after the chaos, how long tasks may take to end")
+	flag.StringVar(&c.events, "events", "agent-kill,partition,server-kill,disk-full", "the kinds of chaos event, comma-separated")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temp dir (logs, state dirs; the store's tmpfs is unmounted)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
@@ -79,12 +82,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-chaos: want -agents 2-50, -tasks, -run-size and -rate above 0, -chaos-every above 0, -disk-mb 16 or more")
 		os.Exit(2)
 	}
+	kinds := map[string]bool{}
+	for _, e := range strings.Split(c.events, ",") {
+		k, ok := eventNames[strings.TrimSpace(e)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "bench-chaos: -events: unknown kind %q (want agent-kill, partition, server-kill, disk-full)\n", e)
+			os.Exit(2)
+		}
+		kinds[k] = true
+	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ok, err := run(ctx, c)
+	ok, err := run(ctx, c, kinds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
 		os.Exit(1)
@@ -97,9 +109,10 @@ func main() {
 // bench is one chaos run.
 type bench struct {
 	c      config
-	dir    string // temp dir: logs, agents' state dirs
-	store  string // the tmpfs mount point holding the database
-	listen string // the server's HOST:PORT on the bridge
+	kinds  map[string]bool // the chaos events to make
+	dir    string          // temp dir: logs, agents' state dirs
+	store  string          // the tmpfs mount point holding the database
+	listen string          // the server's HOST:PORT on the bridge
 	cl     *client.Client
 	lab    *netlab
 
@@ -136,7 +149,7 @@ func (b *bench) randDur(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(b.randN(int(hi-lo)/int(time.Millisecond)+1))*time.Millisecond
 }
 
-func run(ctx context.Context, c config) (bool, error) {
+func run(ctx context.Context, c config, kinds map[string]bool) (bool, error) {
 	if _, err := os.Stat(c.bin); err != nil {
 		return false, fmt.Errorf("the cnperf binary: %w (make build makes bin/cnperf)", err)
 	}
@@ -154,7 +167,7 @@ func run(ctx context.Context, c config) (bool, error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	b := &bench{c: c, dir: dir, rng: rand.New(rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15))}
+	b := &bench{c: c, kinds: kinds, dir: dir, rng: rand.New(rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15))}
 	b.fig.started = time.Now()
 	fmt.Printf("bench-chaos: %d agents, %d tasks in runs of %d at %.2f/s, a chaos event every ~%v, seed %d, store on a %d MiB tmpfs\n",
 		c.agents, c.tasks, c.runSize, c.rate, c.chaosEvery, c.seed, c.diskMB)

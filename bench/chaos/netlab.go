@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,9 +101,19 @@ func (l *netlab) partition(i int, on bool) error {
 	return ip("link", "set", l.hostVeth(i), state)
 }
 
-// down removes the namespaces (their veths go with them) and the bridge.
+// down removes the veths (deleting the bridge's end takes the pair at
+// once; a namespace's are removed in the kernel's own time), the
+// namespaces and the bridge.
 func (l *netlab) down() {
 	for i := range l.n {
+		if _, err := net.InterfaceByName(l.hostVeth(i)); err == nil {
+			if err := ip("link", "del", l.hostVeth(i)); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-chaos: cleanup:", err)
+			}
+		}
+		if _, err := os.Stat("/run/netns/" + l.ns(i)); err != nil {
+			continue // never made
+		}
 		if err := ip("netns", "del", l.ns(i)); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-chaos: cleanup:", err)
 		}
@@ -122,10 +133,17 @@ func (l *netlab) cleanStale() {
 			}
 		}
 	}
-	if _, err := net.InterfaceByName(bridgeName); err == nil {
-		_ = ip("link", "del", bridgeName)
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			if i.Name == bridgeName || staleVeth.MatchString(i.Name) {
+				_ = ip("link", "del", i.Name)
+			}
+		}
 	}
 }
+
+// staleVeth matches the bridge's ends of the agents' veths.
+var staleVeth = regexp.MustCompile(`^cnch[0-9]+h$`)
 
 // mountStore mounts a tmpfs of mb MiB at dir: the store's filesystem,
 // small enough to fill.

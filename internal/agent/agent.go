@@ -387,12 +387,15 @@ func (a *Agent) fetchLoop(ctx context.Context) {
 		}
 		pctx, stop := a.sess.pollContext(ctx)
 		fr, err := a.cl.Fetch(pctx, a.id.PodUID, a.opts.PollWait)
+		// Read before stop, which cancels pctx itself: a failed fetch
+		// is tried again at once only when a session ended the poll.
+		sessionUp := pctx.Err() != nil
 		stop()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if pctx.Err() != nil {
+			if sessionUp {
 				continue // a session came up: it carries the offers now
 			}
 			a.log.Warn("fetch tasks failed", "err", err, "retry_in", backoff)

@@ -259,3 +259,42 @@ func TestOutboxKeepsRefusedResults(t *testing.T) {
 		t.Errorf("outbox loaded after a restart holds %d (%v), want 0", again.len(), err)
 	}
 }
+
+// fetchRefuser answers every fetch 503 (a server whose store cannot
+// write) and counts them; the rest goes to the server.
+type fetchRefuser struct {
+	next    http.Handler
+	fetches atomic.Int32
+}
+
+func (f *fetchRefuser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/api/v2/agent/tasks" {
+		f.fetches.Add(1)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, `{"error":"store cannot write: disk full"}`, http.StatusServiceUnavailable)
+		return
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// TestFailedFetchesBackOff: a polling agent whose fetches fail backs off
+// (250 ms, doubling), not asking again at once: over 2 s it fetches a
+// handful of times, not hundreds (make bench-chaos found 600 a second
+// from 8 agents while the store's disk was full).
+func TestFailedFetchesBackOff(t *testing.T) {
+	e := newEnv(t)
+	e.noSession = true
+	e.agent("a", "127.0.0.2")
+	refuse := &fetchRefuser{next: *e.sw.h.Load()}
+	var h http.Handler = refuse
+	e.sw.h.Store(&h)
+	time.Sleep(2 * time.Second)
+	// 250 ms + 500 ms + 1 s of back-off fit in 2 s: at most 4 fetches
+	// (5 with one under way when the refusals began), however fast or
+	// slow the machine.
+	if n := refuse.fetches.Load(); n > 5 {
+		t.Errorf("%d fetches in 2 s while each was refused 503, want at most 5 (backing off)", n)
+	} else {
+		t.Logf("%d fetches in 2 s while each was refused", n)
+	}
+}
