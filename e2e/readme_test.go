@@ -296,15 +296,24 @@ func runReadmeCommand(t *testing.T, ns *nettest.NS, dir string, c readmeCommand,
 			_ = cmd.Wait()
 			pr.Close()
 		})
-		up := make(chan string, 1)
+		type first struct {
+			line string
+			err  error
+		}
+		up := make(chan first, 1)
 		go func() {
-			line, _ := bufio.NewReader(pr).ReadString('\n')
-			up <- line
-			_, _ = bufio.NewReader(pr).WriteTo(new(bytes.Buffer))
+			br := bufio.NewReader(pr)
+			line, err := br.ReadString('\n')
+			up <- first{line, err}
+			_, _ = br.WriteTo(new(bytes.Buffer))
 		}()
 		select {
-		case line := <-up:
-			t.Logf("README.md:%d started: %s: %s", c.line, c.text, strings.TrimSpace(line))
+		case f := <-up:
+			if f.err != nil {
+				_ = cmd.Wait() // its stderr copied in full
+				t.Fatalf("README.md:%d: %s: ended before saying it is up (%v)\nstderr:\n%s", c.line, c.text, f.err, errOut.String())
+			}
+			t.Logf("README.md:%d started: %s: %s", c.line, c.text, strings.TrimSpace(f.line))
 		case <-time.After(15 * time.Second):
 			t.Fatalf("README.md:%d: %s: no output within 15 s", c.line, c.text)
 		}
