@@ -108,7 +108,9 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 			env.TestKey = keys[0]
 		}
 		if f.live() {
-			env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			if !f.intervalReportsOff(cmd.Flags(), spec.Kind) {
+				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
+			}
 			env.OnReply = func(r probe.Reply) {
 				fmt.Fprintf(st.Out, "%d bytes from %s: icmp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq+1, r.RTTms)
 			}
@@ -162,25 +164,25 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr), HOST (ping, trace) or HOST[:PORT] (stamp, default port 862)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
 	secondsOrDurationVarP(fl, &f.duration, "time", "t", 0, "test duration: 10s, 500ms, or seconds as in iperf3's -t (default 10s; ping/rr: until --count)")
-	fl.DurationVarP(&f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms), packet interval (ping, stamp: default 10ms) or gap between transactions (rr)")
+	secondsOrDurationVarP(fl, &f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms; -i 0 prints none, as iperf3), packet interval (ping, stamp: default 10ms) or gap between transactions (rr); seconds as in iperf3's and ping's -i")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
-	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp)")
+	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp; a udp probe runs one: for iperf3's -u -P add --peer iperf3, which cnperf's responder serves too)")
 	fl.BoolVarP(&f.reverse, "reverse", "R", false, "the responder sends, this side receives")
 	fl.StringVarP(&f.rate, "rate", "b", "", "target rate per stream in bits/s with k, M, G suffixes, as iperf3's -b (-P 2 -b 100M: 200 Mbit/s in all); 0 = as fast as possible")
-	byteSizeVarP(fl, &f.size, "size", "l", 0, "bytes per datagram, write, request, echo or STAMP test packet (K, M: 1024, 1024², as iperf3's -l)")
+	byteSizeVarP(fl, &f.size, "size", "l", 0, "bytes per datagram, write, request, echo or STAMP test packet (K, M: 1024, 1024², as iperf3's -l; default tcp 128K as iperf3, udp 1400 where iperf3 takes the path's MSS)")
 	fl.StringVar(&f.proto, "proto", "", "rr transport: tcp, udp or crr")
-	fl.IntVarP(&f.count, "count", "c", 0, "packets (ping, stamp) or transactions (rr)")
+	countVarP(fl, &f.count, "count", "c", "packets (ping, stamp) or transactions (rr), as ping's -c; not iperf3's -c (the peer is --to)")
 	fl.StringVar(&f.authKeyFile, "auth-key-file", "", "stamp: authenticated mode with the HMAC key in this file (hex, or raw bytes; at least 16 bytes)")
 	fl.StringVar(&f.keyFile, "key-file", "", "tcp, udp, rr: the test key (the file's first key) for a responder that serves only keyed sessions (`cnperf respond --require-key`)")
 	fl.StringVar(&f.dscp, "dscp", "", "DSCP name (EF, AF41, CS1) or number 0-63")
-	fl.StringVar(&f.tos, "tos", "", "TOS byte (0x10)")
+	fl.StringVarP(&f.tos, "tos", "S", "", "TOS byte (0x10, 16 or octal 020), as iperf3's -S/--tos")
 	fl.StringVar(&f.offload, "offload", "", "udp: auto (segmentation/receive offload where the kernel has it) or off (real datagrams on the path)")
 	byteSizeVarP(fl, &f.window, "window", "w", 0, "socket buffer bytes (K, M: 1024, 1024², as iperf3's -w)")
 	fl.IntVarP(&f.mss, "mss", "M", 0, "TCP maximum segment size")
 	fl.DurationVar(&f.histWidth, "hist-bin", 0, "latency histogram bin width (e.g. 5us)")
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON (-o json)")
+	fl.BoolVarP(&f.asJSON, "json", "J", false, "print the result as JSON (-o json), as iperf3's -J")
 	f.out.registerOutput(cmd)
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 }

@@ -62,7 +62,7 @@ func Validate(spec probe.Spec) error {
 		errs = append(errs, fmt.Errorf("offload %q: want %q or %q", spec.Offload, probe.OffloadAuto, probe.OffloadOff))
 	}
 	if spec.Streams > 1 {
-		errs = append(errs, fmt.Errorf("streams %d: the udp probe runs one stream", spec.Streams))
+		errs = append(errs, fmt.Errorf("streams %d: the udp probe runs one stream (for iperf3's -u -P N, --peer iperf3: cnperf's responder serves it too)", spec.Streams))
 	}
 	if spec.Interval > 0 && spec.Interval.D() < MinInterval {
 		errs = append(errs, fmt.Errorf("interval %v: must be at least %v", spec.Interval.D(), MinInterval))
