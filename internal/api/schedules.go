@@ -70,6 +70,10 @@ type ScheduleSummary struct {
 	Pairs    int          `json:"pairs"`
 	Outliers []string     `json:"outliers,omitempty"`
 	SLO      *SLOVerdict  `json:"slo,omitempty"`
+	// NextCycle is the pair plan's cycle the schedule's next run starts
+	// at (suites with a "cycle" setting: the matrix), so consecutive runs
+	// take consecutive cycles.
+	NextCycle int `json:"next_cycle,omitempty"`
 }
 
 // SummaryRow is one row of a suite run: its labels (src_node, dst_node,

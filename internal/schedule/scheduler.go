@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -269,6 +271,7 @@ func (s *Scheduler) run(ctx context.Context, sc store.Schedule, a suite.API, inv
 			return nil, err
 		}
 	}
+	next, cycled := s.cycle(ctx, sc, su, &o)
 	runner := &suite.Runner{API: a, Log: s.log, Invocation: invocation}
 	rep, err := runner.Run(ctx, su, o)
 	if err != nil {
@@ -279,5 +282,45 @@ func (s *Scheduler) run(ctx context.Context, sc store.Schedule, a suite.API, inv
 		checks = suite.Evaluate(objs, rep.Rows)
 	}
 	sum := Summarize(rep.Rows, checks, len(objs) > 0)
+	if cycled {
+		sum.NextCycle = next
+	}
 	return &sum, nil
+}
+
+// cycle sets the "cycle" setting of a suite that has one (the matrix's
+// pair plan) and the schedule did not fix: the cycle after the last
+// finished run's (its summary's NextCycle), so consecutive runs rotate
+// through the plan. It returns the cycle the run after this one starts
+// at, and whether it set one.
+func (s *Scheduler) cycle(ctx context.Context, sc store.Schedule, su suite.Suite, o *suite.Options) (int, bool) {
+	has := false
+	for _, k := range suite.KeysOf(su) {
+		has = has || k.Name == "cycle"
+	}
+	if _, fixed := o.Set["cycle"]; !has || fixed {
+		return 0, false
+	}
+	c := 0
+	runs, err := s.o.Store.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1})
+	if err != nil {
+		s.log.Warn("schedule: last run's cycle", "schedule", sc.ID, "err", err)
+	}
+	if len(runs) > 0 && len(runs[0].Summary) > 0 {
+		var last api.ScheduleSummary
+		if json.Unmarshal(runs[0].Summary, &last) == nil {
+			c = last.NextCycle
+		}
+	}
+	n := 1
+	if v, err := strconv.Atoi(o.Set["cycles"]); err == nil && v > 0 {
+		n = v
+	}
+	set := maps.Clone(o.Set)
+	if set == nil {
+		set = map[string]string{}
+	}
+	set["cycle"] = strconv.Itoa(c)
+	o.Set = set
+	return c + n, true
 }

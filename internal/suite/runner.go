@@ -147,6 +147,14 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 		inv = newInvocation()
 	}
 	rep.Environment = r.describe(ctx, log)
+	if a, ok := s.(Announcer); ok {
+		if st := a.Announce(eps, o); st != "" {
+			log.Info("plan", "suite", s.Name(), "plan", st)
+			if r.Progress != nil {
+				fmt.Fprintln(r.Progress, st)
+			}
+		}
+	}
 	total := 0
 	for _, ph := range phases {
 		total += len(ph.Steps)

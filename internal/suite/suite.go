@@ -212,6 +212,13 @@ type OptionsChecker interface {
 	CheckOptions(o Options) error
 }
 
+// An Announcer states its plan before the run (the matrix: pairs a
+// cycle, rounds, the window in which every pair is covered); the Runner
+// logs the statement and writes it to Progress.
+type Announcer interface {
+	Announce(agents []Endpoint, o Options) string
+}
+
 // A Follower is a suite whose later phases depend on the outcomes of the
 // earlier ones (a search). After the phases Plan returned, the Runner calls
 // Follow with every outcome so far, in plan order, and runs the phases it

@@ -39,6 +39,33 @@ func Settings(m *Options) suite.Settings {
 			Set: positive(&m.UDPSize)},
 		{Key: suite.Key{Name: "ping-count", Unit: "count", Default: strconv.Itoa(d.PingCount), Meaning: "ICMP echoes per pair, 10 ms apart"},
 			Set: positive(&m.PingCount)},
+		{Key: suite.Key{Name: "plan", Unit: "all|sample", Default: d.Plan, Meaning: "which pairs a cycle measures: every ordered pair, or peers a node rotating each cycle"},
+			Set: func(v string) error {
+				if v != PlanAll && v != PlanSample {
+					return errors.New("want all or sample")
+				}
+				m.Plan = v
+				return nil
+			}},
+		{Key: suite.Key{Name: "peers", Unit: "count", Default: strconv.Itoa(d.Peers), Meaning: "peers a node per cycle (plan=sample): every pair within ceil((N-1)/peers) cycles"},
+			Set: positive(&m.Peers)},
+		{Key: suite.Key{Name: "cycles", Unit: "count", Default: strconv.Itoa(d.Cycles), Meaning: "cycles this run measures (at most 10000)"},
+			Set: func(v string) error {
+				if err := positive(&m.Cycles)(v); err != nil {
+					return err
+				}
+				if m.Cycles > 10000 {
+					return errors.New("at most 10000")
+				}
+				return nil
+			}},
+		{Key: suite.Key{Name: "cycle", Unit: "count", Default: strconv.Itoa(d.Cycle), Meaning: "number of this run's first cycle (a schedule counts its runs)"},
+			Set: func(v string) (err error) {
+				if m.Cycle, err = strconv.Atoi(v); err == nil && m.Cycle < 0 {
+					err = errors.New("want 0 or more")
+				}
+				return err
+			}},
 		{Key: suite.Key{Name: "outlier-mads", Unit: "number", Default: strconv.FormatFloat(d.OutlierMADs, 'g', -1, 64), Meaning: "a pair is an outlier beyond median ± this many MADs (and 10 %)"},
 			Set: func(v string) (err error) {
 				if m.OutlierMADs, err = strconv.ParseFloat(v, 64); err == nil && (m.OutlierMADs <= 0 || m.OutlierMADs > 100) {

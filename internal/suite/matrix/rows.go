@@ -37,15 +37,38 @@ var pairFigures = []struct {
 }
 
 // Rows implements suite.Suite: a row per ordered pair (in node order),
-// outliers labelled with the reason; then a summary row per node.
+// outliers labelled with the reason; then a summary row per node. Under
+// the sample plan a pair is an outlier only when its re-measure in the
+// next cycle confirms it; one that is not confirmed carries the reason
+// as LabelSuspect.
 func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 	k := 3.0
+	sample := false
 	for _, o := range outs {
 		if v, err := strconv.ParseFloat(o.Step.Labels[labelMADs], 64); err == nil && v > 0 {
 			k = v
-			break
+		}
+		sample = sample || o.Step.Labels[labelPlan] == PlanSample
+	}
+	rows := pairRows(outs)
+	if !sample {
+		flagOutliers(rows, k)
+		return append(rows, nodeSummaries(rows)...)
+	}
+	confirmed, suspect := confirmations(outs, k)
+	for i := range rows {
+		p := [2]string{rows[i].Labels[LabelSrc], rows[i].Labels[LabelDst]}
+		if why := confirmed[p]; why != "" {
+			rows[i].Labels[LabelOutlier] = why
+		} else if why := suspect[p]; why != "" {
+			rows[i].Labels[LabelSuspect] = why
 		}
 	}
+	return append(rows, nodeSummaries(rows)...)
+}
+
+// pairRows are a row per ordered pair of outs, in node order.
+func pairRows(outs []suite.Outcome) []suite.Row {
 	rows := suite.LabelRows(outs, []string{LabelSrc, LabelDst}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
 		m := map[string]float64{}
 		got := probe.Metrics(o.Result)
@@ -64,8 +87,96 @@ func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 	for i := range rows {
 		rows[i].Labels[LabelPair] = rows[i].Labels[LabelSrc] + " → " + rows[i].Labels[LabelDst]
 	}
+	return rows
+}
+
+// judge is the outliers among outs' pairs, with their reasons.
+func judge(outs []suite.Outcome, k float64) map[[2]string]string {
+	rows := pairRows(outs)
 	flagOutliers(rows, k)
-	return append(rows, nodeSummaries(rows)...)
+	out := map[[2]string]string{}
+	for _, r := range rows {
+		if why := r.Labels[LabelOutlier]; why != "" {
+			out[[2]string{r.Labels[LabelSrc], r.Labels[LabelDst]}] = why
+		}
+	}
+	return out
+}
+
+func pairOf(o suite.Outcome) [2]string {
+	return [2]string{o.Step.Labels[LabelSrc], o.Step.Labels[LabelDst]}
+}
+
+// measured are cycle c's outcomes of its plan (re-measures left out).
+func measured(outs []suite.Outcome, c string) []suite.Outcome {
+	var sel []suite.Outcome
+	for _, o := range outs {
+		if o.Step.Labels[LabelCycle] == c && o.Step.Labels[LabelConfirm] == "" {
+			sel = append(sel, o)
+		}
+	}
+	return sel
+}
+
+// suspectsOf are the pairs cycle c's own measurements make outliers, in
+// order.
+func suspectsOf(outs []suite.Outcome, c string) [][2]string {
+	k := 3.0
+	for _, o := range outs {
+		if v, err := strconv.ParseFloat(o.Step.Labels[labelMADs], 64); err == nil && v > 0 {
+			k = v
+		}
+	}
+	var ps [][2]string
+	for p := range judge(measured(outs, c), k) {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	return ps
+}
+
+// confirmations judges each cycle's suspects again with their
+// re-measure (in the next cycle) in place of their first measurement,
+// among the same cycle's other pairs: confirmed when still an outlier.
+func confirmations(outs []suite.Outcome, k float64) (confirmed, suspect map[[2]string]string) {
+	confirmed, suspect = map[[2]string]string{}, map[[2]string]string{}
+	cycles := map[string]bool{}
+	for _, o := range outs {
+		cycles[o.Step.Labels[LabelCycle]] = true
+	}
+	for c := range cycles {
+		base := measured(outs, c)
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			continue
+		}
+		next := strconv.Itoa(n + 1)
+		for p, why := range judge(base, k) {
+			var again []suite.Outcome
+			for _, o := range outs {
+				if o.Step.Labels[LabelCycle] == next && o.Step.Labels[LabelConfirm] != "" && pairOf(o) == p {
+					again = append(again, o)
+				}
+			}
+			if len(again) == 0 {
+				suspect[p] = why + "; not re-measured"
+				continue
+			}
+			var swapped []suite.Outcome
+			for _, o := range base {
+				if pairOf(o) != p {
+					swapped = append(swapped, o)
+				}
+			}
+			if why2, ok := judge(append(swapped, again...), k)[p]; ok {
+				confirmed[p] = why2 + "; confirmed by its re-measure"
+				delete(suspect, p)
+			} else if confirmed[p] == "" {
+				suspect[p] = why + "; its re-measure did not confirm it"
+			}
+		}
+	}
+	return confirmed, suspect
 }
 
 // flagOutliers labels each pair whose figure lies beyond the median ±

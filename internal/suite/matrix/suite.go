@@ -9,6 +9,7 @@ package matrix
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -32,6 +33,15 @@ const (
 	LabelOutlier = "outlier"
 	// LabelRound is the round a step ran in (1-based), kept on the steps.
 	LabelRound = "round"
+	// LabelCycle is the cycle of the pair plan a step ran in.
+	LabelCycle = "cycle"
+	// LabelConfirm marks a step that re-measures a suspect pair.
+	LabelConfirm = "confirm"
+	// LabelSuspect holds why a sampled pair looked like an outlier that
+	// its re-measure did not confirm.
+	LabelSuspect = "suspect"
+	// labelPlan carries the plan's name on the steps, for Rows.
+	labelPlan = "plan"
 )
 
 // Options tune the suite.
@@ -46,6 +56,12 @@ type Options struct {
 	PingCount  int
 	// OutlierMADs is k in median ± k·MAD (default 3).
 	OutlierMADs float64
+	// Plan is PlanAll or PlanSample; Peers is k of the sample plan;
+	// Cycle is the number of this run's first cycle and Cycles how many
+	// it runs.
+	Plan          string
+	Peers, Cycles int
+	Cycle         int
 }
 
 func (o Options) withDefaults() Options {
@@ -63,6 +79,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OutlierMADs == 0 {
 		o.OutlierMADs = 3
+	}
+	if o.Plan == "" {
+		o.Plan = PlanAll
+	}
+	if o.Peers == 0 {
+		o.Peers = 3
+	}
+	if o.Cycles == 0 {
+		o.Cycles = 1
 	}
 	return o
 }
@@ -124,41 +149,121 @@ func endpoints(agents []suite.Endpoint, kind string) []suite.Endpoint {
 	return out
 }
 
-// Plan implements suite.Suite: per repetition one phase per round, each
-// pair of the round measuring TCP, UDP, RR and ping one after another
-// (all exclusive, so the server also keeps a node to one measurement at
-// a time).
+// Plan implements suite.Suite: the first cycle of the pair plan, per
+// repetition one phase per round, each pair of the round measuring TCP,
+// UDP, RR and ping one after another (all exclusive, so the server also
+// keeps a node to one measurement at a time). Follow plans the later
+// cycles.
 func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, _ suite.Caps) ([]suite.Phase, error) {
-	m, err := OptionsFrom(o)
+	m, eps, err := s.prepare(agents, o)
 	if err != nil {
 		return nil, err
 	}
+	return s.cycle(eps, o, m, m.Cycle, nil), nil
+}
+
+func (s Suite) prepare(agents []suite.Endpoint, o suite.Options) (Options, []suite.Endpoint, error) {
+	m, err := OptionsFrom(o)
+	if err != nil {
+		return m, nil, err
+	}
 	eps := endpoints(agents, m.Endpoints)
 	if len(eps) < 2 {
-		return nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
+		return m, nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
 	}
+	return m, eps, nil
+}
+
+// Announce implements suite.Announcer: the plan stated before the run.
+func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
+	m, eps, err := s.prepare(agents, o)
+	if err != nil {
+		return ""
+	}
+	return Statement(m.Plan, len(eps), m.Peers, m.Cycles, m.Cycle)
+}
+
+// cycle plans cycle c: its pairs in rounds (none when c is past the
+// run's cycles), then the re-measures of the suspects in rounds of their
+// own.
+func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, suspects [][2]int) []suite.Phase {
+	var rounds [][][2]int
+	if c < m.Cycle+m.Cycles {
+		if m.Plan == PlanSample {
+			names := make([]string, len(eps))
+			for i, e := range eps {
+				names[i] = e.Node
+			}
+			rounds = SampleRounds(Ring(names), m.Peers, c)
+		} else {
+			rounds = Rounds(len(eps))
+		}
+	}
+	plain := len(rounds)
+	rounds = append(rounds, Pack(suspects)...)
 	conn := suite.PodPodCrossNode
 	if m.Endpoints == "hosts" {
 		conn = suite.NodeNode
 	}
-	rounds := Rounds(len(eps))
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
 		for ri, round := range rounds {
 			var steps []suite.Step
 			for _, p := range round {
 				src, dst := eps[p[0]], eps[p[1]]
+				labels := map[string]string{LabelSrc: src.Node, LabelDst: dst.Node, LabelRound: strconv.Itoa(ri + 1),
+					LabelCycle: strconv.Itoa(c), labelPlan: m.Plan, labelMADs: strconv.FormatFloat(m.OutlierMADs, 'g', -1, 64)}
+				if ri >= plain {
+					labels[LabelConfirm] = "1"
+				}
 				for _, measure := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
 					steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: measure, Repeat: rep,
-						Src: src, Dst: dst, Spec: spec(measure, dst, m), Exclusive: true,
-						Labels: map[string]string{LabelSrc: src.Node, LabelDst: dst.Node, LabelRound: strconv.Itoa(ri + 1),
-							labelMADs: strconv.FormatFloat(m.OutlierMADs, 'g', -1, 64)}})
+						Src: src, Dst: dst, Spec: spec(measure, dst, m), Exclusive: true, Labels: maps.Clone(labels)})
 				}
 			}
-			phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s round %d of %d (%d pairs), #%d", s.Name(), ri+1, len(rounds), len(round), rep+1), Steps: steps})
+			what := fmt.Sprintf("round %d of %d", ri+1, plain)
+			if ri >= plain {
+				what = fmt.Sprintf("re-measure %d of %d", ri+1-plain, len(rounds)-plain)
+			}
+			phases = append(phases, suite.Phase{Name: fmt.Sprintf("%s cycle %d %s (%d pairs), #%d", s.Name(), c, what, len(round), rep+1), Steps: steps})
 		}
 	}
-	return phases, nil
+	return phases
+}
+
+// Follow implements suite.Follower: after a cycle, the next one (while
+// the run has cycles left), with the pairs the last cycle found to be
+// outliers (of the sample plan) measured again to confirm them.
+func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Caps, done []suite.Outcome) ([]suite.Phase, error) {
+	m, eps, err := s.prepare(agents, o)
+	if err != nil {
+		return nil, err
+	}
+	last := m.Cycle
+	for _, d := range done {
+		if c, err := strconv.Atoi(d.Step.Labels[LabelCycle]); err == nil && c > last {
+			last = c
+		}
+	}
+	next := last + 1
+	var suspects [][2]int
+	if m.Plan == PlanSample {
+		at := map[string]int{}
+		for i, e := range eps {
+			at[e.Node] = i
+		}
+		for _, p := range suspectsOf(done, strconv.Itoa(last)) {
+			a, okA := at[p[0]]
+			b, okB := at[p[1]]
+			if okA && okB {
+				suspects = append(suspects, [2]int{a, b})
+			}
+		}
+	}
+	if next >= m.Cycle+m.Cycles && len(suspects) == 0 {
+		return nil, nil
+	}
+	return s.cycle(eps, o, m, next, suspects), nil
 }
 
 func spec(measure string, dst suite.Endpoint, m Options) probe.Spec {

@@ -1,0 +1,153 @@
+package matrix
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+)
+
+// Pair plans: which ordered pairs a cycle measures.
+const (
+	// PlanAll measures every ordered pair each cycle (2(N-1) rounds).
+	PlanAll = "all"
+	// PlanSample measures k peers per node each cycle, rotating so that
+	// every ordered pair is measured within ceil((N-1)/k) cycles.
+	PlanSample = "sample"
+)
+
+// Ring orders n node names by a hash of each name alone (FNV-1a), so a
+// node's place does not depend on how the names sort, and nodes next to
+// each other by name are not always measured together.
+func Ring(names []string) []int {
+	idx := make([]int, len(names))
+	keys := make([]uint64, len(names))
+	for i, n := range names {
+		idx[i] = i
+		h := fnv.New64a()
+		h.Write([]byte(n))
+		keys[i] = h.Sum64()
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case keys[a] < keys[b]:
+			return -1
+		case keys[a] > keys[b]:
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+// Window is the number of consecutive cycles of the sample plan within
+// which every ordered pair of n nodes is measured with k peers a node:
+// ceil((n-1)/k).
+func Window(n, k int) int {
+	if n < 2 {
+		return 0
+	}
+	k = min(max(k, 1), n-1)
+	return (n - 2 + k) / k
+}
+
+// Offsets are the ring offsets cycle c measures with k peers a node: k
+// consecutive values of 1..n-1, starting k·c further each cycle. Any
+// Window(n, k) consecutive cycles take k·Window ≥ n-1 consecutive values
+// modulo n-1, so every offset, and so every ordered pair (i, i+offset),
+// comes round within the window, whatever cycle it starts at. Peers drawn
+// by rendezvous hashing seeded with the cycle would be random sets: the
+// last pair then comes after about (n/k)·ln(n) cycles, with no bound.
+func Offsets(n, k, cycle int) []int {
+	if n < 2 {
+		return nil
+	}
+	k = min(max(k, 1), n-1)
+	out := make([]int, k)
+	base := (cycle % (n - 1)) * k % (n - 1)
+	if base < 0 {
+		base += n - 1
+	}
+	for j := range out {
+		out[j] = 1 + (base+j)%(n-1)
+	}
+	return out
+}
+
+// SampleRounds are cycle c's pairs of the sample plan over n nodes (ring
+// positions mapped through ring, as from Ring) in rounds of disjoint
+// pairs. One offset's pairs (i → i+o) form cycles of a permutation; each
+// cycle's pairs alternate between two rounds, and an odd cycle's last
+// pair takes a third, so a cycle of the plan has at most 3k rounds (2k
+// when every such cycle is even).
+func SampleRounds(ring []int, k, cycle int) [][][2]int {
+	n := len(ring)
+	var out [][][2]int
+	for _, o := range Offsets(n, k, cycle) {
+		rounds := make([][][2]int, 3)
+		seen := make([]bool, n)
+		for start := 0; start < n; start++ {
+			if seen[start] {
+				continue
+			}
+			var walk []int
+			for i := start; !seen[i]; i = (i + o) % n {
+				seen[i] = true
+				walk = append(walk, i)
+			}
+			for j, i := range walk {
+				r := j % 2
+				if len(walk)%2 == 1 && j == len(walk)-1 {
+					r = 2
+				}
+				rounds[r] = append(rounds[r], [2]int{ring[i], ring[(i+o)%n]})
+			}
+		}
+		for _, r := range rounds {
+			if len(r) > 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Pack puts pairs into rounds in which no node is in two pairs, each pair
+// into the first round where both its nodes are free.
+func Pack(pairs [][2]int) [][][2]int {
+	var rounds [][][2]int
+	var busy []map[int]bool
+	for _, p := range pairs {
+		placed := false
+		for i := range rounds {
+			if !busy[i][p[0]] && !busy[i][p[1]] {
+				rounds[i] = append(rounds[i], p)
+				busy[i][p[0]], busy[i][p[1]] = true, true
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			rounds = append(rounds, [][2]int{p})
+			busy = append(busy, map[int]bool{p[0]: true, p[1]: true})
+		}
+	}
+	return rounds
+}
+
+// Statement says what a plan does before it runs: pairs a cycle, rounds
+// (cycle length) and the window in which every ordered pair is measured.
+func Statement(plan string, n, k, cycles, firstCycle int) string {
+	total := n * (n - 1)
+	if plan == PlanAll {
+		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle", n, total, len(Rounds(n)))
+	}
+	k = min(max(k, 1), n-1)
+	ring := make([]int, n)
+	for i := range ring {
+		ring[i] = i
+	}
+	rounds := len(SampleRounds(ring, k, firstCycle))
+	w := Window(n, k)
+	return fmt.Sprintf("plan sample: %d nodes, %d peers a node, %d of %d ordered pairs each cycle in %d rounds (plus re-measures of suspects); every pair covered within %d cycles; this run: cycles %d to %d",
+		n, k, n*k, total, rounds, w, firstCycle, firstCycle+cycles-1)
+}
