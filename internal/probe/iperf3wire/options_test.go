@@ -122,7 +122,7 @@ func TestStockClientOptions(t *testing.T) {
 			}
 			return fmt.Sprintf("sent %.1f blocks of 64 KiB", sent/block)
 		}},
-		{"-O 1 -t 2", []string{"-O", "1", "-t", "2"}, "", func(t *testing.T, d clientDoc) string {
+		{"-O 1 -t 2", []string{"-O", "1", "-t", "2", "--get-server-output"}, "", func(t *testing.T, d clientDoc) string {
 			var omitted, counted int
 			for _, iv := range d.Intervals {
 				if iv.Sum.Omitted != nil && *iv.Sum.Omitted {
@@ -138,6 +138,11 @@ func TestStockClientOptions(t *testing.T) {
 			// second out too: about 2 s, not 3.
 			if s := d.End.SumReceived.Seconds; s < 1.5 || s > 2.6 {
 				t.Errorf("sum_received.seconds = %.2f, want about 2 (the omitted second not counted)", s)
+			}
+			// The responder's own intervals: its first second omitted too.
+			s := serverDoc(t, d)
+			if len(s.Intervals) < 2 || !s.Intervals[0].Sum.IsOmitted() || s.Intervals[len(s.Intervals)-1].Sum.IsOmitted() {
+				t.Errorf("responder's intervals: %d, want the first omitted and the last not", len(s.Intervals))
 			}
 			return fmt.Sprintf("%d omitted, %d counted intervals; responder counted %.2f s", omitted, counted, d.End.SumReceived.Seconds)
 		}},
@@ -315,6 +320,17 @@ func checkServerDoc(t *testing.T, s *iperf3json.Doc, d clientDoc) {
 	}
 	if c.RemoteTotal <= 0 {
 		t.Errorf("remote_total %v: want the client's CPU, > 0", c.RemoteTotal)
+	}
+	// Its intervals add up to what it received, bar a last partial
+	// interval shorter than a tenth of a second, which iperf3 drops too.
+	var inIntervals float64
+	for _, iv := range s.Intervals {
+		if !iv.Sum.IsOmitted() {
+			inIntervals += iv.Sum.Bytes
+		}
+	}
+	if len(s.Intervals) == 0 || inIntervals > e.SumReceived.Bytes*1.0001 || inIntervals < e.SumReceived.Bytes*0.8 {
+		t.Errorf("responder's %d intervals carry %.0f bytes, its end.sum_received %.0f", len(s.Intervals), inIntervals, e.SumReceived.Bytes)
 	}
 	if wantProto == "TCP" && (e.SenderTCPCongestion == "" || e.ReceiverTCPCongestion == "") {
 		t.Errorf("sender_tcp_congestion %q, receiver_tcp_congestion %q: want both named", e.SenderTCPCongestion, e.ReceiverTCPCongestion)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
@@ -326,6 +327,14 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 			s.runStream(runCtx, sess, st)
 		}()
 	}
+	ivs := newIntervalLog(p, streams, clock, start)
+	if p.ServerOutput {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ivs.run(runCtx)
+		}()
+	}
 	if p.Omit > 0 {
 		omit := time.AfterFunc(time.Duration(p.Omit)*time.Second, func() { resetStats(clock, streams) })
 		defer omit.Stop()
@@ -338,6 +347,10 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	state, err := cc.readState(testLimit(p))
 	end := time.Now()
 	sess.running.Store(false)
+	var intervals []iperf3json.Interval
+	if p.ServerOutput {
+		intervals = ivs.finish(end)
+	}
 	clock.mu.Lock() // the omit timer may not reset the figures from here on
 	countFrom := clock.countFrom
 	res := results{SenderHasRetransmits: -1}
@@ -401,7 +414,7 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 		log.Info("iperf3 results", "err", err) // still send ours: the client waits for them
 	}
 	if p.ServerOutput {
-		out, err := json.Marshal(doc.finish(streams, snap, res, theirs, start, countFrom, end))
+		out, err := json.Marshal(doc.finish(streams, snap, intervals, res, theirs, start, countFrom, end))
 		if err != nil {
 			log.Info("iperf3 server output", "err", err)
 		} else {

@@ -79,9 +79,9 @@ func (d *serverDoc) connected(id int, local, remote net.Addr) {
 // and their sums per direction, the direction the test asked for first
 // (client to server, or server to client with -R); --bidir's other
 // direction is not summed, as its streams are in end.streams.
-func (d *serverDoc) finish(streams []*stream, snap []streamResult, res, theirs results, start, countFrom, end time.Time) *iperf3json.Doc {
+func (d *serverDoc) finish(streams []*stream, snap []streamResult, intervals []iperf3json.Interval, res, theirs results, start, countFrom, end time.Time) *iperf3json.Doc {
 	doc := d.doc
-	doc.Intervals = []iperf3json.Interval{}
+	doc.Intervals = intervals
 	doc.Start.Timestamp = &iperf3json.Timestamp{Time: start.UTC().Format(iperf3json.TimeFormat), Timesecs: start.Unix()}
 	if d.p.Window > 0 {
 		doc.Start.SndbufActual, doc.Start.RcvbufActual = d.sndbuf, d.rcvbuf
