@@ -19,7 +19,9 @@ import (
 // when a figure got worse beyond its run-to-run spread.
 const ExitRegression = 3
 
-func newCompareCommand(_ *globalOptions, st Streams) *cobra.Command {
+// newCompareCommand is `cnperf compare`; with a cluster (kubectl cnperf)
+// it reads the runs from cnperf's server there.
+func newCompareCommand(_ *globalOptions, st Streams, cluster *k8sFlags) *cobra.Command {
 	var srv reportServer
 	var format string
 	var out outputFlags
@@ -78,12 +80,13 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 			if tolerance <= 0 || tolerance >= 100 {
 				return fmt.Errorf("--tolerance %v: want a percentage between 0 and 100", tolerance)
 			}
-			c, err := srv.client()
+			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
+			defer cancel()
+			c, done, err := srv.connect(ctx)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
-			defer cancel()
+			defer done()
 			// Runs of one suite invocation (the backends of one
 			// cni-compare) are compared as they are; otherwise each run
 			// stands for its whole invocation.
@@ -145,6 +148,9 @@ Exit status: 0, or 3 with --fail-on-regression when a figure got worse.`,
 		},
 	}
 	srv.register(cmd)
+	if cluster != nil {
+		srv.onCluster(cmd, cluster)
+	}
 	fl := cmd.Flags()
 	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, yaml")
 	out.registerOutput(cmd)

@@ -27,7 +27,8 @@ func KubectlMain(args []string, st Streams) int {
 }
 
 // RunKubectl is `kubectl cnperf`: the Kubernetes verbs of cnperf at the
-// top level (deploy, undeploy, status, run SUITE on the cluster, version)
+// top level (deploy, undeploy, status, run SUITE on the cluster, report,
+// compare, dashboard, version)
 // with kubectl's --kubeconfig, --context and -n/--namespace. kubectl hands
 // a plugin every argument after its name, so these flags go anywhere after
 // `kubectl cnperf`.
@@ -38,7 +39,7 @@ func RunKubectl(ctx context.Context, args []string, st Streams) error {
 		Use: "cnperf",
 		// Shown as kubectl shows a plugin ("kubectl cnperf run ...").
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cnperf"},
-		Short:       "cnperf on the current Kubernetes cluster: deploy, status, run suites",
+		Short:       "cnperf on the current Kubernetes cluster: deploy, status, run suites, reports, dashboard",
 		Long: `cnperf as a kubectl plugin: the same binary as cnperf, run as kubectl-cnperf.
 It works on the cluster of kubectl's configuration (--kubeconfig, --context)
 in the namespace cnperf, or the one -n names. Everything else cnperf does is
@@ -46,7 +47,10 @@ there as 'cnperf VERB'.`,
 		Example: `  kubectl cnperf deploy
   kubectl cnperf status
   kubectl cnperf run baseline
-  kubectl cnperf run shaping --set egress-bandwidth=10M --context prod -n netperf`,
+  kubectl cnperf run shaping --set egress-bandwidth=10M --context prod -n netperf
+  kubectl cnperf report RUN_ID -o json
+  kubectl cnperf compare RUN_A RUN_B
+  kubectl cnperf dashboard`,
 	}
 	setUpRoot(root, g, st)
 	f.add(root)
@@ -64,6 +68,9 @@ there as 'cnperf VERB'.`,
 		newK8sUndeployCommand(f, st),
 		newK8sStatusCommand(f, st),
 		run,
+		newReportCommand(g, st, f),
+		newCompareCommand(g, st, f),
+		newKubectlDashboardCommand(f, st),
 		newVersionCommand(st),
 	)
 	root.SetArgs(args)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,9 @@ type serverFlags struct {
 	server, token, caFile string
 	serverName            string
 	requestTimeout        time.Duration
+	// cluster, when set (kubectl cnperf), reaches the server by
+	// port-forward on that cluster instead of --server.
+	cluster *k8sFlags
 }
 
 // DefaultRequestTimeout bounds each call a user verb makes (kubectl's
@@ -51,6 +55,50 @@ func (f *serverFlags) client() (*client.Client, error) {
 		return nil, fmt.Errorf("--server: %w", err)
 	}
 	return c, nil
+}
+
+// connect returns the server's client and what to call when done with
+// it: --server's, or with a cluster (kubectl cnperf) one through a
+// port-forward to the server pod, with the user token from its Secret
+// unless --token gives one.
+func (f *serverFlags) connect(ctx context.Context) (*client.Client, func(), error) {
+	if f.cluster == nil {
+		c, err := f.client()
+		return c, func() {}, err
+	}
+	if f.requestTimeout > 0 {
+		f.cluster.timeout = f.requestTimeout // one bound, as run --k8s has it
+	}
+	kc, err := f.cluster.client(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	fw, err := kc.ForwardServer(ctx, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	token := f.token
+	if token == "" {
+		if token, _, err = kc.Tokens(ctx); err != nil {
+			fw.Close()
+			return nil, nil, fmt.Errorf("no --token and %w", err)
+		}
+	}
+	c, err := client.New(fw.URL, token, append(fw.ClientOptions(), client.WithRequestTimeout(f.requestTimeout))...)
+	if err != nil {
+		fw.Close()
+		return nil, nil, err
+	}
+	return c, func() { fw.Close() }, nil
+}
+
+// onCluster makes the verb reach the server of cnperf on the cluster of
+// f (kubectl cnperf): --server and its TLS flags are hidden.
+func (f *serverFlags) onCluster(cmd *cobra.Command, k *k8sFlags) {
+	f.cluster = k
+	for _, name := range []string{"server", "ca-file", "tls-server-name"} {
+		_ = cmd.Flags().MarkHidden(name)
+	}
 }
 
 // remoteFlags are the server's flags and the output format, for the verbs

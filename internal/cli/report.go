@@ -174,7 +174,9 @@ func reportFormat(cmd *cobra.Command, format, output, outputFile string, errw io
 	return format, outputFile, nil
 }
 
-func newReportCommand(_ *globalOptions, st Streams) *cobra.Command {
+// newReportCommand is `cnperf report`; with a cluster (kubectl cnperf)
+// it reads the run from cnperf's server there.
+func newReportCommand(_ *globalOptions, st Streams, cluster *k8sFlags) *cobra.Command {
 	var srv reportServer
 	var htmlFile, format, output, outputFile string
 	var only bool
@@ -209,12 +211,13 @@ with its progress and the figures measured so far.
 			if bundle.IsBundle(args[0]) {
 				return reportBundle(st, args[0], format, htmlFile, output)
 			}
-			c, err := srv.client()
+			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
+			defer cancel()
+			c, done, err := srv.connect(ctx)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), srv.timeout)
-			defer cancel()
+			defer done()
 			rep, err := fetchReport(ctx, c, args[0], only)
 			if err != nil {
 				return err
@@ -235,6 +238,9 @@ with its progress and the figures measured so far.
 		},
 	}
 	srv.register(cmd)
+	if cluster != nil {
+		srv.onCluster(cmd, cluster)
+	}
 	fl := cmd.Flags()
 	fl.StringVar(&htmlFile, "html", "", "write the HTML report (charts included) to FILE")
 	fl.StringVar(&format, "format", "text", "output format: text, md, csv, json, yaml, iperf3, html")

@@ -259,17 +259,38 @@ func TokenCommand(ns, secret string) string {
 	return fmt.Sprintf("kubectl -n %s get secret %s -o jsonpath='{.data.%s}' | base64 -d", ns, secret, UserTokenKey)
 }
 
-// Tokens reads the user token from the token Secret, and the agent join
+// UserTokenSecret names the Secret the server's user token comes from:
+// the one its Deployment's CNPERF_USER_TOKEN refers to (the chart's
+// auth.existingSecret, say), or TokensSecret when that cannot be read.
+func (c *Client) UserTokenSecret(ctx context.Context) string {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	d, err := c.Kube.AppsV1().Deployments(c.NS()).Get(rctx, ServerName, metav1.GetOptions{})
+	if err != nil {
+		return TokensSecret
+	}
+	for _, ct := range d.Spec.Template.Spec.Containers {
+		for _, e := range ct.Env {
+			if e.Name == "CNPERF_USER_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name != "" {
+				return e.ValueFrom.SecretKeyRef.Name
+			}
+		}
+	}
+	return TokensSecret
+}
+
+// Tokens reads the user token from the token Secret (UserTokenSecret), and the agent join
 // token where a Secret of an earlier cnperf still holds one ("" otherwise:
 // agents authenticate with ServiceAccount tokens).
 func (c *Client) Tokens(ctx context.Context) (user, agent string, err error) {
+	name := c.UserTokenSecret(ctx)
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	s, err := c.Kube.CoreV1().Secrets(c.NS()).Get(rctx, TokensSecret, metav1.GetOptions{})
+	s, err := c.Kube.CoreV1().Secrets(c.NS()).Get(rctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", "", c.explain(err, "get secret "+TokensSecret)
+		return "", "", c.explain(err, "get secret "+name)
 	}
-	return string(s.Data["user-token"]), string(s.Data["agent-token"]), nil
+	return string(s.Data[UserTokenKey]), string(s.Data["agent-token"]), nil
 }
 
 func randomToken() (string, error) {
