@@ -67,8 +67,16 @@ func ValidateClient(spec probe.Spec) error {
 	if spec.Kind == probe.KindTCP && (spec.Size < 0 || spec.Size > maxBlockSize) {
 		errs = append(errs, fmt.Errorf("size %d: iperf3 TCP writes are up to %d bytes", spec.Size, maxBlockSize))
 	}
+	if spec.TOS != nil && (*spec.TOS < 0 || *spec.TOS > 255) {
+		errs = append(errs, fmt.Errorf("tos %d: want 0-255", *spec.TOS))
+	}
+	if spec.WindowBytes < 0 || spec.WindowBytes > maxWindow {
+		errs = append(errs, fmt.Errorf("window %d: iperf3 takes up to %d bytes", spec.WindowBytes, maxWindow))
+	}
+	if spec.MSS < 0 || spec.MSS > maxMSS || (spec.MSS != 0 && spec.Kind != probe.KindTCP) {
+		errs = append(errs, fmt.Errorf("mss %d: iperf3 sets a TCP MSS of up to %d bytes", spec.MSS, maxMSS))
+	}
 	for name, set := range map[string]bool{
-		"--dscp/--tos": spec.TOS != nil, "--window": spec.WindowBytes != 0, "--mss": spec.MSS != 0,
 		"--count": spec.Count != 0, "--proto": spec.Proto != "", "--offload": spec.Offload != "",
 	} {
 		if set {
@@ -90,7 +98,10 @@ type clientStream struct {
 // test's duration.
 func clientParams(spec probe.Spec) (Params, time.Duration) {
 	p := Params{TCP: spec.Kind == probe.KindTCP, UDP: spec.Kind == probe.KindUDP, Reverse: spec.Reverse,
-		Parallel: max(spec.Streams, 1), Len: spec.Size}
+		Parallel: max(spec.Streams, 1), Len: spec.Size, Window: spec.WindowBytes, MSS: spec.MSS}
+	if spec.TOS != nil {
+		p.TOS = *spec.TOS
+	}
 	dur := spec.Duration.D()
 	if dur == 0 {
 		dur = DefaultDuration
@@ -281,8 +292,12 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 // connection that sends the cookie, or a UDP socket that sends the connect
 // datagram and waits for the reply.
 func openStream(ctx context.Context, spec probe.Spec, p Params, cookie [CookieSize]byte, step time.Duration) (*clientStream, error) {
+	// The data sockets carry -S, -w and -M from before they connect, as
+	// iperf3's client sets them (the SYN marked too).
+	opts := probe.SockOpts{TOS: p.TOS, WindowBytes: p.Window}
 	if p.TCP {
-		d := net.Dialer{Timeout: step}
+		opts.MSS = p.MSS
+		d := net.Dialer{Timeout: step, Control: opts.Control()}
 		if spec.Source != "" {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(spec.Source)}
 		}
@@ -298,7 +313,7 @@ func openStream(ctx context.Context, spec probe.Spec, p Params, cookie [CookieSi
 		_ = c.SetWriteDeadline(time.Time{})
 		return &clientStream{conn: c}, nil
 	}
-	d := net.Dialer{Timeout: step}
+	d := net.Dialer{Timeout: step, Control: opts.Control()}
 	if spec.Source != "" {
 		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source)}
 	}
@@ -306,7 +321,7 @@ func openStream(ctx context.Context, spec probe.Spec, p Params, cookie [CookieSi
 	if err != nil {
 		return nil, fmt.Errorf("iperf3 UDP stream: %w", err)
 	}
-	if uc, ok := c.(*net.UDPConn); ok {
+	if uc, ok := c.(*net.UDPConn); ok && p.Window == 0 {
 		_ = uc.SetReadBuffer(4 << 20)
 		_ = uc.SetWriteBuffer(4 << 20)
 	}
@@ -379,7 +394,7 @@ func isTimeout(err error) bool {
 // buildResult turns both sides' figures into cnperf's result keys.
 func buildResult(spec probe.Spec, p Params, c net.Conn, started time.Time, elapsed float64, ours, theirs results, retrans int64) *probe.Result {
 	res := &probe.Result{Kind: spec.Kind, Tool: "cnperf", Src: c.LocalAddr().String(), Dst: c.RemoteAddr().String(),
-		StartedAt: started, DurationS: elapsed,
+		StartedAt: started, DurationS: elapsed, TOS: p.TOS, DSCP: p.TOS >> 2,
 		Notes: []string{"measured against an iperf3 server over iperf3's protocol (--peer iperf3)"}}
 	byID := map[int]streamResult{}
 	for _, s := range theirs.Streams {

@@ -14,6 +14,11 @@ import (
 // default (a client's -i is not sent to the server).
 const reportInterval = time.Second
 
+// maxIntervals bounds the intervals a test's document keeps (an hour's),
+// so that a day-long test asking for --get-server-output holds a few MB at
+// most; later ones are not recorded.
+const maxIntervals = 3600
+
 // intervalLog samples a test's streams into the intervals of the server's
 // document, as iperf3's server reports them: per stream and summed over the
 // streams of the test's asked-for direction, omitted while -O's seconds
@@ -76,7 +81,7 @@ func (l *intervalLog) counts(st *stream) ivCounts {
 func (l *intervalLog) sample(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.done {
+	if l.done || len(l.out) >= maxIntervals {
 		return
 	}
 	// An interval that ends by -O's end (give or take the timers'

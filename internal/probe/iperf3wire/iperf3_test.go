@@ -189,6 +189,7 @@ func TestClientAgainstStockServer(t *testing.T) {
 	srv := probetest.StartIperf3Server(t)
 	target := srv.Addr
 	rate := uint64(50_000_000)
+	ef := 0xb8
 	cases := []struct {
 		name string
 		spec probe.Spec
@@ -197,6 +198,8 @@ func TestClientAgainstStockServer(t *testing.T) {
 		{"tcp reverse two streams", probe.Spec{Kind: "tcp", Duration: probe.Duration(time.Second), Reverse: true, Streams: 2}},
 		{"udp 50M", probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second), RateBps: &rate}},
 		{"udp reverse", probe.Spec{Kind: "udp", Duration: probe.Duration(time.Second), RateBps: &rate, Reverse: true}},
+		{"tcp reverse -S -w -M", probe.Spec{Kind: "tcp", Duration: probe.Duration(time.Second), Reverse: true, TOS: &ef,
+			WindowBytes: 256 << 10, MSS: 1000}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

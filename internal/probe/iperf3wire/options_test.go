@@ -343,3 +343,52 @@ func absDiff(a, b float64) float64 {
 	}
 	return b - a
 }
+
+// TestClientCarriesSocketOptions: `cnperf probe tcp --peer iperf3` carries
+// -S, -w and -M as iperf3's client does: its own data sockets take them
+// and the server is asked for them, so against cnperf's responder both
+// ends' data carry the mark (watched on loopback as root).
+func TestClientCarriesSocketOptions(t *testing.T) {
+	addr := probetest.Start(t, iperf3wire.NewServer())
+	_, portS, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portS)
+	var (
+		done chan *probe.Result
+		werr error
+	)
+	if os.Geteuid() == 0 {
+		done = make(chan *probe.Result, 1)
+		spec := probe.Spec{Kind: probe.KindWire, Target: "127.0.0.1", Duration: probe.Duration(3 * time.Second),
+			Watch: &probe.WatchFlow{Proto: "tcp", Src: "127.0.0.1", Dst: "127.0.0.1", SrcPort: port}}
+		go func() {
+			res, err := wirewatch.Prober{}.Run(context.Background(), spec, probe.Env{})
+			werr = err
+			done <- res
+		}()
+		time.Sleep(200 * time.Millisecond)
+	}
+	tos := tosEF
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := iperf3wire.Run(ctx, probe.Spec{Kind: probe.KindTCP, Target: addr, Duration: probe.Duration(2 * time.Second),
+		Reverse: true, TOS: &tos, WindowBytes: 256 << 10, MSS: 1000})
+	if err != nil {
+		t.Fatalf("--peer iperf3 with -S, -w, -M: %v", err)
+	}
+	if res.TOS != tosEF || res.ThroughputBps == nil || res.ThroughputBps.Receiver <= 0 {
+		t.Fatalf("result tos %d, throughput %+v; want %d and data received", res.TOS, res.ThroughputBps, tosEF)
+	}
+	if done == nil {
+		t.Log("not root: the marks on the wire are not watched")
+		return
+	}
+	w := <-done
+	if werr != nil {
+		t.Fatalf("wire watch: %v", werr)
+	}
+	fwd, rev := w.WireDSCP.WireDirection, w.WireDSCP.Reverse
+	if fwd.Outer == nil || *fwd.Outer != dscpEF || rev.Outer == nil || *rev.Outer != dscpEF {
+		t.Errorf("on loopback: responder's packets DSCP %v (%d), client's %v (%d); want %d both ways", fwd.Outer, fwd.Packets, rev.Outer, rev.Packets, dscpEF)
+	}
+	t.Logf("EF both ways: %d packets from the responder, %d from the client", fwd.Packets, rev.Packets)
+}

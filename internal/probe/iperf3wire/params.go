@@ -274,5 +274,10 @@ func (p Params) wire() map[string]any {
 	if p.Counters64 {
 		m["udp_counters_64bit"] = 1
 	}
+	for k, v := range map[string]int{"TOS": p.TOS, "window": p.Window, "MSS": p.MSS} {
+		if v != 0 {
+			m[k] = v
+		}
+	}
 	return m
 }
