@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -27,6 +28,23 @@ type CNI struct {
 	Mode string `json:"mode,omitempty"`
 	// From names where the facts were read, in order.
 	From []string `json:"from,omitempty"`
+}
+
+// policyEnforcers are the CNIs that enforce NetworkPolicy themselves.
+// Flannel and kindnet do not (kindnet only since v1.3, by an opt-in
+// controller); a cloud CNI leaves it to an add-on (Calico, Cilium).
+var policyEnforcers = []string{"calico", "cilium", "antrea", "kube-ovn", "ovn-kubernetes", "weave"}
+
+// EnforcesNetworkPolicy says whether the CNI enforces NetworkPolicy, and
+// if not (or not known), why.
+func (c CNI) EnforcesNetworkPolicy() (bool, string) {
+	switch {
+	case c.Name == "":
+		return false, "the cluster's CNI is not known, so whether it enforces NetworkPolicy is not either"
+	case slices.Contains(policyEnforcers, c.Name):
+		return true, ""
+	}
+	return false, fmt.Sprintf("the cluster's CNI, %s, does not enforce NetworkPolicy (policies would be stored and change nothing)", c.Name)
 }
 
 // cniDaemon is a CNI known by its DaemonSet's name or its image.

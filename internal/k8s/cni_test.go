@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // daemonSet is a node DaemonSet running image, with env and args.
@@ -124,5 +127,24 @@ func TestImageRef(t *testing.T) {
 		if r, g := imageRepo(tc.image), imageTag(tc.image); r != tc.repo || g != tc.tag {
 			t.Errorf("%s: repo %q tag %q, want %q %q", tc.image, r, g, tc.repo, tc.tag)
 		}
+	}
+}
+
+// TestEnforcesNetworkPolicy: Calico enforces NetworkPolicy, Flannel does
+// not (the reason names it), and an unknown CNI is not assumed to.
+func TestEnforcesNetworkPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+		why  string
+	}{{"calico", true, ""}, {"cilium", true, ""}, {"flannel", false, "flannel, does not enforce"}, {"", false, "not known"}} {
+		ok, why := CNI{Name: tc.name}.EnforcesNetworkPolicy()
+		if ok != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%q: %v %q, want %v and a reason containing %q", tc.name, ok, why, tc.want, tc.why)
+		}
+	}
+	caps := (&Env{CNI: CNI{Name: "flannel"}}).Caps()
+	if caps.Has(suite.CapNetworkPolicy) || !strings.Contains(caps.Reason(suite.CapNetworkPolicy), "flannel") {
+		t.Errorf("flannel's caps: has %v, reason %q", caps.Has(suite.CapNetworkPolicy), caps.Reason(suite.CapNetworkPolicy))
 	}
 }

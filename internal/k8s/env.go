@@ -115,6 +115,11 @@ func (e *Env) Caps() suite.Caps {
 			caps.Why[c] = why
 		}
 	}
+	if ok, why := e.CNI.EnforcesNetworkPolicy(); !ok {
+		caps.Why[suite.CapNetworkPolicy] = why
+	} else {
+		caps.Why[suite.CapNetworkPolicy] = "cnperf does not make NetworkPolicy objects on a cluster yet (the lab's policy controller does: cnperf lab run netpol)"
+	}
 	have(suite.CapPodShaping, e.Sets.Host, hostAgentsWhy)
 	have(suite.CapPodQdisc, e.Sets.QoS, qosAgentsWhy)
 	switch {

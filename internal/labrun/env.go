@@ -25,6 +25,12 @@ type Services interface {
 	RemoveService(ctx context.Context, svc lab.Service) error
 }
 
+// Policies makes the lab's NetworkPolicy-like rules; *lab.Lab implements
+// it.
+type Policies interface {
+	AddPolicies(ctx context.Context, pod string, p lab.Policies) (func(context.Context) error, error)
+}
+
 // Env is a lab as the environment of a suite: it makes the suite's
 // changes with netlink from this process (traffic control on the lab's
 // links, tos inherit on its VXLAN devices) and Services with iptables in
@@ -33,6 +39,7 @@ type Services interface {
 type Env struct {
 	links    Links
 	services Services // nil when the lab given cannot make Services
+	policies Policies // nil when the lab given cannot make policies
 	// servicesOK says why Services cannot be made here (nil: they can).
 	servicesOK func() error
 
@@ -55,6 +62,7 @@ type Env struct {
 func NewEnv(l Links) *Env {
 	e := &Env{links: l, show: qos.Show, detect: qos.Detect, servicesOK: lab.ServicesAvailable, via: map[string]string{}}
 	e.services, _ = l.(Services)
+	e.policies, _ = l.(Policies)
 	if lb, ok := l.(*lab.Lab); ok {
 		e.mtu, e.encap = pathOf(lb)
 	}
@@ -91,6 +99,14 @@ func (e *Env) Caps() suite.Caps {
 			e.caps.Why[suite.CapService] = e.servicesOK().Error()
 		default:
 			e.caps.Have = append(e.caps.Have, suite.CapService)
+		}
+		switch {
+		case e.policies == nil:
+			e.caps.Why[suite.CapNetworkPolicy] = "this lab cannot make policies"
+		case e.servicesOK() != nil: // the same iptables
+			e.caps.Why[suite.CapNetworkPolicy] = e.servicesOK().Error()
+		default:
+			e.caps.Have = append(e.caps.Have, suite.CapNetworkPolicy)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
 		defer cancel()
@@ -150,6 +166,12 @@ func (e *Env) target(c suite.Change) (qos.Target, qos.Setup, error) {
 // rate the lab gave that link (else the bottleneck would never hold a
 // queue).
 func (e *Env) Check(_ context.Context, c suite.Change) error {
+	if c.What == suite.CapNetworkPolicy {
+		if c.Policy == nil {
+			return errors.New("network-policy change without policies")
+		}
+		return c.Policy.Check()
+	}
 	if c.What == suite.CapService {
 		if e.services == nil {
 			return errors.New("this lab cannot make Services")
@@ -176,6 +198,9 @@ func (e *Env) Check(_ context.Context, c suite.Change) error {
 func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
 	if c.What == suite.CapService {
 		return e.applyService(ctx, c)
+	}
+	if c.What == suite.CapNetworkPolicy {
+		return e.applyPolicies(ctx, c)
 	}
 	t, setup, err := e.target(c)
 	if err != nil {
@@ -279,4 +304,21 @@ func (e *Env) Rewrite(st suite.Step) suite.Step {
 		st.Via = v
 	}
 	return st
+}
+
+// applyPolicies has the lab's policy controller turn the change's
+// policies into iptables rules in the node of the pod c.Member (see
+// lab.Lab.AddPolicies); the undo removes them.
+func (e *Env) applyPolicies(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if e.policies == nil {
+		return nil, errors.New("this lab cannot make policies")
+	}
+	if c.Policy == nil {
+		return nil, errors.New("network-policy change without policies")
+	}
+	if err := c.Policy.Check(); err != nil {
+		return nil, err
+	}
+	p := c.Policy
+	return e.policies.AddPolicies(ctx, c.Member, lab.Policies{Count: p.Count, Selecting: p.Selecting, From: p.From, Port: p.Port, Deny: p.Deny})
 }

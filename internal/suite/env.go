@@ -47,6 +47,10 @@ const (
 	// annotations, from a token bucket the CNI fills (which a suite may
 	// drain first). It is asked for through Caps, not through a Change.
 	CapPodAnnotations Cap = "pod-annotations"
+	// CapNetworkPolicy makes NetworkPolicies (Change.Policy) that select
+	// the pod Change.Member for ingress, enforced as the CNI enforces
+	// them; the environment removes them all in the undo.
+	CapNetworkPolicy Cap = "network-policy"
 )
 
 // capText says what each capability does, for refusals.
@@ -59,6 +63,7 @@ var capText = map[Cap]string{
 	CapVXLANTOS:       "make the VXLAN tunnel ends copy the inner TOS",
 	CapService:        "create a Service in front of a pod",
 	CapPodAnnotations: "ask for a pod's bandwidth limit with pod annotations a CNI honours",
+	CapNetworkPolicy:  "make NetworkPolicies that the network enforces",
 }
 
 // Describe says in a few words what the capability does.
@@ -184,6 +189,8 @@ type Change struct {
 	Annotations string `json:"annotations,omitempty"`
 	// Port is, for a Service, the port it forwards (TCP and UDP).
 	Port int `json:"port,omitempty"`
+	// Policy is, for CapNetworkPolicy, the policies to make.
+	Policy *PolicySet `json:"policy,omitempty"`
 	// For is how long the phase needs the change: its longest step. The
 	// Runner fills it when the suite leaves it 0. An environment that has
 	// an agent hold the change (Kubernetes) bounds the hold's lifetime by
@@ -257,4 +264,37 @@ func needs(phases []Phase) []Cap {
 		}
 	}
 	return out
+}
+
+// PolicySet is a set of ingress NetworkPolicies as data
+// (CapNetworkPolicy): Count policies in all. Selecting of them select the
+// destination pod (Change.Member) and each allows TCP from the pod From
+// to Port; the others select and allow only addresses of no pod of the
+// run (they cost the datapath a lookup, not a verdict). Deny, with
+// Selecting 0, makes one more policy that selects the destination and
+// allows nothing: every new connection to it is refused.
+type PolicySet struct {
+	Count     int    `json:"count"`
+	Selecting int    `json:"selecting"`
+	From      string `json:"from,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	Deny      bool   `json:"deny,omitempty"`
+}
+
+// MaxPolicies bounds PolicySet.Count.
+const MaxPolicies = 10000
+
+// Check says what is wrong with the set, or nil.
+func (p PolicySet) Check() error {
+	switch {
+	case p.Count < 0 || p.Count > MaxPolicies:
+		return fmt.Errorf("policies %d: want 0-%d", p.Count, MaxPolicies)
+	case p.Selecting < 0 || p.Selecting > p.Count:
+		return fmt.Errorf("selecting %d: want 0-%d (the policies in all)", p.Selecting, p.Count)
+	case p.Selecting > 0 && (p.From == "" || p.Port < 1 || p.Port > 65535):
+		return fmt.Errorf("policies selecting the pod need the source pod and a port 1-65535 (from %q, port %d)", p.From, p.Port)
+	case p.Deny && p.Selecting > 0:
+		return errors.New("a deny-all policy beside policies that allow the source would allow it: deny takes selecting 0")
+	}
+	return nil
 }

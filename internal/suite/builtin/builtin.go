@@ -11,6 +11,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/cnicompare"
 	"github.com/cnperf/cnperf/internal/suite/contention"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
+	"github.com/cnperf/cnperf/internal/suite/netpol"
 	"github.com/cnperf/cnperf/internal/suite/pmtu"
 	"github.com/cnperf/cnperf/internal/suite/policing"
 	"github.com/cnperf/cnperf/internal/suite/qospriority"
@@ -31,6 +32,7 @@ func Suites() []suite.Suite {
 		matrix.Suite{},
 		pmtu.Suite{},
 		responsiveness.Suite{},
+		netpol.Suite{},
 	}
 }
 

@@ -1,0 +1,34 @@
+package netpol_test
+
+import (
+	"testing"
+
+	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/suite/netpol"
+)
+
+// TestMain removes the cnperf binary the end-to-end tests built.
+func TestMain(m *testing.M) { cnperftest.Main(m) }
+
+// TestNetpolLab runs the suite on a lab, whose policy controller makes
+// the policies as iptables rules: a row with none and one per count and
+// variant, each with its figures and their share of the no-policy row's;
+// the runs leave no namespace behind (LabRun), and the rules go with
+// each phase's undo. The cost itself is the machine's figure.
+func TestNetpolLab(t *testing.T) {
+	rows := cnperftest.LabRun(t, "netpol", "--time", "1s", "--set", "counts=10,1000")
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want none and 10 and 1000 policies, each selecting the pair and not", len(rows))
+	}
+	for _, r := range rows {
+		for _, f := range []string{netpol.FigThroughput, netpol.FigRR, netpol.FigCRR, netpol.FigThroughputVsNone, netpol.FigRRVsNone, netpol.FigCRRVsNone} {
+			if v, ok := cnperftest.Num(r, f); !ok || v <= 0 {
+				t.Errorf("%v policies (%v): %s = %v (%v), want a measured figure (errors %v)", r[netpol.LabelPolicies], r[netpol.LabelSelect], f, v, ok, r["errors"])
+			}
+		}
+		tput, _ := cnperftest.Num(r, netpol.FigThroughputVsNone)
+		rr, _ := cnperftest.Num(r, netpol.FigRRVsNone)
+		crr, _ := cnperftest.Num(r, netpol.FigCRRVsNone)
+		t.Logf("%v policies (%v): throughput %.1f %%, rr %.1f %%, crr %.1f %% of none", r[netpol.LabelPolicies], r[netpol.LabelSelect], tput, rr, crr)
+	}
+}

@@ -1,0 +1,188 @@
+// Package netpol is the suite of what NetworkPolicies cost: between the
+// cross-node pod pair, TCP throughput, TCP request/response and
+// connect-request-response (crr) rates with no policy and with 10, 100
+// and 1,000 policies, once with every policy selecting the destination
+// pod (each allowing the source) and once with none selecting it (they
+// select and allow only addresses of no pod of the run); each row
+// against the no-policy figure. It runs where the environment enforces
+// NetworkPolicy (suite.CapNetworkPolicy: the lab's policy controller; a
+// cluster whose CNI enforces them); elsewhere it is refused with the
+// environment's reason (Flannel enforces none).
+package netpol
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// SuiteName is the suite's name.
+const SuiteName = "netpol"
+
+// Measures of the steps.
+const (
+	MeasureTCP = "tcp"
+	MeasureRR  = "rr"
+	MeasureCRR = "crr"
+)
+
+// Labels of the steps and rows.
+const (
+	LabelPolicies = "policies" // the number of policies
+	LabelSelect   = "select"   // SelectPair or SelectOther ("" with none)
+)
+
+// Values of LabelSelect.
+const (
+	SelectPair  = "pair"
+	SelectOther = "other"
+	SelectNone  = "none"
+)
+
+// Options tune the suite.
+type Options struct {
+	Time   time.Duration
+	Repeat int
+	// Counts are the numbers of policies measured besides none (default
+	// 10, 100, 1000).
+	Counts []int
+	// Selects are the variants per count (default pair, other).
+	Selects []string
+}
+
+func defaults() Options {
+	return Options{Counts: []int{10, 100, 1000}, Selects: []string{SelectPair, SelectOther}}
+}
+
+// Suite is the netpol suite.
+type Suite struct{}
+
+// Name implements suite.Suite.
+func (Suite) Name() string { return SuiteName }
+
+// Describe implements suite.Suite.
+func (Suite) Describe() string {
+	return "what NetworkPolicies cost: TCP throughput, rr and crr rates with 0, 10, 100 and 1,000 policies, against none"
+}
+
+// CheckOptions implements suite.OptionsChecker.
+func (Suite) CheckOptions(o suite.Options) error {
+	_, err := OptionsFrom(o)
+	return err
+}
+
+// MayUse implements suite.CapUser.
+func (Suite) MayUse() []suite.Cap { return []suite.Cap{suite.CapNetworkPolicy} }
+
+// OptionsFrom reads the common options and the settings.
+func OptionsFrom(o suite.Options) (Options, error) {
+	c := defaults()
+	if err := o.Validate(); err != nil {
+		return c, fmt.Errorf("suite %s: %w", SuiteName, err)
+	}
+	c.Time, c.Repeat = o.Time, o.Repeat
+	return c, Settings(&c).Apply(SuiteName, o)
+}
+
+// Settings is the table of the suite's settings, reading into c.
+func Settings(c *Options) suite.Settings {
+	return suite.Settings{
+		{Key: suite.Key{Name: "counts", Unit: fmt.Sprintf("list of counts (1-%d)", suite.MaxPolicies), Default: "10,100,1000",
+			Meaning: "the numbers of policies measured, each against none"},
+			Set: func(v string) error {
+				c.Counts = nil
+				for _, f := range suite.SplitList(v) {
+					n, err := strconv.Atoi(f)
+					if err != nil || n < 1 || n > suite.MaxPolicies {
+						return fmt.Errorf("count %q: want 1-%d", f, suite.MaxPolicies)
+					}
+					if slices.Contains(c.Counts, n) {
+						return fmt.Errorf("count %d given twice", n)
+					}
+					c.Counts = append(c.Counts, n)
+				}
+				return nil
+			}},
+		{Key: suite.Key{Name: "select", Unit: "list of pair, other", Default: "pair,other",
+			Meaning: "policies that select the measured pod (allowing its peer), or that select no pod of the run"},
+			Set: func(v string) error {
+				c.Selects = nil
+				for _, f := range suite.SplitList(v) {
+					if f != SelectPair && f != SelectOther {
+						return fmt.Errorf("select %q: want pair or other", f)
+					}
+					c.Selects = append(c.Selects, f)
+				}
+				return nil
+			}},
+	}
+}
+
+// Keys implements suite.Keyed.
+func (Suite) Keys() []suite.Key { return Settings(&Options{}).Keys() }
+
+// Plan implements suite.Suite: per repetition a phase with no policy,
+// then one per count and variant, each measuring TCP throughput, rr and
+// crr between the cross-node pair one after another.
+func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
+	c, err := OptionsFrom(o)
+	if err != nil {
+		return nil, err
+	}
+	if !caps.Has(suite.CapNetworkPolicy) {
+		return nil, caps.Lacks(s.Name(), suite.CapNetworkPolicy)
+	}
+	pairs, err := suite.PickPairs(agents)
+	if err != nil {
+		return nil, fmt.Errorf("suite %s: %w", s.Name(), err)
+	}
+	p, ok := pairs[suite.PodPodCrossNode]
+	if !ok {
+		return nil, errors.New("suite netpol: needs pods on two nodes (policies apply where traffic enters the destination's node)")
+	}
+	_, portText, err := net.SplitHostPort(p.Dst.ResponderAddr)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || perr != nil || port < 1 {
+		return nil, fmt.Errorf("suite %s: agent %s has no responder port (%q)", s.Name(), p.Dst.Name, p.Dst.ResponderAddr)
+	}
+	var phases []suite.Phase
+	for rep := 0; rep < o.Repeat; rep++ {
+		phases = append(phases, phase(c, p, rep, o.Backend, 0, SelectNone, port))
+		for _, n := range c.Counts {
+			for _, sel := range c.Selects {
+				phases = append(phases, phase(c, p, rep, o.Backend, n, sel, port))
+			}
+		}
+	}
+	return phases, nil
+}
+
+// phase measures the pair with n policies of variant sel.
+func phase(c Options, p suite.Pair, rep int, backend string, n int, sel string, port int) suite.Phase {
+	labels := map[string]string{LabelPolicies: strconv.Itoa(n), LabelSelect: sel}
+	d := probe.Duration(c.Time)
+	specs := map[string]probe.Spec{
+		MeasureTCP: {Kind: probe.KindTCP, Target: p.Dst.ResponderAddr, Duration: d},
+		MeasureRR:  {Kind: probe.KindRR, Target: p.Dst.ResponderAddr, Proto: "tcp", Duration: d},
+		MeasureCRR: {Kind: probe.KindRR, Target: p.Dst.ResponderAddr, Proto: "crr", Duration: d},
+	}
+	ph := suite.Phase{Name: fmt.Sprintf("%s %d policies (%s), #%d", SuiteName, n, sel, rep+1)}
+	for _, m := range []string{MeasureTCP, MeasureRR, MeasureCRR} {
+		ph.Steps = append(ph.Steps, suite.Step{Connection: suite.PodPodCrossNode, Backend: backend, Measure: m, Repeat: rep,
+			Src: p.Src, Dst: p.Dst, Spec: specs[m], Exclusive: true, Labels: labels})
+	}
+	if n > 0 {
+		ps := &suite.PolicySet{Count: n}
+		if sel == SelectPair {
+			ps.Selecting, ps.From, ps.Port = n, p.Src.Name, port
+		}
+		ph.Changes = []suite.Change{{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: ps}}
+	}
+	return ph
+}
