@@ -210,10 +210,23 @@ func compareBundles(ctx context.Context, st Streams, srv *reportServer, args []s
 		return err
 	}
 	switch format {
-	case "json":
-		return cmp.WriteJSON(st.Out)
+	case "json", "yaml":
+		_, err := (&outputFlags{format: format}).print(st.Out, cmp)
+		return err
+	case "csv":
+		w := csv.NewWriter(st.Out)
+		_ = w.Write(append([]string{"question", "scope"}, cmp.Columns...))
+		for _, l := range cmp.Lines {
+			rec := []string{l.Question, l.Scope}
+			for _, c := range l.Cells {
+				rec = append(rec, c.Text())
+			}
+			_ = w.Write(rec)
+		}
+		w.Flush()
+		return w.Error()
 	case "text", "md":
 		return cmp.WriteText(st.Out)
 	}
-	return fmt.Errorf("--format %q: want text, md or json", format)
+	return fmt.Errorf("--format %q: want text, md, csv, json or yaml", format)
 }

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +31,7 @@ type evalFlags struct {
 	html, out  string
 	allowNode  bool
 	backend    string
+	output     outputFlags // -o
 
 	// Filled by prepare.
 	cfg evaluate.Config
@@ -55,10 +56,11 @@ func (f *evalFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	secondsOrDurationVarP(fl, &f.budget, "budget", "", evaluate.DefaultBudget, "time the study's measurements may take; questions that do not fit are not asked")
 	secondsOrDurationVarP(fl, &f.time, "time", "", 3*time.Second, "length of each timed measurement")
-	fl.IntVar(&f.repeat, "repeat", 1, "repetitions of each measurement")
+	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.questions, "questions", "", "ask only these questions, comma-separated ("+strings.Join(evaluate.IDs(), ", ")+")")
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against every row (the slo question); a failed objective exits with code 3")
-	fl.BoolVar(&f.asJSON, "json", false, "print the sheet's data as JSON (sheet, environment)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the sheet's data as JSON (sheet, environment): -o json")
+	f.output.registerOutput(cmd)
 	fl.BoolVar(&f.md, "markdown", false, "print the sheet as a Markdown table")
 	fl.StringVar(&f.html, "html", "", "write the sheet with every suite's tables and charts to FILE")
 	fl.StringVar(&f.out, "out", "", "write the study bundle (JSON, schema "+bundle.Schema+") to FILE")
@@ -69,6 +71,13 @@ func (f *evalFlags) register(cmd *cobra.Command) {
 func (f *evalFlags) prepare(progress io.Writer) error {
 	if f.asJSON && f.md {
 		return errors.New("--json and --markdown exclude each other")
+	}
+	f.output.asJSON = f.asJSON
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	if f.output.format == "markdown" {
+		f.md = true
 	}
 	f.cfg = evaluate.Config{Budget: f.budget, Progress: progress,
 		Options: suite.Options{Time: f.time, Repeat: f.repeat, Backend: f.backend}}
@@ -151,16 +160,22 @@ func (f *evalFlags) write(st Streams, b *bundle.Bundle) error {
 		}
 		fmt.Fprintf(st.Err, "wrote %s\n", f.html)
 	}
-	var err error
+	data := struct {
+		Schema      string         `json:"schema"`
+		Sheet       evaluate.Sheet `json:"sheet"`
+		Environment any            `json:"environment,omitempty"`
+	}{bundle.Schema, b.Sheet, b.Environment}
+	done, err := f.output.print(st.Out, data)
 	switch {
-	case f.asJSON:
-		enc := json.NewEncoder(st.Out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(struct {
-			Schema      string         `json:"schema"`
-			Sheet       evaluate.Sheet `json:"sheet"`
-			Environment any            `json:"environment,omitempty"`
-		}{bundle.Schema, b.Sheet, b.Environment})
+	case done:
+	case f.output.format == "csv":
+		w := csv.NewWriter(st.Out)
+		_ = w.Write(evaluate.Header)
+		for _, l := range b.Sheet.Lines {
+			_ = w.Write(l.Cells())
+		}
+		w.Flush()
+		err = w.Error()
 	case f.md:
 		err = b.Sheet.WriteMarkdown(st.Out)
 	default:

@@ -59,3 +59,29 @@ func TestCompareBundleFiles(t *testing.T) {
 		t.Errorf("a file of another schema: exit %d: %s", code, errb.String())
 	}
 }
+
+// TestCompareBundleFormats: -o json, yaml and csv of a bundle comparison.
+func TestCompareBundleFormats(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, cni := range []string{"flannel", "calico"} {
+		res := &evaluate.Result{Sheet: evaluate.Sheet{Lines: []evaluate.Line{{Question: evaluate.QMTU, Scope: suite.NodeNode,
+			Verdict: evaluate.Holds, Reason: "r", Key: &evaluate.Figure{Name: "path_mtu", Value: float64(1450 + 50*i), Unit: "B"}}}},
+			Reports: []suite.Report{{Suite: "pmtu", Environment: &hostinfo.Environment{CNI: cni, Backend: "vxlan"}}}}
+		b, err := bundle.New(res, "test", time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, cni+".json")
+		if err := writeFileAtomic(f, b.Write); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	for format, want := range map[string]string{"json": `"ratio": 1.0344`, "yaml": "columns:", "csv": "mtu,node-node,holds 1450 B ×1.00,holds 1500 B ×1.03"} {
+		var out, errb bytes.Buffer
+		if code := Main(append([]string{"compare", "-o", format}, files...), Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("-o %s: exit %d, lacks %q:\n%s%s", format, code, want, out.String(), errb.String())
+		}
+	}
+}

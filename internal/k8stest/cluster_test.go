@@ -197,6 +197,7 @@ func TestRealCluster(t *testing.T) {
 	}
 	rec := clusterRecord{}
 	baselines := map[string]string{} // backend -> baseline run id
+	var bundles []string             // evaluate's bundle per backend
 	for i, backend := range backends {
 		if i > 0 {
 			t0 := time.Now()
@@ -231,6 +232,7 @@ func TestRealCluster(t *testing.T) {
 			}
 			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			t.Run("contention", func(t *testing.T) { runContention(t, cnp, cniDir, want, &rec) })
+			t.Run("evaluate", func(t *testing.T) { bundles = append(bundles, runEvaluate(t, cnp, cniDir, want)) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.
 				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })
@@ -250,6 +252,9 @@ func TestRealCluster(t *testing.T) {
 		} else {
 			t.Logf("seed 002's table on %s (cnperf compare of the stored baselines; 2 s runs on a shared 2-core machine, the seed 10 s on bare metal):\n%s", name, tbl)
 		}
+	}
+	if len(bundles) > 1 {
+		compareBundles(t, cnp, bundles)
 	}
 	if path := os.Getenv(EnvReport); path != "" {
 		if err := rec.write(path); err != nil {
