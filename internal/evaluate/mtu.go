@@ -25,8 +25,8 @@ func judgeMTU(rows []suite.Row) []Line {
 		}
 		l.Key = &Figure{Name: "path_mtu", Value: *p, Unit: "B"}
 		l.Figures = fmt.Sprintf("path MTU %.0f B", *p)
-		if m := suite.Fig(r, "interface_mtu"); m != nil {
-			l.Figures += fmt.Sprintf(" (sender's interface %.0f B)", *m)
+		if m := suite.Fig(r, "refused_from"); m != nil {
+			l.Figures += fmt.Sprintf(", refused by the sender from %.0f B", *m)
 		}
 		switch b := suite.Fig(r, "black_hole"); {
 		case b == nil:
