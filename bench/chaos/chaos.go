@@ -161,6 +161,14 @@ func (b *bench) releaseAgent(a *agent) {
 	b.mu.Unlock()
 }
 
+// isBusy says whether an event holds a (then its session is not waited
+// for).
+func (b *bench) isBusy(a *agent) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return a.busy
+}
+
 func (b *bench) takeStore() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -261,7 +269,7 @@ func (b *bench) killServer(ctx context.Context) error {
 	deadline := time.Now().Add(90 * time.Second)
 	missed := false
 	for _, a := range watch {
-		for countLines(a.log, `"msg":"agent session open"`) <= opened[a] {
+		for countLines(a.log, `"msg":"agent session open"`) <= opened[a] && !b.isBusy(a) {
 			if time.Now().After(deadline) {
 				missed = true
 				break
