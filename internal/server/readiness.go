@@ -61,12 +61,19 @@ func (s *Server) writeReady(ctx context.Context) error {
 // storeCannotWrite records a write the store refused and returns the
 // message to answer it with.
 func (s *Server) storeCannotWrite(r *http.Request, err error) string {
+	s.writeFailed(err)
+	s.log.Error("store cannot write", "method", r.Method, "path", r.URL.Path, "err", err)
+	return cannotWriteMsg(err)
+}
+
+// writeFailed records a write the store refused, a request's or a
+// background job's (a lease renewal that cannot commit on a full disk
+// makes the server not ready too).
+func (s *Server) writeFailed(err error) {
 	h := &s.writes
 	h.mu.Lock()
 	h.failedAt, h.failErr = s.now(), err
 	h.mu.Unlock()
-	s.log.Error("store cannot write", "method", r.Method, "path", r.URL.Path, "err", err)
-	return cannotWriteMsg(err)
 }
 
 // cannotWriteMsg is the answer to a write the store refused.

@@ -101,3 +101,45 @@ func TestReadyzReportsAStoreThatCannotWrite(t *testing.T) {
 	f.clock.Add(writeProbeEvery)
 	ready(http.StatusServiceUnavailable, "store cannot write: write probe: disk full")
 }
+
+// leaseFullStore is a store whose lease renewals cannot commit (a full
+// disk) while its write probe, one small row, still fits.
+type leaseFullStore struct {
+	store.Store
+	holds atomic.Int32
+}
+
+func (s *leaseFullStore) HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
+	s.holds.Add(1)
+	return store.Lease{}, fmt.Errorf("hold lease %s: commit: %w", name, &mysql.MySQLError{Number: 1021, Message: "Disk full"})
+}
+
+// TestReadyzReportsBackgroundWritesThatFail: a background job's write
+// the store refuses (the leases' renewals, no request involved) makes
+// /readyz not ready, as a request's does (make bench-chaos found a
+// server restarted on a full disk ready while every renewal failed).
+func TestReadyzReportsBackgroundWritesThatFail(t *testing.T) {
+	f := newFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db", nil)
+	ls := &leaseFullStore{Store: f.st}
+	f.srv.st = ls
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.srv.loop(ctx, time.Millisecond, f.srv.reapIfLeader) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for ls.holds.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if ls.holds.Load() < 2 {
+		t.Fatal("the reaper's loop never renewed its lease")
+	}
+	code, body := f.do("GET", "/readyz", "", nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "store cannot write") {
+		t.Fatalf("/readyz while lease renewals fail for a full disk: %d %s, want 503 \"store cannot write\"", code, body)
+	}
+	f.clock.Add(writeFailureHold)
+	if code, body := f.do("GET", "/readyz", "", nil); code != http.StatusOK {
+		t.Errorf("/readyz %s after the last failure: %d %s, want 200", writeFailureHold, code, body)
+	}
+}

@@ -278,6 +278,9 @@ func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.
 		case <-t.C:
 			jctx, cancel := context.WithTimeout(ctx, max(every*3, 10*time.Second))
 			if err := fn(jctx); err != nil && ctx.Err() == nil {
+				if store.CannotWrite(err) {
+					s.writeFailed(err)
+				}
 				s.log.Warn("background job failed", "err", err)
 			}
 			cancel()
