@@ -54,9 +54,10 @@ func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask)
 		return "", nil, fmt.Errorf("qos: find the agent's interface: %w", err)
 	}
 	target := qos.Target{Link: link}
-	if a.id.HostNetwork {
+	if a.id.HostNetwork && spec.Setup != qos.SpecVXLANInherit {
 		// The node's interface: never replace a qdisc someone put there
-		// (the kernel's default root has handle 0:0).
+		// (the kernel's default root has handle 0:0). vxlan-inherit
+		// changes the node's VXLAN devices, no qdisc.
 		st, err := qos.Show(target)
 		if err != nil {
 			release()

@@ -29,6 +29,9 @@ const (
 	hostQoSAgentsWhy = "a qdisc on a node's interface is put there by the node's host-network agent with NET_ADMIN: " +
 		"deploy with --host-agents --qos-agents (Helm: hostAgents=true, qosAgents=true), then opt in with --set " +
 		suite.SetAllowNodeQdisc + "=true"
+	hostVXLANAgentsWhy = "tos inherit on a node's VXLAN devices is set by the node's host-network agent with NET_ADMIN: " +
+		"deploy with --host-agents --qos-agents (Helm: hostAgents=true, qosAgents=true), then opt in with --set " +
+		suite.SetAllowNodeQdisc + "=true"
 	hostAgentsWhy = "reading back the qdiscs the CNI installed for a shaped pod takes an inspector pod in the node's " +
 		"network namespace (host network, the CNI configuration read-only), which Pod Security restricted refuses: " +
 		"deploy with --host-agents (Helm: hostAgents=true)"

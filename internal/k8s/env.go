@@ -106,7 +106,6 @@ func (e *Env) Caps() suite.Caps {
 	caps := suite.Caps{AsIs: true, PathMTU: e.PathMTU, Encap: e.Encap, Have: []suite.Cap{suite.CapService, suite.CapPodAnnotations}, Why: map[suite.Cap]string{
 		suite.CapPodBurst: "on Kubernetes the CNI bandwidth plugin chooses the burst; it is read back, not set",
 		suite.CapPolice:   "cnperf does not put the police action on a cluster node's veth yet",
-		suite.CapVXLANTOS: "cnperf changes no VXLAN device of a cluster",
 	}}
 	have := func(c suite.Cap, ok bool, why string) {
 		if ok {
@@ -125,8 +124,10 @@ func (e *Env) Caps() suite.Caps {
 	switch {
 	case !e.Sets.Host || !e.Sets.QoS:
 		caps.Why[suite.CapNodeQdisc] = hostQoSAgentsWhy
+		caps.Why[suite.CapVXLANTOS] = hostVXLANAgentsWhy
 	default:
 		have(suite.CapNodeQdisc, e.AllowNodeQdisc, nodeQdiscWhy)
+		have(suite.CapVXLANTOS, e.AllowNodeQdisc, nodeVXLANWhy)
 	}
 	return e.withKernels(caps)
 }
@@ -144,6 +145,10 @@ func (e *Env) Shaped() []Shaped {
 // pod's node, which the undo deletes.
 func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
 	if c.What == suite.CapPodQdisc || c.What == suite.CapNodeQdisc {
+		return e.hold(ctx, c)
+	}
+	if c.What == suite.CapVXLANTOS {
+		c.QoS = &qosspec.Spec{Setup: qosspec.SpecVXLANInherit}
 		return e.hold(ctx, c)
 	}
 	if c.What == suite.CapService {

@@ -34,6 +34,13 @@ const nodeQdiscWhy = "a qdisc on a node's interface changes the node's own netwo
 	"for each phase, and remove it afterwards (an interface with a qdisc of its own is refused, not replaced); " +
 	"opt in with --set " + suite.SetAllowNodeQdisc + "=true"
 
+// nodeVXLANWhy says what tos inherit would change, for the refusal
+// without the opt-in.
+const nodeVXLANWhy = "tos inherit changes the node's own network, for every pod on it: the node's host-network agent " +
+	"would make each VXLAN device of the node (the CNI's: flannel.1, vxlan.calico, cilium_vxlan) copy the inner TOS " +
+	"to the outer header for the phase (qos-priority's vxlan-inherit, the remedy for a mark lost at encapsulation), " +
+	"and restore each device's own setting afterwards; opt in with --set " + suite.SetAllowNodeQdisc + "=true"
+
 // holdEnds picks the agents of a hold among the agent pods that run: for
 // a pod's qdisc the pod itself (and itself as the destination, which the
 // hold does not use); for a node's qdisc the node's host-network agent
@@ -55,7 +62,7 @@ func holdEnds(agents []Agent, c suite.Change) (src, dst Agent, err error) {
 			}
 		}
 		return src, dst, fmt.Errorf("no ready agent pod %s to hold %s", c.Member, c)
-	case suite.CapNodeQdisc:
+	case suite.CapNodeQdisc, suite.CapVXLANTOS:
 		var found, other bool
 		for _, a := range ready {
 			switch {
@@ -82,6 +89,9 @@ func (e *Env) hold(ctx context.Context, c suite.Change) (func(context.Context) e
 	}
 	if c.What == suite.CapNodeQdisc && !e.AllowNodeQdisc {
 		return nil, fmt.Errorf("%s refused: %s", c, nodeQdiscWhy)
+	}
+	if c.What == suite.CapVXLANTOS && !e.AllowNodeQdisc {
+		return nil, fmt.Errorf("%s refused: %s", c, nodeVXLANWhy)
 	}
 	agents, err := e.Client.Agents(ctx)
 	if err != nil {
@@ -112,7 +122,10 @@ func (e *Env) holdOn(ctx context.Context, c suite.Change, src, dst Agent) (func(
 		return nil, fmt.Errorf("%s: create the hold on %s: %w", c, src.Name, err)
 	}
 	where := src.Name
-	if c.What == suite.CapNodeQdisc {
+	switch c.What {
+	case suite.CapVXLANTOS:
+		where = fmt.Sprintf("%s (node %s, its VXLAN devices)", src.Name, src.Node)
+	case suite.CapNodeQdisc:
 		where = fmt.Sprintf("%s (node %s, its interface toward %s)", src.Name, src.Node, dst.Node)
 	}
 	end := func(ctx context.Context, why string) error {

@@ -11,6 +11,8 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/builtin"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
 
 var holdAgents = []Agent{
@@ -193,5 +195,67 @@ func TestEnvCapsSayThePath(t *testing.T) {
 		if !caps.AsIs || caps.PathMTU != c.facts.PodMTU || caps.Encap != c.wantEncap || !caps.Has(suite.CapPodAnnotations) {
 			t.Errorf("facts %+v: caps %+v", c.facts, caps)
 		}
+	}
+}
+
+// TestVXLANInheritOnACluster: tos inherit on the nodes' VXLAN devices
+// (qos-priority's vxlan-inherit) is a capability of a cluster only with
+// the host and qos agent sets and the node opt-in; without them the
+// refusal names what is missing; the node's host-network agent holds it;
+// qos-priority's vxlan-inherit variant is refused up front without it
+// and planned with it on a VXLAN cluster.
+func TestVXLANInheritOnACluster(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  *Env
+		want string // in the refusal; "" for the capability
+	}{
+		{"default install", &Env{}, "deploy with --host-agents --qos-agents"},
+		{"agent sets, no opt-in", &Env{Sets: AgentSets{Host: true, QoS: true}}, "copy the inner TOS to the outer header"},
+		{"agent sets and opt-in", &Env{Sets: AgentSets{Host: true, QoS: true}, AllowNodeQdisc: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env.Encap = suite.EncapVXLAN
+			caps := tc.env.Caps()
+			err := caps.Lacks("qos-priority", suite.CapVXLANTOS)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("lacks %v", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "allow-node-qdisc=true") {
+				t.Fatalf("refusal %v, want one naming %q and allow-node-qdisc=true", err, tc.want)
+			}
+			r := &suite.Runner{API: suitetest.NewFakeAPI(), Env: tc.env, Poll: time.Millisecond}
+			s, _ := builtin.Registry().Get("qos-priority")
+			_, phases, err := r.Plan(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1,
+				Set: map[string]string{"variants": "vxlan-inherit", "placement": "cross-node"}})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), string(suite.CapVXLANTOS)) {
+					t.Errorf("qos-priority vxlan-inherit planned (%v), want a refusal naming %s", err, suite.CapVXLANTOS)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tos := 0
+			for _, ph := range phases {
+				for _, c := range ph.Changes {
+					if c.What == suite.CapVXLANTOS {
+						tos++
+					}
+				}
+			}
+			if tos == 0 {
+				t.Errorf("phases %+v: no vxlan-tos change", phases)
+			}
+		})
+	}
+	src, dst, err := holdEnds(holdAgents, suite.Change{What: suite.CapVXLANTOS, Member: "n2"})
+	if err != nil || src.UID != "u-h2" || dst.UID != "u-h1" {
+		t.Errorf("vxlan-tos hold on n2: %s → %s, %v; want the host agents u-h2 → u-h1", src.UID, dst.UID, err)
+	}
+	if _, err := (&Env{}).Apply(context.Background(), suite.Change{What: suite.CapVXLANTOS, Member: "n1"}); err == nil || !strings.Contains(err.Error(), "allow-node-qdisc") {
+		t.Errorf("vxlan-tos without the opt-in: %v", err)
 	}
 }

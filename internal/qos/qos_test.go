@@ -660,3 +660,56 @@ func sendSized(t *testing.T, ns *nettest.NS, dst string, size, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestVXLANInheritSetup: the vxlan-inherit set-up (as Build makes it from
+// its Spec) turns every VXLAN device of the namespace to tos inherit and
+// removing it restores each device's own TOS (0, and a fixed 0x10); a
+// namespace with no VXLAN device is refused, naming why.
+func TestVXLANInheritSetup(t *testing.T) {
+	p := newPair(t)
+	h, err := netns.GetFromName(p.A.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	eth, err := nh.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.A.Path()
+	s, err := Build(Spec{Setup: SpecVXLANInherit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(context.Background(), Target{NetNS: ns, Link: "eth0"}, s); err == nil || !strings.Contains(err.Error(), "no VXLAN device") {
+		t.Fatalf("apply without a VXLAN device: %v", err)
+	}
+	before := map[string]uint8{"vxq0": 0, "vxq1": 0x10}
+	for i, name := range []string{"vxq0", "vxq1"} {
+		vx := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name}, VxlanId: 42 + i, Port: 8472 + i, VtepDevIndex: eth.Attrs().Index, TOS: int(before[name])}
+		if err := nh.LinkAdd(vx); err != nil {
+			t.Fatalf("add vxlan: %v", err)
+		}
+	}
+	if err := Apply(context.Background(), Target{NetNS: ns, Link: "eth0"}, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := VXLANTOS(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["vxq0"] != TOSInherit || got["vxq1"] != TOSInherit {
+		t.Errorf("after apply: %v, want both inherit (%d)", got, TOSInherit)
+	}
+	if err := Remove(Target{NetNS: ns, Link: "eth0"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = VXLANTOS(ns); err != nil || got["vxq0"] != before["vxq0"] || got["vxq1"] != before["vxq1"] {
+		t.Errorf("after remove: %v (%v), want %v", got, err, before)
+	}
+}

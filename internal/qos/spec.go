@@ -18,12 +18,13 @@ type Spec = qosspec.Spec
 
 // Set-up names a Spec accepts.
 const (
-	SpecPfifoFast   = qosspec.SpecPfifoFast
-	SpecHTBPriority = qosspec.SpecHTBPriority
-	SpecTBF         = qosspec.SpecTBF
-	SpecBottleneck  = qosspec.SpecBottleneck
-	SpecBandwidth   = qosspec.SpecBandwidth
-	SpecPolice      = qosspec.SpecPolice
+	SpecPfifoFast    = qosspec.SpecPfifoFast
+	SpecHTBPriority  = qosspec.SpecHTBPriority
+	SpecTBF          = qosspec.SpecTBF
+	SpecBottleneck   = qosspec.SpecBottleneck
+	SpecBandwidth    = qosspec.SpecBandwidth
+	SpecPolice       = qosspec.SpecPolice
+	SpecVXLANInherit = qosspec.SpecVXLANInherit
 )
 
 // SpecSetups lists the set-ups a Spec can name.
@@ -69,6 +70,8 @@ func Build(s Spec) (Setup, error) {
 	case SpecPolice:
 		setup = Police{Rate: s.RateBps, BurstBytes: s.BurstBytes}
 		used = []string{"rate_bps", "burst_bytes"}
+	case SpecVXLANInherit:
+		setup = &VXLANInherit{}
 	case "":
 		return nil, invalid("setup", "missing (want one of %s)", strings.Join(SpecSetups, ", "))
 	default:

@@ -47,6 +47,11 @@ func SetVXLANTOS(nsPath, dev string, tos uint8) error {
 	if err != nil {
 		return fmt.Errorf("find %s: %w", dev, err)
 	}
+	return setVXLANTOS(c, l, tos)
+}
+
+func setVXLANTOS(c *conn, l netlink.Link, tos uint8) error {
+	dev := l.Attrs().Name
 	if l.Type() != "vxlan" {
 		return fmt.Errorf("%s is a %s device, not vxlan", dev, l.Type())
 	}

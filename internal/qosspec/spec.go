@@ -23,10 +23,13 @@ const (
 	// SpecPolice drops what arrives above RateBps (ingress qdisc, match-all
 	// u32, police action), with BurstBytes.
 	SpecPolice = "police"
+	// SpecVXLANInherit makes the VXLAN devices of a node copy the inner
+	// TOS to the outer header (tos inherit) and restores them after.
+	SpecVXLANInherit = "vxlan-inherit"
 )
 
 // SpecSetups lists the set-ups a Spec can name.
-var SpecSetups = []string{SpecPfifoFast, SpecHTBPriority, SpecTBF, SpecBottleneck, SpecBandwidth, SpecPolice}
+var SpecSetups = []string{SpecPfifoFast, SpecHTBPriority, SpecTBF, SpecBottleneck, SpecBandwidth, SpecPolice, SpecVXLANInherit}
 
 // QueueLimit is the size of a leaf FIFO: Bytes (a bfifo) or Packets (a
 // pfifo), not both; zero for both means pfifo of 1000 packets.

@@ -158,7 +158,8 @@ func wireOuter(r suite.Row) string {
 }
 
 // wireNote says where a marked row's mark was on the sending node's
-// wire: "mark lost at encapsulation (outer 0, inner 46)", "mark lost
+// wire: "mark lost at encapsulation (outer 0, inner 46; the remedy ...)"
+// naming the vxlan-inherit variant where it was not the one run, "mark lost
 // before the wire (outer 0, sent 46)" or "mark on the wire (outer 46)";
 // seen is false when no watch saw the row's packets.
 func wireNote(r suite.Row) (note string, lost, seen bool) {
@@ -171,6 +172,8 @@ func wireNote(r suite.Row) (note string, lost, seen bool) {
 	switch {
 	case *outer == *sent:
 		return fmt.Sprintf("mark on the wire (outer %.0f)", *outer), false, true
+	case inner != nil && *inner == *sent && r.Labels[LabelVariant] != VariantVXLANInherit:
+		return fmt.Sprintf("mark lost at encapsulation (outer %.0f, inner %.0f; the remedy, tos inherit: --set variants=%s)", *outer, *inner, VariantVXLANInherit), true, true
 	case inner != nil && *inner == *sent:
 		return fmt.Sprintf("mark lost at encapsulation (outer %.0f, inner %.0f)", *outer, *inner), true, true
 	}

@@ -26,7 +26,7 @@ func TestWireDSCPLab(t *testing.T) {
 		want map[string]want // by variant
 	}{
 		{"vxlan", []string{"--backend", "vxlan", "--set", "variants=vxlan,vxlan-inherit"}, map[string]want{
-			"vxlan":         {"vxlan", 0, 46, "mark lost at encapsulation (outer 0, inner 46)"},
+			"vxlan":         {"vxlan", 0, 46, "mark lost at encapsulation (outer 0, inner 46; the remedy, tos inherit: --set variants=vxlan-inherit)"},
 			"vxlan-inherit": {"vxlan", 46, 46, "outer 46"},
 		}},
 		{"host-gw", []string{"--set", "variants=fifo"}, map[string]want{
