@@ -29,6 +29,7 @@ type probeFlags struct {
 	authKeyFile           string
 	keyFile               string
 	out                   outputFlags // -o; --json is -o json
+	jsonStream            bool
 }
 
 func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
@@ -41,13 +42,18 @@ func newProbeCommand(g *globalOptions, st Streams) *cobra.Command {
 any cnperf responder port reflects STAMP too) and print a summary like
 iperf3's or ping's, or the JSON result.
 
-Ctrl-C (SIGINT) or SIGTERM stops a tcp, udp (not -R), rr, ping or stamp probe and
-prints the summary of what was measured until then; the exit status is then
-iperf3's (1), except ping's, which is ping's (0 when replies came back).`,
+Ctrl-C (SIGINT) or SIGTERM stops any probe (--peer iperf3 too) and prints
+the summary of what was measured until then; the exit status is then
+iperf3's (1), except ping's, which is ping's (0 when replies came back).
+trace prints each hop as it completes, as traceroute.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := f.run(cmd, args[0], g, st)
 			var measured *ExitError // a result was printed, then judged
+			if err != nil && f.jsonStream && !errors.As(err, &measured) {
+				_ = (&jsonStream{w: st.Out}).event("error", err.Error())
+				return err
+			}
 			if err != nil && f.out.format == "json" && !errors.As(err, &measured) {
 				// As iperf3 -J: a failure is a JSON document on stdout
 				// too, so a script reading stdout always gets one.
@@ -74,6 +80,20 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 	spec, err := f.spec(cmd, kind)
 	if err != nil {
 		return err
+	}
+	var stream *jsonStream
+	if f.jsonStream {
+		if f.out.format != "" {
+			return fmt.Errorf("--json-stream and -o %s: give one", f.out.format)
+		}
+		if (spec.Kind != probe.KindTCP && spec.Kind != probe.KindUDP) || f.peer == "iperf3" {
+			return fmt.Errorf("--json-stream: only tcp and udp probes against a cnperf responder report intervals")
+		}
+		f.out.format = "json-stream" // no live text lines
+		stream = &jsonStream{w: st.Out}
+		if err := stream.event("start", map[string]any{"kind": spec.Kind, "target": spec.Target, "request": spec.Request()}); err != nil {
+			return err
+		}
 	}
 	var res *probe.Result
 	switch f.peer {
@@ -107,7 +127,11 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 			}
 			env.TestKey = keys[0]
 		}
+		if stream != nil && !f.intervalReportsOff(cmd.Flags(), spec.Kind) {
+			env.OnInterval = func(iv probe.Interval) { _ = stream.event("interval", map[string]any{"sum": iv}) }
+		}
 		if f.live() {
+			env.OnHop = func(h probe.Hop) { fmt.Fprintln(st.Out, probe.FormatHop(h)) }
 			if !f.intervalReportsOff(cmd.Flags(), spec.Kind) {
 				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
 			}
@@ -122,7 +146,11 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 	if err != nil {
 		return err
 	}
-	if ok, err := f.out.printData(st.Out, res); err != nil {
+	if stream != nil {
+		if err := stream.event("end", res); err != nil {
+			return err
+		}
+	} else if ok, err := f.out.printData(st.Out, res); err != nil {
 		return err
 	} else if !ok {
 		if _, err := fmt.Fprint(st.Out, probe.FormatSummary(res)); err != nil {
@@ -183,6 +211,7 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVarP(&f.asJSON, "json", "J", false, "print the result as JSON (-o json), as iperf3's -J")
+	fl.BoolVar(&f.jsonStream, "json-stream", false, `tcp, udp: one JSON object a line as the probe runs, as iperf3's --json-stream: {"event": "start"|"interval"|"end"|"error", "data": ...}`)
 	f.out.registerOutput(cmd)
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 }

@@ -275,6 +275,9 @@ type Env struct {
 	// OnReply, when set, receives each echo reply as it arrives (ping),
 	// as ping(8) prints a line per reply; it must not block.
 	OnReply func(Reply)
+	// OnHop, when set, receives each traceroute hop as it completes
+	// (trace), as traceroute prints a line per hop; it must not block.
+	OnHop func(Hop)
 	// AuthKey, when set, is the shared key of an authenticated probe
 	// (stamp's HMAC). It travels beside the spec, never in it, so it is
 	// neither stored nor reported with the task.

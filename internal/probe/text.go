@@ -20,6 +20,24 @@ func FormatInterval(iv Interval) string {
 	return s
 }
 
+// FormatHop writes one traceroute hop as traceroute does (its TTL, the
+// address that answered or *, each probe's round trip) and the DSCP the
+// hop saw, without a line end.
+func FormatHop(h Hop) string {
+	addr := h.Addr
+	if addr == "" {
+		addr = "*"
+	}
+	s := fmt.Sprintf("  %2d  %-39s", h.TTL, addr)
+	for _, v := range h.RTTms {
+		s += fmt.Sprintf(" %.3f ms", v)
+	}
+	if h.DSCPSeen != nil {
+		s += fmt.Sprintf("  dscp %s", DSCPName(*h.DSCPSeen))
+	}
+	return s
+}
+
 // FormatSummary writes a result as a human summary: iperf3-like for
 // throughput, ping-like for round trips, traceroute-like for paths.
 func FormatSummary(r *Result) string {
@@ -109,16 +127,8 @@ func FormatSummary(r *Result) string {
 	}
 	changed := false
 	for _, h := range r.Hops {
-		addr := h.Addr
-		if addr == "" {
-			addr = "*"
-		}
-		fmt.Fprintf(&b, "  %2d  %-39s", h.TTL, addr)
-		for _, v := range h.RTTms {
-			fmt.Fprintf(&b, " %.3f ms", v)
-		}
+		b.WriteString(FormatHop(h))
 		if h.DSCPSeen != nil {
-			fmt.Fprintf(&b, "  dscp %s", DSCPName(*h.DSCPSeen))
 			if *h.DSCPSeen != r.DSCP && !changed {
 				changed = true
 				fmt.Fprintf(&b, "  <-- DSCP changed before this hop (sent %s)", DSCPName(r.DSCP))

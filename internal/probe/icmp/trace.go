@@ -200,8 +200,8 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	oob := make([]byte, 512)
 	silent := 0
 	for ttl := 1; ttl <= maxTTL; ttl++ {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("trace %s: %w", dst, err)
+		if ctx.Err() != nil {
+			break // interrupted: the hops so far are the result
 		}
 		if err := c.setTTL(ttl); err != nil {
 			return nil, fmt.Errorf("trace %s: %w", dst, err)
@@ -213,11 +213,17 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 			}
 		}
 		if err := r.collect(ctx, first, buf, oob); err != nil {
-			return nil, err
+			if ctx.Err() == nil {
+				return nil, err
+			}
+			break // interrupted while this hop's answers came in
 		}
 		r.readQuotes(buf, oob)
 		hop, unreach := r.hop(ttl, first)
 		res.Hops = append(res.Hops, hop)
+		if env.OnHop != nil {
+			env.OnHop(hop)
+		}
 		if hop.Reached {
 			break
 		}
@@ -236,7 +242,13 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 		}
 	}
 	res.DurationS = time.Since(start).Seconds()
-	if n := len(res.Hops); n > 0 && !res.Hops[n-1].Reached {
+	if ctx.Err() != nil {
+		if len(res.Hops) == 0 {
+			return nil, fmt.Errorf("trace %s: %w before any hop answered", dst, ctx.Err())
+		}
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
+	if n := len(res.Hops); n > 0 && !res.Hops[n-1].Reached && ctx.Err() == nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("destination %s not reached", dst))
 	}
 	if r.noKerTS > 0 {

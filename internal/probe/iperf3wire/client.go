@@ -150,7 +150,19 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 		return nil, fmt.Errorf("connect to iperf3 server %s: %w", spec.Target, err)
 	}
 	defer c.Close()
-	defer closeOnDone(ctx, c)()
+	// An interrupt (ctx ending) before the test runs closes the control
+	// connection; once it runs, it ends the test as its timer would, and
+	// the results are still exchanged (each step bounded by its deadline),
+	// so the summary covers what was measured, as iperf3's on Ctrl-C.
+	var testing atomic.Bool
+	watch, unwatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer unwatch()
+	defer context.AfterFunc(ctx, func() {
+		if !testing.Load() {
+			unwatch()
+		}
+	})()
+	defer closeOnDone(watch, c)()
 	cc := ctrl{c}
 	cookie := NewCookie()
 	cc.deadline(step)
@@ -206,6 +218,7 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	if err := expect(stateTestRunning, step); err != nil {
 		return nil, err
 	}
+	testing.Store(true)
 	started := time.Now()
 	cpu0 := probe.SampleCPU()
 	runCtx, stop := context.WithTimeout(ctx, dur)
@@ -221,10 +234,7 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 		}()
 	}
 	<-runCtx.Done()
-	if ctx.Err() != nil {
-		_ = cc.writeState(stateClientTerminate)
-		return nil, fmt.Errorf("iperf3 test interrupted: %w", ctx.Err())
-	}
+	interrupted := ctx.Err() != nil
 	running.Store(false)
 	elapsed := time.Since(started).Seconds()
 	cpu1 := probe.SampleCPU()
@@ -285,6 +295,9 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	}
 	_ = cc.writeState(stateIperfDone)
 	res := buildResult(spec, p, c, started, elapsed, ours, theirs, retrans)
+	if interrupted {
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
 	return res, nil
 }
 
