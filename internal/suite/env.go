@@ -191,6 +191,10 @@ type Change struct {
 	Port int `json:"port,omitempty"`
 	// Policy is, for CapNetworkPolicy, the policies to make.
 	Policy *PolicySet `json:"policy,omitempty"`
+	// After, when set, makes the change this long after the phase's run
+	// is created, while its steps run (a policy created mid-test), rather
+	// than before; it is undone with the others, first.
+	After time.Duration `json:"after,omitempty"`
 	// For is how long the phase needs the change: its longest step. The
 	// Runner fills it when the suite leaves it 0. An environment that has
 	// an agent hold the change (Kubernetes) bounds the hold's lifetime by

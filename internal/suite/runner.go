@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
@@ -214,12 +215,17 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 		}
 	}()
 	need := phaseLength(ph)
+	var later []Change // made while the run runs
 	for _, c := range ph.Changes {
 		if c.For == 0 {
 			c.For = need
 		}
 		if r.Env == nil {
 			return nil, api.Run{}, fmt.Errorf("change %s: no environment under the run", c)
+		}
+		if c.After > 0 {
+			later = append(later, c)
+			continue
 		}
 		undo, err := r.Env.Apply(ctx, c)
 		if err != nil {
@@ -254,12 +260,60 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	if err != nil {
 		return nil, api.Run{}, fmt.Errorf("create run: %w", err)
 	}
+	stopLater, laterDone := r.applyLater(ctx, later)
 	run, err = r.wait(ctx, run, ph, pr, done)
+	stopLater()
+	lundos, lerr := laterDone()
+	undos = append(undos, lundos...)
 	if err != nil {
-		return nil, run, err
+		return nil, run, errors.Join(err, lerr)
+	}
+	if lerr != nil {
+		return nil, run, lerr
 	}
 	outs, err = outcomes(run, ph.Steps)
 	return outs, run, err
+}
+
+// applyLater makes each change at its After from now, in a goroutine of
+// its own, until stop is called (a change not yet due then is not made).
+// done waits for them and returns the undos of those made, in the order
+// they were made, and why any failed.
+func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(), done func() ([]func(context.Context) error, error)) {
+	lctx, cancel := context.WithCancel(ctx)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex // guards undos and errs
+		undos []func(context.Context) error
+		errs  []error
+	)
+	for _, c := range changes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(c.After)
+			defer t.Stop()
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+			}
+			undo, err := r.Env.Apply(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("set up %s after %v: %w", c, c.After, err))
+			}
+			if undo != nil {
+				undos = append(undos, undo)
+			}
+		}()
+	}
+	return cancel, func() ([]func(context.Context) error, error) {
+		wg.Wait()
+		cancel()
+		return undos, errors.Join(errs...)
+	}
 }
 
 // phaseLength is how long the phase's longest step runs: its duration,

@@ -162,6 +162,31 @@ func TestRunnerInterruptCancelsAndUndoes(t *testing.T) {
 	}
 }
 
+// TestRunnerMakesLaterChangesWhileRunning: a change with After is made
+// that long after the run is created, while it runs, and undone first; a
+// change not yet due when the run ends is never made.
+func TestRunnerMakesLaterChangesWhileRunning(t *testing.T) {
+	f := suitetest.NewFakeAPI()
+	f.Never = true
+	env := &fakeEnv{t: t}
+	s := phasedSuite{changes: []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"},
+		{What: suite.CapPodQdisc, Member: "n2-p1", After: 20 * time.Millisecond},
+		{What: suite.CapPodQdisc, Member: "n1-p1", After: time.Hour}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := (&suite.Runner{API: f, Env: env, Poll: time.Millisecond}).Run(ctx, s, suite.Options{Time: time.Second, Repeat: 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the run waited %v for a change not yet due", time.Since(start))
+	}
+	if got := strings.Join(env.calls, ","); len(f.Created) != 1 || got != "apply node2,apply n2-p1,undo n2-p1,undo node2" {
+		t.Errorf("runs %d, calls %v (want the later change made after the run and undone first, the one not due never)", len(f.Created), got)
+	}
+}
+
 func TestRunnerApplyFailureUndoesWhatWasMade(t *testing.T) {
 	f := suitetest.NewFakeAPI()
 	env := &fakeEnv{t: t, fail: "n2-p1"}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/cnperftest"
+	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/suite/netpol"
 )
 
@@ -13,14 +14,22 @@ func TestMain(m *testing.M) { cnperftest.Main(m) }
 // TestNetpolLab runs the suite on a lab, whose policy controller makes
 // the policies as iptables rules: a row with none and one per count and
 // variant, each with its figures and their share of the no-policy row's;
-// the runs leave no namespace behind (LabRun), and the rules go with
-// each phase's undo. The cost itself is the machine's figure.
+// a deny made mid-run refuses new connections; the runs leave no
+// namespace behind (LabRun). The cost itself is the machine's figure.
 func TestNetpolLab(t *testing.T) {
 	rows := cnperftest.LabRun(t, "netpol", "--time", "1s", "--set", "counts=10,1000")
-	if len(rows) != 5 {
-		t.Fatalf("%d rows, want none and 10 and 1000 policies, each selecting the pair and not", len(rows))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want none and 10 and 1000 policies, each selecting the pair and not, and the deny", len(rows))
 	}
-	for _, r := range rows {
+	deny := rows[5]
+	if deny[netpol.LabelPolicies] != netpol.PoliciesDeny || deny[netpol.LabelNew] != "refused" {
+		t.Errorf("deny row %v: want new connections refused once the deny is made", deny)
+	}
+	// The lab's controller accepts established flows first, so the held
+	// connection should be kept; that it was made before the deny depends
+	// on when its agent started it.
+	figure.Check(t, deny[netpol.LabelEstablished] == "kept", "established connection through a new deny: %v, want kept", deny[netpol.LabelEstablished])
+	for _, r := range rows[:5] {
 		for _, f := range []string{netpol.FigThroughput, netpol.FigRR, netpol.FigCRR, netpol.FigThroughputVsNone, netpol.FigRRVsNone, netpol.FigCRRVsNone} {
 			if v, ok := cnperftest.Num(r, f); !ok || v <= 0 {
 				t.Errorf("%v policies (%v): %s = %v (%v), want a measured figure (errors %v)", r[netpol.LabelPolicies], r[netpol.LabelSelect], f, v, ok, r["errors"])

@@ -30,6 +30,24 @@ const (
 	MeasureTCP = "tcp"
 	MeasureRR  = "rr"
 	MeasureCRR = "crr"
+	// MeasureHeld is a TCP rr connection made before a deny and kept
+	// transacting through it; MeasureNew a crr started after it.
+	MeasureHeld = "held"
+	MeasureNew  = "new"
+)
+
+// PoliciesDeny labels the deny phase's steps and row.
+const PoliciesDeny = "deny"
+
+// The deny phase's timeline: the deny is made denyAfter the run is
+// created; the held connection transacts for heldFor from its start
+// (agents start their tasks within a few seconds), the new connections
+// start newAfter their task's start, after the deny.
+const (
+	denyAfter = 5 * time.Second
+	heldFor   = 10 * time.Second
+	newAfter  = 7 * time.Second
+	newFor    = 2 * time.Second
 )
 
 // Labels of the steps and rows.
@@ -153,7 +171,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
-		phases = append(phases, phase(c, p, rep, o.Backend, 0, SelectNone, port))
+		phases = append(phases, phase(c, p, rep, o.Backend, 0, SelectNone, port), denyPhase(p, rep, o.Backend))
 		for _, n := range c.Counts {
 			for _, sel := range c.Selects {
 				phases = append(phases, phase(c, p, rep, o.Backend, n, sel, port))
@@ -185,4 +203,28 @@ func phase(c Options, p suite.Pair, rep int, backend string, n int, sel string, 
 		ph.Changes = []suite.Change{{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: ps}}
 	}
 	return ph
+}
+
+// denyPhase asks whether a deny made mid-test cuts an established
+// connection: a TCP rr connection transacts every 10 ms from before the
+// deny to after it, and crr connections try after it (they should be
+// refused). A policy that selects no pod is made first, so the
+// environment tracks connections from the start, as a CNI's datapath
+// does.
+func denyPhase(p suite.Pair, rep int, backend string) suite.Phase {
+	labels := map[string]string{LabelPolicies: PoliciesDeny, LabelSelect: SelectPair}
+	held := probe.Spec{Kind: probe.KindRR, Target: p.Dst.ResponderAddr, Proto: "tcp", Duration: probe.Duration(heldFor),
+		Interval: probe.Duration(10 * time.Millisecond), Timeout: probe.Duration(2 * time.Second)}
+	fresh := probe.Spec{Kind: probe.KindRR, Target: p.Dst.ResponderAddr, Proto: "crr", Duration: probe.Duration(newFor),
+		StartDelay: probe.Duration(newAfter), Timeout: probe.Duration(2 * time.Second)}
+	step := func(m string, sp probe.Spec) suite.Step {
+		return suite.Step{Connection: suite.PodPodCrossNode, Backend: backend, Measure: m, Repeat: rep, Src: p.Src, Dst: p.Dst,
+			Spec: sp, Labels: labels}
+	}
+	return suite.Phase{Name: fmt.Sprintf("%s deny mid-test, #%d", SuiteName, rep+1),
+		Steps: []suite.Step{step(MeasureHeld, held), step(MeasureNew, fresh)},
+		Changes: []suite.Change{
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1}},
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1, Deny: true}, After: denyAfter},
+		}}
 }

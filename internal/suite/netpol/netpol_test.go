@@ -39,10 +39,20 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 2*7 {
-		t.Fatalf("%d phases, want 7 per repetition", len(phases))
+	if len(phases) != 2*8 {
+		t.Fatalf("%d phases, want 8 per repetition", len(phases))
 	}
-	for _, ph := range phases[:7] {
+	deny := phases[1]
+	if len(deny.Changes) != 2 || deny.Changes[0].After != 0 || deny.Changes[1].After <= 0 || !deny.Changes[1].Policy.Deny ||
+		len(deny.Steps) != 2 || deny.Steps[0].Measure != netpol.MeasureHeld || deny.Steps[1].Measure != netpol.MeasureNew {
+		t.Fatalf("deny phase %+v: want a held rr and a later crr, a policy first and a deny made mid-run", deny)
+	}
+	held, fresh := deny.Steps[0].Spec, deny.Steps[1].Spec
+	if held.Duration.D() <= fresh.StartDelay.D() || fresh.StartDelay.D() <= deny.Changes[1].After {
+		t.Errorf("held for %v, new after %v, deny after %v: the held connection must outlast the deny, the new ones start after it",
+			held.Duration.D(), fresh.StartDelay.D(), deny.Changes[1].After)
+	}
+	for _, ph := range append(phases[:1:1], phases[2:8]...) {
 		if len(ph.Steps) != 3 {
 			t.Errorf("%s: %d steps", ph.Name, len(ph.Steps))
 		}
@@ -93,8 +103,11 @@ func TestRowsAgainstNone(t *testing.T) {
 		}
 	}
 	rows := netpol.Suite{}.Rows(outs)
-	if len(rows) != 2 || rows[0].Labels[netpol.LabelPolicies] != "0" {
-		t.Fatalf("rows %+v, want none then 100", rows)
+	if len(rows) != 3 || rows[0].Labels[netpol.LabelPolicies] != "0" || rows[2].Labels[netpol.LabelPolicies] != netpol.PoliciesDeny {
+		t.Fatalf("rows %+v, want none, 100, then the deny", rows)
+	}
+	if d := rows[2]; d.Labels[netpol.LabelEstablished] != "kept" || d.Labels[netpol.LabelNew] != "allowed" {
+		t.Errorf("deny row %v: both steps succeeded, want kept and allowed", d.Labels)
 	}
 	for _, f := range []string{netpol.FigThroughputVsNone, netpol.FigRRVsNone, netpol.FigCRRVsNone} {
 		if v := rows[0].Median[f]; math.Abs(v-100) > 1e-9 {
@@ -103,5 +116,34 @@ func TestRowsAgainstNone(t *testing.T) {
 		if v := rows[1].Median[f]; math.Abs(v-80) > 1e-9 {
 			t.Errorf("100 policies: %s %v, want 80", f, v)
 		}
+	}
+}
+
+// TestDenyRow: a held connection that failed is cut, a new one that
+// failed was refused, counted over the repetitions.
+func TestDenyRow(t *testing.T) {
+	o := suite.DefaultOptions()
+	o.Repeat, o.Set = 2, map[string]string{"counts": "10", "select": "other"}
+	phases, err := netpol.Suite{}.Plan(suitetest.LabAgents(), o, caps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []suite.Outcome
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			out := suite.Outcome{Step: st, Result: &probe.Result{Kind: st.Spec.Kind, TransactionsPerS: probe.Float(1)}}
+			switch {
+			case st.Measure == netpol.MeasureNew:
+				out.Result, out.Err = nil, "connect: i/o timeout"
+			case st.Measure == netpol.MeasureHeld && st.Repeat == 1:
+				out.Result, out.Err = nil, "no answer within 2s"
+			}
+			outs = append(outs, out)
+		}
+	}
+	rows := netpol.Suite{}.Rows(outs)
+	d := rows[len(rows)-1]
+	if d.Labels[netpol.LabelEstablished] != "kept in 1 of 2" || d.Labels[netpol.LabelNew] != "refused" || len(d.Errors) != 1 {
+		t.Errorf("deny row %v errors %v: want kept in 1 of 2, refused, the cut one's error", d.Labels, d.Errors)
 	}
 }

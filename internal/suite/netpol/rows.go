@@ -1,6 +1,7 @@
 package netpol
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/cnperf/cnperf/internal/suite"
@@ -37,9 +38,77 @@ func figures(o suite.Outcome) (map[string]float64, map[string][]float64) {
 	return m, nil
 }
 
+// Labels of the deny row.
+const (
+	LabelEstablished = "established" // "kept" or "cut", in how many repetitions
+	LabelNew         = "new"         // "refused" or "allowed"
+)
+
 // Rows implements suite.Suite: a row per number of policies and variant,
-// the no-policy row first, each figure also against it.
+// the no-policy row first, each figure also against it; then the deny
+// row: whether the held connection was kept and new ones refused.
 func (Suite) Rows(outs []suite.Outcome) []suite.Row {
+	var cost, deny []suite.Outcome
+	for _, o := range outs {
+		if o.Step.Labels[LabelPolicies] == PoliciesDeny {
+			deny = append(deny, o)
+		} else {
+			cost = append(cost, o)
+		}
+	}
+	rows := costRows(cost)
+	if len(deny) > 0 {
+		rows = append(rows, denyRow(deny))
+	}
+	return rows
+}
+
+// denyRow says, over the repetitions, whether the connection held
+// through the deny kept transacting and whether new ones were refused.
+func denyRow(outs []suite.Outcome) suite.Row {
+	r := suite.Row{Connection: outs[0].Step.Connection, Backend: outs[0].Step.Backend,
+		Src: suite.EndpointLabel(outs[0].Step.Src), Dst: suite.EndpointLabel(outs[0].Step.Dst),
+		Labels: map[string]string{LabelPolicies: PoliciesDeny, LabelSelect: SelectPair}, Median: map[string]float64{}}
+	var kept, cut, refused, allowed int
+	reps := map[int]bool{}
+	for _, o := range outs {
+		reps[o.Step.Repeat] = true
+		ok := o.Err == "" && o.Result != nil
+		switch o.Step.Measure {
+		case MeasureHeld:
+			if ok {
+				kept++
+			} else {
+				cut++
+				r.Errors = append(r.Errors, fmt.Sprintf("held #%d: %s", o.Step.Repeat+1, o.Err))
+			}
+		case MeasureNew:
+			if ok {
+				allowed++
+			} else {
+				refused++
+			}
+		}
+	}
+	r.Repetitions = len(reps)
+	word := func(a, b int, wa, wb string) string {
+		switch {
+		case a+b == 0:
+			return "not measured"
+		case b == 0:
+			return wa
+		case a == 0:
+			return wb
+		}
+		return fmt.Sprintf("%s in %d of %d", wa, a, a+b)
+	}
+	r.Labels[LabelEstablished] = word(kept, cut, "kept", "cut")
+	r.Labels[LabelNew] = word(refused, allowed, "refused", "allowed")
+	return r
+}
+
+// costRows are the rows of the cost phases.
+func costRows(outs []suite.Outcome) []suite.Row {
 	rows := suite.LabelRows(outs, []string{LabelPolicies, LabelSelect}, figures)
 	var none *suite.Row
 	for i := range rows {
@@ -82,5 +151,7 @@ func (Suite) Presentation() suite.Presentation {
 		{Head: "vs none %", Metric: FigRRVsNone, Format: "%.1f"},
 		{Head: "crr/s", Metric: FigCRR, Format: "%.0f", Spread: true},
 		{Head: "vs none %", Metric: FigCRRVsNone, Format: "%.1f"},
+		{Head: "established", Label: LabelEstablished, Optional: true},
+		{Head: "new", Label: LabelNew, Optional: true},
 	}}}}
 }
