@@ -100,6 +100,7 @@ func Run(ctx context.Context, args []string, st Streams) error {
 		newSuitesCommand(st),
 		newScheduleCommand(st),
 		newSLOCommand(st),
+		newMatrixCommand(st),
 		// Verbs of other areas are added here, one line each.
 	)
 	root.SetArgs(args)

@@ -64,6 +64,7 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 		if t.Exclusive {
 			s.disp.wakePending()
 		}
+		s.recordCoverage(ctx, t)
 	}
 	return api.ReportReply{TaskID: t.TaskID, State: string(t.State), Duplicate: dup}, nil
 }

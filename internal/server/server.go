@@ -151,6 +151,7 @@ type Server struct {
 	started    atomic.Int64 // when Run started, Unix ns at the server's clock (reaper.go)
 	sessions   sessionSet   // open agent sessions (session.go)
 	refusals   refusalLog   // session opens refused for the store's pace (session.go)
+	cover      coverage     // the matrix's runs and agents' nodes (coverage.go)
 
 	presenceMu      sync.Mutex // orders presence writes (presence.go)
 	presenceRenewed time.Time  // the presence lease's last renewal (under presenceMu)

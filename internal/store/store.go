@@ -495,6 +495,12 @@ type Store interface {
 	// ListScheduleRuns returns a schedule's history, newest first.
 	ListScheduleRuns(ctx context.Context, f ScheduleRunFilter) ([]ScheduleRun, error)
 
+	// RecordMatrixPair keeps a matrix measurement as its pair's latest of
+	// its kind (an older one does not replace a newer).
+	RecordMatrixPair(ctx context.Context, p MatrixPair) error
+	// ListMatrixPairs returns every kept pair measurement.
+	ListMatrixPairs(ctx context.Context) ([]MatrixPair, error)
+
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error
 	// CheckWrite makes one small real write (a row of its own, rewritten

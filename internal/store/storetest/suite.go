@@ -65,6 +65,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("leases", func(t *testing.T) { testLeases(t, st) })
 	t.Run("presence", func(t *testing.T) { testPresence(t, st) })
 	t.Run("schedules", func(t *testing.T) { testSchedules(t, st) })
+	t.Run("matrix pairs", func(t *testing.T) { testMatrixPairs(t, st) })
 	t.Run("restart with tasks in flight", func(t *testing.T) { testRestart(t, open, st) })
 }
 

@@ -67,19 +67,26 @@ func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 	return append(rows, nodeSummaries(rows)...)
 }
 
+// PairFigures are the figures of a pair row that one measurement (tcp,
+// udp, rr, ping) gives, by the row's names; the server keeps the same
+// as the pair's coverage.
+func PairFigures(measure string, r *probe.Result) map[string]float64 {
+	m := map[string]float64{}
+	got := probe.Metrics(r)
+	for _, f := range pairFigures {
+		if f.measure == measure {
+			if v, ok := got[f.from]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				m[f.name] = v
+			}
+		}
+	}
+	return m
+}
+
 // pairRows are a row per ordered pair of outs, in node order.
 func pairRows(outs []suite.Outcome) []suite.Row {
 	rows := suite.LabelRows(outs, []string{LabelSrc, LabelDst}, func(o suite.Outcome) (map[string]float64, map[string][]float64) {
-		m := map[string]float64{}
-		got := probe.Metrics(o.Result)
-		for _, f := range pairFigures {
-			if f.measure == o.Step.Measure {
-				if v, ok := got[f.from]; ok && !math.IsNaN(v) {
-					m[f.name] = v
-				}
-			}
-		}
-		return m, nil
+		return PairFigures(o.Step.Measure, o.Result), nil
 	})
 	slices.SortStableFunc(rows, func(a, b suite.Row) int {
 		return strings.Compare(a.Labels[LabelSrc]+"\x00"+a.Labels[LabelDst], b.Labels[LabelSrc]+"\x00"+b.Labels[LabelDst])

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// TestMatrixCoverage: every ordered pair of the known nodes is printed
+// with its age; a pair measured too long ago and one never measured are
+// overdue, and the command exits 3.
+func TestMatrixCoverage(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cnperf.db")
+	st, err := store.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, p := range []store.MatrixPair{
+		{Src: "n1", Dst: "n2", Measure: "tcp", RunID: "r", MeasuredAt: now.Add(-time.Hour), Figures: `{"throughput_bps.receiver":2.5e9}`},
+		{Src: "n1", Dst: "n2", Measure: "rr", RunID: "r", MeasuredAt: now.Add(-50 * time.Minute), Figures: `{"rtt_ms.p50":0.125}`},
+		{Src: "n2", Dst: "n1", Measure: "tcp", RunID: "r", MeasuredAt: now.Add(-3 * time.Hour), Figures: `{}`},
+	} {
+		if err := st.RecordMatrixPair(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.UpsertHeartbeat(ctx, store.Agent{PodUID: "u3", PodName: "p3", PodIP: "10.0.0.3", NodeName: "n3", ResponderAddr: "10.0.0.3:5201"}, now); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	var out, errb bytes.Buffer
+	err = Run(ctx, []string{"matrix", "coverage", "--db", "sqlite:" + path, "--overdue", "2h"}, Streams{Out: &out, Err: &errb})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitSLOFailed {
+		t.Fatalf("err %v, want exit %d for overdue pairs", err, ExitSLOFailed)
+	}
+	got := out.String()
+	for _, want := range []string{"2.50", "0.125", "1h0m0s", "3h0m0s OVERDUE", "never", "2 of 6 ordered pairs of 3 nodes measured", "5 overdue"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
