@@ -99,6 +99,16 @@ func TestEveryPrintingVerbOutputJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	cluster := []string{"--server", startAgents(t, 2), "--token", "u-tok"}
+	listed, _, err := runCLI(t, append([]string{"task", "list", "-o", "json"}, srv...)...)
+	var page struct {
+		Tasks []struct {
+			TaskID string `json:"task_id"`
+		} `json:"tasks"`
+	}
+	if err != nil || json.Unmarshal([]byte(listed), &page) != nil || len(page.Tasks) == 0 {
+		t.Fatalf("task list: %v\n%s", err, listed)
+	}
+	task := page.Tasks[0].TaskID
 
 	verbs := []struct {
 		name string
@@ -112,6 +122,8 @@ func TestEveryPrintingVerbOutputJSON(t *testing.T) {
 		{"suites SUITE", []string{"suites", "baseline"}, 0},
 		{"clients", append([]string{"clients"}, srv...), 0},
 		{"task list", append([]string{"task", "list"}, srv...), 0},
+		{"task get", append([]string{"task", "get", task}, srv...), 0},
+		{"task raw", append([]string{"task", "raw", task}, srv...), 0},
 		{"schedule list", append([]string{"schedule", "list"}, srv...), 0},
 		{"report", append([]string{"report", a}, srv...), 0},
 		{"compare", append([]string{"compare", a, b}, srv...), 0},

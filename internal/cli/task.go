@@ -227,7 +227,17 @@ printed) as the server stored it, apart from the typed result that
 			if err != nil {
 				return err
 			}
-			_, err = cl.TaskRaw(cmd.Context(), args[0], st.Out)
+			if f := rf.out.format; !rf.out.structured() && f != "csv" && f != "markdown" {
+				_, err = cl.TaskRaw(cmd.Context(), args[0], st.Out)
+				return err
+			}
+			// -o json and the like: the raw output as a field (the
+			// server bounds what it keeps).
+			var raw bytes.Buffer
+			if _, err := cl.TaskRaw(cmd.Context(), args[0], &raw); err != nil {
+				return err
+			}
+			_, err = rf.out.printData(st.Out, map[string]string{"task_id": args[0], "raw": raw.String()})
 			return err
 		},
 	}
