@@ -196,6 +196,8 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 			row(map[string]string{"flow": "1", "proto": "udp"}, map[string]float64{"throughput_bps.receiver": 1}),
 			row(map[string]string{"flow": "all", "proto": "udp", "placement": "same-node", "backed_off": "no"}, map[string]float64{"fairness_index": 0.5}),
 		}, []string{Fails}},
+		{"overlay faster than the node", "baseline", []suite.Row{{Connection: suite.PodPodSameNode, OverheadPct: ptr(-20),
+			Median: map[string]float64{"throughput_bps.receiver": 12e9}}}, []string{Measured}},
 		{"black hole", "pmtu", []suite.Row{row(nil, map[string]float64{"path_mtu": 1400, "black_hole": 1, "black_hole_size": 1450})}, []string{Fails}},
 		{"police unsupported", "policing", []suite.Row{
 			{Connection: "police", Labels: map[string]string{"variant": "police", "placement": "same-node", "verdict": "police: not measured: kernel lacks it"}},
@@ -204,6 +206,11 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			lines := Judge(c.suite, c.rows)
+			for _, l := range lines {
+				if strings.Contains(l.Reason, "-") && strings.Contains(l.Reason, "% less") {
+					t.Errorf("a negative cost: %s", l.Reason)
+				}
+			}
 			var got []string
 			for _, l := range lines {
 				got = append(got, l.Verdict)
@@ -214,3 +221,5 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 		})
 	}
 }
+
+func ptr(v float64) *float64 { return &v }

@@ -47,6 +47,8 @@ func judgeOverlay(rows []suite.Row) []Line {
 			if a := r.ServiceOverhead.RRAddedMs; a != nil {
 				l.Reason += fmt.Sprintf(" and adds %s ms to the round trip", suite.FormatMs(*a))
 			}
+		case r.OverheadPct != nil && *r.OverheadPct < 0:
+			l.Reason = fmt.Sprintf("%.1f %% more TCP throughput than node-node", -*r.OverheadPct)
 		case r.OverheadPct != nil:
 			l.Reason = fmt.Sprintf("%.1f %% less TCP throughput than node-node", *r.OverheadPct)
 		case r.Connection == suite.NodeNode:
