@@ -13,6 +13,14 @@ import (
 	"github.com/cnperf/cnperf/internal/qos"
 )
 
+// usesQoSSlot says whether a set-up waits for the agent's one QoS slot:
+// every qdisc set-up does (one at a time on the agent's interface);
+// vxlan-inherit changes the node's VXLAN devices, no qdisc, and is held
+// beside the node qdisc of the same phase (qos-priority's vxlan-inherit
+// variant holds both on the sending node's host agent), so it must not
+// wait for that hold to end.
+func usesQoSSlot(setup string) bool { return setup != qos.SpecVXLANInherit }
+
 // applyQoS applies the task's QoS set-up on the agent's own interface (the
 // one holding its pod IP), or, for a qos-hold task given to a
 // host-network agent, on the node's interface of its route to the
@@ -42,12 +50,15 @@ func (a *Agent) applyQoS(ctx context.Context, log *slog.Logger, t api.AgentTask)
 		}
 		findLink = func() (string, error) { return qos.LinkToward("", dst) }
 	}
-	select {
-	case a.qosSlot <- struct{}{}:
-	case <-ctx.Done():
-		return "", nil, fmt.Errorf("qos: waiting for another task's set-up to end: %w", ctx.Err())
+	release := func() {}
+	if usesQoSSlot(spec.Setup) {
+		select {
+		case a.qosSlot <- struct{}{}:
+		case <-ctx.Done():
+			return "", nil, fmt.Errorf("qos: waiting for another task's set-up to end: %w", ctx.Err())
+		}
+		release = func() { <-a.qosSlot }
 	}
-	release := func() { <-a.qosSlot }
 	link, err := findLink()
 	if err != nil {
 		release()

@@ -381,3 +381,15 @@ func TestAgentHoldsQoS(t *testing.T) {
 		}
 	}
 }
+
+// TestVXLANInheritTakesNoQoSSlot: a host agent holds qos-priority's
+// vxlan-inherit and the phase's node qdisc at once, so the tos change
+// must not wait for the agent's one qdisc slot (it did, and the hold
+// ran out before its phase); every qdisc set-up still does.
+func TestVXLANInheritTakesNoQoSSlot(t *testing.T) {
+	for _, s := range qos.SpecSetups {
+		if got, want := usesQoSSlot(s), s != qos.SpecVXLANInherit; got != want {
+			t.Errorf("%s: takes the qos slot %v, want %v", s, got, want)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func runVXLANInherit(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want
 	}
 	_, errOut, err := cnp(3*time.Minute, "run", "qos-priority", "--k8s", "--time", "2s", "--repeat", "1",
 		"--set", "variants=vxlan-inherit", "--set", "placement=cross-node", "--cni-conf-dir", cniDir)
-	if err == nil || !strings.Contains(errOut, "allow-node-qdisc=true") || !strings.Contains(errOut, "VXLAN devices") {
+	if err == nil || !strings.Contains(errOut, "allow-node-qdisc=true") || !strings.Contains(errOut, "each VXLAN device of the node") {
 		t.Errorf("vxlan-inherit without the opt-in: err %v\n%s", err, errOut)
 	}
 	t.Logf("vxlan-inherit without allow-node-qdisc refused: %s", strings.TrimSpace(errOut))
