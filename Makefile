@@ -6,7 +6,7 @@ PKGS     := ./...
 # The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test fuzz test-release test-k8s test-k8s-cilium test-deps vet fmt-check bench-probes bench-server bench-lab bench-answers bench-idle bench-chaos clean
+.PHONY: all build demo test fuzz test-release test-k8s test-k8s-cilium test-deps vet fmt-check bench-probes bench-server bench-lab bench-answers bench-idle bench-chaos bench-matrixsim clean
 
 all: build
 
@@ -81,6 +81,11 @@ bench-probes: build test-deps
 # or "-mode hold" for the hold alone.
 bench-server: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./bench/server -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
+
+# The matrix's sampled plan over 1,000 simulated nodes in compressed
+# time (bench/matrixsim/README.md). BENCH_MATRIXSIM_FLAGS passes flags.
+bench-matrixsim:
+	flock /tmp/cnperf-bench.lock $(GO) run ./bench/matrixsim $(BENCH_MATRIXSIM_FLAGS)
 
 # A run of 1,000 tasks with 8 MB raw outputs each, stored and read back
 # through the API, the CLI and the dashboard; prints the server's peak RSS
