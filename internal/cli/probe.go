@@ -136,6 +136,10 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
 			}
 			env.OnReply = func(r probe.Reply) {
+				if spec.Kind == probe.KindStamp {
+					fmt.Fprintf(st.Out, "%d bytes from %s: stamp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq, r.RTTms)
+					return
+				}
 				fmt.Fprintf(st.Out, "%d bytes from %s: icmp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq+1, r.RTTms)
 			}
 		}

@@ -272,8 +272,9 @@ type Env struct {
 	// OnInterval, when set, receives each interval report as it completes
 	// (for live output); it must not block.
 	OnInterval func(Interval)
-	// OnReply, when set, receives each echo reply as it arrives (ping),
-	// as ping(8) prints a line per reply; it must not block.
+	// OnReply, when set, receives each echo reply as it arrives (ping,
+	// and stamp's reflected packets), as ping(8) prints a line per reply;
+	// it must not block.
 	OnReply func(Reply)
 	// OnHop, when set, receives each traceroute hop as it completes
 	// (trace), as traceroute prints a line per hop; it must not block.

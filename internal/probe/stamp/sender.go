@@ -184,6 +184,8 @@ type run struct {
 	badHMAC   int64
 	foreign   int64
 	lastReply time.Time
+	// onReply, when set, gets each first reply as it arrives (Env.OnReply).
+	onReply func(probe.Reply)
 }
 
 // Run sends the test packets and returns the figures.
@@ -208,7 +210,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	var ssidBuf [2]byte
 	_, _ = rand.Read(ssidBuf[:])
 	ssid := binary.BigEndian.Uint16(ssidBuf[:]) | 1 // non-zero (RFC 8972 §3)
-	st := &run{}
+	st := &run{onReply: env.OnReply}
 	readerDone := make(chan error, 1)
 	rctx, stopReader := context.WithCancel(ctx)
 	defer stopReader()
@@ -404,6 +406,8 @@ func (st *run) read(ctx context.Context, conn *net.UDPConn, auth bool, key []byt
 		readTLVs(&r, pkt, base, key)
 		st.mu.Lock()
 		i := int(rp.SenderSeq)
+		first := false
+		var t1 int64
 		switch {
 		case i >= len(st.pkts):
 			st.foreign++
@@ -411,8 +415,15 @@ func (st *run) read(ctx context.Context, conn *net.UDPConn, auth bool, key []byt
 			st.dups++
 		default:
 			st.pkts[i].got, st.pkts[i].reply = true, r
+			first, t1 = true, st.pkts[i].t1
 		}
 		st.mu.Unlock()
+		if first && st.onReply != nil {
+			// The round trip without the reflector's dwell, as the
+			// result's rtt_ms counts it.
+			st.onReply(probe.Reply{Seq: i, From: conn.RemoteAddr().String(), Bytes: n,
+				RTTms: float64(r.t4-t1-(r.t3-r.t2)) / 1e6})
+		}
 	}
 	return nil
 }
