@@ -111,11 +111,11 @@ func (b *bench) event(ctx context.Context, kind string) {
 			err = b.partition(ctx, a)
 		}
 	case evServerKill, evDiskFull:
-		if !b.takeStore() {
+		if !b.take(kind) {
 			acted = false
 			break
 		}
-		defer b.releaseStore()
+		defer b.release(kind)
 		if kind == evServerKill {
 			err = b.killServer(ctx)
 		} else {
@@ -169,19 +169,24 @@ func (b *bench) isBusy(a *agent) bool {
 	return a.busy
 }
 
-func (b *bench) takeStore() bool {
+// take marks a server kill or a disk fill under way, unless one of its
+// kind is (the two may overlap: a server restarted on a full disk).
+func (b *bench) take(kind string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.storeOn {
+	if b.storeOn[kind] {
 		return false
 	}
-	b.storeOn = true
+	if b.storeOn == nil {
+		b.storeOn = map[string]bool{}
+	}
+	b.storeOn[kind] = true
 	return true
 }
 
-func (b *bench) releaseStore() {
+func (b *bench) release(kind string) {
 	b.mu.Lock()
-	b.storeOn = false
+	delete(b.storeOn, kind)
 	b.mu.Unlock()
 }
 

@@ -122,7 +122,7 @@ type bench struct {
 	mu      sync.Mutex // guards what follows
 	server  *proc
 	agents  []*agent
-	storeOn bool // a server kill or a disk fill is under way
+	storeOn map[string]bool // the server kill or disk fill under way
 	fig     figures
 }
 
