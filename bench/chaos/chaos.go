@@ -198,7 +198,9 @@ func (b *bench) killAgent(ctx context.Context, a *agent) error {
 	b.mu.Unlock()
 	t0 := time.Now()
 	p.kill()
-	_ = sleep(ctx, b.randDur(time.Second, 10*time.Second))
+	if sleep(ctx, b.randDur(time.Second, 10*time.Second)) != nil {
+		return ctx.Err() // the bench is stopping: nothing to restart
+	}
 	err := b.startAgent(a)
 	b.mu.Lock()
 	b.fig.agentDown = append(b.fig.agentDown, time.Since(t0))
@@ -239,7 +241,9 @@ func (b *bench) killServer(ctx context.Context) error {
 	}
 	t0 := time.Now()
 	p.kill()
-	_ = sleep(ctx, b.randDur(time.Second, 5*time.Second))
+	if sleep(ctx, b.randDur(time.Second, 5*time.Second)) != nil {
+		return ctx.Err() // the bench is stopping: nothing to restart
+	}
 	b.mu.Lock()
 	b.fig.serverDown = append(b.fig.serverDown, time.Since(t0))
 	b.mu.Unlock()
@@ -255,9 +259,12 @@ func (b *bench) killServer(ctx context.Context) error {
 		b.mu.Lock()
 		np := b.server
 		b.mu.Unlock()
-		err := waitReadyOrExit(base, np, 120*time.Second)
+		err := waitReadyOrExit(ctx, base, np, 120*time.Second)
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		b.mu.Lock()
 		b.fig.serverStartFailures++
@@ -274,7 +281,7 @@ func (b *bench) killServer(ctx context.Context) error {
 	deadline := time.Now().Add(90 * time.Second)
 	missed := false
 	for _, a := range watch {
-		for countLines(a.log, `"msg":"agent session open"`) <= opened[a] && !b.isBusy(a) {
+		for countLines(a.log, `"msg":"agent session open"`) <= opened[a] && !b.isBusy(a) && ctx.Err() == nil {
 			if time.Now().After(deadline) {
 				missed = true
 				break
@@ -294,8 +301,8 @@ func (b *bench) killServer(ctx context.Context) error {
 }
 
 // waitReadyOrExit waits for /readyz 200 while the process runs.
-func waitReadyOrExit(base string, p *proc, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+func waitReadyOrExit(ctx context.Context, base string, p *proc, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	go func() {
 		select {

@@ -94,16 +94,42 @@ func main() {
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
 	}
+	// Its own lock beside the benchmarks' (which make holds): two runs
+	// would share the bridge's and namespaces' names.
+	unlock, err := lockRun()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
+		os.Exit(1)
+	}
+	defer unlock()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ok, err := run(ctx, c, kinds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chaos:", err)
+		unlock()
 		os.Exit(1)
 	}
 	if !ok {
+		unlock()
 		os.Exit(1)
 	}
+}
+
+// runLock is held by a chaos run.
+const runLock = "/tmp/cnperf-chaos.lock"
+
+// lockRun takes runLock, refusing when another run holds it.
+func lockRun() (func(), error) {
+	f, err := os.OpenFile(runLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another chaos run holds %s: %w", runLock, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // bench is one chaos run.
