@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/k8s"
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/metrics"
 	"github.com/cnperf/cnperf/internal/pgnotify"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
@@ -31,6 +32,7 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var plainHTTP, trustAddrs, checkSource bool
 	var requireCreds bool
 	var minEvery time.Duration
+	var pairBudget int
 	var rv reviewFlags
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -64,6 +66,9 @@ device's) and CNIs may masquerade pod traffic. Limits on what a
 request may ask: the --max-* and --min-* flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pairBudget < 1 {
+				return fmt.Errorf("--metrics-pair-budget %d: want 1 or more", pairBudget)
+			}
 			userTok, err := readToken("user", "CNPERF_USER_TOKEN", userTokenFile)
 			if err != nil {
 				return err
@@ -85,7 +90,7 @@ request may ask: the --max-* and --min-* flags.`,
 			}
 			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
-				ScheduleMinEvery: minEvery, AgentSourceCheck: checkSource && !trustAddrs,
+				ScheduleMinEvery: minEvery, MetricsPairBudget: pairBudget, AgentSourceCheck: checkSource && !trustAddrs,
 				TokenPlaces: tokenPlaces(userTokenFile, userTokenSecret, os.Getenv("POD_NAMESPACE"))}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tf)
 		},
@@ -97,6 +102,7 @@ request may ask: the --max-* and --min-* flags.`,
 	fl.StringVar(&userTokenSecret, "user-token-secret", envOr("CNPERF_USER_TOKEN_SECRET", ""), "the Kubernetes Secret the user token comes from (key user-token, namespace $POD_NAMESPACE), named on the dashboard's login page")
 	fl.StringVar(&agentTokenFile, "agent-token-file", "", "file holding the agents' join token (instead of CNPERF_AGENT_TOKEN)")
 	fl.BoolVar(&requireCreds, "require-agent-credentials", false, "the join token only joins: it never acts for an agent, not even a seed (v1) client that never joined")
+	fl.IntVar(&pairBudget, "metrics-pair-budget", metrics.DefaultPairBudget, "matrix node pairs /metrics exports per schedule (outliers first, then the slowest); every node's aggregates are exported regardless")
 	fl.DurationVar(&minEvery, "schedule-min-every", schedule.DefaultMinEvery, "shortest interval a schedule may have (cnperf schedule create --every); lower it only for tests")
 	rv.register(cmd)
 	mo.register(cmd)

@@ -54,8 +54,15 @@ type Options struct {
 	ScanLimit int
 	// Timeout bounds one scrape's store reads; default 10 s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// PairBudget bounds the matrix's node pairs exported per schedule
+	// (cnperf_matrix_pair_*): the outliers first, then the slowest; the
+	// rest only count in the per-node aggregates. Default 50.
+	PairBudget int
+	Logger     *slog.Logger
 }
+
+// DefaultPairBudget is Options.PairBudget's default.
+const DefaultPairBudget = 50
 
 // pathKey is one exported label set.
 type pathKey struct{ src, dst, path string }
@@ -104,6 +111,9 @@ func New(st store.Store, opts Options) *Exporter {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
+	}
+	if opts.PairBudget <= 0 {
+		opts.PairBudget = DefaultPairBudget
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

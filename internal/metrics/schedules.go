@@ -1,14 +1,18 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/store"
+	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
@@ -21,6 +25,7 @@ type scheduleDescs struct {
 	lastSuccess, lastFinished, sloPass, sloFailed *prometheus.Desc
 	pairTput, pairRTT, pairLoss, pairOutlier      *prometheus.Desc
 	pairsDesc                                     *prometheus.Desc
+	nodeTput, nodeRTT                             *prometheus.Desc
 }
 
 func newScheduleDescs() scheduleDescs {
@@ -45,11 +50,15 @@ func newScheduleDescs() scheduleDescs {
 			"1 when the matrix flagged the node pair as an outlier in the latest run of a schedule, else 0.", pl, nil),
 		pairsDesc: prometheus.NewDesc("cnperf_matrix_pairs",
 			"Node pairs with figures in the latest run of each schedule.", []string{"schedule"}, nil),
+		nodeTput: prometheus.NewDesc("cnperf_matrix_node_throughput_bytes_per_second",
+			"TCP throughput at the receiver of a node's pairs in the latest run of a schedule, by direction (out: the node sends, in: it receives) and stat (median, worst: its slowest peer).", []string{"schedule", "node", "direction", "stat"}, nil),
+		nodeRTT: prometheus.NewDesc("cnperf_matrix_node_rtt_seconds",
+			"RR round trip p50 of a node's pairs in the latest run of a schedule, by direction and stat (median, worst: its slowest peer).", []string{"schedule", "node", "direction", "stat"}, nil),
 	}
 }
 
 func (d scheduleDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, x := range []*prometheus.Desc{d.lastSuccess, d.lastFinished, d.sloPass, d.sloFailed, d.pairTput, d.pairRTT, d.pairLoss, d.pairOutlier, d.pairsDesc} {
+	for _, x := range []*prometheus.Desc{d.lastSuccess, d.lastFinished, d.sloPass, d.sloFailed, d.pairTput, d.pairRTT, d.pairLoss, d.pairOutlier, d.pairsDesc, d.nodeTput, d.nodeRTT} {
 		ch <- x
 	}
 }
@@ -110,13 +119,19 @@ func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule
 		ch <- prometheus.MustNewConstMetric(d.sloPass, prometheus.GaugeValue, pass, sc.ID, sc.Suite)
 		ch <- prometheus.MustNewConstMetric(d.sloFailed, prometheus.GaugeValue, float64(v.Failed), sc.ID, sc.Suite)
 	}
-	pairs := 0
+	var pairs []api.SummaryRow
 	for _, r := range sum.Rows {
-		src, dst := r.Labels[matrix.LabelSrc], r.Labels[matrix.LabelDst]
-		if src == "" || dst == "" {
-			continue
+		if r.Labels[matrix.LabelSrc] != "" && r.Labels[matrix.LabelDst] != "" {
+			pairs = append(pairs, r)
 		}
-		pairs++
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(d.pairsDesc, prometheus.GaugeValue, float64(len(pairs)), sc.ID)
+	e.collectNodes(ch, sc, pairs)
+	for _, r := range budgeted(pairs, e.opts.PairBudget) {
+		src, dst := r.Labels[matrix.LabelSrc], r.Labels[matrix.LabelDst]
 		gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{sc.ID, src, dst}, extra...)...)
 		}
@@ -139,7 +154,68 @@ func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule
 		}
 		gauge(d.pairOutlier, out)
 	}
-	if pairs > 0 {
-		ch <- prometheus.MustNewConstMetric(d.pairsDesc, prometheus.GaugeValue, float64(pairs), sc.ID)
+}
+
+// budgeted are at most n of pairs: the outliers first, then the slowest
+// by TCP throughput, in that order.
+func budgeted(pairs []api.SummaryRow, n int) []api.SummaryRow {
+	if len(pairs) <= n {
+		return pairs
+	}
+	sorted := slices.Clone(pairs)
+	slices.SortStableFunc(sorted, func(a, b api.SummaryRow) int {
+		ao, bo := a.Labels[matrix.LabelOutlier] != "", b.Labels[matrix.LabelOutlier] != ""
+		if ao != bo {
+			if ao {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(tputOr(a), tputOr(b))
+	})
+	return sorted[:n]
+}
+
+func tputOr(r api.SummaryRow) float64 {
+	if v, ok := r.Median["throughput_bps.receiver"]; ok {
+		return v
+	}
+	return math.Inf(1)
+}
+
+// collectNodes sends each node's aggregates over its pairs: throughput
+// out and in and RR p50 out and in, the median and the worst peer's.
+func (e *Exporter) collectNodes(ch chan<- prometheus.Metric, sc store.Schedule, pairs []api.SummaryRow) {
+	d := e.sched
+	type acc struct{ tput, rtt map[string][]float64 }
+	nodes := map[string]*acc{}
+	add := func(node, dir string, r api.SummaryRow) {
+		a := nodes[node]
+		if a == nil {
+			a = &acc{tput: map[string][]float64{}, rtt: map[string][]float64{}}
+			nodes[node] = a
+		}
+		if v, ok := r.Median["throughput_bps.receiver"]; ok {
+			a.tput[dir] = append(a.tput[dir], v/8)
+		}
+		if v, ok := r.Median["rtt_ms.p50"]; ok {
+			a.rtt[dir] = append(a.rtt[dir], v/1000)
+		}
+	}
+	for _, r := range pairs {
+		add(r.Labels[matrix.LabelSrc], "out", r)
+		add(r.Labels[matrix.LabelDst], "in", r)
+	}
+	for node, a := range nodes {
+		for _, dir := range []string{"out", "in"} {
+			if vs := a.tput[dir]; len(vs) > 0 {
+				ch <- prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median")
+				ch <- prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, slices.Min(vs), sc.ID, node, dir, "worst")
+			}
+			if vs := a.rtt[dir]; len(vs) > 0 {
+				ch <- prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median")
+				ch <- prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, slices.Max(vs), sc.ID, node, dir, "worst")
+			}
+		}
 	}
 }

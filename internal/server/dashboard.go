@@ -87,7 +87,7 @@ func (s *Server) mountExtras() error {
 	if err != nil {
 		return err
 	}
-	exp := metrics.New(s.st, metrics.Options{Logger: s.log})
+	exp := metrics.New(s.st, metrics.Options{Logger: s.log, PairBudget: s.opts.MetricsPairBudget})
 	s.extras = &extras{dash: dash, exp: exp}
 	s.mux.Handle("GET /metrics", exp.Handler())
 	dash.Register(s.mux)

@@ -122,6 +122,9 @@ type Options struct {
 	// stores schedules; another server on the database runs them). With
 	// it unset, the replica holding the leader lease (lease.go) runs them.
 	NoSchedules bool
+	// MetricsPairBudget bounds the matrix's node pairs /metrics exports
+	// per schedule (metrics.Options.PairBudget; 0: its default).
+	MetricsPairBudget int
 }
 
 // Server serves the API. Create it with New, serve Handler, and call Run
