@@ -18,6 +18,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 	// Probers runs v2 probe tasks; Handlers are the responder's side of
 	// each kind.
 	Probers  *probe.Registry
-	Handlers []probe.Handler
+	Handlers []engine.Handler
 	// ResponderPort is the responder's TCP and UDP port on the pod IP
 	// (DefaultResponderPort when 0; -1 picks a free port, for tests).
 	ResponderPort int
@@ -198,7 +199,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if port == -1 {
 		port = 0
 	}
-	resp := probe.NewResponder(a.log, a.opts.Handlers...)
+	resp := engine.NewResponder(a.log, a.opts.Handlers...)
 	// The responder serves only scheduled tests: a session must carry the
 	// test key the server gave its task (derived from a.secret).
 	resp.RequireKeys(probe.NewDerivedKeys(a.secret))

@@ -19,6 +19,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/queuewatch"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
@@ -218,7 +219,7 @@ func (e *env) agentIn(name, ip string, hostNetwork bool) *running {
 	a, err := New(Options{
 		Client:   cl,
 		Identity: Identity{PodName: name, PodNamespace: "test", PodUID: "uid-" + name, PodIP: ip, NodeName: "node-" + name, NodeIP: ip, HostNetwork: hostNetwork},
-		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{}), Handlers: []probe.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
+		Probers:  probe.NewRegistry(tcp.Prober{}, rr.Prober{}, &udp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{}), Handlers: []engine.Handler{tcp.Handler{}, rr.Handler{}, &udp.Handler{}},
 		ResponderPort: -1, MaxParallel: 2, PollWait: 2 * time.Second, Logger: testLogger(e.t).With("agent", name),
 		NoSession: e.noSession,
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/external"
 )
 
@@ -267,9 +268,9 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 		}
 	}
 	// A responder that never answered is "unreachable" in the task's
-	// error, whatever the cause (probe.UnreachableError); the cause stays
+	// error, whatever the cause (engine.UnreachableError); the cause stays
 	// in this agent's debug log.
-	if ue := (*probe.UnreachableError)(nil); errors.As(err, &ue) {
+	if ue := (*engine.UnreachableError)(nil); errors.As(err, &ue) {
 		log.Debug("responder unreachable", "err", err)
 		err = ue.Opaque()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udp"
 	"github.com/cnperf/cnperf/internal/qos"
 )
@@ -108,7 +109,7 @@ func TestAgentAppliesQoS(t *testing.T) {
 	// announced to the server as an agent.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	resp := probe.NewResponder(testLogger(t), &udp.Handler{})
+	resp := engine.NewResponder(testLogger(t), &udp.Handler{})
 	if err := far.Do(func() error { return resp.Listen(ctx, net.JoinHostPort(qosFarIP.String(), "0")) }); err != nil {
 		t.Fatalf("responder in %s: %v", far.Name, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
@@ -21,7 +22,7 @@ import (
 // its address and a function that kills it (also called in t.Cleanup).
 func startResponder(t *testing.T) (string, func()) {
 	t.Helper()
-	r := probe.NewResponder(nil, handlers()...)
+	r := engine.NewResponder(nil, handlers()...)
 	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 		t.Fatalf("responder: %v", err)
 	}

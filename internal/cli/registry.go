@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/icmp"
 	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 	"github.com/cnperf/cnperf/internal/probe/queuewatch"
@@ -20,6 +21,6 @@ func probers() *probe.Registry {
 
 // handlers returns the responder side of every engine that needs one, and
 // iperf3's protocol on the same port.
-func handlers() []probe.Handler {
-	return []probe.Handler{tcp.Handler{}, udp.NewHandler(), rr.Handler{}, iperf3wire.NewServer()}
+func handlers() []engine.Handler {
+	return []engine.Handler{tcp.Handler{}, udp.NewHandler(), rr.Handler{}, iperf3wire.NewServer()}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/stamp"
 )
 
@@ -40,7 +41,7 @@ and then answers only test packets whose HMAC verifies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := g.logger(st)
-			r := probe.NewResponder(log, handlers()...)
+			r := engine.NewResponder(log, handlers()...)
 			if requireKey != (keyFile != "") {
 				return fmt.Errorf("--require-key and --key-file go together: --require-key serves only sessions that carry one of --key-file's keys")
 			}

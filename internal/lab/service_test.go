@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/rr"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 	"github.com/cnperf/cnperf/internal/probe/udp"
@@ -33,7 +34,7 @@ func TestService(t *testing.T) {
 			l := upLab(t, Config{Nodes: 2, PodsPerNode: 1, Backend: backend})
 			dst, _ := l.Pod("n1-p1")
 			src, _ := l.Pod("n2-p1")
-			r := probe.NewResponder(nil, tcp.Handler{}, udp.NewHandler(), rr.Handler{})
+			r := engine.NewResponder(nil, tcp.Handler{}, udp.NewHandler(), rr.Handler{})
 			if err := Do(dst.NS, func() error {
 				return r.Listen(context.Background(), net.JoinHostPort(dst.IP.Addr().String(), "0"))
 			}); err != nil {

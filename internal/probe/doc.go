@@ -1,21 +1,13 @@
-// Package probe defines what every cnperf measurement engine shares: the
-// Prober interface, the probe Spec and the typed Result, DSCP/TOS and rate
-// parsing, socket options, CPU accounting, clock-offset estimation and the
-// responder that serves every probe kind on one port.
+// Package probe is the contract of every cnperf measurement: the Prober
+// interface and its Registry, the probe Spec, the typed Result, the kinds,
+// and the parsers of DSCP/TOS names and rates; the test keys a server
+// grants and a responder checks. It is data and pure functions: it opens
+// no socket, so the API, the suites and the report depend on it freely.
 //
-// The engines themselves live in sub-packages (tcp, udp, rr, icmp, external),
+// The engines live in sub-packages (tcp, udp, rr, icmp, stamp, external),
 // each exporting a Prober and, where it needs one, a Handler for the
-// responder. The binary builds the registry of probers explicitly; nothing
-// registers itself.
-//
-// Wire protocol. A responder listens on one TCP and one UDP port with the same
-// number. A probe client opens a control connection (TCP) that starts with the
-// 4-byte preface "CNPC" and then carries newline-delimited JSON messages
-// (Message). The first message is a "hello" naming the kind, a random 8-byte
-// session id and the spec; the responder answers "ok" or "error". Extra TCP
-// data connections for the session start with "CNPD", the 8-byte session id
-// and a 4-byte stream index. UDP datagrams for the session start with the
-// 12-byte PacketHeader (magic, type, flags, session id). Sessions are
-// isolated: a datagram or data connection naming an unknown session is
-// dropped.
+// responder; what they share at run time (the responder, the client's
+// control connection, socket options) is in internal/probe/engine. The
+// binary builds the registry of probers explicitly; nothing registers
+// itself.
 package probe

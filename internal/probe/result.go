@@ -272,3 +272,23 @@ type LinkQueue struct {
 	BusyPct float64 `json:"busy_pct"`
 	Drops   uint64  `json:"drops"`
 }
+
+// CPUUse is one side's CPU use over a test, in percent of one CPU: the
+// process's user and system time over the wall time (iperf3's
+// cpu_util_user and cpu_util_system); Pct is their sum.
+type CPUUse struct {
+	Pct, UserPct, SystemPct float64
+}
+
+// SetCPU fills r's cpu_pct and, when both sides' split is known, its
+// cpu_user_pct and cpu_system_pct, from the sender's and the receiver's
+// CPU use. A side's split is nil when its peer did not report one (an
+// older responder).
+func (r *Result) SetCPU(sender, receiver float64, senderSplit, receiverSplit *CPUUse) {
+	r.CPUPct = &SenderReceiver{Sender: sender, Receiver: receiver}
+	if senderSplit == nil || receiverSplit == nil {
+		return
+	}
+	r.CPUUserPct = &SenderReceiver{Sender: senderSplit.UserPct, Receiver: receiverSplit.UserPct}
+	r.CPUSystemPct = &SenderReceiver{Sender: senderSplit.SystemPct, Receiver: receiverSplit.SystemPct}
+}

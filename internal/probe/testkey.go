@@ -189,8 +189,8 @@ func testKeyMAC(secret []byte, taskID, exp, bounds string) []byte {
 	return m.Sum(nil)
 }
 
-// maxTestKeyLen bounds a key read from a hello or a file.
-const maxTestKeyLen = 512
+// MaxTestKeyLen bounds a key read from a hello or a file.
+const MaxTestKeyLen = 512
 
 // DerivedKeys checks the per-task keys of an agent's responder: a key's
 // MAC must verify under the secret, its expiry must be ahead, and each
@@ -212,7 +212,7 @@ func (d *DerivedKeys) Check(key string, now time.Time) (Grant, error) {
 	if key == "" {
 		return Grant{}, ErrNoTestKey
 	}
-	if len(key) > maxTestKeyLen {
+	if len(key) > MaxTestKeyLen {
 		return Grant{}, errors.New("test key refused: longer than 512 bytes")
 	}
 	// TASK_ID may hold dots; EXPIRES, BOUNDS and MAC never do.
@@ -276,7 +276,7 @@ func ReadKeyFile(path string) ([]string, error) {
 	defer f.Close()
 	var keys []string
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4096), maxTestKeyLen+2)
+	sc.Buffer(make([]byte, 4096), MaxTestKeyLen+2)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -288,7 +288,7 @@ func ReadKeyFile(path string) ([]string, error) {
 		keys = append(keys, line)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("key file %s: %w (keys are at most %d bytes)", path, err, maxTestKeyLen)
+		return nil, fmt.Errorf("key file %s: %w (keys are at most %d bytes)", path, err, MaxTestKeyLen)
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("key file %s holds no key", path)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/stats"
 )
 
@@ -32,7 +33,7 @@ const (
 	// interval is longer.
 	MinPingTimeout = 2 * time.Second
 	// rxStampWait bounds the wait for the kernel's receive time-stamping
-	// to take effect (see probe.HoldRxTimestamps).
+	// to take effect (see engine.HoldRxTimestamps).
 	rxStampWait = 200 * time.Millisecond
 )
 
@@ -95,7 +96,7 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	log := env.Log().With("probe", probe.KindPing, "dst", spec.Target)
 	interval := spec.IntervalOr(DefaultPingInterval)
 	// RTTs come from kernel receive timestamps from the first reply on.
-	defer probe.HoldRxTimestamps(rxStampWait)()
+	defer engine.HoldRxTimestamps(rxStampWait)()
 	timeout := spec.TimeoutOr(max(MinPingTimeout, 2*interval))
 	size := spec.Size
 	if size == 0 {
@@ -127,7 +128,7 @@ func (p Ping) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, fmt.Errorf("ping %s: %w", dst, err)
 	}
 	defer c.Close()
-	opts := probe.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}
+	opts := engine.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}
 	if err := c.control(func(fd int) error { return opts.Apply(fd, c.v6) }); err != nil {
 		return nil, fmt.Errorf("ping %s: socket options: %w", dst, err)
 	}

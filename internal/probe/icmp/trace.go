@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Trace defaults and limits.
@@ -144,7 +145,7 @@ func (tr Trace) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	}
 	c := r.c
 	defer c.Close()
-	opts := probe.SockOpts{TOS: spec.TOSByte(), RecvTstamp: true}
+	opts := engine.SockOpts{TOS: spec.TOSByte(), RecvTstamp: true}
 	if err := c.control(func(fd int) error { return opts.Apply(fd, c.v6) }); err != nil {
 		return nil, fmt.Errorf("trace %s: socket options: %w", dst, err)
 	}

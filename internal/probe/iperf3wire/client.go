@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
@@ -220,7 +221,7 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	}
 	testing.Store(true)
 	started := time.Now()
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	runCtx, stop := context.WithTimeout(ctx, dur)
 	defer stop()
 	var wg sync.WaitGroup
@@ -237,7 +238,7 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	interrupted := ctx.Err() != nil
 	running.Store(false)
 	elapsed := time.Since(started).Seconds()
-	cpu1 := probe.SampleCPU()
+	cpu1 := engine.SampleCPU()
 	ours := results{SenderHasRetransmits: -1}
 	snap := make([]streamResult, len(streams))
 	var retrans int64
@@ -276,10 +277,10 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 		_ = st.conn.SetDeadline(time.Now())
 	}
 	wg.Wait()
-	ours.setCPU(probe.CPUUseBetween(cpu0, cpu1))
+	ours.setCPU(engine.CPUUseBetween(cpu0, cpu1))
 	if p.TCP && len(streams) > 0 {
 		if sc, ok := streams[0].conn.(syscall.Conn); ok {
-			ours.CongestionUsed = probe.ConnCongestion(sc)
+			ours.CongestionUsed = engine.ConnCongestion(sc)
 		}
 	}
 	ours.Streams = snap
@@ -307,7 +308,7 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 func openStream(ctx context.Context, spec probe.Spec, p Params, cookie [CookieSize]byte, step time.Duration) (*clientStream, error) {
 	// The data sockets carry -S, -w and -M from before they connect, as
 	// iperf3's client sets them (the SYN marked too).
-	opts := probe.SockOpts{TOS: p.TOS, WindowBytes: p.Window}
+	opts := engine.SockOpts{TOS: p.TOS, WindowBytes: p.Window}
 	if p.TCP {
 		opts.MSS = p.MSS
 		d := net.Dialer{Timeout: step, Control: opts.Control()}

@@ -15,13 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
 // Server serves iperf3 clients on a cnperf responder's port. It is a
-// probe.Handler that implements probe.Foreign: the responder hands it the
+// engine.Handler that implements engine.Foreign: the responder hands it the
 // TCP connections that open with a cookie and the datagrams without a
 // cnperf header. Unlike iperf3's own server it serves several tests at
 // once; their data connections are told apart by the cookie, UDP streams by
@@ -44,7 +44,7 @@ func NewServer() *Server {
 func (s *Server) Kind() string { return "iperf3" }
 
 // Serve refuses a cnperf hello for "iperf3": iperf3 speaks its own protocol.
-func (s *Server) Serve(context.Context, *probe.Session) error {
+func (s *Server) Serve(context.Context, *engine.Session) error {
 	return errors.New("iperf3 clients speak iperf3's protocol on this port, not cnperf's")
 }
 
@@ -105,7 +105,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte, admitte
 		admitted()
 		_ = c.SetReadDeadline(time.Time{})
 		select {
-		case sess.data <- dataConn{c, probe.AcceptSeq(ctx)}:
+		case sess.data <- dataConn{c, engine.AcceptSeq(ctx)}:
 			<-sess.done // the session owns c until it ends
 		case <-sess.done:
 		case <-ctx.Done():
@@ -116,7 +116,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, pre [4]byte, admitte
 }
 
 // RefuseConn refuses a test on a responder that serves only scheduled
-// tests (probe.ForeignRefuser): iperf3 has no place for a test key, so
+// tests (engine.ForeignRefuser): iperf3 has no place for a test key, so
 // the client gets iperf3's error state with "test authorization failed".
 func (s *Server) RefuseConn(c net.Conn, pre [4]byte, why string) {
 	cookie := make([]byte, CookieSize)
@@ -133,7 +133,7 @@ func (s *Server) RefuseConn(c net.Conn, pre [4]byte, why string) {
 
 // ClaimsPacket reports whether a datagram without a cnperf header is
 // iperf3's: a UDP stream's 4-byte connect message, or data from a UDP peer
-// of a running test (probe.PacketClaimer; the rest goes to the responder's
+// of a running test (engine.PacketClaimer; the rest goes to the responder's
 // STAMP reflector).
 func (s *Server) ClaimsPacket(pkt []byte, from netip.AddrPort) bool {
 	if len(pkt) == 4 {
@@ -149,7 +149,7 @@ func (s *Server) ClaimsPacket(pkt []byte, from netip.AddrPort) bool {
 
 // Packet takes a datagram without a cnperf header: a UDP stream's connect
 // message or data.
-func (s *Server) Packet(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+func (s *Server) Packet(pkt []byte, from netip.AddrPort, rx engine.RxInfo) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	s.mu.Lock()
 	peer := s.udpPeers[from]
@@ -315,7 +315,7 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	start := time.Now()
 	clock := &testClock{countFrom: start}
 	sess.running.Store(true)
@@ -396,12 +396,12 @@ func (s *Server) serveTest(ctx context.Context, c net.Conn, cookie string, admit
 			_ = st.conn.Close()
 		}
 	}
-	cpu1 := probe.SampleCPU()
+	cpu1 := engine.SampleCPU()
 	if err != nil || state != stateTestEnd {
 		log.Info("iperf3 test ended without TEST_END", "state", state, "err", err)
 		return
 	}
-	res.setCPU(probe.CPUUseBetween(cpu0, cpu1))
+	res.setCPU(engine.CPUUseBetween(cpu0, cpu1))
 	if p.TCP {
 		res.CongestionUsed = doc.congestion
 	}

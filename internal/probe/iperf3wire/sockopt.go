@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // sysRefusal is a socket option the server could not set for the test:
@@ -96,7 +96,7 @@ func setupTCPStream(c net.Conn, p Params) (tcpSockInfo, []string, error) {
 		info.sndbuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
 		info.rcvbuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 		info.mss, _ = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-		info.congestion = probe.TCPCongestion(fd)
+		info.congestion = engine.TCPCongestion(fd)
 		if v6 {
 			info.tos, _ = unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS)
 		} else {

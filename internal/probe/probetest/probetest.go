@@ -12,20 +12,20 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/nettest"
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Start serves hs on 127.0.0.1 at a free port and returns "127.0.0.1:PORT".
-func Start(t testing.TB, hs ...probe.Handler) string {
+func Start(t testing.TB, hs ...engine.Handler) string {
 	t.Helper()
 	return StartAt(t, "127.0.0.1:0", hs...)
 }
 
 // StartAt serves hs on addr (port 0 picks a free port) and returns the
 // bound address.
-func StartAt(t testing.TB, addr string, hs ...probe.Handler) string {
+func StartAt(t testing.TB, addr string, hs ...engine.Handler) string {
 	t.Helper()
-	r := probe.NewResponder(testLogger(t), hs...)
+	r := engine.NewResponder(testLogger(t), hs...)
 	if err := r.Listen(context.Background(), addr); err != nil {
 		t.Fatalf("start responder: %v", err)
 	}
@@ -34,9 +34,9 @@ func StartAt(t testing.TB, addr string, hs ...probe.Handler) string {
 
 // StartIn serves hs in namespace ns on address a and returns "A:PORT"
 // (bracketed for IPv6).
-func StartIn(t testing.TB, ns *nettest.NS, a netip.Addr, hs ...probe.Handler) string {
+func StartIn(t testing.TB, ns *nettest.NS, a netip.Addr, hs ...engine.Handler) string {
 	t.Helper()
-	r := probe.NewResponder(testLogger(t), hs...)
+	r := engine.NewResponder(testLogger(t), hs...)
 	if err := ns.Do(func() error {
 		return r.Listen(context.Background(), net.JoinHostPort(a.String(), "0"))
 	}); err != nil {
@@ -45,7 +45,7 @@ func StartIn(t testing.TB, ns *nettest.NS, a netip.Addr, hs ...probe.Handler) st
 	return serve(t, r)
 }
 
-func serve(t testing.TB, r *probe.Responder) string {
+func serve(t testing.TB, r *engine.Responder) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Serve(ctx) }()

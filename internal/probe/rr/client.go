@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // lowerSlack lowers this thread's timer slack and returns a function that
@@ -21,7 +22,7 @@ func lowerSlack() (func(), error) {
 	if e != 0 {
 		return nil, fmt.Errorf("prctl PR_GET_TIMERSLACK: %w", e)
 	}
-	if err := probe.LowerTimerSlack(); err != nil {
+	if err := engine.LowerTimerSlack(); err != nil {
 		return nil, err
 	}
 	return func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, prev, 0, 0, 0) }, nil
@@ -57,7 +58,7 @@ func sockaddrString(fd int) string {
 
 // runUDP runs UDP transactions from a connected socket of its own to the
 // responder's shared UDP port.
-func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) (*tally, error) {
+func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *engine.Client) (*tally, error) {
 	ra, ok := cl.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return nil, fmt.Errorf("responder address %v is not TCP", cl.Ctrl.Conn().RemoteAddr())
@@ -77,7 +78,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 		return nil, fmt.Errorf("open UDP socket: %w", err)
 	}
 	defer unix.Close(fd)
-	if err := (probe.SockOpts{TOS: cfg.tos, RecvTstamp: true}).Apply(fd, addr.Is6()); err != nil {
+	if err := (engine.SockOpts{TOS: cfg.tos, RecvTstamp: true}).Apply(fd, addr.Is6()); err != nil {
 		return nil, fmt.Errorf("UDP socket options: %w", err)
 	}
 	if spec.Source != "" {
@@ -108,9 +109,9 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 	t := newTally()
 	t.src = sockaddrString(fd)
 	req := make([]byte, cfg.size)
-	resp := make([]byte, cfg.size+probe.PacketHeaderLen+64)
-	probe.PacketHeader{Type: probe.PacketRRRequest, Session: cl.Session}.Put(req)
-	rb := body(req[probe.PacketHeaderLen:])
+	resp := make([]byte, cfg.size+engine.PacketHeaderLen+64)
+	engine.PacketHeader{Type: engine.PacketRRRequest, Session: cl.Session}.Put(req)
+	rb := body(req[engine.PacketHeaderLen:])
 	var rx receiver
 	timeout := cfg.timeout.Nanoseconds()
 	timeoutChanged := false
@@ -162,9 +163,9 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *probe.Client) 
 			if n < 0 {
 				break
 			}
-			if h, ok := probe.ParsePacketHeader(resp[:n]); ok && h.Type == probe.PacketRRResponse &&
-				h.Session == cl.Session && n >= probe.PacketHeaderLen+bodyLen {
-				b := body(resp[probe.PacketHeaderLen:n])
+			if h, ok := engine.ParsePacketHeader(resp[:n]); ok && h.Type == engine.PacketRRResponse &&
+				h.Session == cl.Session && n >= engine.PacketHeaderLen+bodyLen {
+				b := body(resp[engine.PacketHeaderLen:n])
 				if b.seq() == uint64(i) {
 					t.record(tw, tw, krx, t1, b)
 					break
@@ -196,7 +197,7 @@ func (c tcpConn) Close() { unix.Close(c.fd) }
 // openTCP dials data connection stream. With recvTimeout its reads time
 // out after timeout (crr: one read per connection); without, only its
 // writes do and the caller bounds the reads (stallWatch).
-func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Duration, recvTimeout bool) (tcpConn, error) {
+func openTCP(ctx context.Context, cl *engine.Client, stream int, timeout time.Duration, recvTimeout bool) (tcpConn, error) {
 	c, err := cl.DialData(ctx, stream)
 	if err != nil {
 		return tcpConn{}, err
@@ -208,7 +209,7 @@ func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Dur
 	}
 	// A blocking duplicate outside Go's poller; closing c takes the
 	// socket out of the poller.
-	fd, err := probe.DetachFd(tc)
+	fd, err := engine.DetachFd(tc)
 	c.Close()
 	if err != nil {
 		return tcpConn{}, fmt.Errorf("data connection descriptor: %w", err)
@@ -226,7 +227,7 @@ func openTCP(ctx context.Context, cl *probe.Client, stream int, timeout time.Dur
 
 // runTCP runs transactions over one connection (tcp) or one connection
 // each (crr).
-func runTCP(ctx context.Context, cfg config, cl *probe.Client) (*tally, error) {
+func runTCP(ctx context.Context, cfg config, cl *engine.Client) (*tally, error) {
 	crr := cfg.proto == ProtoCRR
 	t := newTally()
 	var conn tcpConn

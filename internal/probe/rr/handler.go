@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
 )
 
@@ -32,7 +33,7 @@ type Handler struct {
 func (Handler) Kind() string { return probe.KindRR }
 
 // Serve answers the session's transactions until the client says stop.
-func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
+func (h Handler) Serve(ctx context.Context, s *engine.Session) error {
 	cfg, err := validate(s.Spec)
 	if err != nil {
 		return fmt.Errorf("invalid rr probe: %w", err)
@@ -43,13 +44,13 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	if cfg.count > 0 {
 		bound = max(bound, time.Duration(cfg.count)*cfg.timeout)
 	}
-	sctx, cancel := context.WithTimeout(ctx, bound+2*endTimeout+probe.DefaultControlTimeout)
+	sctx, cancel := context.WithTimeout(ctx, bound+2*endTimeout+engine.DefaultControlTimeout)
 	defer cancel()
 	// The requests' kernel receive times give the dwell; have the kernel
 	// stamp packets before the client gets the go-ahead.
-	defer probe.HoldRxTimestamps(rxStampWait)()
+	defer engine.HoldRxTimestamps(rxStampWait)()
 	var served atomic.Int64
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -67,20 +68,20 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	}
 	// The go-ahead: requests sent before HandlePackets would be dropped
 	// by the responder, so the client waits for this.
-	if err := s.Ctrl.Send(sctx, probe.Message{Type: probe.MsgReady}); err != nil {
+	if err := s.Ctrl.Send(sctx, engine.Message{Type: engine.MsgReady}); err != nil {
 		return fmt.Errorf("send ready: %w", err)
 	}
 	m, err := s.Ctrl.RecvNoDeadline(sctx)
 	if err != nil {
 		return fmt.Errorf("wait for the client's stop: %w", err)
 	}
-	if m.Type != probe.MsgStop {
-		return fmt.Errorf("control protocol: want %q, got %q", probe.MsgStop, m.Type)
+	if m.Type != engine.MsgStop {
+		return fmt.Errorf("control protocol: want %q, got %q", engine.MsgStop, m.Type)
 	}
 	if udp != nil {
 		udp.stop() // its counts are final
 	}
-	end := endResult{Served: served.Load(), CPUPct: probe.Float(probe.CPUPercent(cpu0, probe.SampleCPU()))}
+	end := endResult{Served: served.Load(), CPUPct: probe.Float(engine.CPUPercent(cpu0, engine.SampleCPU()))}
 	if udp != nil {
 		n := udp.bySession.Load()
 		end.SessionSocket = &n
@@ -95,12 +96,12 @@ func (h Handler) Serve(ctx context.Context, s *probe.Session) error {
 	}
 	ectx, ecancel := context.WithTimeout(ctx, endTimeout)
 	defer ecancel()
-	return s.Ctrl.Send(ectx, probe.Message{Type: probe.MsgResult, Data: b})
+	return s.Ctrl.Send(ectx, engine.Message{Type: engine.MsgResult, Data: b})
 }
 
 // acceptLoop serves each data connection of the session (one for tcp, one
 // per transaction for crr) until ctx ends.
-func acceptLoop(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64, delay time.Duration) {
+func acceptLoop(ctx context.Context, s *engine.Session, cfg config, served *atomic.Int64, delay time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -250,7 +251,7 @@ func serveInThread(ctx context.Context, c net.Conn, cfg config, served *atomic.I
 	}
 	// A blocking duplicate outside Go's poller; closing c (below) takes
 	// the socket out of the poller.
-	fd, err := probe.DetachFd(tc)
+	fd, err := engine.DetachFd(tc)
 	if err != nil {
 		return fmt.Errorf("data connection descriptor: %w", err)
 	}
@@ -334,6 +335,6 @@ func setTOS(rc syscall.RawConn, c net.Conn, tos int) {
 		v6 = a.IP.To4() == nil
 	}
 	_ = rc.Control(func(fd uintptr) {
-		_ = probe.SockOpts{TOS: tos}.Apply(int(fd), v6)
+		_ = engine.SockOpts{TOS: tos}.Apply(int(fd), v6)
 	})
 }

@@ -21,7 +21,7 @@
 //
 // Everything is client-initiated and the responder replies to the source
 // address it saw, so it works behind NAT. UDP requests go to the
-// responder's shared UDP port with a probe.PacketHeader; a request without
+// responder's shared UDP port with a engine.PacketHeader; a request without
 // an answer within Timeout (default 1 s) is lost and counts in loss_pct.
 // Over TCP a missing answer within Timeout (default 5 s) fails the test.
 // The client sends and receives with blocking system calls outside Go's
@@ -51,6 +51,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/stats"
 )
 
@@ -73,7 +74,7 @@ const (
 	// endTimeout bounds the closing exchange with the responder.
 	endTimeout = 5 * time.Second
 	// rxStampWait bounds the wait for the kernel's receive time-stamping
-	// to take effect (see probe.HoldRxTimestamps).
+	// to take effect (see engine.HoldRxTimestamps).
 	rxStampWait = 200 * time.Millisecond
 	// TrimmedKeepPct is the share of round trips rtt_trimmed_mean_ms
 	// keeps (the lowest), as IETF responsiveness trims its probes.
@@ -227,17 +228,17 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		}
 	}
 	// rtt_ms needs kernel receive timestamps from the first transaction.
-	defer probe.HoldRxTimestamps(rxStampWait)()
-	cl, err := probe.DialWithKey(ctx, spec, probe.SockOpts{TOS: cfg.tos, RecvTstamp: true}, env.TestKey)
+	defer engine.HoldRxTimestamps(rxStampWait)()
+	cl, err := engine.DialWithKey(ctx, spec, engine.SockOpts{TOS: cfg.tos, RecvTstamp: true}, env.TestKey)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	if _, err := cl.Ctrl.Expect(ctx, probe.MsgReady); err != nil {
+	if _, err := cl.Ctrl.Expect(ctx, engine.MsgReady); err != nil {
 		return nil, fmt.Errorf("rr %s to %s: waiting for the responder: %w", cfg.proto, spec.Target, err)
 	}
 	var t *tally
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	switch cfg.proto {
 	case ProtoUDP:
 		t, err = runUDP(ctx, cfg, spec, cl)
@@ -247,14 +248,14 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	if err != nil {
 		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)
 	}
-	clientCPU := probe.CPUPercent(cpu0, probe.SampleCPU())
+	clientCPU := engine.CPUPercent(cpu0, engine.SampleCPU())
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	var end endResult
-	if err := cl.Ctrl.Send(ectx, probe.Message{Type: probe.MsgStop}); err != nil {
+	if err := cl.Ctrl.Send(ectx, engine.Message{Type: engine.MsgStop}); err != nil {
 		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)
 	}
-	m, err := cl.Ctrl.Expect(ectx, probe.MsgResult)
+	m, err := cl.Ctrl.Expect(ectx, engine.MsgResult)
 	if err != nil {
 		return nil, fmt.Errorf("rr %s to %s: final counters: %w", cfg.proto, spec.Target, err)
 	}

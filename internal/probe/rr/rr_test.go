@@ -18,6 +18,7 @@ import (
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 )
 
@@ -297,7 +298,7 @@ type spy struct {
 	seen []string
 }
 
-func (s *spy) Serve(ctx context.Context, sess *probe.Session) error {
+func (s *spy) Serve(ctx context.Context, sess *engine.Session) error {
 	s.mu.Lock()
 	s.seen = append(s.seen, sess.Remote.String())
 	s.mu.Unlock()
@@ -423,7 +424,7 @@ func TestFailures(t *testing.T) {
 func TestResponderKilled(t *testing.T) {
 	for _, p := range protos {
 		t.Run(p, func(t *testing.T) {
-			r := probe.NewResponder(nil, Handler{})
+			r := engine.NewResponder(nil, Handler{})
 			if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}

@@ -10,31 +10,31 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // udpServer answers a UDP rr session. The first requests arrive on the
 // responder's shared socket and are answered from there (udpReflector);
 // the first one also opens the session's own socket on the same port,
-// connected to the client (probe.Session.PeerSocket), and from then on a
+// connected to the client (engine.Session.PeerSocket), and from then on a
 // locked thread answers on it with blocking system calls, outside Go's
 // poller, the way the TCP rr connection is served (serveInThread). Where
 // the responder cannot give the session a socket, the shared socket keeps
 // answering.
 type udpServer struct {
-	s      *probe.Session
+	s      *engine.Session
 	cfg    config
 	served *atomic.Int64
 	delay  time.Duration
-	peer   *probe.PeerLoop
+	peer   *engine.PeerLoop
 	// bySession counts the transactions the session socket answered.
 	bySession atomic.Int64
 }
 
-func newUDPServer(ctx context.Context, s *probe.Session, cfg config, served *atomic.Int64, delay time.Duration) *udpServer {
+func newUDPServer(ctx context.Context, s *engine.Session, cfg config, served *atomic.Int64, delay time.Duration) *udpServer {
 	u := &udpServer{s: s, cfg: cfg, served: served, delay: delay}
-	u.peer = probe.NewPeerLoop(ctx, s, probe.SockOpts{TOS: cfg.tos, RecvTOS: true, RecvTstamp: true}, u.serve)
+	u.peer = engine.NewPeerLoop(ctx, s, engine.SockOpts{TOS: cfg.tos, RecvTOS: true, RecvTstamp: true}, u.serve)
 	return u
 }
 
@@ -52,17 +52,17 @@ func (u *udpServer) sharedOnly() string {
 
 // reflector answers requests that reach the shared socket, from the
 // responder's UDP reader goroutine, into one reused buffer.
-func (u *udpServer) reflector() probe.PacketFunc {
+func (u *udpServer) reflector() engine.PacketFunc {
 	buf := make([]byte, 64<<10)
 	clk := newWallClock()
-	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
-		h, ok := probe.ParsePacketHeader(pkt)
-		if !ok || h.Type != probe.PacketRRRequest || len(pkt) < probe.PacketHeaderLen+bodyLen {
+	return func(pkt []byte, from netip.AddrPort, rx engine.RxInfo) {
+		h, ok := engine.ParsePacketHeader(pkt)
+		if !ok || h.Type != engine.PacketRRRequest || len(pkt) < engine.PacketHeaderLen+bodyLen {
 			return
 		}
 		n := copy(buf, pkt)
-		buf[2] = probe.PacketRRResponse
-		body(buf[probe.PacketHeaderLen:n]).stampReply(clk, rx.KernelNs, rx.TOS, rx.TOSOK, u.delay)
+		buf[2] = engine.PacketRRResponse
+		body(buf[engine.PacketHeaderLen:n]).stampReply(clk, rx.KernelNs, rx.TOS, rx.TOSOK, u.delay)
 		if err := u.s.WriteTo(buf[:n], from); err != nil {
 			u.s.Log.Debug("rr reply", "to", from, "err", err)
 			return
@@ -79,7 +79,7 @@ func (u *udpServer) serve(fd int, ended *atomic.Bool) error {
 	if err := setTimeouts(fd, pollWait); err != nil {
 		return err
 	}
-	buf := make([]byte, u.cfg.size+probe.PacketHeaderLen+64)
+	buf := make([]byte, u.cfg.size+engine.PacketHeaderLen+64)
 	var (
 		msg unix.Msghdr
 		iov unix.Iovec
@@ -108,13 +108,13 @@ func (u *udpServer) serve(fd int, ended *atomic.Bool) error {
 			return e
 		}
 		n := int(nn)
-		h, ok := probe.ParsePacketHeader(buf[:n])
-		if !ok || h.Type != probe.PacketRRRequest || h.Session != session || n < probe.PacketHeaderLen+bodyLen {
+		h, ok := engine.ParsePacketHeader(buf[:n])
+		if !ok || h.Type != engine.PacketRRRequest || h.Session != session || n < engine.PacketHeaderLen+bodyLen {
 			continue
 		}
 		m := udpio.ParseCmsgs(oob[:msg.Controllen])
-		buf[2] = probe.PacketRRResponse
-		body(buf[probe.PacketHeaderLen:n]).stampReply(clk, m.KernelNs, m.TOS, m.TOSOK, u.delay)
+		buf[2] = engine.PacketRRResponse
+		body(buf[engine.PacketHeaderLen:n]).stampReply(clk, m.KernelNs, m.TOS, m.TOSOK, u.delay)
 		// One raw non-blocking send: a datagram is sent whole or not at
 		// all, and a reply that finds the send buffer full is lost like
 		// one dropped on the way (no Go system-call bookkeeping for a call

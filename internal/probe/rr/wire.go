@@ -8,7 +8,7 @@ import (
 )
 
 // Transaction layout. A UDP request or response is the 12-byte
-// probe.PacketHeader followed by the body; a TCP one is the body alone.
+// engine.PacketHeader followed by the body; a TCP one is the body alone.
 // Body: sequence number (8 bytes), the responder's kernel receive time of
 // the request (8, ns since the epoch), its clock right before the reply's
 // write (8), the TOS the responder saw on the request (1), flags (1), then

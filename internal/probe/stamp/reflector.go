@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Reflector limits.
@@ -345,12 +345,12 @@ func (r *Reflector) signTLVs(out []byte, base int) {
 }
 
 // Unclaimed returns the handler that reflects the STAMP test packets a cnperf
-// responder receives on its shared UDP port (probe.Responder.HandleUnclaimed).
+// responder receives on its shared UDP port (engine.Responder.HandleUnclaimed).
 // The responder's kernel does not report the TTL there, so Ses-Sender TTL
 // is 0 in those replies; the reflector's own port (Listen) reports it.
-func (r *Reflector) Unclaimed() probe.UnclaimedFunc {
+func (r *Reflector) Unclaimed() engine.UnclaimedFunc {
 	out := make([]byte, maxPacket) // the responder's reader calls one at a time
-	return func(pkt []byte, from netip.AddrPort, rx probe.RxInfo, reply func([]byte, int) error) {
+	return func(pkt []byte, from netip.AddrPort, rx engine.RxInfo, reply func([]byte, int) error) {
 		if len(pkt) > maxPacket {
 			r.dropped.Add(1)
 			return

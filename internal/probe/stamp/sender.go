@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Sender defaults and limits.
@@ -23,7 +24,7 @@ const (
 	MaxSize         = 8900
 	maxCount        = 10_000_000
 	// rxStampWait bounds the wait for kernel receive time-stamping to be
-	// in effect (probe.HoldRxTimestamps).
+	// in effect (engine.HoldRxTimestamps).
 	rxStampWait = 200 * time.Millisecond
 )
 
@@ -200,7 +201,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		return nil, fmt.Errorf("invalid stamp probe: %w", err)
 	}
 	started := env.Clock()()
-	defer probe.HoldRxTimestamps(rxStampWait)()
+	defer engine.HoldRxTimestamps(rxStampWait)()
 	conn, err := dial(ctx, spec, cfg)
 	if err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 }
 
 func dial(ctx context.Context, spec probe.Spec, cfg config) (*net.UDPConn, error) {
-	d := net.Dialer{Timeout: cfg.timeout, Control: probe.SockOpts{TOS: cfg.tos, RecvTOS: true, RecvTstamp: true}.Control()}
+	d := net.Dialer{Timeout: cfg.timeout, Control: engine.SockOpts{TOS: cfg.tos, RecvTOS: true, RecvTstamp: true}.Control()}
 	if spec.Source != "" {
 		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source)}
 	}

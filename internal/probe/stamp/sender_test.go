@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
 )
 
@@ -110,7 +111,7 @@ func TestSenderAgainstReflector(t *testing.T) {
 // cnperf's own datagrams and iperf3's (whose server claims only its own).
 func TestThroughResponder(t *testing.T) {
 	refl, _ := NewReflector(ReflectorOptions{})
-	resp := probe.NewResponder(nil, iperf3wire.NewServer())
+	resp := engine.NewResponder(nil, iperf3wire.NewServer())
 	resp.HandleUnclaimed(refl.Unclaimed())
 	if err := resp.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 		t.Fatal(err)

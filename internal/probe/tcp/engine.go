@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Defaults and limits.
@@ -29,7 +30,7 @@ const (
 	grace = 5 * time.Second
 )
 
-// Control message types of the tcp kind (besides probe.MsgStart, MsgStop,
+// Control message types of the tcp kind (besides engine.MsgStart, MsgStop,
 // MsgResult).
 const (
 	msgGo       = "go"       // responder → client: data connections accepted, the clock starts
@@ -157,7 +158,7 @@ type side struct {
 	cfg      config
 	t0       time.Time
 	hard     time.Time // nothing may block past this
-	cpu0     probe.CPUSample
+	cpu0     engine.CPUSample
 	onSample func(sample)
 
 	stop     atomic.Bool   // ask writers to stop early
@@ -171,7 +172,7 @@ type side struct {
 
 func newSide(conns []net.Conn, sender bool, cfg config, t0 time.Time, onSample func(sample)) *side {
 	return &side{conns: conns, ctr: make([]counter, len(conns)), sender: sender, cfg: cfg,
-		t0: t0, hard: t0.Add(cfg.duration + grace), cpu0: probe.SampleCPU(), onSample: onSample,
+		t0: t0, hard: t0.Add(cfg.duration + grace), cpu0: engine.SampleCPU(), onSample: onSample,
 		doneCh: make(chan struct{})}
 }
 
@@ -386,19 +387,19 @@ func (s *side) wait(ctx context.Context) error {
 
 // finish closes the write side (sender) and returns this side's figures.
 func (s *side) finish() sideResult {
-	cpu1 := probe.SampleCPU()
+	cpu1 := engine.SampleCPU()
 	s.mu.Lock()
 	last := s.lastEnd
 	s.mu.Unlock()
 	if last.IsZero() {
 		last = time.Now()
 	}
-	cpu := probe.CPUUseBetween(s.cpu0, cpu1)
+	cpu := engine.CPUUseBetween(s.cpu0, cpu1)
 	r := sideResult{Bytes: make([]int64, len(s.conns)), ElapsedS: last.Sub(s.t0).Seconds(),
 		CPUPct: cpu.Pct, CPUUserPct: probe.Float(cpu.UserPct), CPUSystemPct: probe.Float(cpu.SystemPct)}
 	if len(s.conns) > 0 {
 		if sc, ok := s.conns[0].(syscall.Conn); ok {
-			r.Congestion = probe.ConnCongestion(sc)
+			r.Congestion = engine.ConnCongestion(sc)
 		}
 	}
 	for i := range s.ctr {

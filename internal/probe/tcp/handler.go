@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Handler is the responder side of the tcp probe. It never opens sockets:
@@ -20,7 +21,7 @@ func (Handler) Kind() string { return probe.KindTCP }
 
 // Serve runs one test: it accepts the data connections, waits for the
 // client's start, then receives (or sends, in reverse mode) and reports.
-func (Handler) Serve(ctx context.Context, s *probe.Session) error {
+func (Handler) Serve(ctx context.Context, s *engine.Session) error {
 	cfg, err := validate(s.Spec)
 	if err != nil {
 		return fmt.Errorf("invalid tcp probe: %w", err)
@@ -59,10 +60,10 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 			}
 		}
 	}
-	if _, err := s.Ctrl.Expect(sctx, probe.MsgStart); err != nil {
+	if _, err := s.Ctrl.Expect(sctx, engine.MsgStart); err != nil {
 		return fmt.Errorf("wait for start: %w", err)
 	}
-	if err := s.Ctrl.Send(sctx, probe.Message{Type: msgGo}); err != nil {
+	if err := s.Ctrl.Send(sctx, engine.Message{Type: msgGo}); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -72,7 +73,7 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 	sd := newSide(conns, cfg.reverse, cfg, t0, func(smp sample) {
 		b, err := json.Marshal(smp)
 		if err == nil {
-			err = s.Ctrl.Send(rctx, probe.Message{Type: msgInterval, Data: b})
+			err = s.Ctrl.Send(rctx, engine.Message{Type: msgInterval, Data: b})
 		}
 		if err != nil {
 			s.Log.Debug("send interval sample", "err", err)
@@ -82,8 +83,8 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 	stopCh := make(chan error, 1)
 	go func() {
 		m, err := s.Ctrl.RecvNoDeadline(rctx)
-		if err == nil && m.Type != probe.MsgStop {
-			err = fmt.Errorf("control protocol: want %q, got %q", probe.MsgStop, m.Type)
+		if err == nil && m.Type != engine.MsgStop {
+			err = fmt.Errorf("control protocol: want %q, got %q", engine.MsgStop, m.Type)
 		}
 		stopCh <- err
 	}()
@@ -127,5 +128,5 @@ func (Handler) Serve(ctx context.Context, s *probe.Session) error {
 	}
 	fctx, fcancel := context.WithTimeout(ctx, grace)
 	defer fcancel()
-	return s.Ctrl.Send(fctx, probe.Message{Type: probe.MsgResult, Data: b})
+	return s.Ctrl.Send(fctx, engine.Message{Type: engine.MsgResult, Data: b})
 }

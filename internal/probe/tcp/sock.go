@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // rawConn returns c's syscall.RawConn, or an error for non-socket conns.
@@ -178,6 +178,6 @@ func setCongestion(c net.Conn, name string) error {
 		return err
 	}
 	var opErr error
-	err = rc.Control(func(fd uintptr) { opErr = probe.SockOpts{Congestion: name}.Apply(int(fd), false) })
+	err = rc.Control(func(fd uintptr) { opErr = engine.SockOpts{Congestion: name}.Apply(int(fd), false) })
 	return errors.Join(err, opErr)
 }

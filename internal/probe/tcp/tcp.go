@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // Prober is the client side of the tcp probe.
@@ -68,11 +69,11 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	}
 	log := env.Log().With("probe", probe.KindTCP, "dst", spec.Target)
 	started := env.Clock()()
-	opts := probe.SockOpts{TOS: cfg.tos, WindowBytes: cfg.window, MSS: cfg.mss}
+	opts := engine.SockOpts{TOS: cfg.tos, WindowBytes: cfg.window, MSS: cfg.mss}
 	if !cfg.reverse {
 		opts.Congestion = cfg.congestion // this side sends
 	}
-	cl, err := probe.DialWithKey(ctx, spec, opts, env.TestKey)
+	cl, err := engine.DialWithKey(ctx, spec, opts, env.TestKey)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	err = cl.Ctrl.Send(sctx, probe.Message{Type: probe.MsgStart})
+	err = cl.Ctrl.Send(sctx, engine.Message{Type: engine.MsgStart})
 	if err == nil {
 		_, err = cl.Ctrl.Expect(sctx, msgGo)
 	}
@@ -154,7 +155,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	if interrupted {
 		waitCtx = stopCtx
 	}
-	stopErr := cl.Ctrl.Send(stopCtx, probe.Message{Type: probe.MsgStop})
+	stopErr := cl.Ctrl.Send(stopCtx, engine.Message{Type: engine.MsgStop})
 	if streamErr != nil {
 		return nil, fmt.Errorf("tcp test to %s: %w", spec.Target, streamErr)
 	}
@@ -190,7 +191,7 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 }
 
 // readControl reads the responder's interval samples until its result.
-func readControl(ctx context.Context, ctrl *probe.ControlConn, mg *merger) ctrlEvent {
+func readControl(ctx context.Context, ctrl *engine.ControlConn, mg *merger) ctrlEvent {
 	for {
 		m, err := ctrl.RecvNoDeadline(ctx)
 		if err != nil {
@@ -203,7 +204,7 @@ func readControl(ctx context.Context, ctrl *probe.ControlConn, mg *merger) ctrlE
 				return ctrlEvent{err: fmt.Errorf("decode interval sample: %w", err)}
 			}
 			mg.add(s)
-		case probe.MsgResult:
+		case engine.MsgResult:
 			var r sideResult
 			if err := json.Unmarshal(m.Data, &r); err != nil {
 				return ctrlEvent{err: fmt.Errorf("decode result: %w", err)}

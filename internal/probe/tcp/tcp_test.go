@@ -12,6 +12,7 @@ import (
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 )
 
@@ -242,7 +243,7 @@ func TestResponderKilled(t *testing.T) {
 	for _, reverse := range []bool{false, true} {
 		name := map[bool]string{false: "forward", true: "reverse"}[reverse]
 		t.Run(name, func(t *testing.T) {
-			r := probe.NewResponder(nil, Handler{})
+			r := engine.NewResponder(nil, Handler{})
 			if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}

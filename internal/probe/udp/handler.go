@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
@@ -59,14 +60,14 @@ func NewHandler() *Handler { return &Handler{} }
 func (h *Handler) Kind() string { return probe.KindUDP }
 
 // Serve runs one udp session.
-func (h *Handler) Serve(ctx context.Context, s *probe.Session) error {
+func (h *Handler) Serve(ctx context.Context, s *engine.Session) error {
 	if err := Validate(s.Spec); err != nil {
 		return fmt.Errorf("invalid udp probe: %w", err)
 	}
 	spec := withDefaults(s.Spec)
-	timeout := spec.TimeoutOr(probe.DefaultControlTimeout)
+	timeout := spec.TimeoutOr(engine.DefaultControlTimeout)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
-	m, err := s.Ctrl.Expect(wctx, probe.MsgStart)
+	m, err := s.Ctrl.Expect(wctx, engine.MsgStart)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("wait for start: %w", err)
@@ -87,19 +88,19 @@ func (h *Handler) Serve(ctx context.Context, s *probe.Session) error {
 // the totals at the end, on the control connection and as datagrams to the
 // client's data socket. It ends on the sender's stop or, when the stop has
 // not come stopGrace after the planned end, on its own.
-func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe.Spec, sd startData) error {
+func (h *Handler) serveReceive(ctx context.Context, s *engine.Session, spec probe.Spec, sd startData) error {
 	rx := newReceiver(s.ID, sd, spec, time.Now)
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	var client atomic.Pointer[netip.AddrPort] // where the data comes from
-	account := func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
+	account := func(pkt []byte, from netip.AddrPort, info engine.RxInfo) {
 		if p := client.Load(); p == nil || *p != from {
 			client.Store(&from)
 		}
 		rx.add(pkt, info.TOS, info.TOSOK, info.KernelNs, info.Drops, info.DropsOK)
 	}
-	fn := func(pkt []byte, from netip.AddrPort, info probe.RxInfo) { account(pkt, from, info) }
+	fn := func(pkt []byte, from netip.AddrPort, info engine.RxInfo) { account(pkt, from, info) }
 	if h.rxHook != nil {
-		fn = func(pkt []byte, from netip.AddrPort, info probe.RxInfo) {
+		fn = func(pkt []byte, from netip.AddrPort, info engine.RxInfo) {
 			h.rxHook(pkt, func(b []byte) { account(b, from, info) })
 		}
 	}
@@ -111,7 +112,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 			s.Log.Debug("udp: receiving on the shared socket", "err", err)
 		}
 	}
-	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
+	if err := s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart}); err != nil {
 		return err
 	}
 	// Live interval reports.
@@ -127,7 +128,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 				return
 			case now := <-t.C:
 				b, _ := json.Marshal(rx.tick(now))
-				if err := s.Ctrl.Send(tctx, probe.Message{Type: msgInterval, Data: b}); err != nil {
+				if err := s.Ctrl.Send(tctx, engine.Message{Type: msgInterval, Data: b}); err != nil {
 					return
 				}
 			}
@@ -138,7 +139,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	var notes []string
 	sent := int64(math.MaxInt64) // unknown until the stop comes
 	wctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+stopGrace)
-	m, err := s.Ctrl.Expect(wctx, probe.MsgStop)
+	m, err := s.Ctrl.Expect(wctx, engine.MsgStop)
 	timedOut := wctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)
 	cancel()
 	switch {
@@ -167,7 +168,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	if mode == "" {
 		mode = s.UDPReadMode()
 	}
-	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	use := engine.CPUUseBetween(cpu0, engine.SampleCPU())
 	rep := rx.report(end, use.Pct, mode)
 	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	rep.Notes = append(rep.Notes, notes...)
@@ -194,7 +195,7 @@ func (h *Handler) serveReceive(ctx context.Context, s *probe.Session, spec probe
 	}
 	sctx, scancel := context.WithTimeout(ctx, drainMax)
 	defer scancel()
-	if err := s.Ctrl.Send(sctx, probe.Message{Type: probe.MsgResult, Data: b}); err != nil && !dgram {
+	if err := s.Ctrl.Send(sctx, engine.Message{Type: engine.MsgResult, Data: b}); err != nil && !dgram {
 		return err
 	}
 	return nil
@@ -226,7 +227,7 @@ func drain(ctx context.Context, rx *receiver, sent int64) time.Time {
 }
 
 // serveSend sends to the client (reverse mode) from the shared UDP port.
-func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Spec, timeout time.Duration) error {
+func (h *Handler) serveSend(ctx context.Context, s *engine.Session, spec probe.Spec, timeout time.Duration) error {
 	// Data goes only to an address the client proved is its own.
 	to, err := awaitReturnAddress(ctx, s, min(timeout, helloWait))
 	if err != nil {
@@ -240,7 +241,7 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 	if err != nil {
 		return fmt.Errorf("udp sender to %s: %w", to, err)
 	}
-	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart}); err != nil {
+	if err := s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart}); err != nil {
 		return err
 	}
 	// The client may give up (or vanish) while this side sends.
@@ -250,7 +251,7 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 	go func() {
 		rctx, rcancel := context.WithTimeout(ctx, spec.Duration.D()+slack+drainMax)
 		defer rcancel()
-		_, err := s.Ctrl.Expect(rctx, probe.MsgStop)
+		_, err := s.Ctrl.Expect(rctx, engine.MsgStop)
 		cancel()
 		clientMsg <- err
 	}()
@@ -271,7 +272,7 @@ func (h *Handler) serveSend(ctx context.Context, s *probe.Session, spec probe.Sp
 	if err != nil {
 		return fmt.Errorf("encode stop message: %w", err)
 	}
-	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
+	if err := s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop, Data: b}); err != nil {
 		return err
 	}
 	// Keep the session until the client has counted what is in flight.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
@@ -66,14 +67,14 @@ func cookieFor(secret []byte, to netip.AddrPort) []byte {
 
 // awaitReturnAddress runs the responder's side of the handshake and
 // returns the address proven to be the client's.
-func awaitReturnAddress(ctx context.Context, s *probe.Session, wait time.Duration) (netip.AddrPort, error) {
+func awaitReturnAddress(ctx context.Context, s *engine.Session, wait time.Duration) (netip.AddrPort, error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return netip.AddrPort{}, fmt.Errorf("udp cookie secret: %w", err)
 	}
 	hellos := make(chan netip.AddrPort, 16)
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ probe.RxInfo) {
-		if len(pkt) >= probe.PacketHeaderLen && pkt[2] == probe.PacketUDPData && pkt[3]&FlagHello != 0 {
+	s.HandlePackets(func(pkt []byte, from netip.AddrPort, _ engine.RxInfo) {
+		if len(pkt) >= engine.PacketHeaderLen && pkt[2] == engine.PacketUDPData && pkt[3]&FlagHello != 0 {
 			select {
 			case hellos <- from:
 			default: // a flood of hellos: the client repeats them anyway
@@ -105,8 +106,8 @@ func awaitReturnAddress(ctx context.Context, s *probe.Session, wait time.Duratio
 	defer wg.Wait() // the control connection is the caller's again after this
 	candidates := map[netip.AddrPort]bool{}
 	sends := 0
-	pkt := make([]byte, probe.PacketHeaderLen+CookieLen)
-	probe.PacketHeader{Type: probe.PacketUDPData, Flags: FlagCookie, Session: s.ID}.Put(pkt)
+	pkt := make([]byte, engine.PacketHeaderLen+CookieLen)
+	engine.PacketHeader{Type: engine.PacketUDPData, Flags: FlagCookie, Session: s.ID}.Put(pkt)
 	for {
 		select {
 		case from := <-hellos:
@@ -120,7 +121,7 @@ func awaitReturnAddress(ctx context.Context, s *probe.Session, wait time.Duratio
 				continue
 			}
 			sends++
-			copy(pkt[probe.PacketHeaderLen:], cookieFor(secret, from))
+			copy(pkt[engine.PacketHeaderLen:], cookieFor(secret, from))
 			_ = s.WriteTo(pkt, from)
 		case e := <-echo:
 			if e.err != nil {
@@ -164,9 +165,9 @@ func addrList(m map[netip.AddrPort]bool) string {
 // startReverse is the client's side: it asks the responder to start,
 // sends hellos from conn until a cookie comes back, echoes it on the
 // control connection and waits for the responder's go-ahead.
-func startReverse(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData) error {
+func startReverse(ctx context.Context, cli *engine.Client, conn *net.UDPConn, spec probe.Spec, sd startData) error {
 	b, _ := json.Marshal(sd)
-	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: b}); err != nil {
+	if err := cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart, Data: b}); err != nil {
 		return err
 	}
 	hctx, stop := context.WithCancel(ctx)
@@ -197,17 +198,17 @@ func startReverse(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spe
 				}
 				return
 			}
-			h, ok := probe.ParsePacketHeader(buf[:n])
-			if !ok || h.Session != cli.Session || h.Flags&FlagCookie == 0 || n < probe.PacketHeaderLen+CookieLen {
+			h, ok := engine.ParsePacketHeader(buf[:n])
+			if !ok || h.Session != cli.Session || h.Flags&FlagCookie == 0 || n < engine.PacketHeaderLen+CookieLen {
 				continue
 			}
-			text, _ := json.Marshal(hex.EncodeToString(buf[probe.PacketHeaderLen : probe.PacketHeaderLen+CookieLen]))
-			_ = cli.Ctrl.Send(ctx, probe.Message{Type: msgCookie, Data: text})
+			text, _ := json.Marshal(hex.EncodeToString(buf[engine.PacketHeaderLen : engine.PacketHeaderLen+CookieLen]))
+			_ = cli.Ctrl.Send(ctx, engine.Message{Type: msgCookie, Data: text})
 			return
 		}
 	})
-	wctx, cancel := context.WithTimeout(ctx, spec.TimeoutOr(probe.DefaultControlTimeout))
-	_, err := cli.Ctrl.Expect(wctx, probe.MsgStart)
+	wctx, cancel := context.WithTimeout(ctx, spec.TimeoutOr(engine.DefaultControlTimeout))
+	_, err := cli.Ctrl.Expect(wctx, engine.MsgStart)
 	cancel()
 	stop()
 	wg.Wait()

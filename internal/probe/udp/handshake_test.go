@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 )
 
@@ -53,13 +54,13 @@ func TestReverseSpoofedHello(t *testing.T) {
 			defer own.Close()
 			spec := probe.Spec{Kind: probe.KindUDP, Target: addr, Reverse: true, Duration: probe.Duration(300 * time.Millisecond),
 				RateBps: rate(10_000_000), Timeout: probe.Duration(2 * time.Second)}
-			cli, err := probe.Dial(ctx, spec, probe.SockOpts{})
+			cli, err := engine.Dial(ctx, spec, engine.SockOpts{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cli.Close()
 			sd, _ := json.Marshal(startData{})
-			if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: sd}); err != nil {
+			if err := cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart, Data: sd}); err != nil {
 				t.Fatal(err)
 			}
 			hello := make([]byte, HeaderLen)
@@ -74,7 +75,7 @@ func TestReverseSpoofedHello(t *testing.T) {
 			switch c.echo {
 			case "guess":
 				b, _ := json.Marshal(hex.EncodeToString(make([]byte, CookieLen)))
-				_ = cli.Ctrl.Send(ctx, probe.Message{Type: msgCookie, Data: b})
+				_ = cli.Ctrl.Send(ctx, engine.Message{Type: msgCookie, Data: b})
 			case "own":
 				if _, err := own.WriteToUDP(hello, raddr); err != nil {
 					t.Fatal(err)
@@ -82,15 +83,15 @@ func TestReverseSpoofedHello(t *testing.T) {
 				buf := make([]byte, 2048)
 				_ = own.SetReadDeadline(time.Now().Add(5 * time.Second))
 				n, err := own.Read(buf)
-				if err != nil || n != probe.PacketHeaderLen+CookieLen || buf[3]&FlagCookie == 0 {
+				if err != nil || n != engine.PacketHeaderLen+CookieLen || buf[3]&FlagCookie == 0 {
 					t.Fatalf("no cookie at the client's own address: %d bytes, %v", n, err)
 				}
-				b, _ := json.Marshal(hex.EncodeToString(buf[probe.PacketHeaderLen:n]))
-				_ = cli.Ctrl.Send(ctx, probe.Message{Type: msgCookie, Data: b})
+				b, _ := json.Marshal(hex.EncodeToString(buf[engine.PacketHeaderLen:n]))
+				_ = cli.Ctrl.Send(ctx, engine.Message{Type: msgCookie, Data: b})
 			}
-			m, err := cli.Ctrl.Expect(ctx, probe.MsgStart)
+			m, err := cli.Ctrl.Expect(ctx, engine.MsgStart)
 			if c.wantErr != "" {
-				var re *probe.RemoteError
+				var re *engine.RemoteError
 				if !errors.As(err, &re) || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("got %+v, %v; want the responder's refusal with %q", m, err, c.wantErr)
 				}
@@ -156,16 +157,16 @@ func TestForwardResultNotToForgedSource(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	spec := probe.Spec{Kind: probe.KindUDP, Target: addr, Duration: probe.Duration(200 * time.Millisecond), RateBps: rate(1_000_000)}
-	cli, err := probe.DialWithKey(ctx, spec, probe.SockOpts{}, "")
+	cli, err := engine.DialWithKey(ctx, spec, engine.SockOpts{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	sd, _ := json.Marshal(startData{})
-	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: sd}); err != nil {
+	if err := cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart, Data: sd}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Ctrl.Expect(ctx, probe.MsgStart); err != nil {
+	if _, err := cli.Ctrl.Expect(ctx, engine.MsgStart); err != nil {
 		t.Fatal(err)
 	}
 	pkt := make([]byte, 200)
@@ -175,11 +176,11 @@ func TestForwardResultNotToForgedSource(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	tx, _ := json.Marshal(txReport{Sent: 1, Bytes: 200, DurationNs: int64(200 * time.Millisecond)})
-	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop, Data: tx}); err != nil {
+	if err := cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop, Data: tx}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		m, err := cli.Ctrl.Expect(ctx, probe.MsgResult)
+		m, err := cli.Ctrl.Expect(ctx, engine.MsgResult)
 		if err == nil {
 			break
 		}

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
@@ -24,7 +24,7 @@ import (
 // 10 Mbit/s they were most of what cnperf's sender spent beyond iperf3's
 // (docs/probes.md, "UDP at 10M"). So, as for rr, a receiving test gets a
 // socket of the session's own on the responder's port, connected to the
-// client's data socket (probe.Session.PeerSocket), which a locked thread
+// client's data socket (engine.Session.PeerSocket), which a locked thread
 // reads with blocking system calls outside Go's poller: one wake-up per
 // datagram, as iperf3's server has.
 //
@@ -42,17 +42,17 @@ const ownPollWait = 50 * time.Millisecond
 // ownSocket reads a receiving test's datagrams from the session's own
 // socket once opened.
 type ownSocket struct {
-	s       *probe.Session
-	deliver func(pkt []byte, from netip.AddrPort, info probe.RxInfo)
+	s       *engine.Session
+	deliver func(pkt []byte, from netip.AddrPort, info engine.RxInfo)
 	drops   func(uint32)
 	counted *atomic.Int64 // datagrams read from the session's socket
-	peer    *probe.PeerLoop
+	peer    *engine.PeerLoop
 	mode    atomic.Value // string: how the session's socket is read
 }
 
-func newOwnSocket(ctx context.Context, s *probe.Session, deliver func([]byte, netip.AddrPort, probe.RxInfo), drops func(uint32), counted *atomic.Int64) *ownSocket {
+func newOwnSocket(ctx context.Context, s *engine.Session, deliver func([]byte, netip.AddrPort, engine.RxInfo), drops func(uint32), counted *atomic.Int64) *ownSocket {
 	o := &ownSocket{s: s, deliver: deliver, drops: drops, counted: counted}
-	o.peer = probe.NewPeerLoop(ctx, s, probe.SockOpts{RecvTOS: true, RecvTstamp: true}, o.read)
+	o.peer = engine.NewPeerLoop(ctx, s, engine.SockOpts{RecvTOS: true, RecvTstamp: true}, o.read)
 	return o
 }
 
@@ -83,10 +83,10 @@ func (o *ownSocket) read(fd int, ended *atomic.Bool) error {
 	var drops uint32
 	var dropsOK bool
 	deliver := func(pkt []byte, from netip.AddrPort, m *udpio.Meta) {
-		if h, ok := probe.ParsePacketHeader(pkt); !ok || h.Session != session {
+		if h, ok := engine.ParsePacketHeader(pkt); !ok || h.Session != session {
 			return
 		}
-		o.deliver(pkt, from, probe.RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs})
+		o.deliver(pkt, from, engine.RxInfo{TOS: m.TOS, TOSOK: m.TOSOK, KernelNs: m.KernelNs})
 		drops, dropsOK = m.Drops, m.DropsOK || dropsOK
 	}
 	for !ended.Load() {

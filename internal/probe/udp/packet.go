@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // HeaderLen is the smallest udp probe datagram: the 12-byte packet header,
 // the sequence number and the send timestamp.
-const HeaderLen = probe.PacketHeaderLen + 8 + 8
+const HeaderLen = engine.PacketHeaderLen + 8 + 8
 
 // Flags in the packet header.
 const (
@@ -39,29 +39,29 @@ const maxResultDatagram = 60000
 // half-gigabyte queue) can hold the client's stop and the acknowledgements
 // of the control connection for minutes behind the flood; the result
 // travels the other way, and a datagram needs no acknowledgement.
-func resultDatagram(session probe.SessionID, rep []byte) []byte {
-	if probe.PacketHeaderLen+len(rep) > maxResultDatagram {
+func resultDatagram(session engine.SessionID, rep []byte) []byte {
+	if engine.PacketHeaderLen+len(rep) > maxResultDatagram {
 		return nil
 	}
-	b := make([]byte, probe.PacketHeaderLen+len(rep))
-	probe.PacketHeader{Type: probe.PacketUDPData, Flags: FlagResult, Session: session}.Put(b)
-	copy(b[probe.PacketHeaderLen:], rep)
+	b := make([]byte, engine.PacketHeaderLen+len(rep))
+	engine.PacketHeader{Type: engine.PacketUDPData, Flags: FlagResult, Session: session}.Put(b)
+	copy(b[engine.PacketHeaderLen:], rep)
 	return b
 }
 
 // parseResultDatagram returns the JSON of a result datagram of session.
-func parseResultDatagram(session probe.SessionID, b []byte) ([]byte, bool) {
-	h, ok := probe.ParsePacketHeader(b)
-	if !ok || h.Type != probe.PacketUDPData || h.Flags&FlagResult == 0 || h.Session != session {
+func parseResultDatagram(session engine.SessionID, b []byte) ([]byte, bool) {
+	h, ok := engine.ParsePacketHeader(b)
+	if !ok || h.Type != engine.PacketUDPData || h.Flags&FlagResult == 0 || h.Session != session {
 		return nil, false
 	}
-	return b[probe.PacketHeaderLen:], true
+	return b[engine.PacketHeaderLen:], true
 }
 
 // Packet is the fixed part of a udp probe datagram; padding follows it up to
 // the configured size.
 type Packet struct {
-	Session probe.SessionID
+	Session engine.SessionID
 	Flags   uint8
 	Seq     uint64
 	SentNs  int64 // send time, ns since the epoch on the sender's clock
@@ -69,7 +69,7 @@ type Packet struct {
 
 // Put writes p into the first HeaderLen bytes of b.
 func (p Packet) Put(b []byte) {
-	probe.PacketHeader{Type: probe.PacketUDPData, Flags: p.Flags, Session: p.Session}.Put(b)
+	engine.PacketHeader{Type: engine.PacketUDPData, Flags: p.Flags, Session: p.Session}.Put(b)
 	putSeqTime(b, p.Seq, p.SentNs)
 }
 
@@ -82,11 +82,11 @@ func putSeqTime(b []byte, seq uint64, sentNs int64) {
 
 // ParsePacket reads a udp probe datagram.
 func ParsePacket(b []byte) (Packet, error) {
-	h, ok := probe.ParsePacketHeader(b)
+	h, ok := engine.ParsePacketHeader(b)
 	if !ok {
 		return Packet{}, fmt.Errorf("not a cnperf datagram (%d bytes)", len(b))
 	}
-	if h.Type != probe.PacketUDPData {
+	if h.Type != engine.PacketUDPData {
 		return Packet{}, fmt.Errorf("datagram type %d is not udp probe data", h.Type)
 	}
 	if len(b) < HeaderLen {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 	"github.com/cnperf/cnperf/internal/stats"
 )
@@ -52,10 +53,10 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	}
 	spec = withDefaults(spec)
 	log := env.Log().With("probe", probe.KindUDP, "dst", spec.Target)
-	ctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
+	ctx, cancel := context.WithTimeout(ctx, spec.Duration.D()+2*spec.TimeoutOr(engine.DefaultControlTimeout)+slack)
 	defer cancel()
 
-	cli, err := probe.DialWithKey(ctx, spec, probe.SockOpts{TOS: spec.TOSByte()}, env.TestKey)
+	cli, err := engine.DialWithKey(ctx, spec, engine.SockOpts{TOS: spec.TOSByte()}, env.TestKey)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 		Dst: cli.Ctrl.Conn().RemoteAddr().String(), DSCP: spec.DSCP(), TOS: spec.TOSByte(),
 		StartedAt: env.Clock()()}
 
-	clock, cerr := probe.SyncClock(ctx, cli.Ctrl, clockSamples)
+	clock, cerr := engine.SyncClock(ctx, cli.Ctrl, clockSamples)
 	sd := startData{Latency: cerr == nil}
 	if cerr != nil {
 		if ctx.Err() != nil {
@@ -90,7 +91,7 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 	// as the control connection's), opened here so it lives in the
 	// caller's network namespace.
 	raddr := cli.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
-	d := net.Dialer{Control: probe.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}.Control()}
+	d := net.Dialer{Control: engine.SockOpts{TOS: spec.TOSByte(), RecvTOS: true, RecvTstamp: true}.Control()}
 	if spec.Source != "" || spec.SourcePort != 0 {
 		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(spec.Source), Port: spec.SourcePort}
 	}
@@ -122,7 +123,7 @@ func (p *Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*prob
 // ctrlEvents reads the control connection on its own goroutine during a
 // test.
 type ctrlEvents struct {
-	msgs chan probe.Message // stop or result
+	msgs chan engine.Message // stop or result
 	err  chan error
 
 	mu     sync.Mutex // guards live and closed
@@ -140,8 +141,8 @@ func (ev *ctrlEvents) closeLive() int {
 	return ev.live
 }
 
-func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, onMsg func()) *ctrlEvents {
-	ev := &ctrlEvents{msgs: make(chan probe.Message, 1), err: make(chan error, 1)}
+func readControl(ctx context.Context, ctrl *engine.ControlConn, env probe.Env, onMsg func()) *ctrlEvents {
+	ev := &ctrlEvents{msgs: make(chan engine.Message, 1), err: make(chan error, 1)}
 	go func() {
 		for {
 			m, err := ctrl.RecvNoDeadline(ctx)
@@ -175,15 +176,15 @@ func readControl(ctx context.Context, ctrl *probe.ControlConn, env probe.Env, on
 }
 
 // send is the forward test: this side sends, the responder counts.
-func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
+func (p *Prober) send(ctx context.Context, cli *engine.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
 	if _, err := udpio.SetSendBuffer(conn, 4<<20); err != nil {
 		env.Log().Debug("udp send buffer", "err", err)
 	}
 	// The sender writes on a blocking duplicate outside Go's poller (see
-	// probe.DetachFd): in the poller, every batch the kernel frees woke a
+	// engine.DetachFd): in the poller, every batch the kernel frees woke a
 	// poller thread, which cost more CPU than the sending at 100 Mbit/s.
 	from := conn.LocalAddr().(*net.UDPAddr).AddrPort() // before conn is closed
-	fd, err := probe.DetachFd(conn)
+	fd, err := engine.DetachFd(conn)
 	if err != nil {
 		return txReport{}, rxReport{}, err
 	}
@@ -208,7 +209,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	// responder's result still travel, bounded by post, so the caller
 	// gets the figures until then, as iperf3 on SIGINT.
 	post, cancelPost := context.WithTimeout(context.WithoutCancel(ctx),
-		spec.Duration.D()+drainMax+stopGrace+2*spec.TimeoutOr(probe.DefaultControlTimeout)+slack)
+		spec.Duration.D()+drainMax+stopGrace+2*spec.TimeoutOr(engine.DefaultControlTimeout)+slack)
 	defer cancelPost()
 	sctx, stopSend := context.WithCancel(post)
 	defer stopSend()
@@ -244,16 +245,16 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 	stopReading := readResultDatagrams(fd, cli.Session, dgrams)
 	defer stopReading()
 	b, _ := json.Marshal(out.tx)
-	if err := cli.Ctrl.Send(post, probe.Message{Type: probe.MsgStop, Data: b}); err != nil {
+	if err := cli.Ctrl.Send(post, engine.Message{Type: engine.MsgStop, Data: b}); err != nil {
 		return txReport{}, rxReport{}, err
 	}
-	wait := time.NewTimer(drainMax + stopGrace + spec.TimeoutOr(probe.DefaultControlTimeout))
+	wait := time.NewTimer(drainMax + stopGrace + spec.TimeoutOr(engine.DefaultControlTimeout))
 	defer wait.Stop()
 	var raw []byte
 	select {
 	case m := <-ev.msgs:
-		if m.Type != probe.MsgResult {
-			return txReport{}, rxReport{}, fmt.Errorf("control protocol: want %q message, got %q", probe.MsgResult, m.Type)
+		if m.Type != engine.MsgResult {
+			return txReport{}, rxReport{}, fmt.Errorf("control protocol: want %q message, got %q", engine.MsgResult, m.Type)
 		}
 		raw = m.Data
 	case raw = <-dgrams:
@@ -281,7 +282,7 @@ func (p *Prober) send(ctx context.Context, cli *probe.Client, conn *net.UDPConn,
 // readResultDatagrams reads the connected data socket fd (blocking, outside
 // Go's poller) for the responder's result datagram of session and passes
 // its JSON on; the returned func stops the reader and waits for it.
-func readResultDatagrams(fd int, session probe.SessionID, out chan<- []byte) (stop func()) {
+func readResultDatagrams(fd int, session engine.SessionID, out chan<- []byte) (stop func()) {
 	tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	var done atomic.Bool
@@ -308,21 +309,21 @@ func readResultDatagrams(fd int, session probe.SessionID, out chan<- []byte) (st
 }
 
 // start tells the responder to begin and waits for its go-ahead.
-func start(ctx context.Context, cli *probe.Client, spec probe.Spec, sd startData) error {
+func start(ctx context.Context, cli *engine.Client, spec probe.Spec, sd startData) error {
 	b, _ := json.Marshal(sd)
-	if err := cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStart, Data: b}); err != nil {
+	if err := cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStart, Data: b}); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, spec.TimeoutOr(probe.DefaultControlTimeout))
+	wctx, cancel := context.WithTimeout(ctx, spec.TimeoutOr(engine.DefaultControlTimeout))
 	defer cancel()
-	if _, err := cli.Ctrl.Expect(wctx, probe.MsgStart); err != nil {
+	if _, err := cli.Ctrl.Expect(wctx, engine.MsgStart); err != nil {
 		return fmt.Errorf("start the test: %w", err)
 	}
 	return nil
 }
 
 // receive is the reverse test: the responder sends, this side counts.
-func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
+func (p *Prober) receive(ctx context.Context, cli *engine.Client, conn *net.UDPConn, spec probe.Spec, sd startData, env probe.Env) (txReport, rxReport, error) {
 	var notes []string
 	if got, err := udpio.SetRecvBuffer(conn, recvBuffer); err != nil {
 		notes = append(notes, fmt.Sprintf("receiver: %v (buffer %d bytes)", err, got))
@@ -338,7 +339,7 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 	}
 
 	rx := newReceiver(cli.Session, sd, spec, time.Now)
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	// A control message (the sender's stop, or an error) wakes the read
 	// loop by moving the read deadline to now.
 	ev := readControl(ctx, cli.Ctrl, env, func() { _ = conn.SetReadDeadline(time.Now()) })
@@ -364,7 +365,7 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 		if !stopped {
 			select {
 			case m := <-ev.msgs:
-				if m.Type != probe.MsgStop {
+				if m.Type != engine.MsgStop {
 					return txReport{}, rxReport{}, fmt.Errorf("control protocol: unexpected %q message during the test", m.Type)
 				}
 				if err := json.Unmarshal(m.Data, &tx); err != nil {
@@ -409,8 +410,8 @@ func (p *Prober) receive(ctx context.Context, cli *probe.Client, conn *net.UDPCo
 			return txReport{}, rxReport{}, err
 		}
 	}
-	_ = cli.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop})
-	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	_ = cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop})
+	use := engine.CPUUseBetween(cpu0, engine.SampleCPU())
 	rep := rx.report(lastArrival, use.Pct, rcv.Mode().RecvString())
 	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	if env.OnInterval != nil {

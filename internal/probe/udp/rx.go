@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/stats"
 )
 
@@ -13,7 +14,7 @@ import (
 // on the receive path and does only constant work; everything else happens
 // when a report is taken.
 type receiver struct {
-	session  probe.SessionID
+	session  engine.SessionID
 	offsetNs int64
 	latency  bool // record one-way delays
 	startNs  int64
@@ -53,7 +54,7 @@ type receiver struct {
 	intervals  []probe.Interval
 }
 
-func newReceiver(session probe.SessionID, sd startData, spec probe.Spec, now func() time.Time) *receiver {
+func newReceiver(session engine.SessionID, sd startData, spec probe.Spec, now func() time.Time) *receiver {
 	width, n := histogram(spec)
 	start := now().UnixNano()
 	return &receiver{session: session, offsetNs: sd.OffsetNs, latency: sd.Latency,
@@ -64,7 +65,7 @@ func newReceiver(session probe.SessionID, sd startData, spec probe.Spec, now fun
 // add accounts one datagram with the kernel's view of it; it reports
 // whether the datagram was a hello (from a reverse-mode client).
 func (r *receiver) add(pkt []byte, tos int, tosOK bool, kernelNs int64, drops uint32, dropsOK bool) (hello bool) {
-	if len(pkt) < HeaderLen || pkt[2] != probe.PacketUDPData {
+	if len(pkt) < HeaderLen || pkt[2] != engine.PacketUDPData {
 		r.mu.Lock()
 		r.stray++
 		r.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
@@ -37,7 +37,7 @@ const (
 
 // sendPlan is what one sending side needs.
 type sendPlan struct {
-	session  probe.SessionID
+	session  engine.SessionID
 	size     int
 	rateBps  uint64 // 0: as fast as possible
 	duration time.Duration
@@ -67,7 +67,7 @@ func send(ctx context.Context, s *udpio.Sender, p sendPlan) (txReport, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var notes []string
-	if err := probe.LowerTimerSlack(); err != nil {
+	if err := engine.LowerTimerSlack(); err != nil {
 		notes = append(notes, fmt.Sprintf("sender: %v; short sleeps may overshoot", err))
 	}
 	batch := p.maxBatch()
@@ -82,7 +82,7 @@ func send(ctx context.Context, s *udpio.Sender, p sendPlan) (txReport, error) {
 	want := p.pacedBatch(gapNs)
 	batch = want // a late wake-up sends what is due in batches of want
 
-	cpu0 := probe.SampleCPU()
+	cpu0 := engine.SampleCPU()
 	start := time.Now()
 	end := start.Add(p.duration)
 	var sent int64
@@ -128,7 +128,7 @@ func send(ctx context.Context, s *udpio.Sender, p sendPlan) (txReport, error) {
 	rep := txReport{Sent: sent, Bytes: sent * int64(p.size), DurationNs: stop.Sub(start).Nanoseconds(),
 		Mode:  s.Mode().String(),
 		Burst: s.MaxBurst(), Notes: append(notes, s.Notes()...)}
-	use := probe.CPUUseBetween(cpu0, probe.SampleCPU())
+	use := engine.CPUUseBetween(cpu0, engine.SampleCPU())
 	rep.CPUPct = use.Pct
 	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
 	if err == nil && ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 	"github.com/cnperf/cnperf/internal/qos"
 )
@@ -76,7 +77,7 @@ func TestStarvedPathTowardTheReceiver(t *testing.T) {
 }
 
 func TestResultDatagramRoundTrip(t *testing.T) {
-	id, other := probe.NewSessionID(), probe.NewSessionID()
+	id, other := engine.NewSessionID(), engine.NewSessionID()
 	js := []byte(`{"received":3}`)
 	d := resultDatagram(id, js)
 	if got, ok := parseResultDatagram(id, d); !ok || string(got) != string(js) {

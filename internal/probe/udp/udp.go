@@ -1,5 +1,5 @@
 // Package udp is cnperf's UDP engine, both ends: a Prober (client) and a
-// probe.Handler (responder side). One end sends datagrams at a target rate,
+// engine.Handler (responder side). One end sends datagrams at a target rate,
 // each carrying a sequence number and its send time; the other counts them:
 // loss, reordering, duplicates, RFC 3550 jitter, one-way latency (summary
 // and histogram), packets per second and the DSCP that arrived.
@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
@@ -121,6 +122,6 @@ func offloadOptions(opts udpio.Options, spec probe.Spec) udpio.Options {
 }
 
 // plan returns the sending plan of spec (defaults applied).
-func plan(id probe.SessionID, spec probe.Spec) sendPlan {
+func plan(id engine.SessionID, spec probe.Spec) sendPlan {
 	return sendPlan{session: id, size: spec.Size, rateBps: *spec.RateBps, duration: spec.Duration.D()}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
@@ -20,7 +21,7 @@ func rate(bps uint64) *uint64 { return &bps }
 func tos(v int) *int          { return &v }
 
 func TestPacketRoundTrip(t *testing.T) {
-	id := probe.NewSessionID()
+	id := engine.NewSessionID()
 	cases := []struct {
 		name string
 		p    Packet
@@ -52,7 +53,7 @@ func TestPacketRoundTrip(t *testing.T) {
 		{"no magic", make([]byte, HeaderLen)},
 		{"rr type", func() []byte {
 			b := make([]byte, HeaderLen)
-			probe.PacketHeader{Type: probe.PacketRRRequest, Session: id}.Put(b)
+			engine.PacketHeader{Type: engine.PacketRRRequest, Session: id}.Put(b)
 			return b
 		}()},
 	}
@@ -413,7 +414,7 @@ func TestResponderKilled(t *testing.T) {
 	for _, reverse := range []bool{false, true} {
 		name := map[bool]string{false: "forward", true: "reverse"}[reverse]
 		t.Run(name, func(t *testing.T) {
-			r := probe.NewResponder(nil, NewHandler())
+			r := engine.NewResponder(nil, NewHandler())
 			if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,7 @@ func NewSender(conn *net.UDPConn, to netip.AddrPort, tos int, opt Options) (*Sen
 }
 
 // NewSenderFd returns a sender on fd, a connected UDP socket in blocking
-// mode that is not in Go's poller (see probe.DetachFd): each send then is
+// mode that is not in Go's poller (see engine.DetachFd): each send then is
 // one blocking system call on the caller's thread, bounded by the socket's
 // SO_SNDTIMEO, and no poller thread wakes when the kernel frees the sent
 // buffers (on a veth that wake-up costs more CPU than the send). Close fd

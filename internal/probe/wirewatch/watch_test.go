@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // addVXLAN gives the namespace of the calling thread a VXLAN device like
@@ -44,7 +45,7 @@ func addVXLAN(local, remote netip.Addr, addr string, tos int) error {
 // send sends count datagrams of tos from src:sport to dst:dport.
 func send(src, dst netip.AddrPort, tos, count int) error {
 	// Unconnected, so the peer's port unreachable does not fail writes.
-	lc := net.ListenConfig{Control: probe.SockOpts{TOS: tos}.Control()}
+	lc := net.ListenConfig{Control: engine.SockOpts{TOS: tos}.Control()}
 	c, err := lc.ListenPacket(context.Background(), "udp4", src.String())
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package probe_test
+package engine_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // TestDialNamesAForeignPeer: a peer that answers the hello with something
@@ -47,8 +48,8 @@ func TestDialNamesAForeignPeer(t *testing.T) {
 			}()
 			spec := probe.Spec{Kind: probe.KindTCP, Target: ln.Addr().String(), Timeout: probe.Duration(5 * time.Second)}
 			start := time.Now()
-			_, err = probe.Dial(context.Background(), spec, probe.SockOpts{})
-			if !errors.Is(err, probe.ErrNotCnperf) || !strings.Contains(err.Error(), c.want) {
+			_, err = engine.Dial(context.Background(), spec, engine.SockOpts{})
+			if !errors.Is(err, engine.ErrNotCnperf) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("dial: %v; want ErrNotCnperf containing %q", err, c.want)
 			}
 			if took := time.Since(start); took > 3*time.Second {

@@ -1,4 +1,4 @@
-package probe_test
+package engine_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/probetest"
 )
 
@@ -24,15 +25,15 @@ type echoHandler struct{}
 
 func (echoHandler) Kind() string { return "echo" }
 
-func (echoHandler) Serve(ctx context.Context, s *probe.Session) error {
+func (echoHandler) Serve(ctx context.Context, s *engine.Session) error {
 	got := make(chan int, 16)
-	s.HandlePackets(func(pkt []byte, from netip.AddrPort, rx probe.RxInfo) {
+	s.HandlePackets(func(pkt []byte, from netip.AddrPort, rx engine.RxInfo) {
 		select {
 		case got <- len(pkt):
 		default:
 		}
 	})
-	if err := s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgReady}); err != nil {
+	if err := s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgReady}); err != nil {
 		return err
 	}
 	dc, err := s.AcceptData(ctx)
@@ -44,7 +45,7 @@ func (echoHandler) Serve(ctx context.Context, s *probe.Session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Ctrl.Expect(ctx, probe.MsgStop); err != nil {
+	if _, err := s.Ctrl.Expect(ctx, engine.MsgStop); err != nil {
 		return err
 	}
 	n := 0
@@ -53,14 +54,14 @@ func (echoHandler) Serve(ctx context.Context, s *probe.Session) error {
 	case <-time.After(2 * time.Second):
 	}
 	data, _ := json.Marshal(map[string]int{"bytes": len(b), "stream": dc.Stream, "datagram": n})
-	return s.Ctrl.Send(ctx, probe.Message{Type: probe.MsgResult, Data: data})
+	return s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgResult, Data: data})
 }
 
 func TestResponderRoutesSessions(t *testing.T) {
 	addr := probetest.Start(t, echoHandler{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := probe.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, probe.SockOpts{})
+	c, err := engine.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, engine.SockOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestResponderRoutesSessions(t *testing.T) {
 	if clock := c.Clock; !clock.SameClock {
 		t.Errorf("loopback responder should share the clock: %+v", c.Clock)
 	}
-	if _, err := c.Ctrl.Expect(ctx, probe.MsgReady); err != nil {
+	if _, err := c.Ctrl.Expect(ctx, engine.MsgReady); err != nil {
 		t.Fatal(err)
 	}
 	dc, err := c.DialData(ctx, 7)
@@ -85,14 +86,14 @@ func TestResponderRoutesSessions(t *testing.T) {
 	}
 	defer uc.Close()
 	pkt := make([]byte, 40)
-	probe.PacketHeader{Type: probe.PacketUDPData, Session: c.Session}.Put(pkt)
+	engine.PacketHeader{Type: engine.PacketUDPData, Session: c.Session}.Put(pkt)
 	if _, err := uc.Write(pkt); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Ctrl.Send(ctx, probe.Message{Type: probe.MsgStop}); err != nil {
+	if err := c.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Ctrl.Expect(ctx, probe.MsgResult)
+	m, err := c.Ctrl.Expect(ctx, engine.MsgResult)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +110,8 @@ func TestResponderRefusesUnknownKind(t *testing.T) {
 	addr := probetest.Start(t, echoHandler{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := probe.Dial(ctx, probe.Spec{Kind: "nope", Target: addr}, probe.SockOpts{})
-	var re *probe.RemoteError
+	_, err := engine.Dial(ctx, probe.Spec{Kind: "nope", Target: addr}, engine.SockOpts{})
+	var re *engine.RemoteError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), `does not serve probe kind "nope"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -126,7 +127,7 @@ func TestDialRefusedPortFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = probe.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, probe.SockOpts{})
+	_, err = engine.Dial(ctx, probe.Spec{Kind: "echo", Target: addr}, engine.SockOpts{})
 	if err == nil || !strings.Contains(err.Error(), "connect to responder") {
 		t.Fatalf("err = %v", err)
 	}
@@ -223,10 +224,10 @@ func TestDialUnreachableTellsNoPortState(t *testing.T) {
 		{"closed port", closed()}, {"silent listener", silent}, {"another protocol", other}, {"closes at once", closedNow},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := probe.Dial(ctx, probe.Spec{Kind: "echo", Target: c.addr, Timeout: probe.Duration(500 * time.Millisecond)}, probe.SockOpts{})
+		_, err := engine.Dial(ctx, probe.Spec{Kind: "echo", Target: c.addr, Timeout: probe.Duration(500 * time.Millisecond)}, engine.SockOpts{})
 		cancel()
-		var ue *probe.UnreachableError
-		if !errors.Is(err, probe.ErrUnreachable) || !errors.As(err, &ue) {
+		var ue *engine.UnreachableError
+		if !errors.Is(err, engine.ErrUnreachable) || !errors.As(err, &ue) {
 			t.Errorf("%s: %v, want an UnreachableError", c.name, err)
 			continue
 		}
@@ -241,9 +242,9 @@ func TestDialUnreachableTellsNoPortState(t *testing.T) {
 	// A cnperf responder that refuses says why.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := probe.Dial(ctx, probe.Spec{Kind: "nope", Target: probetest.Start(t, echoHandler{})}, probe.SockOpts{})
-	var re *probe.RemoteError
-	if errors.Is(err, probe.ErrUnreachable) || !errors.As(err, &re) {
+	_, err := engine.Dial(ctx, probe.Spec{Kind: "nope", Target: probetest.Start(t, echoHandler{})}, engine.SockOpts{})
+	var re *engine.RemoteError
+	if errors.Is(err, engine.ErrUnreachable) || !errors.As(err, &re) {
 		t.Errorf("a responder's refusal: %v, want its RemoteError", err)
 	}
 }

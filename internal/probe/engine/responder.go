@@ -1,4 +1,4 @@
-package probe
+package engine
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // A Handler serves one probe kind on the responder side. Serve owns the
@@ -63,7 +65,7 @@ type PacketFunc func(pkt []byte, from netip.AddrPort, rx RxInfo)
 type Session struct {
 	ID     SessionID
 	Kind   string
-	Spec   Spec
+	Spec   probe.Spec
 	Ctrl   *ControlConn
 	Remote net.Addr
 	Log    *slog.Logger
@@ -147,7 +149,7 @@ type Responder struct {
 
 	// keys, when set, admits only sessions whose hello carries a key it
 	// accepts (RequireKeys); nil serves everyone, like iperf3 -s.
-	keys KeyChecker
+	keys probe.KeyChecker
 	// pending gates the connections awaiting admission.
 	pending *admission
 
@@ -181,7 +183,7 @@ func NewResponder(log *slog.Logger, hs ...Handler) *Responder {
 // Connections of the Foreign handler (iperf3, which has no place for a
 // key) are refused with its own error when it is a ForeignRefuser, else
 // closed. Call it before Serve.
-func (r *Responder) RequireKeys(kc KeyChecker) { r.keys = kc }
+func (r *Responder) RequireKeys(kc probe.KeyChecker) { r.keys = kc }
 
 // ForeignRefuser is implemented by a Foreign handler that can refuse a
 // connection in its own protocol's terms (iperf3's error state) when the
@@ -445,7 +447,7 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.T
 		r.log.Info("session refused", "remote", c.RemoteAddr(), "kind", hello.Kind, "err", err)
 		ctrl.SendError(ctx, err)
 	}
-	var grant Grant
+	var grant probe.Grant
 	if r.keys != nil {
 		if grant, err = r.keys.Check(hello.Key, time.Now()); err != nil {
 			fail(err)
@@ -462,7 +464,7 @@ func (r *Responder) serveControl(ctx context.Context, c net.Conn, helloBy time.T
 		fail(err)
 		return
 	}
-	spec := Spec{Kind: hello.Kind}
+	spec := probe.Spec{Kind: hello.Kind}
 	if hello.Spec != nil {
 		spec = *hello.Spec
 		spec.Kind = hello.Kind // the handler is chosen by the hello's kind

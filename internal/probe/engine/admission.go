@@ -1,4 +1,4 @@
-package probe
+package engine
 
 import (
 	"net"
@@ -16,7 +16,7 @@ const (
 	// maxHello bounds the hello line. A real hello is under 2 KiB: the
 	// spec (a few hundred bytes of JSON; a target, a source and a wire
 	// watch's flow are the longest fields), a 16-digit session id and a
-	// test key of at most maxTestKeyLen bytes. 8 KiB leaves room for long
+	// test key of at most probe.MaxTestKeyLen bytes. 8 KiB leaves room for long
 	// host names without letting a stranger make the responder hold more.
 	maxHello = 8 << 10
 	// helloReadBuffer is the responder's read buffer on a control

@@ -1,4 +1,4 @@
-package probe_test
+package engine_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/engine"
 )
 
 // TestResponderBoundsUnadmitted: connections that never present an
@@ -20,7 +21,7 @@ import (
 func TestResponderBoundsUnadmitted(t *testing.T) {
 	const total, perSource = 16, 8
 	secret := probe.NewResponderSecret()
-	r := probe.NewResponder(nil, echoHandler{})
+	r := engine.NewResponder(nil, echoHandler{})
 	r.RequireKeys(probe.NewDerivedKeys(secret))
 	r.LimitPending(total, perSource)
 	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
@@ -52,7 +53,7 @@ func TestResponderBoundsUnadmitted(t *testing.T) {
 		key := probe.DeriveTestKey(secret, task, time.Now().Add(time.Minute), echo1)
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer dcancel()
-		cl, err := probe.DialWithKey(dctx, probe.Spec{Kind: "echo", Target: target}, probe.SockOpts{}, key)
+		cl, err := engine.DialWithKey(dctx, probe.Spec{Kind: "echo", Target: target}, engine.SockOpts{}, key)
 		if err != nil {
 			t.Fatalf("%s: a client with a key was refused: %v", what, err)
 		}

@@ -1,4 +1,4 @@
-package probe
+package engine
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // Prefaces that open a connection to a responder.
@@ -99,14 +101,14 @@ const (
 
 // Message is one line on a control connection.
 type Message struct {
-	Type    string `json:"type"`
-	Kind    string `json:"kind,omitempty"`
-	Session string `json:"session,omitempty"`
-	Spec    *Spec  `json:"spec,omitempty"`
-	Error   string `json:"error,omitempty"`
-	T1      int64  `json:"t1,omitempty"`
-	T2      int64  `json:"t2,omitempty"`
-	BootID  string `json:"boot_id,omitempty"`
+	Type    string      `json:"type"`
+	Kind    string      `json:"kind,omitempty"`
+	Session string      `json:"session,omitempty"`
+	Spec    *probe.Spec `json:"spec,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	T1      int64       `json:"t1,omitempty"`
+	T2      int64       `json:"t2,omitempty"`
+	BootID  string      `json:"boot_id,omitempty"`
 	// Sync, in a hello, announces how many time exchanges follow the
 	// responder's "ok" before the kind's own protocol starts.
 	Sync int             `json:"sync,omitempty"`
@@ -322,7 +324,7 @@ type Client struct {
 	Dialer  net.Dialer
 	// Clock is the responder's clock against this host's, measured by
 	// Dial (one-way figures need it).
-	Clock ClockInfo
+	Clock probe.ClockInfo
 }
 
 // clockSyncExchanges is how many time exchanges Dial makes.
@@ -331,7 +333,7 @@ const clockSyncExchanges = 5
 // Dial opens a control connection to the responder at spec.Target, sends the
 // hello, waits for the answer and measures the responder's clock (Client.Clock). The dialer's Control applies opts (DSCP on
 // the SYN). Close the client when done.
-func Dial(ctx context.Context, spec Spec, opts SockOpts) (*Client, error) {
+func Dial(ctx context.Context, spec probe.Spec, opts SockOpts) (*Client, error) {
 	return DialWithKey(ctx, spec, opts, "")
 }
 
@@ -368,7 +370,7 @@ func (e *UnreachableError) Opaque() error {
 
 // DialWithKey is Dial with a test key in the hello (Env.TestKey), for a
 // responder that serves only scheduled tests.
-func DialWithKey(ctx context.Context, spec Spec, opts SockOpts, key string) (*Client, error) {
+func DialWithKey(ctx context.Context, spec probe.Spec, opts SockOpts, key string) (*Client, error) {
 	timeout := spec.TimeoutOr(DefaultControlTimeout)
 	d := net.Dialer{Timeout: timeout, Control: opts.Control()}
 	if spec.Source != "" {

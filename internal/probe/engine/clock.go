@@ -1,4 +1,4 @@
-package probe
+package engine
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // BootID identifies the running kernel; two processes with the same boot id
@@ -28,12 +30,12 @@ type TimeSample struct{ T1, T2, T3 int64 }
 // exchange with the smallest round trip (the NTP idea): offset =
 // T2 - (T1+T3)/2, error bound = (T3-T1)/2. sameClock short-cuts to an exact
 // zero offset.
-func EstimateClock(samples []TimeSample, sameClock bool) (ClockInfo, error) {
+func EstimateClock(samples []TimeSample, sameClock bool) (probe.ClockInfo, error) {
 	if sameClock {
-		return ClockInfo{SameClock: true}, nil
+		return probe.ClockInfo{SameClock: true}, nil
 	}
 	if len(samples) == 0 {
-		return ClockInfo{}, fmt.Errorf("estimate clock offset: no time samples")
+		return probe.ClockInfo{}, fmt.Errorf("estimate clock offset: no time samples")
 	}
 	best := samples[0]
 	for _, s := range samples[1:] {
@@ -43,25 +45,25 @@ func EstimateClock(samples []TimeSample, sameClock bool) (ClockInfo, error) {
 	}
 	rtt := best.T3 - best.T1
 	if rtt < 0 {
-		return ClockInfo{}, fmt.Errorf("estimate clock offset: negative round trip %d ns", rtt)
+		return probe.ClockInfo{}, fmt.Errorf("estimate clock offset: negative round trip %d ns", rtt)
 	}
 	offset := float64(best.T2) - float64(best.T1+best.T3)/2
-	return ClockInfo{OffsetMs: offset / 1e6, ErrorBoundMs: float64(rtt) / 2 / 1e6}, nil
+	return probe.ClockInfo{OffsetMs: offset / 1e6, ErrorBoundMs: float64(rtt) / 2 / 1e6}, nil
 }
 
 // SyncClock exchanges n time messages on ctrl and estimates the responder's
 // clock against this host's.
-func SyncClock(ctx context.Context, ctrl *ControlConn, n int) (ClockInfo, error) {
+func SyncClock(ctx context.Context, ctrl *ControlConn, n int) (probe.ClockInfo, error) {
 	samples := make([]TimeSample, 0, n)
 	sameClock := false
 	for i := 0; i < n; i++ {
 		t1 := time.Now().UnixNano()
 		if err := ctrl.Send(ctx, Message{Type: MsgTime, T1: t1}); err != nil {
-			return ClockInfo{}, fmt.Errorf("clock sync: %w", err)
+			return probe.ClockInfo{}, fmt.Errorf("clock sync: %w", err)
 		}
 		m, err := ctrl.Expect(ctx, MsgTime)
 		if err != nil {
-			return ClockInfo{}, fmt.Errorf("clock sync: %w", err)
+			return probe.ClockInfo{}, fmt.Errorf("clock sync: %w", err)
 		}
 		t3 := time.Now().UnixNano()
 		samples = append(samples, TimeSample{T1: t1, T2: m.T2, T3: t3})
