@@ -17,6 +17,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnperf/cnperf/internal/qos"
 )
 
 // NodeReport is what an inspector pod finds in its node's network
@@ -197,13 +199,8 @@ func linkTC(l netlink.Link, byIndex map[int]netlink.Link) (LinkTC, bool, error) 
 	}
 	interesting := false
 	for _, q := range qs {
-		qa := q.Attrs()
-		x := Qdisc{Kind: q.Type(), Parent: parentName(qa.Parent)}
-		if t, ok := q.(*netlink.Tbf); ok {
-			x.RateBps = t.Rate * 8
-			x.Limit = t.Limit
-			x.Burst = netlink.Xmitsize(t.Rate, t.Buffer)
-		}
+		qi := qos.QdiscInfoOf(q, nil)
+		x := Qdisc{Kind: qi.Kind, Parent: qi.Parent, RateBps: qi.RateBps, Limit: qi.LimitBytes, Burst: qi.BurstBytes}
 		if !defaultQdisc[x.Kind] {
 			interesting = true
 		}
@@ -229,16 +226,6 @@ func linkTC(l netlink.Link, byIndex map[int]netlink.Link) (LinkTC, bool, error) 
 		}
 	}
 	return lt, interesting, nil
-}
-
-func parentName(p uint32) string {
-	switch p {
-	case netlink.HANDLE_ROOT:
-		return "root"
-	case netlink.HANDLE_INGRESS:
-		return "ingress"
-	}
-	return netlink.HandleStr(p)
 }
 
 // hasIPv4 tells a node's own veth (its uplink where the node is itself a

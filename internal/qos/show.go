@@ -197,28 +197,7 @@ func show(c *conn, link netlink.Link) (State, error) {
 	var parents []uint32 // where filters may hang
 	for _, q := range qs {
 		a := q.Attrs()
-		qi := QdiscInfo{Kind: q.Type(), Handle: handleStr(a.Handle), Parent: handleStr(a.Parent),
-			Stats: counters((*netlink.ClassStatistics)(a.Statistics))}
-		switch q := q.(type) {
-		case *netlink.Tbf:
-			qi.RateBps = q.Rate * 8
-			qi.BurstBytes = netlink.Xmitsize(q.Rate, q.Buffer)
-			qi.LimitBytes = q.Limit
-		case *netlink.Htb:
-			qi.DefaultClass = handleStr(netlink.MakeHandle(uint16(a.Handle>>16), uint16(q.Defcls)))
-		case *netlink.PfifoFast:
-			qi.Priomap = append([]uint8(nil), q.PriorityMap[:]...)
-		case *netlink.Prio:
-			qi.Priomap = append([]uint8(nil), q.PriorityMap[:]...)
-		case *netlink.GenericQdisc:
-			switch q.QdiscType {
-			case "pfifo":
-				qi.LimitPackets = fifo[a.Handle]
-			case "bfifo":
-				qi.LimitBytes = fifo[a.Handle]
-			}
-		}
-		st.Qdiscs = append(st.Qdiscs, qi)
+		st.Qdiscs = append(st.Qdiscs, QdiscInfoOf(q, fifo))
 		if a.Handle != 0 {
 			parents = append(parents, a.Handle)
 		}
@@ -245,6 +224,36 @@ func show(c *conn, link netlink.Link) (State, error) {
 		}
 	}
 	return st, nil
+}
+
+// QdiscInfoOf reads one qdisc as netlink lists it: its kind, handles,
+// parameters and counters. fifo holds the limits of pfifo and bfifo
+// qdiscs by handle, which netlink does not parse; nil leaves them 0. It
+// is the one reader of a qdisc's attributes (Show and k8s.InspectLocal).
+func QdiscInfoOf(q netlink.Qdisc, fifo map[uint32]uint32) QdiscInfo {
+	a := q.Attrs()
+	qi := QdiscInfo{Kind: q.Type(), Handle: handleStr(a.Handle), Parent: handleStr(a.Parent),
+		Stats: counters((*netlink.ClassStatistics)(a.Statistics))}
+	switch q := q.(type) {
+	case *netlink.Tbf:
+		qi.RateBps = q.Rate * 8
+		qi.BurstBytes = netlink.Xmitsize(q.Rate, q.Buffer)
+		qi.LimitBytes = q.Limit
+	case *netlink.Htb:
+		qi.DefaultClass = handleStr(netlink.MakeHandle(uint16(a.Handle>>16), uint16(q.Defcls)))
+	case *netlink.PfifoFast:
+		qi.Priomap = append([]uint8(nil), q.PriorityMap[:]...)
+	case *netlink.Prio:
+		qi.Priomap = append([]uint8(nil), q.PriorityMap[:]...)
+	case *netlink.GenericQdisc:
+		switch q.QdiscType {
+		case "pfifo":
+			qi.LimitPackets = fifo[a.Handle]
+		case "bfifo":
+			qi.LimitBytes = fifo[a.Handle]
+		}
+	}
+	return qi
 }
 
 func filterInfo(f netlink.Filter, nameOf func(int) string) FilterInfo {
