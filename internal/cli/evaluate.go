@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,19 +99,15 @@ func (f *evalFlags) prepare(progress io.Writer) error {
 		}
 		ids := evaluate.IDs()
 		for _, q := range f.cfg.Only {
-			if !contains(ids, q) {
+			if !slices.Contains(ids, q) {
 				return fmt.Errorf("--questions: unknown question %q (known: %s)", q, strings.Join(ids, ", "))
 			}
 		}
 	}
 	if f.sloFile != "" {
-		data, err := os.ReadFile(f.sloFile)
+		objs, err := readSLOFile(f.sloFile)
 		if err != nil {
-			return fmt.Errorf("--slo: %w", err)
-		}
-		objs, err := suite.ParseSLOs(data, suites())
-		if err != nil {
-			return fmt.Errorf("--slo %s: %w", f.sloFile, err)
+			return err
 		}
 		f.cfg.Objectives = objs
 	}
@@ -122,15 +119,6 @@ func (f *evalFlags) prepare(progress io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // run evaluates on r and writes the sheet, the bundle and the page.

@@ -128,17 +128,26 @@ func (f *suiteFlags) prepare(name string) error {
 		f.backendList = bs
 	}
 	if f.sloFile != "" {
-		data, err := os.ReadFile(f.sloFile)
+		objs, err := readSLOFile(f.sloFile)
 		if err != nil {
-			return fmt.Errorf("--slo: %w", err)
-		}
-		objs, err := suite.ParseSLOs(data, suites())
-		if err != nil {
-			return fmt.Errorf("--slo %s: %w", f.sloFile, err)
+			return err
 		}
 		f.objectives = objs
 	}
 	return nil
+}
+
+// readSLOFile reads and parses the SLO file named by --slo.
+func readSLOFile(path string) ([]suite.Objective, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--slo: %w", err)
+	}
+	objs, err := suite.ParseSLOs(data, suites())
+	if err != nil {
+		return nil, fmt.Errorf("--slo %s: %w", path, err)
+	}
+	return objs, nil
 }
 
 // print builds the report of the suite run that just ended from its runs,

@@ -1,19 +1,13 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/vishvananda/netns"
-
-	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
 // ServiceCIDR is the lab's ClusterIP range, as kube-proxy's service CIDR:
@@ -179,26 +173,8 @@ func (l *Lab) iptables(ctx context.Context, bin string, n Node, cmd string, rule
 	default:
 		return fmt.Errorf("iptables command %q is not one the lab uses", cmd)
 	}
-	if !strings.HasPrefix(n.NS, Prefix(l.Name)) {
-		return fmt.Errorf("namespace %q is not lab %s's", n.NS, l.Name)
-	}
 	ctx, cancel := context.WithTimeout(ctx, iptablesTimeout)
 	defer cancel()
 	args := append([]string{"-w", "5", "-t", "nat", cmd}, rule...)
-	c := exec.CommandContext(ctx, bin, args...) //nolint:gosec // fixed flags and lab addresses, no shell
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	h, err := netns.GetFromName(n.NS)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", n.NS, err)
-	}
-	err = nsthread.Do(h, n.NS, c.Start)
-	_ = h.Close()
-	if err != nil {
-		return fmt.Errorf("start iptables in %s: %w", n.Name, err)
-	}
-	if err := c.Wait(); err != nil {
-		return fmt.Errorf("iptables %s in %s: %w: %s", strings.Join(args, " "), n.Name, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return l.inNode(ctx, n, exec.CommandContext(ctx, bin, args...), nil) //nolint:gosec // fixed flags and lab addresses, no shell
 }

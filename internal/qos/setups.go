@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -83,7 +84,7 @@ func deleteRoot(c *conn, link netlink.Link, kinds ...string) error {
 		if a.Parent != netlink.HANDLE_ROOT || a.Handle == 0 {
 			continue
 		}
-		if len(kinds) > 0 && !contains(kinds, q.Type()) {
+		if len(kinds) > 0 && !slices.Contains(kinds, q.Type()) {
 			continue
 		}
 		if err := c.h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
@@ -115,15 +116,6 @@ func addIngress(c *conn, link netlink.Link) error {
 		return fmt.Errorf("add ingress qdisc: %w", err)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // tbfQdisc builds a tbf for a rate in bits/s, burst and limit in bytes.
