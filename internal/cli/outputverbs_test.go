@@ -18,16 +18,23 @@ import (
 	"github.com/cnperf/cnperf/internal/store"
 )
 
-// startAgents runs a server and n agents in this process, agent i as pod
-// pod-i on node node-i at 127.0.0.(10+i), and returns the server's URL
-// (user token u-tok) once every agent is ready.
-func startAgents(t *testing.T, n int) string {
+// testServer is a server run in this process by startServer, with the
+// agents started on it by runAgent.
+type testServer struct {
+	url    string
+	ctx    context.Context // cancelled in t.Cleanup, ending server and agents
+	agents []chan struct{}
+}
+
+// startServer runs a server with the given user and agent tokens on
+// loopback; t.Cleanup stops it and every agent runAgent started.
+func startServer(t *testing.T, userToken, agentToken string) *testServer {
 	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Store: st, UserToken: "u-tok", AgentToken: "a-tok", MaxWait: time.Second, Probers: probers()})
+	srv, err := server.New(server.Options{Store: st, UserToken: userToken, AgentToken: agentToken, MaxWait: time.Second, Probers: probers()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +47,10 @@ func startAgents(t *testing.T, n int) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	srvDone := make(chan struct{})
 	go func() { defer close(srvDone); _ = srv.Run(ctx) }()
-	url := "http://" + ln.Addr().String()
-	var done []chan struct{}
+	s := &testServer{url: "http://" + ln.Addr().String(), ctx: ctx}
 	t.Cleanup(func() {
 		cancel()
-		for _, d := range done {
+		for _, d := range s.agents {
 			<-d
 		}
 		<-srvDone
@@ -54,8 +60,32 @@ func startAgents(t *testing.T, n int) string {
 		_ = hs.Shutdown(sctx)
 		_ = st.Close()
 	})
+	return s
+}
+
+// runAgent runs a until the server's cleanup and waits until it is ready.
+func (s *testServer) runAgent(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	d := make(chan struct{})
+	s.agents = append(s.agents, d)
+	go func() { defer close(d); _ = a.Run(s.ctx) }()
+	select {
+	case <-a.Ready():
+	case <-d:
+		t.Fatal("agent stopped before it was ready")
+	case <-time.After(15 * time.Second):
+		t.Fatal("agent not ready after 15s")
+	}
+}
+
+// startAgents runs a server and n agents in this process, agent i as pod
+// pod-i on node node-i at 127.0.0.(10+i), and returns the server's URL
+// (user token u-tok) once every agent is ready.
+func startAgents(t *testing.T, n int) string {
+	t.Helper()
+	s := startServer(t, "u-tok", "a-tok")
 	for i := range n {
-		cl, err := client.New(url, "a-tok")
+		cl, err := client.New(s.url, "a-tok")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,18 +97,9 @@ func startAgents(t *testing.T, n int) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := make(chan struct{})
-		done = append(done, d)
-		go func() { defer close(d); _ = a.Run(ctx) }()
-		select {
-		case <-a.Ready():
-		case <-d:
-			t.Fatal("agent stopped before it was ready")
-		case <-time.After(15 * time.Second):
-			t.Fatal("agent not ready after 15s")
-		}
+		s.runAgent(t, a)
 	}
-	return url
+	return s.url
 }
 
 // TestEveryPrintingVerbOutputJSON: -o json on every verb that prints

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,6 @@ import (
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/probe"
-	"github.com/cnperf/cnperf/internal/server"
-	"github.com/cnperf/cnperf/internal/store"
 )
 
 // startKeyedAgent runs a server and one agent in this process and returns
@@ -25,24 +22,8 @@ import (
 // secret, so it can make the keys the server would give a task.
 func startKeyedAgent(t *testing.T, secret []byte) string {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Options{Store: st, UserToken: "u-key", AgentToken: "a-key", MaxWait: time.Second, Probers: probers()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	srvDone := make(chan struct{})
-	go func() { defer close(srvDone); _ = srv.Run(ctx) }()
-	cl, err := client.New("http://"+ln.Addr().String(), "a-key")
+	s := startServer(t, "u-key", "a-key")
+	cl, err := client.New(s.url, "a-key")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,24 +33,7 @@ func startKeyedAgent(t *testing.T, secret []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentDone := make(chan struct{})
-	go func() { defer close(agentDone); _ = a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-agentDone
-		<-srvDone
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = hs.Shutdown(sctx)
-		_ = st.Close()
-	})
-	select {
-	case <-a.Ready():
-	case <-agentDone:
-		t.Fatal("agent stopped before it was ready")
-	case <-time.After(15 * time.Second):
-		t.Fatal("agent not ready after 15s")
-	}
+	s.runAgent(t, a)
 	return a.ResponderAddr()
 }
 

@@ -64,8 +64,8 @@ func assertClean(t *testing.T, tg Target) {
 	}
 }
 
-// ifbs lists the ifb devices in a namespace.
-func ifbs(t *testing.T, ns *nettest.NS) []string {
+// nsHandle opens a netlink handle in namespace ns, closed in t.Cleanup.
+func nsHandle(t *testing.T, ns *nettest.NS) *netlink.Handle {
 	t.Helper()
 	h, err := netns.GetFromName(ns.Name)
 	if err != nil {
@@ -76,8 +76,14 @@ func ifbs(t *testing.T, ns *nettest.NS) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nh.Close()
-	links, err := nh.LinkList()
+	t.Cleanup(nh.Close)
+	return nh
+}
+
+// ifbs lists the ifb devices in a namespace.
+func ifbs(t *testing.T, ns *nettest.NS) []string {
+	t.Helper()
+	links, err := nsHandle(t, ns).LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,16 +537,7 @@ func TestFormatBps(t *testing.T) {
 // its VNI and port.
 func TestSetVXLANTOS(t *testing.T) {
 	p := newPair(t)
-	h, err := netns.GetFromName(p.A.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
+	nh := nsHandle(t, p.A)
 	eth, err := nh.LinkByName("eth0")
 	if err != nil {
 		t.Fatal(err)
@@ -667,16 +664,7 @@ func sendSized(t *testing.T, ns *nettest.NS, dst string, size, n int) {
 // namespace with no VXLAN device is refused, naming why.
 func TestVXLANInheritSetup(t *testing.T) {
 	p := newPair(t)
-	h, err := netns.GetFromName(p.A.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
+	nh := nsHandle(t, p.A)
 	eth, err := nh.LinkByName("eth0")
 	if err != nil {
 		t.Fatal(err)
