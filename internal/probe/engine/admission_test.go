@@ -21,16 +21,7 @@ import (
 func TestResponderBoundsUnadmitted(t *testing.T) {
 	const total, perSource = 16, 8
 	secret := probe.NewResponderSecret()
-	r := engine.NewResponder(nil, echoHandler{})
-	r.RequireKeys(probe.NewDerivedKeys(secret))
-	r.LimitPending(total, perSource)
-	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r, ctx := serveKeyed(t, secret, func(r *engine.Responder) { r.LimitPending(total, perSource) })
 	target := r.Addr().String()
 
 	dialFrom := func(src string) net.Conn {

@@ -13,13 +13,17 @@ import (
 // echo1 is the bounds of a one-stream echo test of the default duration.
 var echo1 = probe.BoundsOf(probe.Spec{Kind: "echo"}, 0)
 
-// TestResponderRequiresKey: a keyed responder refuses a session without a
-// valid key at the hello, with the reason on the client's side, and
-// serves one with the key once.
-func TestResponderRequiresKey(t *testing.T) {
-	secret := probe.NewResponderSecret()
+// serveKeyed runs on loopback, until t.Cleanup, an echo responder that
+// requires keys derived from secret; limit, when not nil, sets it up
+// further before it listens. It returns the responder and the context it
+// serves under.
+func serveKeyed(t *testing.T, secret []byte, limit func(*engine.Responder)) (*engine.Responder, context.Context) {
+	t.Helper()
 	r := engine.NewResponder(nil, echoHandler{})
 	r.RequireKeys(probe.NewDerivedKeys(secret))
+	if limit != nil {
+		limit(r)
+	}
 	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +31,15 @@ func TestResponderRequiresKey(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return r, ctx
+}
+
+// TestResponderRequiresKey: a keyed responder refuses a session without a
+// valid key at the hello, with the reason on the client's side, and
+// serves one with the key once.
+func TestResponderRequiresKey(t *testing.T) {
+	secret := probe.NewResponderSecret()
+	r, ctx := serveKeyed(t, secret, nil)
 	spec := probe.Spec{Kind: "echo", Target: r.Addr().String()}
 	key := probe.DeriveTestKey(secret, "task-7", time.Now().Add(time.Minute), echo1)
 	for _, c := range []struct {
@@ -65,15 +78,7 @@ func TestResponderRequiresKey(t *testing.T) {
 // key's bound even when the client never stops.
 func TestResponderBoundsSession(t *testing.T) {
 	secret := probe.NewResponderSecret()
-	r := engine.NewResponder(nil, echoHandler{})
-	r.RequireKeys(probe.NewDerivedKeys(secret))
-	if err := r.Listen(context.Background(), "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r, ctx := serveKeyed(t, secret, nil)
 	target := r.Addr().String()
 	one := probe.BoundsOf(probe.Spec{Kind: "echo", Duration: probe.Duration(time.Second)}, 0)
 
