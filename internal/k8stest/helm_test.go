@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -81,23 +79,7 @@ func helmChart(ctx context.Context, t *testing.T, cl *Cluster, kc *k8s.Client, r
 	// The chart's PersistentVolumeClaim gets a volume of its own, bound to
 	// it in advance, so that the harness's volume stays for the deploy.
 	pvName := "kcn-cnperf-helm-data"
-	pvDir := filepath.Join(cl.RunDir, "pv-helm")
-	if err := os.MkdirAll(pvDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(pvDir, 0o777)
-	_, err = kc.Kube.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: helmNamespace, Name: "cnperf-data"},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: pvDir}},
-		}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimVolume(ctx, t, cl, kc, pvName, "pv-helm", helmNamespace)
 	uninstalled := false
 	t.Cleanup(func() {
 		if !uninstalled {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnperf/cnperf/internal/k8s"
@@ -81,23 +79,7 @@ func registryRestrictedInstall(ctx context.Context, t *testing.T, cl *Cluster, c
 	// The server's claim gets a volume of its own, bound to it in advance
 	// (the harness's volume stays for the deploy into namespace cnperf).
 	pvName := "kcn-cnperf-registry-data"
-	pvDir := filepath.Join(cl.RunDir, "pv-registry")
-	if err := os.MkdirAll(pvDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(pvDir, 0o777) // the server runs as uid 65532
-	_, err = kc.Kube.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "cnperf-data"},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: pvDir}},
-		}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimVolume(ctx, t, cl, kc, pvName, "pv-registry", ns)
 	undeployed := false
 	t.Cleanup(func() {
 		if !undeployed {
