@@ -11,6 +11,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
@@ -77,14 +79,19 @@ func run(ctx context.Context, bin string, measure, settle time.Duration, keep bo
 	if err != nil {
 		return err
 	}
+	// The server serves HTTPS, as every install does by default, so the
+	// agent's keep-alives cost what they cost on a node.
+	tlsDir := filepath.Join(dir, "tls")
+	caFile := filepath.Join(tlsDir, "ca.crt")
 	srv, err := start(ctx, dir, "server", bin, []string{"CNPERF_USER_TOKEN=" + userTok, "CNPERF_AGENT_TOKEN=" + agentTok},
-		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "idle.db"), "--log-level", "warn")
+		"server", "--listen", addr, "--db", "sqlite:"+filepath.Join(dir, "idle.db"), "--log-level", "warn",
+		"--tls-dir", tlsDir)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	base := "http://" + addr
-	if err := waitReady(ctx, base, 60*time.Second); err != nil {
+	base := "https://" + addr
+	if err := waitReady(ctx, base, caFile, 60*time.Second); err != nil {
 		return fmt.Errorf("server: %w (log %s)", err, srv.log)
 	}
 	stampAddr, err := freePort("udp")
@@ -93,7 +100,7 @@ func run(ctx context.Context, bin string, measure, settle time.Duration, keep bo
 	}
 	_, stampPort, _ := net.SplitHostPort(stampAddr)
 	ag, err := start(ctx, dir, "agent", bin, []string{"CNPERF_AGENT_TOKEN=" + agentTok},
-		"agent", "--server", base, "--pod-name", "idle-agent", "--pod-namespace", "bench", "--pod-uid", "idle-agent-uid",
+		"agent", "--server", base, "--ca-file", caFile, "--pod-name", "idle-agent", "--pod-namespace", "bench", "--pod-uid", "idle-agent-uid",
 		"--pod-ip", "127.0.0.1", "--node-name", "idle-node", "--node-ip", "127.0.0.1",
 		"--responder-port", "0", "--stamp-port", stampPort, "--state-dir", filepath.Join(dir, "agent-state"))
 	if err != nil {
@@ -203,6 +210,22 @@ func start(ctx context.Context, dir, name, bin string, env []string, args ...str
 	return p, nil
 }
 
+// getTrusting makes one GET with a 2 s bound that trusts only the CA in
+// caFile (an error until the server has written it).
+func getTrusting(url, caFile string) (*http.Response, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return hc.Get(url)
+}
+
 func freePort(network string) (string, error) {
 	if network == "udp" {
 		c, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -220,11 +243,12 @@ func freePort(network string) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func waitReady(ctx context.Context, base string, limit time.Duration) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+// waitReady polls /readyz over HTTPS, trusting the CA the server writes
+// to caFile on its first start.
+func waitReady(ctx context.Context, base, caFile string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		resp, err := hc.Get(base + "/readyz")
+		resp, err := getTrusting(base+"/readyz", caFile)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
