@@ -86,8 +86,8 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 		if f.out.format != "" {
 			return fmt.Errorf("--json-stream and -o %s: give one", f.out.format)
 		}
-		if (spec.Kind != probe.KindTCP && spec.Kind != probe.KindUDP) || f.peer == "iperf3" {
-			return fmt.Errorf("--json-stream: only tcp and udp probes against a cnperf responder report intervals")
+		if (spec.Kind != probe.KindTCP && spec.Kind != probe.KindUDP && spec.Kind != probe.KindRR) || f.peer == "iperf3" {
+			return fmt.Errorf("--json-stream: only tcp, udp and rr probes against a cnperf responder report intervals")
 		}
 		f.out.format = "json-stream" // no live text lines
 		stream = &jsonStream{w: st.Out}
@@ -196,7 +196,7 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.to, "to", "", "responder HOST:PORT (tcp, udp, rr), HOST (ping, trace) or HOST[:PORT] (stamp, default port 862)")
 	fl.StringVar(&f.source, "source", "", "local address to bind")
 	secondsOrDurationVarP(fl, &f.duration, "time", "t", 0, "test duration: 10s, 500ms, or seconds as in iperf3's -t (default 10s; ping/rr: until --count)")
-	secondsOrDurationVarP(fl, &f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms; -i 0 prints none, as iperf3), packet interval (ping, stamp: default 10ms) or gap between transactions (rr); seconds as in iperf3's and ping's -i")
+	secondsOrDurationVarP(fl, &f.interval, "interval", "i", 0, "interval reports (tcp, udp; default 1s, >= 100ms; -i 0 prints none, as iperf3), packet interval (ping, stamp: default 10ms) or gap between transactions (rr, which reports each second or each gap if longer); seconds as in iperf3's and ping's -i")
 	fl.DurationVar(&f.timeout, "timeout", 0, "bound on each wait for the peer")
 	fl.IntVarP(&f.streams, "streams", "P", 0, "parallel streams (tcp; a udp probe runs one: for iperf3's -u -P add --peer iperf3, which cnperf's responder serves too)")
 	fl.BoolVarP(&f.reverse, "reverse", "R", false, "the responder sends, this side receives")
@@ -215,7 +215,7 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVarP(&f.asJSON, "json", "J", false, "print the result as JSON (-o json), as iperf3's -J")
-	fl.BoolVar(&f.jsonStream, "json-stream", false, `tcp, udp: one JSON object a line as the probe runs, as iperf3's --json-stream: {"event": "start"|"interval"|"end"|"error", "data": ...}`)
+	fl.BoolVar(&f.jsonStream, "json-stream", false, `tcp, udp, rr: one JSON object a line as the probe runs, as iperf3's --json-stream: {"event": "start"|"interval"|"end"|"error", "data": ...}`)
 	f.out.registerOutput(cmd)
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 }

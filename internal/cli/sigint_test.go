@@ -87,7 +87,8 @@ func interruptedProbe(t *testing.T, args []string, ready func(string) bool, sett
 // TestSIGINTPrintsSummary: SIGINT mid-run ends rr, stamp and --peer
 // iperf3 probes with the summary of what was measured and iperf3's exit
 // status, 1, saying on stderr that it was interrupted; with
-// --json-stream the last line is the end event with the result.
+// --json-stream the last line is the end event with the result. rr
+// reports progress (interval lines, interval events) while it runs.
 func TestSIGINTPrintsSummary(t *testing.T) {
 	resp, _ := startResponder(t)
 	refl := startReflector(t)
@@ -98,7 +99,13 @@ func TestSIGINTPrintsSummary(t *testing.T) {
 		ready func(string) bool
 		want  []string // in the summary
 	}{
-		{"rr", []string{"probe", "rr", "--to", resp, "-t", "60s"}, nil, []string{"rr ", "rtt ms: min/avg/max", "note: stopped early"}},
+		// rr prints a progress line a second, as iperf3's intervals.
+		{"rr", []string{"probe", "rr", "--to", resp, "-t", "60s"},
+			func(l string) bool { return strings.Contains(l, "trans/s") && strings.Contains(l, "rtt p50") }, []string{"rr ", "rtt ms: min/avg/max", "note: stopped early"}},
+		{"rr --json-stream", []string{"probe", "rr", "--to", resp, "-t", "60s", "--proto", "udp", "--json-stream"},
+			func(l string) bool {
+				return strings.Contains(l, `"event":"interval"`) && strings.Contains(l, `"transactions":`)
+			}, []string{`"event":"start"`, `"rtt_p99_ms":`, `"event":"end"`}},
 		// stamp prints a line per reflected packet as it arrives.
 		{"stamp", []string{"probe", "stamp", "--to", refl, "-c", "100000", "-i", "10ms"},
 			func(l string) bool { return strings.Contains(l, "stamp_seq=0 time=") }, []string{"stamp ", "forward:", "note: stopped early"}},
@@ -131,8 +138,8 @@ func TestSIGINTPrintsSummary(t *testing.T) {
 						t.Fatalf("line %q is not one JSON object: %v", l, err)
 					}
 				}
-				if ev.Event != "end" || ev.Data["kind"] != "tcp" {
-					t.Errorf("last event %q (%v), want end with the tcp result", ev.Event, ev.Data["kind"])
+				if kind := tc.args[1]; ev.Event != "end" || ev.Data["kind"] != kind {
+					t.Errorf("last event %q (%v), want end with the %s result", ev.Event, ev.Data["kind"], kind)
 				}
 			}
 		})

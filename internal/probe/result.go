@@ -151,6 +151,12 @@ type Interval struct {
 	Packets     *int64   `json:"packets,omitempty"`
 	LossPct     *float64 `json:"loss_pct,omitempty"`
 	JitterMs    *float64 `json:"jitter_ms,omitempty"`
+	// Transactions completed in this interval, their rate and the median
+	// and 99th percentile of their round trips (rr).
+	Transactions     *int64   `json:"transactions,omitempty"`
+	TransactionsPerS *float64 `json:"transactions_per_s,omitempty"`
+	RTTP50ms         *float64 `json:"rtt_p50_ms,omitempty"`
+	RTTP99ms         *float64 `json:"rtt_p99_ms,omitempty"`
 }
 
 // StreamResult is one parallel stream's share.

@@ -7,6 +7,16 @@ import (
 
 // FormatInterval writes one interval report line, as iperf3 does.
 func FormatInterval(iv Interval) string {
+	if iv.Transactions != nil {
+		s := fmt.Sprintf("[SUM] %6.2f-%-6.2f sec  %9d trans  %10.1f trans/s", iv.StartS, iv.EndS, *iv.Transactions, deref(iv.TransactionsPerS))
+		if iv.RTTP50ms != nil && iv.RTTP99ms != nil {
+			s += fmt.Sprintf("  rtt p50 %.3f ms  p99 %.3f ms", *iv.RTTP50ms, *iv.RTTP99ms)
+		}
+		if iv.LossPct != nil && *iv.LossPct > 0 {
+			s += fmt.Sprintf("  %.3g%% loss", *iv.LossPct)
+		}
+		return s
+	}
 	s := fmt.Sprintf("[SUM] %6.2f-%-6.2f sec  %12s  %16s", iv.StartS, iv.EndS, FormatBytes(iv.Bytes), FormatRate(iv.ThroughputBps))
 	if iv.Retransmits != nil {
 		s += fmt.Sprintf("  %5d retr", *iv.Retransmits)
@@ -152,4 +162,11 @@ func FormatSummary(r *Result) string {
 func formatSummaryLine(s *Summary) string {
 	return fmt.Sprintf("min/avg/max/stdev = %.3f/%.3f/%.3f/%.3f, p50 %.3f, p90 %.3f, p99 %.3f (n=%d)",
 		s.Min, s.Avg, s.Max, s.Stdev, s.P50, s.P90, s.P99, s.Count)
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }

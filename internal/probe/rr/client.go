@@ -58,7 +58,7 @@ func sockaddrString(fd int) string {
 
 // runUDP runs UDP transactions from a connected socket of its own to the
 // responder's shared UDP port.
-func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *engine.Client) (*tally, error) {
+func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *engine.Client, onInterval func(probe.Interval)) (*tally, error) {
 	ra, ok := cl.Ctrl.Conn().RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return nil, fmt.Errorf("responder address %v is not TCP", cl.Ctrl.Conn().RemoteAddr())
@@ -119,8 +119,10 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *engine.Client)
 	end := begin.Add(cfg.duration).UnixNano()
 	clk := newWallClock()
 	y := newYielder(cfg.interval == 0, clk)
+	t.progress = newProgress(onInterval, cfg, begin)
 	for i := int64(0); ; i++ {
 		y.tick()
+		t.progress.at(clk.last, t)
 		pace(ctx, cfg, begin, i)
 		tw := clk.now()
 		if stop, byCtx := loopDone(ctx, cfg, i, tw, end); stop {
@@ -183,6 +185,7 @@ func runUDP(ctx context.Context, cfg config, spec probe.Spec, cl *engine.Client)
 		}
 	}
 	t.elapsed = time.Since(begin)
+	t.progress.finish(clk.now(), t)
 	return t, nil
 }
 
@@ -227,7 +230,7 @@ func openTCP(ctx context.Context, cl *engine.Client, stream int, timeout time.Du
 
 // runTCP runs transactions over one connection (tcp) or one connection
 // each (crr).
-func runTCP(ctx context.Context, cfg config, cl *engine.Client) (*tally, error) {
+func runTCP(ctx context.Context, cfg config, cl *engine.Client, onInterval func(probe.Interval)) (*tally, error) {
 	crr := cfg.proto == ProtoCRR
 	t := newTally()
 	var conn tcpConn
@@ -253,12 +256,14 @@ func runTCP(ctx context.Context, cfg config, cl *engine.Client) (*tally, error) 
 	end := begin.Add(cfg.duration).UnixNano()
 	clk := newWallClock()
 	y := newYielder(cfg.interval == 0, clk)
+	t.progress = newProgress(onInterval, cfg, begin)
 	// now is the loop's clock between transactions: the previous
 	// transaction's end, read again only when the loop slept (pace) or for
 	// crr's connect, so a transaction costs two clock readings.
 	now := begin.UnixNano()
 	for i := int64(0); ; i++ {
 		y.tick()
+		t.progress.at(clk.last, t)
 		if cfg.interval > 0 && i > 0 {
 			if watch != nil {
 				watch.since.Store(0) // nothing waits while the loop sleeps
@@ -339,6 +344,7 @@ func runTCP(ctx context.Context, cfg config, cl *engine.Client) (*tally, error) 
 		t.record(tw, t0, krx, t1, b)
 	}
 	t.elapsed = time.Since(begin)
+	t.progress.finish(clk.now(), t)
 	return t, nil
 }
 

@@ -170,6 +170,7 @@ type tally struct {
 	respUserRx   int64 // requests without a kernel timestamp at the responder
 	src          string
 	stoppedByCtx bool
+	progress     *progress // nil: no progress reports
 }
 
 func newTally() *tally { return &tally{rtt: stats.NewRecorder(), app: stats.NewRecorder()} }
@@ -188,6 +189,9 @@ func (t *tally) record(tw, t0, krx, t1 int64, b body) {
 	}
 	dwell := b.tx() - b.rx()
 	t.rtt.Record(krx - tw - dwell)
+	if t.progress != nil {
+		t.progress.rtt.Record(krx - tw - dwell)
+	}
 	t.app.Record(t1 - t0)
 	if tos, ok := b.tos(); ok {
 		t.tos, t.tosOK = tos, true
@@ -241,9 +245,9 @@ func (Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe.R
 	cpu0 := engine.SampleCPU()
 	switch cfg.proto {
 	case ProtoUDP:
-		t, err = runUDP(ctx, cfg, spec, cl)
+		t, err = runUDP(ctx, cfg, spec, cl, env.OnInterval)
 	default:
-		t, err = runTCP(ctx, cfg, cl)
+		t, err = runTCP(ctx, cfg, cl, env.OnInterval)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rr %s to %s: %w", cfg.proto, spec.Target, err)

@@ -531,3 +531,48 @@ func TestConcurrentUDPSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressReports: with Env.OnInterval set, rr reports each second's
+// transactions as iperf3 reports intervals: contiguous periods from 0 to
+// the end, their transactions summing to the result's, each with its own
+// round-trip percentiles.
+func TestProgressReports(t *testing.T) {
+	addr := probetest.Start(t, Handler{})
+	for _, p := range []string{ProtoUDP, ProtoTCP} {
+		t.Run(p, func(t *testing.T) {
+			var ivs []probe.Interval // the loop's goroutine alone appends
+			spec := probe.Spec{Kind: probe.KindRR, Target: addr, Proto: p, Duration: dur(2500 * time.Millisecond), Timeout: dur(5 * time.Second)}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := Prober{}.Run(ctx, spec, probe.Env{OnInterval: func(iv probe.Interval) { ivs = append(ivs, iv) }})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if len(ivs) < 3 {
+				t.Fatalf("%d progress reports in a 2.5 s run, want 2 whole seconds and the rest: %+v", len(ivs), ivs)
+			}
+			var sum int64
+			prev := 0.0
+			for i, iv := range ivs {
+				if iv.Transactions == nil || iv.TransactionsPerS == nil {
+					t.Fatalf("report %d has no transaction count or rate: %+v", i, iv)
+				}
+				if iv.StartS != prev || iv.EndS <= iv.StartS {
+					t.Errorf("report %d spans %.3f-%.3f s after one ending at %.3f", i, iv.StartS, iv.EndS, prev)
+				}
+				if i < len(ivs)-1 && iv.EndS-iv.StartS < ReportEvery.Seconds() {
+					t.Errorf("report %d spans %.3f s, want a whole period of %v", i, iv.EndS-iv.StartS, ReportEvery)
+				}
+				if *iv.Transactions > 0 && (iv.RTTP50ms == nil || iv.RTTP99ms == nil || *iv.RTTP50ms <= 0 || *iv.RTTP99ms < *iv.RTTP50ms) {
+					t.Errorf("report %d: rtt p50 %v p99 %v, want 0 < p50 <= p99", i, iv.RTTP50ms, iv.RTTP99ms)
+				}
+				prev = iv.EndS
+				sum += *iv.Transactions
+			}
+			if res.RTTms == nil || sum != res.RTTms.Count {
+				t.Errorf("reports sum to %d transactions, the result has %v", sum, res.RTTms)
+			}
+			t.Log(probe.FormatInterval(ivs[0]))
+		})
+	}
+}
