@@ -106,6 +106,10 @@ func TestSIGINTPrintsSummary(t *testing.T) {
 			func(l string) bool {
 				return strings.Contains(l, `"event":"interval"`) && strings.Contains(l, `"transactions":`)
 			}, []string{`"event":"start"`, `"rtt_p99_ms":`, `"event":"end"`}},
+		// udp -R: the responder sends; the interrupt asks it to stop and
+		// the summary has its count and this side's.
+		{"udp -R", []string{"probe", "udp", "--to", resp, "-R", "-t", "60s", "-b", "20M"},
+			func(l string) bool { return strings.HasPrefix(l, "[SUM]") }, []string{"sender:", "receiver:", "note: stopped early"}},
 		// stamp prints a line per reflected packet as it arrives.
 		{"stamp", []string{"probe", "stamp", "--to", refl, "-c", "100000", "-i", "10ms"},
 			func(l string) bool { return strings.Contains(l, "stamp_seq=0 time=") }, []string{"stamp ", "forward:", "note: stopped early"}},

@@ -256,16 +256,18 @@ func (h *Handler) serveSend(ctx context.Context, s *engine.Session, spec probe.S
 		clientMsg <- err
 	}()
 	tx, serr := send(sctx, snd, plan(s.ID, spec))
+	early := false
 	select {
 	case err := <-clientMsg:
-		// The client stopped first: it gave up or went away.
+		// The client stopped first: it went away (an error) or was
+		// interrupted (a stop), which wants what was sent so far.
 		if err != nil {
 			return fmt.Errorf("client ended the test early: %w", err)
 		}
-		return fmt.Errorf("client stopped the test early")
+		early = true
 	default:
 	}
-	if serr != nil {
+	if serr != nil && !(early && errors.Is(serr, context.Canceled)) {
 		return serr
 	}
 	b, err := json.Marshal(tx)
@@ -274,6 +276,9 @@ func (h *Handler) serveSend(ctx context.Context, s *engine.Session, spec probe.S
 	}
 	if err := s.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop, Data: b}); err != nil {
 		return err
+	}
+	if early {
+		return nil // the client counts what is in flight, then closes
 	}
 	// Keep the session until the client has counted what is in flight.
 	if err := <-clientMsg; err != nil {

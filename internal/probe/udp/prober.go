@@ -340,9 +340,18 @@ func (p *Prober) receive(ctx context.Context, cli *engine.Client, conn *net.UDPC
 
 	rx := newReceiver(cli.Session, sd, spec, time.Now)
 	cpu0 := engine.SampleCPU()
-	// A control message (the sender's stop, or an error) wakes the read
-	// loop by moving the read deadline to now.
-	ev := readControl(ctx, cli.Ctrl, env, func() { _ = conn.SetReadDeadline(time.Now()) })
+	// An interrupt (ctx ending) asks the responder to stop sending: its
+	// stop (what it sent) and the drain still happen, bounded by post, so
+	// the caller gets the figures until then, as iperf3 on SIGINT.
+	post, cancelPost := context.WithTimeout(context.WithoutCancel(ctx),
+		spec.Duration.D()+drainMax+2*spec.TimeoutOr(engine.DefaultControlTimeout)+slack)
+	defer cancelPost()
+	// A control message (the sender's stop, or an error) or the interrupt
+	// wakes the read loop by moving the read deadline to now.
+	wake := func() { _ = conn.SetReadDeadline(time.Now()) }
+	defer context.AfterFunc(ctx, wake)()
+	ev := readControl(post, cli.Ctrl, env, wake)
+	var askedStop time.Time // when the interrupt asked the responder to stop
 	account := func(pkt []byte, _ netip.AddrPort, m *udpio.Meta) {
 		rx.add(pkt, m.TOS, m.TOSOK, m.KernelNs, m.Drops, m.DropsOK)
 	}
@@ -406,11 +415,18 @@ func (p *Prober) receive(ctx context.Context, cli *engine.Client, conn *net.UDPC
 		if now.After(hardEnd) {
 			return txReport{}, rxReport{}, errors.New("the responder never said it stopped sending")
 		}
-		if err := ctx.Err(); err != nil {
-			return txReport{}, rxReport{}, err
+		if ctx.Err() != nil && !stopped {
+			if askedStop.IsZero() {
+				if err := cli.Ctrl.Send(post, engine.Message{Type: engine.MsgStop}); err != nil {
+					return txReport{}, rxReport{}, fmt.Errorf("stop the responder: %w", err)
+				}
+				askedStop = now
+				hardEnd = now.Add(spec.TimeoutOr(engine.DefaultControlTimeout))
+				nextIv = now.Add(ivLen) // the rest of the period is the final report's
+			}
 		}
 	}
-	_ = cli.Ctrl.Send(ctx, engine.Message{Type: engine.MsgStop})
+	_ = cli.Ctrl.Send(post, engine.Message{Type: engine.MsgStop})
 	use := engine.CPUUseBetween(cpu0, engine.SampleCPU())
 	rep := rx.report(lastArrival, use.Pct, rcv.Mode().RecvString())
 	rep.CPUUserPct, rep.CPUSystemPct = cpuSplit(use)
