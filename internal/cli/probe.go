@@ -86,14 +86,23 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 		if f.out.format != "" {
 			return fmt.Errorf("--json-stream and -o %s: give one", f.out.format)
 		}
-		if (spec.Kind != probe.KindTCP && spec.Kind != probe.KindUDP && spec.Kind != probe.KindRR) || f.peer == "iperf3" {
-			return fmt.Errorf("--json-stream: only tcp, udp and rr probes against a cnperf responder report intervals")
+		if spec.Kind != probe.KindTCP && spec.Kind != probe.KindUDP && (spec.Kind != probe.KindRR || f.peer == "iperf3") {
+			return fmt.Errorf("--json-stream: only tcp, udp and rr probes report intervals")
 		}
 		f.out.format = "json-stream" // no live text lines
 		stream = &jsonStream{w: st.Out}
 		if err := stream.event("start", map[string]any{"kind": spec.Kind, "target": spec.Target, "request": spec.Request()}); err != nil {
 			return err
 		}
+	}
+	// Interval reports, as iperf3's lines or --json-stream's events.
+	var onInterval func(probe.Interval)
+	switch {
+	case f.intervalReportsOff(cmd.Flags(), spec.Kind):
+	case stream != nil:
+		onInterval = func(iv probe.Interval) { _ = stream.event("interval", map[string]any{"sum": iv}) }
+	case f.live():
+		onInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
 	}
 	var res *probe.Result
 	switch f.peer {
@@ -104,7 +113,7 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 		if f.authKeyFile != "" {
 			return fmt.Errorf("--auth-key-file: only stamp probes are authenticated")
 		}
-		res, err = iperf3wire.Run(cmd.Context(), spec)
+		res, err = iperf3wire.Run(cmd.Context(), spec, onInterval)
 	case "", "cnperf":
 		env := probe.Env{Logger: g.logger(st)}
 		if f.authKeyFile != "" {
@@ -127,14 +136,9 @@ func (f *probeFlags) run(cmd *cobra.Command, kind string, g *globalOptions, st S
 			}
 			env.TestKey = keys[0]
 		}
-		if stream != nil && !f.intervalReportsOff(cmd.Flags(), spec.Kind) {
-			env.OnInterval = func(iv probe.Interval) { _ = stream.event("interval", map[string]any{"sum": iv}) }
-		}
+		env.OnInterval = onInterval
 		if f.live() {
 			env.OnHop = func(h probe.Hop) { fmt.Fprintln(st.Out, probe.FormatHop(h)) }
-			if !f.intervalReportsOff(cmd.Flags(), spec.Kind) {
-				env.OnInterval = func(iv probe.Interval) { fmt.Fprintln(st.Out, probe.FormatInterval(iv)) }
-			}
 			env.OnReply = func(r probe.Reply) {
 				if spec.Kind == probe.KindStamp {
 					fmt.Fprintf(st.Out, "%d bytes from %s: stamp_seq=%d time=%.3f ms\n", r.Bytes, r.From, r.Seq, r.RTTms)
@@ -215,7 +219,7 @@ func (f *probeFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.histBins, "hist-bins", 0, "latency histogram bin count")
 	fl.IntVar(&f.maxTTL, "max-ttl", 0, "traceroute: highest TTL")
 	fl.BoolVarP(&f.asJSON, "json", "J", false, "print the result as JSON (-o json), as iperf3's -J")
-	fl.BoolVar(&f.jsonStream, "json-stream", false, `tcp, udp, rr: one JSON object a line as the probe runs, as iperf3's --json-stream: {"event": "start"|"interval"|"end"|"error", "data": ...}`)
+	fl.BoolVar(&f.jsonStream, "json-stream", false, `tcp, udp (--peer iperf3 too), rr: one JSON object a line as the probe runs, as iperf3's --json-stream: {"event": "start"|"interval"|"end"|"error", "data": ...}`)
 	f.out.registerOutput(cmd)
 	fl.StringVar(&f.peer, "peer", "cnperf", "what listens at --to: cnperf (a cnperf responder) or iperf3 (a stock iperf3 -s; tcp and udp)")
 }

@@ -113,7 +113,11 @@ func TestSIGINTPrintsSummary(t *testing.T) {
 		// stamp prints a line per reflected packet as it arrives.
 		{"stamp", []string{"probe", "stamp", "--to", refl, "-c", "100000", "-i", "10ms"},
 			func(l string) bool { return strings.Contains(l, "stamp_seq=0 time=") }, []string{"stamp ", "forward:", "note: stopped early"}},
-		{"tcp --peer iperf3", []string{"probe", "tcp", "--to", stock, "--peer", "iperf3", "-t", "60s"}, nil, []string{"sender:", "receiver:", "note: stopped early"}},
+		// --peer iperf3 prints the client's intervals, as iperf3's client.
+		{"tcp --peer iperf3", []string{"probe", "tcp", "--to", stock, "--peer", "iperf3", "-t", "60s"},
+			func(l string) bool { return strings.HasPrefix(l, "[SUM]") }, []string{"sender:", "receiver:", "note: stopped early"}},
+		{"udp --peer iperf3 --json-stream", []string{"probe", "udp", "--to", stock, "--peer", "iperf3", "-R", "-b", "10M", "-t", "60s", "--json-stream"},
+			func(l string) bool { return strings.Contains(l, `"event":"interval"`) }, []string{`"event":"start"`, `"jitter_ms":`, `"event":"end"`}},
 		{"tcp --json-stream", []string{"probe", "tcp", "--to", resp, "-t", "60s", "--json-stream"},
 			func(l string) bool { return strings.Contains(l, `"event":"interval"`) }, []string{`"event":"start"`, `"event":"interval"`, `"event":"end"`}},
 	}

@@ -77,6 +77,9 @@ func ValidateClient(spec probe.Spec) error {
 	if spec.MSS < 0 || spec.MSS > maxMSS || (spec.MSS != 0 && spec.Kind != probe.KindTCP) {
 		errs = append(errs, fmt.Errorf("mss %d: iperf3 sets a TCP MSS of up to %d bytes", spec.MSS, maxMSS))
 	}
+	if spec.Interval > 0 && spec.Interval.D() < tcp.MinInterval {
+		errs = append(errs, fmt.Errorf("interval %v: must be at least %v, as iperf3's -i", spec.Interval.D(), tcp.MinInterval))
+	}
 	for name, set := range map[string]bool{
 		"--count": spec.Count != 0, "--proto": spec.Proto != "", "--offload": spec.Offload != "",
 	} {
@@ -124,16 +127,18 @@ func clientParams(spec probe.Spec) (Params, time.Duration) {
 
 // Run measures spec (tcp or udp) against the iperf3 server at spec.Target
 // over iperf3's protocol and returns cnperf's result, which echoes the
-// spec's request as a registry's run does.
-func Run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
-	res, err := run(ctx, spec)
+// spec's request as a registry's run does. onInterval, when not nil,
+// receives the client's interval reports at spec's interval (1 s unset)
+// as the test runs, summed over its streams as iperf3's client prints them.
+func Run(ctx context.Context, spec probe.Spec, onInterval func(probe.Interval)) (*probe.Result, error) {
+	res, err := run(ctx, spec, onInterval)
 	if res != nil {
 		res.Request = spec.Request()
 	}
 	return res, err
 }
 
-func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
+func run(ctx context.Context, spec probe.Spec, onInterval func(probe.Interval)) (*probe.Result, error) {
 	if err := ValidateClient(spec); err != nil {
 		return nil, err
 	}
@@ -234,10 +239,21 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 			runClientStream(runCtx, p, st, &running)
 		}()
 	}
+	var ivs *clientIntervals
+	ivDone := make(chan struct{})
+	if onInterval != nil {
+		ivs = newClientIntervals(p, streams, started, spec.IntervalOr(time.Second), onInterval)
+		go ivs.run(runCtx, ivDone)
+	}
 	<-runCtx.Done()
 	interrupted := ctx.Err() != nil
 	running.Store(false)
-	elapsed := time.Since(started).Seconds()
+	ended := time.Now()
+	elapsed := ended.Sub(started).Seconds()
+	if ivs != nil {
+		<-ivDone // its last sample precedes the streams' final figures
+	}
+
 	cpu1 := engine.SampleCPU()
 	ours := results{SenderHasRetransmits: -1}
 	snap := make([]streamResult, len(streams))
@@ -260,6 +276,9 @@ func run(ctx context.Context, spec probe.Spec) (*probe.Result, error) {
 	}
 	if p.UDP && !p.Reverse {
 		ours.SenderHasRetransmits = 0
+	}
+	if ivs != nil {
+		ivs.finish(ended, snap)
 	}
 	// Stop sending; a receiving client drains until the server closes.
 	for _, st := range streams {

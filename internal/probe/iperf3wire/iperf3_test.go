@@ -206,7 +206,7 @@ func TestClientAgainstStockServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c.spec.Target = target
-			res, err := iperf3wire.Run(ctx, c.spec)
+			res, err := iperf3wire.Run(ctx, c.spec, nil)
 			srv.WaitReady(t) // iperf3 -s listens anew after each test
 			if err != nil {
 				t.Fatalf("run against iperf3 -s: %v", err)
@@ -249,5 +249,63 @@ func TestParamsBoundedBeforeAdmission(t *testing.T) {
 	}
 	if _, err := c.Read(state[:]); err != nil || state[0] != 0xFE {
 		t.Errorf("after announcing 1 MiB of parameters: state %#x, %v; want SERVER_ERROR (0xfe) at once", state[0], err)
+	}
+}
+
+// TestClientIntervals: against `iperf3 -s`, the client reports intervals
+// at its -i as iperf3's client prints [SUM] lines: contiguous from 0 to
+// the end, summing to the bytes the client counted (sent, or received with
+// -R), with udp's datagrams, loss and jitter received and a tcp sender's
+// retransmits.
+func TestClientIntervals(t *testing.T) {
+	srv := probetest.StartIperf3Server(t)
+	rate := uint64(20_000_000)
+	cases := []struct {
+		name string
+		spec probe.Spec
+	}{
+		{"tcp two streams", probe.Spec{Kind: "tcp", Streams: 2}},
+		{"udp reverse", probe.Spec{Kind: "udp", RateBps: &rate, Reverse: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c.spec.Target = srv.Addr
+			c.spec.Duration = probe.Duration(1500 * time.Millisecond)
+			c.spec.Interval = probe.Duration(500 * time.Millisecond)
+			var ivs []probe.Interval // Run's reports come one after another
+			res, err := iperf3wire.Run(ctx, c.spec, func(iv probe.Interval) { ivs = append(ivs, iv) })
+			srv.WaitReady(t)
+			if err != nil {
+				t.Fatalf("run against iperf3 -s: %v", err)
+			}
+			if len(ivs) < 2 {
+				t.Fatalf("%d interval reports in a 1.5 s run at -i 0.5, want at least 2: %+v", len(ivs), ivs)
+			}
+			var sum float64
+			prev := 0.0
+			for i, iv := range ivs {
+				if iv.StartS != prev || iv.EndS <= iv.StartS {
+					t.Errorf("interval %d spans %.3f-%.3f s after one ending at %.3f", i, iv.StartS, iv.EndS, prev)
+				}
+				if c.spec.Kind == "udp" && (iv.Packets == nil || iv.LossPct == nil || iv.JitterMs == nil) {
+					t.Errorf("udp -R interval %d lacks datagrams, loss or jitter: %+v", i, iv)
+				}
+				if c.spec.Kind == "tcp" && iv.Retransmits == nil {
+					t.Errorf("tcp sender's interval %d lacks retransmits: %+v", i, iv)
+				}
+				prev = iv.EndS
+				sum += iv.Bytes
+			}
+			mine := res.Bytes.Sender
+			if c.spec.Reverse {
+				mine = res.Bytes.Receiver
+			}
+			if sum != mine || sum <= 0 {
+				t.Errorf("intervals sum to %v bytes, the client counted %v", sum, mine)
+			}
+			t.Log(probe.FormatInterval(ivs[0]))
+		})
 	}
 }

@@ -371,7 +371,7 @@ func TestClientCarriesSocketOptions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := iperf3wire.Run(ctx, probe.Spec{Kind: probe.KindTCP, Target: addr, Duration: probe.Duration(2 * time.Second),
-		Reverse: true, TOS: &tos, WindowBytes: 256 << 10, MSS: 1000})
+		Reverse: true, TOS: &tos, WindowBytes: 256 << 10, MSS: 1000}, nil)
 	if err != nil {
 		t.Fatalf("--peer iperf3 with -S, -w, -M: %v", err)
 	}
