@@ -198,6 +198,9 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 		}, []string{Fails}},
 		{"overlay faster than the node", "baseline", []suite.Row{{Connection: suite.PodPodSameNode, OverheadPct: ptr(-20),
 			Median: map[string]float64{"throughput_bps.receiver": 12e9}}}, []string{Measured}},
+		{"service faster than the pods", "baseline", []suite.Row{{Connection: suite.PodService,
+			ServiceOverhead: &suite.ServiceOverhead{TCPPct: ptr(-12.2), RRAddedMs: ptr(-0.002)},
+			Median:          map[string]float64{"throughput_bps.receiver": 11e9}}}, []string{Measured}},
 		{"black hole", "pmtu", []suite.Row{row(nil, map[string]float64{"path_mtu": 1400, "black_hole": 1, "black_hole_size": 1450})}, []string{Fails}},
 		{"police unsupported", "policing", []suite.Row{
 			{Connection: "police", Labels: map[string]string{"variant": "police", "placement": "same-node", "verdict": "police: not measured: kernel lacks it"}},
@@ -207,7 +210,7 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lines := Judge(c.suite, c.rows)
 			for _, l := range lines {
-				if strings.Contains(l.Reason, "-") && strings.Contains(l.Reason, "% less") {
+				if strings.Contains(l.Reason, "-") && (strings.Contains(l.Reason, "% less") || strings.Contains(l.Reason, "costs")) {
 					t.Errorf("a negative cost: %s", l.Reason)
 				}
 			}

@@ -43,10 +43,7 @@ func judgeOverlay(rows []suite.Row) []Line {
 		l.Figures = strings.Join(figs, ", ")
 		switch {
 		case r.ServiceOverhead != nil && r.ServiceOverhead.TCPPct != nil:
-			l.Reason = fmt.Sprintf("the Service costs %.1f %% of TCP throughput against the same pods without it", *r.ServiceOverhead.TCPPct)
-			if a := r.ServiceOverhead.RRAddedMs; a != nil {
-				l.Reason += fmt.Sprintf(" and adds %s ms to the round trip", suite.FormatMs(*a))
-			}
+			l.Reason = serviceReason(*r.ServiceOverhead)
 		case r.OverheadPct != nil && *r.OverheadPct < 0:
 			l.Reason = fmt.Sprintf("%.1f %% more TCP throughput than node-node", -*r.OverheadPct)
 		case r.OverheadPct != nil:
@@ -63,6 +60,25 @@ func judgeOverlay(rows []suite.Row) []Line {
 		out = append(out, l)
 	}
 	return out
+}
+
+// serviceReason says what the Service costs against the same pods
+// without it; a path that measured faster through the Service reads as
+// more, not as a negative cost.
+func serviceReason(o suite.ServiceOverhead) string {
+	pct := *o.TCPPct
+	reason := fmt.Sprintf("the Service costs %.1f %% of TCP throughput against the same pods without it", pct)
+	if pct < 0 {
+		reason = fmt.Sprintf("%.1f %% more TCP throughput through the Service than the same pods without it", -pct)
+	}
+	if a := o.RRAddedMs; a != nil {
+		if *a < 0 {
+			reason += fmt.Sprintf("; its round trip %s ms shorter", suite.FormatMs(-*a))
+		} else {
+			reason += fmt.Sprintf(" and adds %s ms to the round trip", suite.FormatMs(*a))
+		}
+	}
+	return reason
 }
 
 // judgeCapacity is a line per path: the capacity the search found, and
