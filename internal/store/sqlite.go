@@ -21,9 +21,13 @@ import (
 // ClaimTasks is serialised; reads use a small pool of query-only
 // connections that WAL lets run beside the writer. _txlock=immediate takes
 // the write lock at BEGIN, so a second process waits (busy_timeout) rather
-// than failing half-way through a transaction.
+// than failing half-way through a transaction. temp_store(MEMORY) keeps
+// SQLite's temporary files (statement journals, sorts) in memory: the
+// server runs with a read-only root file system and no writable /tmp, where
+// SQLite finds no temporary directory and a large insert fails with
+// SQLITE_IOERR_GETTEMPPATH ("disk I/O error (6410)").
 const (
-	sqliteCommon = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	sqliteCommon = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 	sqliteWriter = sqliteCommon + "&_pragma=journal_mode(WAL)&_txlock=immediate"
 	sqliteReader = sqliteCommon + "&_pragma=query_only(1)"
 )

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -49,5 +50,29 @@ func TestCheckWriteNeedsAWrite(t *testing.T) {
 	}
 	if err := s.CheckWrite(ctx); err != nil {
 		t.Fatalf("write probe after writes came back: %v", err)
+	}
+}
+
+// TestSQLiteKeepsTempFilesInMemory: every SQLite connection keeps its
+// temporary files in memory (temp_store 2), since the server's read-only
+// root file system leaves SQLite no temporary directory to write them to.
+func TestSQLiteKeepsTempFilesInMemory(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "cnperf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := st.(*sqlStore)
+	for name, db := range map[string]interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}{"writer": s.w, "reader": s.r} {
+		var mode int
+		if err := db.QueryRowContext(ctx, "PRAGMA temp_store").Scan(&mode); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if mode != 2 {
+			t.Errorf("%s: temp_store %d, want 2 (MEMORY)", name, mode)
+		}
 	}
 }
