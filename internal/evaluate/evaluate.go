@@ -21,7 +21,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -484,16 +483,6 @@ func judgeSLO(checks []suite.Check) []Line {
 		out = append(out, Line{Question: QSLO, Verdict: Unknown, Reason: "no objective applied to any row"})
 	}
 	return out
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Judge answers from one suite's rows every question that suite answers
