@@ -192,10 +192,13 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 		if sp.Target != "" {
 			return store.Task{}, api.BadRequest(prefix+"spec.target", "set by the server from the destination agent: leave it empty")
 		}
+		// A probe aims at the destination's responder, except these,
+		// which aim at its pod IP (a wire or queue watch's route to the
+		// peer names the device watched).
+		toResponder := true
 		switch kind {
 		case probe.KindPing, probe.KindTrace, probe.KindWire, probe.KindQueue:
-			// A wire or queue watch's target is the peer: its route
-			// names the device watched.
+			toResponder = false
 			if rt.Via != "" {
 				return store.Task{}, api.BadRequest(prefix+"via", "only for probes to the destination's responder, not %s", kind)
 			}
@@ -217,7 +220,7 @@ func (s *Server) v2Task(prefix string, rt api.RunTask, ix *agentIndex) (store.Ta
 			if err := s.opts.Probers.Validate(sp); err != nil {
 				return store.Task{}, api.BadRequest(prefix+"spec", "%v", err)
 			}
-		} else if err := sp.ValidateCommon(kind != probe.KindPing && kind != probe.KindTrace && kind != probe.KindWire && kind != probe.KindQueue); err != nil {
+		} else if err := sp.ValidateCommon(toResponder); err != nil {
 			return store.Task{}, api.BadRequest(prefix+"spec", "%v", err)
 		}
 		b, err := json.Marshal(sp)
