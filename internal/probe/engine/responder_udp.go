@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -156,24 +154,17 @@ func (r *Responder) sendUnclaimed(b []byte, tos int, to netip.AddrPort) error {
 			return
 		}
 		var sa unix.Sockaddr
-		level, typ := unix.IPPROTO_IP, unix.IP_TOS // IPv4, or v4-mapped on a v6 socket
 		switch {
 		case domain == unix.AF_INET && to.Addr().Unmap().Is4():
 			sa = &unix.SockaddrInet4{Addr: to.Addr().Unmap().As4(), Port: int(to.Port())}
 		case domain == unix.AF_INET6:
 			sa = &unix.SockaddrInet6{Addr: to.Addr().As16(), Port: int(to.Port())}
-			if !to.Addr().Unmap().Is4() {
-				level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-			}
 		default:
 			serr = errors.New("reply address family differs from the socket's")
 			return
 		}
-		oob := make([]byte, unix.CmsgSpace(4))
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		h.Level, h.Type = int32(level), int32(typ)
-		h.SetLen(unix.CmsgLen(4))
-		binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], uint32(tos))
+		// IP_TOS for IPv4, or v4-mapped on a v6 socket; IPV6_TCLASS else.
+		oob := udpio.TOSCmsg(tos, !to.Addr().Unmap().Is4())
 		serr = unix.Sendmsg(int(fd), b, oob, sa, unix.MSG_DONTWAIT)
 	}); err != nil {
 		return err

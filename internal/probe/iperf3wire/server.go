@@ -18,6 +18,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/iperf3json"
 	"github.com/cnperf/cnperf/internal/probe/tcp"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // Server serves iperf3 clients on a cnperf responder's port. It is a
@@ -585,7 +586,10 @@ func (s *Server) runStream(ctx context.Context, sess *session, st *stream) {
 	case p.TCP:
 		sendTCP(ctx, st.conn, p, &st.bytes)
 	case st.sender: // udp, the server sends, marking each datagram with -S's TOS
-		oob := tosCmsg(st.peer.Addr(), p.TOS)
+		var oob []byte
+		if p.TOS != 0 {
+			oob = udpio.TOSCmsg(p.TOS, !st.peer.Addr().Unmap().Is4())
+		}
 		write := func(b []byte) (int, error) {
 			n, _, err := s.udp.WriteMsgUDPAddrPort(b, oob, st.peer)
 			return n, err

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -169,25 +167,6 @@ func growUDPBuffers(uc *net.UDPConn, window int) (sndbuf, rcvbuf int, err error)
 			"-w %d: the shared UDP socket has SO_SNDBUF %d, SO_RCVBUF %d (see net.core.wmem_max, rmem_max)", window, sndbuf, rcvbuf)}
 	}
 	return sndbuf, rcvbuf, err
-}
-
-// tosCmsg is the control message that marks one datagram to dst with tos
-// on the responder's shared UDP socket (IP_TOS for IPv4 and v4-mapped
-// peers, IPV6_TCLASS for IPv6 ones); nil for tos 0.
-func tosCmsg(dst netip.Addr, tos int) []byte {
-	if tos == 0 {
-		return nil
-	}
-	b := make([]byte, unix.CmsgSpace(4))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	if dst.Unmap().Is4() {
-		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
-	} else {
-		h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-	}
-	h.SetLen(unix.CmsgLen(4))
-	*(*int32)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = int32(tos)
-	return b
 }
 
 func getsockoptMSS(fd int) (int, error) {

@@ -1,9 +1,7 @@
 package stamp
 
 import (
-	"encoding/binary"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -45,22 +43,6 @@ type rxMeta struct {
 func parseCmsgs(oob []byte) rxMeta {
 	m := udpio.ParseCmsgs(oob)
 	return rxMeta{tos: m.TOS, tosOK: m.TOSOK, ttl: m.TTL, ttlOK: m.TTLOK, kernelNs: m.KernelNs}
-}
-
-// tosCmsg builds the control message that puts tos on one sent datagram:
-// IP_TOS for IPv4 destinations (v4-mapped ones on a v6 socket included,
-// which the kernel sends on its IPv4 path), IPV6_TCLASS for IPv6.
-func tosCmsg(tos int, v6 bool) []byte {
-	level, typ := unix.IPPROTO_IP, unix.IP_TOS
-	if v6 {
-		level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-	}
-	b := make([]byte, unix.CmsgSpace(4))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	h.Level, h.Type = int32(level), int32(typ)
-	h.SetLen(unix.CmsgLen(4))
-	binary.NativeEndian.PutUint32(b[unix.CmsgLen(0):], uint32(tos))
-	return b
 }
 
 // recvOpts asks a UDP socket for every datagram's TOS, TTL and kernel

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe/engine"
+	"github.com/cnperf/cnperf/internal/probe/udpio"
 )
 
 // Reflector limits.
@@ -167,7 +168,7 @@ func (r *Reflector) Serve(ctx context.Context) error {
 		}
 		_ = r.conn.SetWriteDeadline(time.Now().Add(ioTimeout))
 		v6 := !from.Addr().Is4() && !from.Addr().Is4In6()
-		if _, _, err := r.conn.WriteMsgUDPAddrPort(out[:m], tosCmsg(tos, v6), from); err != nil {
+		if _, _, err := r.conn.WriteMsgUDPAddrPort(out[:m], udpio.TOSCmsg(tos, v6), from); err != nil {
 			r.dropped.Add(1)
 			r.log.Debug("stamp reply", "to", from, "err", err)
 			continue

@@ -25,6 +25,23 @@ type Meta struct {
 	TTLOK bool
 }
 
+// TOSCmsg is the control message that puts tos on one sent datagram:
+// IP_TOS for an IPv4 destination (a v4-mapped one on a v6 socket
+// included, which the kernel sends on its IPv4 path), IPV6_TCLASS for an
+// IPv6 one (v6).
+func TOSCmsg(tos int, v6 bool) []byte {
+	level, typ := unix.IPPROTO_IP, unix.IP_TOS
+	if v6 {
+		level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	}
+	b := make([]byte, unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = int32(level), int32(typ)
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(b[unix.CmsgLen(0):], uint32(tos))
+	return b
+}
+
 // ParseCmsgs reads the control messages cnperf asks for, without
 // allocating.
 func ParseCmsgs(oob []byte) Meta {
