@@ -24,7 +24,9 @@ type CNI struct {
 	// tag of the CNI DaemonSet's image.
 	Version string `json:"version,omitempty"`
 	// Mode is the datapath mode ("vxlan", "host-gw", "ipip", "direct",
-	// "native", "geneve").
+	// "native", "geneve"): the nodes' annotations, the DaemonSet's
+	// configuration, Cilium's cilium-config ConfigMap, a node's tunnel
+	// device.
 	Mode string `json:"mode,omitempty"`
 	// From names where the facts were read, in order.
 	From []string `json:"from,omitempty"`
@@ -86,9 +88,10 @@ var vxlanDevices = map[string]string{"flannel": "flannel.1", "calico": "vxlan.ca
 
 // DetectCNI finds the cluster's CNI from what the API shows: the Node
 // objects' annotations, the CNI's DaemonSet in any namespace (its name or
-// image; its image tag is the version), Calico's ClusterInformation, and,
-// when r is not nil, a node's CNI configuration and tunnel devices as an
-// inspector pod read them. What the caller may not list is skipped.
+// image; its image tag is the version), Calico's ClusterInformation,
+// Cilium's ConfigMap, and, when r is not nil, a node's CNI configuration
+// and tunnel devices as an inspector pod read them. What the caller may
+// not list is skipped.
 func (c *Client) DetectCNI(ctx context.Context, nodes []Node, r *NodeReport) CNI {
 	var dss []appsv1.DaemonSet
 	rctx, cancel := context.WithTimeout(ctx, c.timeout())
@@ -113,13 +116,62 @@ func (c *Client) DetectCNI(ctx context.Context, nodes []Node, r *NodeReport) CNI
 		}
 	}
 	cni := identifyCNI(nodes, dss, r)
-	if cni.Name == "calico" {
+	switch cni.Name {
+	case "calico":
 		if v := c.calicoVersion(ctx); v != "" {
 			cni.Version = v
 			cni.From = append(cni.From, "calico clusterinformation")
 		}
+	case "cilium":
+		// Cilium's routing mode is in its ConfigMap (the DaemonSet's
+		// agent reads it with --config-dir), beside the DaemonSet: it
+		// stands where neither the agent's flags nor a tunnel device
+		// said.
+		ns := "kube-system"
+		if ds, _, _ := cniDaemonSet(dss, "cilium"); ds != nil {
+			ns = ds.Namespace
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.timeout())
+		cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(rctx, "cilium-config", metav1.GetOptions{})
+		cancel()
+		if err == nil && (cni.Mode == "" || slices.Contains(cni.From, ciliumNoDevice)) {
+			if m := ciliumConfigMode(cm.Data); m != "" {
+				cni.Mode = m
+				cni.From = append(slices.DeleteFunc(cni.From, func(s string) bool { return s == ciliumNoDevice }),
+					"configmap "+ns+"/cilium-config")
+			}
+		}
 	}
 	return cni
+}
+
+// ciliumNoDevice is the source of a Cilium mode guessed from the missing
+// VXLAN device, which Cilium's ConfigMap overrides.
+const ciliumNoDevice = "no cilium_vxlan device"
+
+// ciliumConfigMode is the datapath mode Cilium's ConfigMap sets:
+// routing-mode native, else the tunnel protocol (routing-mode tunnel, or
+// the older tunnel key).
+func ciliumConfigMode(data map[string]string) string {
+	switch {
+	case data["routing-mode"] == "native" || data["tunnel"] == "disabled":
+		return "native"
+	case data["routing-mode"] == "tunnel":
+		if p := data["tunnel-protocol"]; p != "" {
+			return p
+		}
+		return "vxlan" // Cilium's default tunnel protocol
+	}
+	return data["tunnel"]
+}
+
+// MissingVersion says why the CNI's version is not known ("" when it is,
+// or when the CNI is not either).
+func (c CNI) MissingVersion() string {
+	if c.Name == "" || c.Version != "" {
+		return ""
+	}
+	return fmt.Sprintf("the version of %s is not known: no DaemonSet of it shows an image tag (a CNI run outside Kubernetes, such as k3s's embedded flannel, shows none)", c.Name)
 }
 
 // identifyCNI names the CNI from the nodes' annotations, the DaemonSets
@@ -158,7 +210,7 @@ func identifyCNI(nodes []Node, dss []appsv1.DaemonSet, r *NodeReport) CNI {
 			// Cilium writes its routing mode only into its ConfigMap and
 			// agent state: no cilium_vxlan device is native routing.
 			cni.Mode = "native"
-			cni.From = append(cni.From, "no cilium_vxlan device")
+			cni.From = append(cni.From, ciliumNoDevice)
 		}
 	}
 	return cni

@@ -29,10 +29,15 @@ func daemonSet(ns, name, image string, env map[string]string, args ...string) *a
 			Containers:     []corev1.Container{{Name: "sidecar", Image: "registry.k8s.io/pause:3.10"}, ctr}}}}}
 }
 
+// ciliumConfig is Cilium's ConfigMap in ns.
+func ciliumConfig(ns string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cilium-config"}, Data: data}
+}
+
 // TestDetectCNI: every CNI cnperf knows is named from its DaemonSet (by
 // image, else by name) with the image tag as its version and its mode
-// from the nodes' annotations, its container's configuration or a node's
-// tunnel device; Calico's version from its ClusterInformation; an
+// from the nodes' annotations, its container's configuration, Cilium's
+// ConfigMap or a node's tunnel device; Calico's version from its ClusterInformation; an
 // unknown CNI from the runtime's CNI configuration.
 func TestDetectCNI(t *testing.T) {
 	flannelNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{flannelBackendAnnotation: "host-gw"}}}
@@ -69,6 +74,19 @@ func TestDetectCNI(t *testing.T) {
 		{name: "cilium no tunnel device: native", objs: []runtime.Object{plain},
 			report: &NodeReport{CNI: &CNIConfig{File: "05-cilium.conflist", Name: "cilium", Plugins: []string{"cilium-cni"}}},
 			want:   CNI{Name: "cilium", Mode: "native"}, wantSrc: "cni configuration 05-cilium.conflist"},
+		{name: "cilium vxlan from its ConfigMap", objs: []runtime.Object{plain,
+			daemonSet("kube-system", "cilium", "quay.io/cilium/cilium:v1.20.2", nil, "--config-dir=/tmp/cilium/config-map"),
+			ciliumConfig("kube-system", map[string]string{"routing-mode": "tunnel", "tunnel-protocol": "vxlan"})},
+			want: CNI{Name: "cilium", Version: "v1.20.2", Mode: "vxlan"}, wantSrc: "configmap kube-system/cilium-config"},
+		{name: "cilium geneve from its ConfigMap, not native for want of a VXLAN device", objs: []runtime.Object{plain,
+			daemonSet("cilium", "cilium", "quay.io/cilium/cilium:v1.16.3", nil, "--config-dir=/tmp/cilium/config-map"),
+			ciliumConfig("cilium", map[string]string{"routing-mode": "tunnel", "tunnel-protocol": "geneve"})},
+			report: &NodeReport{CNI: &CNIConfig{Name: "cilium", Plugins: []string{"cilium-cni"}}},
+			want:   CNI{Name: "cilium", Version: "v1.16.3", Mode: "geneve"}, wantSrc: "configmap cilium/cilium-config"},
+		{name: "cilium native from its older ConfigMap key", objs: []runtime.Object{plain,
+			daemonSet("kube-system", "cilium", "quay.io/cilium/cilium:v1.13.4", nil),
+			ciliumConfig("kube-system", map[string]string{"tunnel": "disabled"})},
+			want: CNI{Name: "cilium", Version: "v1.13.4", Mode: "native"}},
 		{name: "antrea", objs: []runtime.Object{plain, daemonSet("kube-system", "antrea-agent", "antrea/antrea-agent-ubuntu:v2.2.0", nil)},
 			want: CNI{Name: "antrea", Version: "v2.2.0"}},
 		{name: "kube-ovn", objs: []runtime.Object{plain, daemonSet("kube-system", "kube-ovn-cni", "docker.io/kubeovn/kube-ovn:v1.13.2", nil)},
@@ -108,6 +126,9 @@ func TestDetectCNI(t *testing.T) {
 			}
 			if tc.wantSrc != "" && !slices.Contains(got.From, tc.wantSrc) {
 				t.Errorf("from %q, want %q among them", got.From, tc.wantSrc)
+			}
+			if slices.Contains(got.From, "no cilium_vxlan device") && tc.want.Mode != "native" {
+				t.Errorf("from %q: a mode guessed from the missing VXLAN device", got.From)
 			}
 		})
 	}

@@ -47,6 +47,9 @@ func (e *Env) Environment(ctx context.Context) (*hostinfo.Environment, error) {
 	if len(cni.From) > 0 {
 		env.Notes = append(env.Notes, "CNI from "+strings.Join(cni.From, ", "))
 	}
+	if why := cni.MissingVersion(); why != "" {
+		env.Notes = append(env.Notes, why)
+	}
 	sort.Slice(env.Nodes, func(i, j int) bool { return env.Nodes[i].Name < env.Nodes[j].Name })
 	return env, nil
 }

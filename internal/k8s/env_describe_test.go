@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +27,11 @@ func TestEnvEnvironment(t *testing.T) {
 	}
 	if env.Platform != "kubernetes" || env.CNI != "flannel" || env.Backend != "vxlan" || len(env.Nodes) != 2 || env.Nodes[0].Name != "a" {
 		t.Fatalf("environment = %+v", env)
+	}
+	// Flannel annotates the nodes but no DaemonSet shows its version:
+	// the environment says so.
+	if env.CNIVersion != "" || !slices.ContainsFunc(env.Notes, func(n string) bool { return strings.Contains(n, "version of flannel is not known") }) {
+		t.Errorf("version %q, notes %q: want none, and a note saying why", env.CNIVersion, env.Notes)
 	}
 	if n := env.Nodes[1]; n.Kernel != "6.1.0-18-amd64" || n.CPUs != 4 || n.MemoryBytes != 8<<30 || n.OSImage == "" {
 		t.Errorf("node = %+v", n)
