@@ -6,7 +6,7 @@ PKGS     := ./...
 # The tests' wall-clock bound; CI's whole run must stay under 90 minutes.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test fuzz test-release test-k8s test-k8s-cilium test-deps vet fmt-check bench-probes bench-server bench-lab bench-answers bench-idle bench-chaos bench-matrixsim clean
+.PHONY: all build demo test fuzz test-release test-k8s test-k8s-cilium test-k8s-compare test-deps vet fmt-check bench-probes bench-server bench-lab bench-answers bench-idle bench-chaos bench-matrixsim clean
 
 all: build
 
@@ -135,16 +135,26 @@ bench-chaos: build
 # runs even when one fails; the target fails if any did. Each CNI's output
 # is also kept in $TMPDIR/cnperf-test-k8s-CNI.log, and a failed run ends
 # with what each failed test said (scripts/test-failures.sh): the verbose
-# log's component dumps would otherwise bury it.
+# log's component dumps would otherwise bury it. Then test-k8s-compare.
 K8S_CNIS ?= flannel calico
-test-k8s: test-deps
+test-k8s: test-deps build
 	@st=0; for cni in $(K8S_CNIS); do \
 		echo "== test-k8s: CNI $$cni"; start=$$(date +%s); \
 		log=$${TMPDIR:-/tmp}/cnperf-test-k8s-$$cni.log; \
 		{ CNPERF_K8S_CNI=$$cni CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 45m -v -run TestRealCluster ./internal/k8stest/; echo $$? > $$log.rc; } 2>&1 | tee $$log; \
 		if [ "$$(cat $$log.rc)" != 0 ]; then st=1; ./scripts/test-failures.sh $$log; fi; rm -f $$log.rc; \
 		echo "== test-k8s: CNI $$cni took $$(( $$(date +%s) - start ))s (log $$log)"; \
-	done; exit $$st
+	done; $(MAKE) --no-print-directory test-k8s-compare || st=1; exit $$st
+
+# cnperf compare (no server) of the study bundles the real-cluster runs'
+# evaluate subtests wrote, $TMPDIR/cnperf-k8s-evaluate-CNI-MODE.json (each
+# run replaces its own; test-k8s-cilium's too): a column per CNI and mode,
+# a line per question. Fails when compare does; with no bundle it says so.
+test-k8s-compare: build
+	@set -- $${TMPDIR:-/tmp}/cnperf-k8s-evaluate-*.json; \
+	if [ ! -e "$$1" ]; then echo "== test-k8s: no evaluate bundle to compare"; exit 0; fi; \
+	echo "== test-k8s: cnperf compare of the evaluate bundles:"; ls -l "$$@"; \
+	$(BIN) compare "$$@" || { echo "== test-k8s: cnperf compare failed"; exit 1; }
 
 # The real-cluster test on Cilium v1.20.2 (vxlan, then native routing,
 # switched in place), the same suites as test-k8s runs on Calico. Not part
@@ -159,7 +169,8 @@ test-k8s-cilium:
 	./scripts/install-test-deps.sh cilium
 	@echo "== test-k8s-cilium: CNI cilium"; start=$$(date +%s); \
 	CNPERF_K8S_CNI=cilium CNPERF_K8S_HARNESS=1 flock /tmp/cnperf-k8s.lock $(GO) test -count=1 -timeout 55m -v -run '$(K8S_RUN)' ./internal/k8stest/; st=$$?; \
-	echo "== test-k8s-cilium: took $$(( $$(date +%s) - start ))s"; exit $$st
+	echo "== test-k8s-cilium: took $$(( $$(date +%s) - start ))s"; \
+	$(MAKE) --no-print-directory test-k8s-compare || st=1; exit $$st
 
 clean:
 	rm -rf bin

@@ -61,7 +61,7 @@ type cniDaemon struct {
 
 // cniDaemons are the CNIs cnperf recognises by their node DaemonSet.
 var cniDaemons = []cniDaemon{
-	{name: "flannel", sets: []string{"kube-flannel-ds", "flannel"}, images: []string{"flannel/flannel", "flannelcni-flannel", "mirrored-flannel-flannel"}},
+	{name: "flannel", sets: []string{"kube-flannel-ds", "flannel"}, images: []string{"flannel-io/flannel", "flannel/flannel", "flannelcni-flannel", "mirrored-flannel-flannel"}},
 	{name: "calico", sets: []string{"calico-node"}, images: []string{"calico/node"}},
 	{name: "cilium", sets: []string{"cilium"}, images: []string{"cilium/cilium"}},
 	{name: "antrea", sets: []string{"antrea-agent"}, images: []string{"antrea-agent-ubuntu", "antrea-ubuntu", "antrea-agent"}},

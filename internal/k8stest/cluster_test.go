@@ -233,7 +233,7 @@ func TestRealCluster(t *testing.T) {
 			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			t.Run("contention", func(t *testing.T) { runContention(t, cnp, cniDir, want, &rec) })
 			t.Run("vxlan inherit", func(t *testing.T) { runVXLANInherit(t, cl, cnp, cniDir, want) })
-			t.Run("evaluate", func(t *testing.T) { bundles = append(bundles, runEvaluate(t, cnp, cniDir, want)) })
+			t.Run("evaluate", func(t *testing.T) { bundles = append(bundles, runEvaluate(ctx, t, kc, cnp, cniDir, want)) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.
 				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -247,10 +248,31 @@ func (k *Cilium) args(c *Cluster, n *Node) []string {
 		"--enable-health-checking=false", "--enable-endpoint-health-checking=false",
 		"--cni-exclusive=false", "--enable-ipv4-masquerade=false",
 	}
-	if k.Backend == "vxlan" {
-		return append(a, "--routing-mode=tunnel", "--tunnel-protocol=vxlan", "--tunnel-port=8472")
+	cfg := ciliumModeConfig(k.Backend)
+	for _, key := range slices.Sorted(maps.Keys(cfg)) {
+		a = append(a, "--"+key+"="+cfg[key])
 	}
-	return append(a, "--routing-mode=native", "--auto-direct-node-routes=true", "--ipv4-native-routing-cidr="+clusterCIDR)
+	return a
+}
+
+// ciliumModeConfig is the agent's configuration of a routing mode: its
+// flags here, and cilium-config's keys (ciliumManifest).
+func ciliumModeConfig(backend string) map[string]string {
+	if backend == "vxlan" {
+		return map[string]string{"routing-mode": "tunnel", "tunnel-protocol": "vxlan", "tunnel-port": "8472"}
+	}
+	return map[string]string{"routing-mode": "native", "auto-direct-node-routes": "true", "ipv4-native-routing-cidr": clusterCIDR}
+}
+
+// ciliumManifest is the cilium DaemonSet and cilium-config ConfigMap of
+// Cilium's chart (the agent reads the ConfigMap with --config-dir), with
+// the running mode's keys.
+func (k *Cilium) ciliumManifest() cniManifest {
+	return cniManifest{ns: "kube-system", daemonSet: "cilium", container: "cilium-agent",
+		image:   "quay.io/cilium/cilium:" + CiliumVersion,
+		labels:  map[string]string{"k8s-app": "cilium", "app.kubernetes.io/name": "cilium-agent", "app.kubernetes.io/part-of": "cilium"},
+		command: []string{"cilium-agent"}, args: []string{"--config-dir=/tmp/cilium/config-map"},
+		configMap: "cilium-config", configMapFn: func() map[string]string { return ciliumModeConfig(k.Backend) }}
 }
 
 // ciliumMonitorSocket is where every cilium-agent binds its monitor
@@ -299,6 +321,9 @@ func isSocket(path string) bool {
 // node (the VXLAN device, or the direct routes).
 func (k *Cilium) start(ctx context.Context, c *Cluster) error {
 	t0 := time.Now()
+	if err := k.ciliumManifest().apply(ctx, c); err != nil {
+		return fmt.Errorf("cilium's DaemonSet and ConfigMap: %w", err)
+	}
 	bin := filepath.Join(c.BinDir, "cilium-agent-"+CiliumVersion)
 	path := filepath.Join(c.RunDir, "cilium-tools") + ":" + os.Getenv("PATH") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin"
 	for i, n := range c.Nodes {

@@ -154,6 +154,9 @@ func (f *Flannel) start(ctx context.Context, c *Cluster) error {
 	bin := filepath.Join(c.BinDir, "flanneld-"+FlannelVersion)
 	netConf, _ := json.Marshal(map[string]any{"Network": clusterCIDR, "EnableIPv4": true, "Backend": map[string]string{"Type": f.Backend}})
 	t0 := time.Now()
+	if err := flannelManifest(netConf).apply(ctx, c); err != nil {
+		return fmt.Errorf("flannel's DaemonSet and ConfigMap: %w", err)
+	}
 	for _, n := range c.Nodes {
 		dir := filepath.Join(c.RunDir, n.Name, "flannel")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -295,4 +298,15 @@ func writeFlannelConflist(n *Node, env subnetEnv, ipamDir string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(n.CNIDir, "10-flannel.conflist"), b, 0o644)
+}
+
+// flannelManifest is the kube-flannel-ds DaemonSet and kube-flannel-cfg
+// ConfigMap of flannel's kube-flannel.yml, with the net-conf.json the
+// harness's flanneld runs with.
+func flannelManifest(netConf []byte) cniManifest {
+	return cniManifest{ns: "kube-flannel", daemonSet: "kube-flannel-ds", container: "kube-flannel",
+		image:   "ghcr.io/flannel-io/flannel:" + FlannelVersion,
+		labels:  map[string]string{"app": "flannel", "k8s-app": "flannel", "tier": "node"},
+		command: []string{"/opt/bin/flanneld"}, args: []string{"--ip-masq", "--kube-subnet-mgr"},
+		configMap: "kube-flannel-cfg", configMapFn: func() map[string]string { return map[string]string{"net-conf.json": string(netConf)} }}
 }
