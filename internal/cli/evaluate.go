@@ -56,8 +56,8 @@ of --slo failed.`
 func (f *evalFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	secondsOrDurationVarP(fl, &f.budget, "budget", "", evaluate.DefaultBudget, "time the study's measurements may take; questions that do not fit are not asked")
-	secondsOrDurationVarP(fl, &f.time, "time", "", 3*time.Second, "length of each timed measurement")
-	fl.IntVar(&f.repeat, "repeat", 3, "repetitions of each measurement (rows show the median and min-max)")
+	secondsOrDurationVarP(fl, &f.time, "time", "", evaluate.DefaultTime, "length of each timed measurement")
+	fl.IntVar(&f.repeat, "repeat", evaluate.DefaultRepeat, "repetitions of each measurement (rows show the median and min-max)")
 	fl.StringVar(&f.questions, "questions", "", "ask only these questions, comma-separated ("+strings.Join(evaluate.IDs(), ", ")+")")
 	fl.StringVar(&f.sloFile, "slo", "", "SLO file to evaluate against every row (the slo question); a failed objective exits with code 3")
 	fl.BoolVar(&f.asJSON, "json", false, "print the sheet's data as JSON (sheet, environment): -o json")

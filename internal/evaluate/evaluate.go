@@ -27,8 +27,14 @@ import (
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// DefaultBudget is the time the study may take when no --budget is given.
-const DefaultBudget = 15 * time.Minute
+// The study's defaults when no --budget, --time or --repeat is given:
+// every question fits DefaultBudget on a two-node cluster
+// (TestDefaultEvaluatePlanFits in internal/k8s).
+const (
+	DefaultBudget = 15 * time.Minute
+	DefaultTime   = 3 * time.Second // each timed measurement
+	DefaultRepeat = 3               // repetitions of each measurement
+)
 
 // Verdict words.
 const (
