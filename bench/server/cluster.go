@@ -185,3 +185,41 @@ func startReplica(ctx context.Context, c config, dsn, dir string, idx, maxAgents
 	}
 	return r, nil
 }
+
+// pgMaxConns is the throwaway PostgreSQL's max_connections
+// (scripts/pg-test.sh); a replica opens at most replicaPGConns.
+const (
+	pgMaxConns     = 200
+	replicaPGConns = 16 + 1 // the store's pool and the LISTEN connection
+)
+
+// portsPerAddr is about how many ephemeral ports one source address has
+// (net.ipv4.ip_local_port_range, 32768-60999 by default).
+const portsPerAddr = 28000
+
+// splitHold raises -hold-replicas and -hold-sims until no process holds
+// more connections than fit (the open-file limit less a margin) and no
+// simulator more than one source address's ephemeral ports, and refuses
+// a split PostgreSQL's connections cannot serve.
+func (c *config) splitHold(fit int, limit uint64) error {
+	if fit < 1000 {
+		return fmt.Errorf("open-file limit %d: too low to hold sessions", limit)
+	}
+	need := func(per int) int { return (c.hold + per - 1) / per }
+	if r := need(fit); c.holdReplicas < r {
+		fmt.Printf("note: %d replicas instead of %d: the open-file limit (%d) lets one process hold about %d connections\n", r, c.holdReplicas, limit, fit)
+		c.holdReplicas = r
+	}
+	if s := need(min(fit, portsPerAddr)); c.holdSims < s {
+		fmt.Printf("note: %d simulators instead of %d: one holds at most %d connections (open-file limit %d, ~%d ephemeral ports a source address)\n",
+			s, c.holdSims, min(fit, portsPerAddr), limit, portsPerAddr)
+		c.holdSims = s
+	}
+	if c.holdSims > 250 {
+		return fmt.Errorf("-hold %d needs %d simulators, above the 250 source addresses the bench uses", c.hold, c.holdSims)
+	}
+	if n := c.holdReplicas*replicaPGConns + 10; n > pgMaxConns {
+		return fmt.Errorf("-hold-replicas %d: up to %d PostgreSQL connections, above the throwaway cluster's max_connections %d", c.holdReplicas, n, pgMaxConns)
+	}
+	return nil
+}

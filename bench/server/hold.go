@@ -49,6 +49,8 @@ type clusterFigures struct {
 	peakAt                  time.Duration    // when
 	peakRSS                 int64            // the replicas' RSS then
 	reasons                 map[string]int64 // why sessions ended or failed to open (the simulators')
+	disp                    *dispatchFigures // the matrix dispatch in the window (nil: none)
+	answered, answerErr     int64            // tasks the simulators started and reported, and failed to
 }
 
 // sim is one simulator child.
@@ -244,11 +246,24 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 	}
 	pgPids := pg.pids()
 	pgCPU0, simCPU0 := cpuOf(pgPids), cpuOf(simPids)
+	var disp *dispatcher
+	if c.holdPairs > 0 {
+		if disp, err = newDispatcher(bases, n, c.holdPairs, c.holdRound); err != nil {
+			return f, err
+		}
+	}
 	start := time.Now()
-	select {
-	case <-ctx.Done():
+	// The window; the last matrix round is waited for after it (its
+	// tasks' dispatch is measured, the CPU and memory are the window's).
+	dctx, stopDisp := context.WithTimeout(ctx, c.holdMeasure)
+	defer stopDisp()
+	var dwg sync.WaitGroup
+	if disp != nil {
+		dwg.Go(func() { disp.run(ctx, dctx) })
+	}
+	<-dctx.Done()
+	if ctx.Err() != nil {
 		return f, ctx.Err()
-	case <-time.After(c.holdMeasure):
 	}
 	f.window = time.Since(start)
 	for i, r := range reps {
@@ -262,12 +277,17 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		f.pgPSS += pssOf(p)
 	}
 	f.load = loadavg()
+	dwg.Wait()
 	rs, err := askAll(sims, "report")
 	if err != nil {
 		return f, err
 	}
 	var rtts []time.Duration
+	arrivals := map[string]int64{}
 	for _, r := range rs {
+		maps.Copy(arrivals, r.Arrivals)
+		f.answered += r.Answered
+		f.answerErr += r.AnswerErr
 		f.simUp += r.Up
 		f.lost += r.Lost
 		f.failedOpen += r.FailedOpen
@@ -277,6 +297,10 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		}
 	}
 	f.kaN, f.ka = percentiles(rtts, 50, 99, 99.9, 100)
+	if disp != nil {
+		df := disp.figures(arrivals)
+		f.disp = &df
+	}
 	f.reasons = map[string]int64{}
 	for _, r := range rs {
 		for k, v := range r.DownReasons {
@@ -400,15 +424,27 @@ func (f clusterFigures) print() {
 	for i := range f.replicaCPU {
 		cpu += f.replicaCPU[i]
 		rss += f.rss[i]
-		fmt.Printf("replica %d:                           RSS %s (peak %s), CPU %.1f%% of a core\n", i, mb(f.rss[i]), mb(f.hwm[i]), 100*f.replicaCPU[i].Seconds()/f.window.Seconds())
+		held := max(f.conns[i], 1)
+		fmt.Printf("replica %d:                           %d sessions; RSS %s (peak %s), %.1f KB per agent; CPU %.1f s in the window, %.1f%% of a core, %.2f µs per agent per second\n",
+			i, f.conns[i], mb(f.rss[i]), mb(f.hwm[i]), float64(f.rss[i])/1e3/float64(held),
+			f.replicaCPU[i].Seconds(), 100*f.replicaCPU[i].Seconds()/f.window.Seconds(), f.replicaCPU[i].Seconds()/f.window.Seconds()/float64(held)*1e6)
 	}
-	fmt.Printf("replicas together:                   RSS %s, %.1f KB per agent; CPU %.1f%% of a core, %.2f µs per agent per second\n",
-		mb(rss), float64(rss)/1e3/float64(f.divisor()), 100*cpu.Seconds()/f.window.Seconds(), f.perAgent(cpu))
-	fmt.Printf("PostgreSQL:                          PSS %s; CPU %.1f%% of a core (%.2f µs per agent per second)\n",
-		mb(f.pgPSS), 100*f.pgCPU.Seconds()/f.window.Seconds(), f.perAgent(f.pgCPU))
+	fmt.Printf("replicas together:                   RSS %s, %.1f KB per agent; CPU %.1f s in the window, %.1f%% of a core, %.2f µs per agent per second\n",
+		mb(rss), float64(rss)/1e3/float64(f.divisor()), cpu.Seconds(), 100*cpu.Seconds()/f.window.Seconds(), f.perAgent(cpu))
+	fmt.Printf("PostgreSQL:                          PSS %s; CPU %.1f s in the window, %.1f%% of a core (%.2f µs per agent per second)\n",
+		mb(f.pgPSS), f.pgCPU.Seconds(), 100*f.pgCPU.Seconds()/f.window.Seconds(), f.perAgent(f.pgCPU))
 	fmt.Printf("cluster (replicas + PostgreSQL):     %s, %.1f KB per agent; %.2f µs CPU per agent per second\n",
 		mb(rss+f.pgPSS), float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu+f.pgCPU))
 	fmt.Printf("simulators:                          CPU %.1f%% of a core\n", 100*f.simCPU.Seconds()/f.window.Seconds())
+	if d := f.disp; d != nil {
+		fmt.Printf("matrix dispatch:                     %d rounds (runs of suite matrix) created, %d finished, %d failed; %d tasks, %d reached their agents (%.1f/s); %d answered, %d answer errors\n",
+			d.rounds, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
+		fmt.Printf("dispatch latency (created → agent):  p50 %s  p90 %s  p99 %s  max %s (the create call alone: p50 %s  p99 %s)\n",
+			ms(d.lat[0]), ms(d.lat[1]), ms(d.lat[2]), ms(d.lat[3]), ms(d.create[0]), ms(d.create[1]))
+		if d.lastErr != nil {
+			fmt.Printf("matrix dispatch, last error:         %v\n", d.lastErr)
+		}
+	}
 	fmt.Printf("machine load average:                %s at the start, %s at the end of the window\n", f.load0, f.load)
 }
 
@@ -429,9 +465,29 @@ func (f clusterFigures) divisor() int {
 	return max(f.agents, 1)
 }
 
-func (f clusterFigures) met() bool {
-	return f.held == f.agents && f.offline == 0 && f.falseOff == 0
+// checks names each of the hold's checks that failed: every agent
+// held, no false offline mark, and (with matrix dispatch) every task
+// created reaching its agent and every round finishing.
+func (f clusterFigures) checks() []string {
+	var bad []string
+	if f.held != f.agents || f.offline != 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d agents online (%d offline)", f.held, f.agents, f.offline))
+	}
+	if f.falseOff != 0 {
+		bad = append(bad, fmt.Sprintf("%d false offline marks", f.falseOff))
+	}
+	if d := f.disp; d != nil {
+		if d.tasks == 0 || d.arrived != d.tasks {
+			bad = append(bad, fmt.Sprintf("%d of %d dispatched tasks reached their agents", d.arrived, d.tasks))
+		}
+		if d.failed != 0 {
+			bad = append(bad, fmt.Sprintf("%d matrix rounds failed (%v)", d.failed, d.lastErr))
+		}
+	}
+	return bad
 }
+
+func (f clusterFigures) met() bool { return len(f.checks()) == 0 }
 
 // summary is the hold's line in the targets.
 func (f clusterFigures) summary() string {
@@ -441,9 +497,14 @@ func (f clusterFigures) summary() string {
 		rss += f.rss[i]
 		cpu += f.replicaCPU[i]
 	}
-	return fmt.Sprintf("%d agents held on sessions (%d replicas on PostgreSQL, %d simulators): %d/%d online, %d false offline, keep-alive p99 %s; replicas' RSS %s (%.1f KB per agent; with PostgreSQL %.1f KB), %.2f µs CPU per agent per second (with PostgreSQL %.2f); load %s: %s",
-		f.agents, f.replicas, f.sims, f.held, f.agents, f.falseOff, ms(f.ka[1]), mb(rss), float64(rss)/1e3/float64(f.divisor()),
+	s := fmt.Sprintf("%d agents held on sessions (%d replicas on PostgreSQL, %d simulators) for %.0f s: %d/%d online, %d false offline, keep-alive p99 %s; replicas' RSS %s (%.1f KB per agent; with PostgreSQL %.1f KB), %.2f µs CPU per agent per second (with PostgreSQL %.2f); load %s: %s",
+		f.agents, f.replicas, f.sims, f.window.Seconds(), f.held, f.agents, f.falseOff, ms(f.ka[1]), mb(rss), float64(rss)/1e3/float64(f.divisor()),
 		float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu), f.perAgent(cpu+f.pgCPU), f.load, verdict(f.met()))
+	if d := f.disp; d != nil {
+		s += fmt.Sprintf("\nmatrix dispatch while held: %d tasks, p50 %s (target < 10 ms: %s), p99 %s (target < 100 ms: %s)",
+			d.arrived, ms(d.lat[0]), verdict(d.arrived > 0 && d.lat[0] < 10*time.Millisecond), ms(d.lat[2]), verdict(d.arrived > 0 && d.lat[2] < 100*time.Millisecond))
+	}
+	return s
 }
 
 // stopAll stops every one of a kind of child process at once and says how

@@ -62,6 +62,8 @@ type config struct {
 	holdSims     int
 	holdMeasure  time.Duration
 	holdSettle   time.Duration
+	holdPairs    int           // node pairs per matrix round during the window (0: no dispatch)
+	holdRound    time.Duration // a round at most this often
 	pgScript     string
 
 	// A simulator child (sim.go), started by the cluster hold.
@@ -86,10 +88,12 @@ func main() {
 	flag.StringVar(&c.mode, "mode", "both", "agents to simulate: sessions (the agent's session client), poll (the v1-style REST heartbeat a second and long poll), both, one after the other, or hold (the -hold phase alone)")
 	flag.IntVar(&c.hold, "hold", 50000, "then hold this many agents' sessions and print the servers' memory (0: skip)")
 	flag.DurationVar(&c.holdRamp, "hold-ramp", 300*time.Second, "time over which the held agents open their sessions")
-	flag.IntVar(&c.holdReplicas, "hold-replicas", 4, "server replicas on one throwaway PostgreSQL holding the -hold agents (0: one server on SQLite, capped by the open-file limit)")
-	flag.IntVar(&c.holdSims, "hold-sims", 4, "simulator processes holding the -hold agents' sessions, each from its own loopback address (127.0.0.2, ...)")
+	flag.IntVar(&c.holdReplicas, "hold-replicas", 4, "server replicas on one throwaway PostgreSQL holding the -hold agents (0: one server on SQLite, capped by the open-file limit); raised when the open-file limit needs more")
+	flag.IntVar(&c.holdSims, "hold-sims", 4, "simulator processes holding the -hold agents' sessions, each from its own loopback address (127.0.0.2, ...); raised when the open-file limit or ephemeral ports need more")
 	flag.DurationVar(&c.holdMeasure, "hold-measure", 30*time.Second, "measurement window of the hold")
 	flag.DurationVar(&c.holdSettle, "hold-settle", 60*time.Second, "after the hold's ramp and warm-up, wait up to this long more for every session to open")
+	flag.IntVar(&c.holdPairs, "hold-pairs", 50, "during the hold's window, create matrix rounds of this many disjoint node pairs through the API and measure their dispatch (0: none)")
+	flag.DurationVar(&c.holdRound, "hold-round", time.Second, "start a matrix round at most this often (and only once the previous one finished)")
 	flag.StringVar(&c.pgScript, "pg-script", "scripts/pg-test.sh", "the throwaway PostgreSQL helper (start/stop) of the cluster hold")
 	flag.BoolVar(&c.simChild, "sim-child", false, "internal: run as a simulator of the cluster hold (commands on stdin)")
 	flag.StringVar(&c.simServers, "sim-servers", "", "internal (simulator): the replicas' URLs, comma-separated")

@@ -126,13 +126,8 @@ func run(ctx context.Context, c config) error {
 	// cluster hold spreads them over processes that each fit.
 	asked := c.hold
 	if fit := (int(limit) - 2048) / 1000 * 1000; cluster {
-		perRep, perSim := (c.hold+c.holdReplicas-1)/c.holdReplicas, (c.hold+c.holdSims-1)/c.holdSims
-		if perRep > fit || perSim > fit {
-			return fmt.Errorf("-hold %d over %d replicas and %d simulators: %d and %d connections a process, above the %d the open-file limit (%d) allows; add replicas or simulators",
-				c.hold, c.holdReplicas, c.holdSims, perRep, perSim, fit, limit)
-		}
-		if perSim > 28000 {
-			return fmt.Errorf("-hold %d over %d simulators: %d connections from one source address, above its ~28,000 ephemeral ports; add simulators", c.hold, c.holdSims, perSim)
+		if err := c.splitHold(fit, limit); err != nil {
+			return err
 		}
 	} else if c.hold > fit {
 		c.hold = fit
@@ -176,6 +171,9 @@ func run(ctx context.Context, c config) error {
 	printSummary(c, phases, hold, asked)
 	if ch != nil {
 		fmt.Println(ch.summary())
+		if bad := ch.checks(); len(bad) > 0 {
+			return fmt.Errorf("the hold failed its checks: %s", strings.Join(bad, "; "))
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe"
 )
 
 // A simulator: a child process of the cluster hold (serverbench
@@ -30,7 +31,8 @@ import (
 //   - stdin "status": answer a simReport without latencies;
 //   - stdin "measure": start recording keep-alive latencies and losses,
 //     answer as to "status";
-//   - stdin "report": stop recording, answer a simReport with them;
+//   - stdin "report": stop recording, answer a simReport with them and
+//     the tasks' arrivals;
 //   - stdin closed (the parent ended, however it ended): close every
 //     session and exit.
 
@@ -46,6 +48,11 @@ type simReport struct {
 	// Why sessions ended or could not open since the start (the error's
 	// text without digits, so alike errors count together), and how often.
 	DownReasons map[string]int64 `json:"down_reasons,omitempty"`
+	// Arrivals is when each task offered since the start reached its
+	// agent (task id → Unix nanoseconds), with "report".
+	Arrivals  map[string]int64 `json:"arrivals,omitempty"`
+	Answered  int64            `json:"answered"`      // tasks started and reported
+	AnswerErr int64            `json:"answer_errors"` // starts or reports that failed
 }
 
 // simState is a simulator's counters.
@@ -57,9 +64,12 @@ type simState struct {
 	lost       atomic.Int64
 	failedOpen atomic.Int64
 	kaErrors   atomic.Int64
-	mu         sync.Mutex // guards rtts and reasons
+	answered   atomic.Int64
+	answerErr  atomic.Int64
+	mu         sync.Mutex // guards rtts, reasons and arrivals
 	rtts       []int64
 	reasons    map[string]int64
+	arrivals   map[string]int64
 }
 
 // runSimChild holds agents [simFirst, simFirst+simCount) on the servers
@@ -78,7 +88,7 @@ func runSimChild(c config) error {
 		}
 		clients = append(clients, cl)
 	}
-	st := &simState{upPer: make([]atomic.Int64, len(servers)), reasons: map[string]int64{}}
+	st := &simState{upPer: make([]atomic.Int64, len(servers)), reasons: map[string]int64{}, arrivals: map[string]int64{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -134,7 +144,9 @@ func (st *simState) report(withRTT bool) simReport {
 	st.mu.Lock()
 	if withRTT {
 		r.RTTMicros = append([]int64(nil), st.rtts...)
+		r.Arrivals = maps.Clone(st.arrivals)
 	}
+	r.Answered, r.AnswerErr = st.answered.Load(), st.answerErr.Load()
 	r.DownReasons = maps.Clone(st.reasons)
 	st.mu.Unlock()
 	return r
@@ -144,7 +156,11 @@ func (st *simState) report(withRTT bool) simReport {
 func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, delay time.Duration) {
 	hello := api.Heartbeat{PodName: "bench-pod-" + fmt.Sprint(i), PodNamespace: "bench", PodUID: uid(i), PodIP: podIP(i),
 		NodeName: fmt.Sprintf("node-%d", i/20), NodeIP: podIP(i), ResponderAddr: podIP(i) + ":5201", Version: "bench",
-		BootID: fmt.Sprintf("bench-boot-%d", i)}
+		BootID: fmt.Sprintf("bench-boot-%d", i),
+		// A responder's secret, as a real agent's hello carries: a probe
+		// task's source gets its test key from it (the server waits up
+		// to 3 s for a destination's secret it does not know).
+		ResponderKey: fmt.Sprintf("%064x", i+1)}
 	select {
 	case <-ctx.Done():
 		return
@@ -155,13 +171,19 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 		PodUID: uid(i),
 		Hello:  func() api.Heartbeat { return hello },
 		OnOffer: func(s *client.Session, fr api.FetchReply) {
+			got := time.Now().UnixNano()
 			ids := make([]string, 0, len(fr.Tasks))
+			st.mu.Lock()
 			for _, t := range fr.Tasks {
 				ids = append(ids, t.TaskID)
+				st.arrivals[t.TaskID] = got
 			}
-			if len(ids) > 0 {
-				_ = s.Ack(ids) // the hold creates no tasks; ack what comes
+			st.mu.Unlock()
+			if len(ids) == 0 {
+				return
 			}
+			_ = s.Ack(ids)
+			go st.answer(ctx, s, i, ids)
 		},
 		OnUp: func(s *client.Session) {
 			up.Store(true)
@@ -200,6 +222,31 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 			st.mu.Unlock()
 		},
 	})
+}
+
+// answer starts each task and reports a synthetic TCP result over the
+// session (the matrix's figures: 10 Gbit/s each way), then asks for more.
+func (st *simState) answer(ctx context.Context, s *client.Session, i int, ids []string) {
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.Start(cctx, id)
+		if err == nil {
+			now := time.Now()
+			res, _ := json.Marshal(probe.Result{Kind: probe.KindTCP, Tool: "cnperf", Src: podIP(i), StartedAt: now.Add(-time.Second), DurationS: 1,
+				ThroughputBps: &probe.SenderReceiver{Sender: 10e9, Receiver: 10e9}})
+			_, err = s.Report(cctx, api.Report{TaskID: id, PodUID: uid(i), ReportID: "r-" + id, State: api.StateSucceeded, Result: res})
+		}
+		cancel()
+		if err != nil {
+			st.answerErr.Add(1)
+			if ctx.Err() == nil {
+				st.reason(fmt.Errorf("answer a task: %w", err))
+			}
+			continue
+		}
+		st.answered.Add(1)
+	}
+	_ = s.Pull()
 }
 
 // reason counts why a session ended or could not open.

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
+)
+
+// Matrix dispatch during the cluster hold: rounds of disjoint node pairs,
+// each a run of the matrix suite (POST /api/v2/runs, suite "matrix", a
+// TCP throughput probe per pair) created on the replicas in turn, so a
+// task is often created on one replica and dispatched by another (the one
+// holding its source agent's session). The simulators answer each task
+// with a synthetic result over the session (sim.go), which the server
+// keeps as the pair's coverage; a round starts when the previous one has
+// finished and -hold-round has passed.
+
+// nodeSize is how many simulated agents share a node name (sim.go's
+// hello: node-i/20).
+const nodeSize = 20
+
+// dispatcher creates the rounds and keeps each task's creation time.
+type dispatcher struct {
+	clients []*client.Client // one per replica
+	agents  int
+	pairs   int
+	every   time.Duration
+
+	mu      sync.Mutex           // guards sent and create
+	sent    map[string]time.Time // task id → create request sent
+	create  []time.Duration      // each round's create call
+	rounds  int                  // rounds created
+	done    int                  // rounds whose run finished
+	failed  int                  // runs that ended other than succeeded, or could not be created or read
+	lastErr error
+}
+
+func newDispatcher(bases []string, agents, pairs int, every time.Duration) (*dispatcher, error) {
+	d := &dispatcher{agents: agents, pairs: pairs, every: every, sent: map[string]time.Time{}}
+	for _, b := range bases {
+		cl, err := client.New(b, userTok)
+		if err != nil {
+			return nil, err
+		}
+		d.clients = append(d.clients, cl)
+	}
+	return d, nil
+}
+
+// round picks pairs disjoint nodes in pairs and an agent on each.
+func (d *dispatcher) round() []api.RunTask {
+	nodes := (d.agents + nodeSize - 1) / nodeSize
+	k := min(2*d.pairs, nodes-nodes%2)
+	perm := rand.Perm(nodes)[:k]
+	agentOn := func(node int) int {
+		return node*nodeSize + rand.IntN(min(nodeSize, d.agents-node*nodeSize))
+	}
+	excl := true
+	var ts []api.RunTask
+	for j := 0; j+1 < k; j += 2 {
+		spec := probe.Spec{Kind: probe.KindTCP, Duration: probe.Duration(time.Second)}
+		ts = append(ts, api.RunTask{Src: uid(agentOn(perm[j])), Dst: uid(agentOn(perm[j+1])), Type: api.TypeProbe, Spec: &spec, Exclusive: &excl})
+	}
+	return ts
+}
+
+// run creates rounds until stop ends and waits for the last one to
+// finish (while ctx lasts).
+func (d *dispatcher) run(ctx, stop context.Context) {
+	for i := 0; stop.Err() == nil; i++ {
+		t0 := time.Now()
+		cl := d.clients[i%len(d.clients)]
+		cctx, cancel := context.WithTimeout(stop, 30*time.Second)
+		sent := time.Now()
+		r, err := cl.CreateRun(cctx, api.RunCreate{Suite: matrix.SuiteName, Tasks: d.round()})
+		cancel()
+		if err != nil {
+			if stop.Err() == nil {
+				d.fail(fmt.Errorf("create matrix round: %w", err))
+				time.Sleep(time.Second)
+			}
+			continue
+		}
+		d.mu.Lock()
+		d.create = append(d.create, time.Since(sent))
+		d.rounds++
+		for _, t := range r.Tasks {
+			d.sent[t.TaskID] = sent
+		}
+		d.mu.Unlock()
+		d.wait(ctx, cl, r.ID)
+		select {
+		case <-stop.Done():
+		case <-time.After(d.every - time.Since(t0)):
+		}
+	}
+}
+
+// wait polls the run until it finishes (or 60 s pass, or ctx ends).
+func (d *dispatcher) wait(ctx context.Context, cl *client.Client, id string) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := cl.GetRun(cctx, id)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				d.fail(fmt.Errorf("read matrix round %s: %w", id, err))
+			}
+			return
+		}
+		if r.State == api.RunRunning {
+			continue
+		}
+		d.mu.Lock()
+		d.done++
+		d.mu.Unlock()
+		if r.State != api.RunSucceeded {
+			d.fail(fmt.Errorf("matrix round %s ended %s (%v)", id, r.State, r.Counts))
+		}
+		return
+	}
+	if ctx.Err() == nil {
+		d.fail(fmt.Errorf("matrix round %s still running after a minute", id))
+	}
+}
+
+func (d *dispatcher) fail(err error) {
+	d.mu.Lock()
+	d.failed++
+	first := d.lastErr == nil
+	d.lastErr = err
+	d.mu.Unlock()
+	if first && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "serverbench:", err)
+	}
+}
+
+// dispatchFigures is what the matrix dispatch measured.
+type dispatchFigures struct {
+	rounds, done, failed int
+	tasks, arrived       int
+	lat                  []time.Duration // p50, p90, p99, max
+	create               []time.Duration // the create call's p50, p99
+	lastErr              error
+}
+
+// figures matches the tasks created with their arrivals at the
+// simulators (task id → Unix nanoseconds; the same clock).
+func (d *dispatcher) figures(arrivals map[string]int64) dispatchFigures {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := dispatchFigures{rounds: d.rounds, done: d.done, failed: d.failed, tasks: len(d.sent), lastErr: d.lastErr}
+	var lat []time.Duration
+	for id, sent := range d.sent {
+		if at, ok := arrivals[id]; ok {
+			lat = append(lat, time.Unix(0, at).Sub(sent))
+		}
+	}
+	f.arrived, f.lat = percentiles(lat, 50, 90, 99, 100)
+	_, f.create = percentiles(slices.Clone(d.create), 50, 99)
+	return f
+}
