@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,9 +62,15 @@ type dialect interface {
 	// then changes ("" where the single writer already excludes others).
 	forUpdate() string
 	// lockClaims serialises ClaimTasks across processes sharing the
-	// database, inside the claim's transaction (a no-op for SQLite, whose
-	// writes all go through one connection).
+	// database, inside the claim's transaction, before it reads (MySQL; a
+	// no-op for SQLite, whose writes all go through one connection, and
+	// for PostgreSQL, which locks nodes instead).
 	lockClaims(ctx context.Context, tx *sql.Tx) error
+	// lockNodes serialises, inside the claim's transaction, the claims of
+	// exclusive tasks on these nodes (node keys) and no others, before
+	// the claim reads which nodes are busy (PostgreSQL; a no-op where
+	// lockClaims serialises every claim).
+	lockNodes(ctx context.Context, tx *sql.Tx, nodes []string) error
 	// isUnique reports whether err is a unique-key violation.
 	isUnique(err error) bool
 	// migrations says which goose dialect the migrations run with, and the
@@ -113,4 +121,19 @@ func rebindDollar(query string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// nodeLockKeys maps node keys to advisory lock keys (FNV-1a), sorted and
+// without repeats: the order every claim takes them in. Two nodes may
+// share a key; their claims then wait for each other, which costs time,
+// never correctness.
+func nodeLockKeys(nodes []string) []int32 {
+	keys := make([]int32, 0, len(nodes))
+	for _, n := range nodes {
+		h := fnv.New32a()
+		h.Write([]byte(n))
+		keys = append(keys, int32(h.Sum32()))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

@@ -84,6 +84,8 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 		if err := s.d.lockClaims(ctx, tx); err != nil {
 			return fmt.Errorf("lock claims: %w", err)
 		}
+		// The candidates may be read before their nodes are locked: the
+		// update claims a task only while it is still pending.
 		rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
 	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
 FROM tasks t
@@ -117,6 +119,15 @@ ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
 		}
 		busy := map[string]bool{}
 		if anyExclusive {
+			var nodes []string
+			for _, c := range cands {
+				if c.exclusive {
+					nodes = append(nodes, c.nodes...)
+				}
+			}
+			if err := s.d.lockNodes(ctx, tx, nodes); err != nil {
+				return fmt.Errorf("lock nodes: %w", err)
+			}
 			if busy, err = s.busyNodes(ctx, tx); err != nil {
 				return err
 			}

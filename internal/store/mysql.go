@@ -56,6 +56,7 @@ func (mysqlDialect) lockClaims(ctx context.Context, tx *sql.Tx) error {
 	var id int
 	return tx.QueryRowContext(ctx, "SELECT id FROM claim_lock WHERE id = 1 FOR UPDATE").Scan(&id)
 }
+func (mysqlDialect) lockNodes(context.Context, *sql.Tx, []string) error { return nil }
 func (mysqlDialect) isUnique(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == mysqlDupEntry

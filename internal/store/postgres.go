@@ -14,18 +14,20 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
-// claimLockKey is the transaction-level advisory lock that serialises
-// ClaimTasks across server processes sharing one database, so that the
-// exclusive-node rule holds: row locks alone cannot stop two agents on
-// different nodes from claiming exclusive tasks toward a shared node.
-const claimLockKey = 0x636e70657266 // "cnperf"
+// nodeLockClass is the first key of the transaction-level advisory
+// locks, one per node, that a claim of exclusive tasks holds on their
+// nodes, so the exclusive-node rule holds across server processes
+// sharing one database (row locks alone cannot stop two agents on
+// different nodes from claiming exclusive tasks toward a shared node),
+// while claims on other nodes go on beside it.
+const nodeLockClass = 0x636e7066 // "cnpf"
 
 // Pool size: enough for a busy server on a small machine.
 const postgresMaxConns = 16
 
 // postgresDialect: "$N" placeholders, RETURNING and ON CONFLICT; times as
-// TIMESTAMPTZ, JSON as json; SELECT … FOR UPDATE; claims serialised by a
-// transaction-level advisory lock.
+// TIMESTAMPTZ, JSON as json; SELECT … FOR UPDATE; exclusive claims
+// serialised per node by transaction-level advisory locks.
 type postgresDialect struct{}
 
 func (postgresDialect) name() string               { return "postgres" }
@@ -34,12 +36,19 @@ func (postgresDialect) returning() bool            { return true }
 func (postgresDialect) upsert(table, key string, cols, update []string) string {
 	return onConflictUpsert(table, key, cols, update)
 }
-func (postgresDialect) timeArg(t time.Time) any         { return micro(t) }
-func (postgresDialect) jsonArg(raw json.RawMessage) any { return []byte(raw) }
-func (postgresDialect) forUpdate() string               { return " FOR UPDATE" }
-func (postgresDialect) lockClaims(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(claimLockKey))
-	return err
+func (postgresDialect) timeArg(t time.Time) any                   { return micro(t) }
+func (postgresDialect) jsonArg(raw json.RawMessage) any           { return []byte(raw) }
+func (postgresDialect) forUpdate() string                         { return " FOR UPDATE" }
+func (postgresDialect) lockClaims(context.Context, *sql.Tx) error { return nil }
+func (postgresDialect) lockNodes(ctx context.Context, tx *sql.Tx, nodes []string) error {
+	// In one order for every claim, so two claims never wait for each
+	// other's locks in a cycle.
+	for _, k := range nodeLockKeys(nodes) {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(nodeLockClass), k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (postgresDialect) isUnique(err error) bool {
 	var pe *pgconn.PgError

@@ -43,10 +43,11 @@ func (sqliteDialect) returning() bool            { return true }
 func (sqliteDialect) upsert(table, key string, cols, update []string) string {
 	return onConflictUpsert(table, key, cols, update)
 }
-func (sqliteDialect) timeArg(t time.Time) any                   { return t.UnixMicro() }
-func (sqliteDialect) jsonArg(raw json.RawMessage) any           { return string(raw) }
-func (sqliteDialect) forUpdate() string                         { return "" }
-func (sqliteDialect) lockClaims(context.Context, *sql.Tx) error { return nil }
+func (sqliteDialect) timeArg(t time.Time) any                            { return t.UnixMicro() }
+func (sqliteDialect) jsonArg(raw json.RawMessage) any                    { return string(raw) }
+func (sqliteDialect) forUpdate() string                                  { return "" }
+func (sqliteDialect) lockClaims(context.Context, *sql.Tx) error          { return nil }
+func (sqliteDialect) lockNodes(context.Context, *sql.Tx, []string) error { return nil }
 func (sqliteDialect) isUnique(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
