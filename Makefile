@@ -72,13 +72,15 @@ bench-probes: build test-deps
 
 # Simulated agents (10,000 by default) against one server on SQLite, on
 # sessions (the agent's session client) and then polling (v1 style), then
-# a 50,000-agent session hold on 4 server replicas on a throwaway
+# a 50,000-agent session hold on server replicas on a throwaway
 # PostgreSQL (scripts/pg-test.sh; hence test-deps) with the agents spread
-# over 4 simulator processes; prints the targets of #12 side by side with
-# the machine's load. Holds the machine-wide benchmark lock.
-# BENCH_SERVER_FLAGS passes flags through, e.g.
+# over simulator processes, as many as the open-file limit needs, and
+# matrix rounds dispatched over the sessions meanwhile; prints the
+# targets of #12 side by side with the machine's load, and fails when a
+# held agent is lost or marked offline. Holds the machine-wide benchmark
+# lock. BENCH_SERVER_FLAGS passes flags through, e.g.
 # BENCH_SERVER_FLAGS="-agents 2000 -measure 30s -mode sessions -hold 0",
-# or "-mode hold" for the hold alone.
+# "-mode hold" for the hold alone, "-mode hold -hold 100000 -hold-ramp 10m".
 bench-server: build test-deps
 	flock /tmp/cnperf-bench.lock $(GO) run ./bench/server -cnperf $(BIN) $(BENCH_SERVER_FLAGS)
 

@@ -198,13 +198,16 @@ const (
 const portsPerAddr = 28000
 
 // splitHold raises -hold-replicas and -hold-sims until no process holds
-// more connections than fit (the open-file limit less a margin) and no
+// more connections than 60 % of fit (the open-file limit less a margin:
+// a session that breaks and opens again holds two descriptors for a
+// while, and a burst of them must not run a process out) and no
 // simulator more than one source address's ephemeral ports, and refuses
 // a split PostgreSQL's connections cannot serve.
 func (c *config) splitHold(fit int, limit uint64) error {
 	if fit < 1000 {
 		return fmt.Errorf("open-file limit %d: too low to hold sessions", limit)
 	}
+	fit = fit * 6 / 10
 	need := func(per int) int { return (c.hold + per - 1) / per }
 	if r := need(fit); c.holdReplicas < r {
 		fmt.Printf("note: %d replicas instead of %d: the open-file limit (%d) lets one process hold about %d connections\n", r, c.holdReplicas, limit, fit)
