@@ -39,6 +39,7 @@ type dispatcher struct {
 	mu      sync.Mutex           // guards sent and create
 	sent    map[string]time.Time // task id → create request sent
 	create  []time.Duration      // each round's create call
+	claimed map[string]time.Time // task id → dispatched_at (the server's claim), read once its round finished
 	rounds  int                  // rounds created
 	done    int                  // rounds whose run finished
 	failed  int                  // runs that ended other than succeeded, or could not be created or read
@@ -46,7 +47,7 @@ type dispatcher struct {
 }
 
 func newDispatcher(bases []string, agents, pairs int, every time.Duration) (*dispatcher, error) {
-	d := &dispatcher{agents: agents, pairs: pairs, every: every, sent: map[string]time.Time{}}
+	d := &dispatcher{agents: agents, pairs: pairs, every: every, sent: map[string]time.Time{}, claimed: map[string]time.Time{}}
 	for _, b := range bases {
 		cl, err := client.New(b, userTok)
 		if err != nil {
@@ -129,6 +130,11 @@ func (d *dispatcher) wait(ctx context.Context, cl *client.Client, id string) {
 		}
 		d.mu.Lock()
 		d.done++
+		for _, t := range r.Tasks {
+			if t.DispatchedAt != nil {
+				d.claimed[t.TaskID] = *t.DispatchedAt
+			}
+		}
 		d.mu.Unlock()
 		if r.State != api.RunSucceeded {
 			d.fail(fmt.Errorf("matrix round %s ended %s (%v)", id, r.State, r.Counts))
@@ -157,6 +163,7 @@ type dispatchFigures struct {
 	tasks, arrived       int
 	lat                  []time.Duration // p50, p90, p99, max
 	create               []time.Duration // the create call's p50, p99
+	toClaim, toAgent     []time.Duration // p50, p99 of create request → claim and claim → agent
 	lastErr              error
 }
 
@@ -166,12 +173,18 @@ func (d *dispatcher) figures(arrivals map[string]int64) dispatchFigures {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := dispatchFigures{rounds: d.rounds, done: d.done, failed: d.failed, tasks: len(d.sent), lastErr: d.lastErr}
-	var lat []time.Duration
+	var lat, toClaim, toAgent []time.Duration
 	for id, sent := range d.sent {
 		if at, ok := arrivals[id]; ok {
 			lat = append(lat, time.Unix(0, at).Sub(sent))
+			if c, ok := d.claimed[id]; ok {
+				toClaim = append(toClaim, c.Sub(sent))
+				toAgent = append(toAgent, time.Unix(0, at).Sub(c))
+			}
 		}
 	}
+	_, f.toClaim = percentiles(toClaim, 50, 99)
+	_, f.toAgent = percentiles(toAgent, 50, 99)
 	f.arrived, f.lat = percentiles(lat, 50, 90, 99, 100)
 	_, f.create = percentiles(slices.Clone(d.create), 50, 99)
 	return f

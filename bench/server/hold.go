@@ -441,6 +441,8 @@ func (f clusterFigures) print() {
 			d.rounds, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
 		fmt.Printf("dispatch latency (created → agent):  p50 %s  p90 %s  p99 %s  max %s (the create call alone: p50 %s  p99 %s)\n",
 			ms(d.lat[0]), ms(d.lat[1]), ms(d.lat[2]), ms(d.lat[3]), ms(d.create[0]), ms(d.create[1]))
+		fmt.Printf("  of which:                          create request → claimed (dispatched_at) p50 %s  p99 %s; claimed → agent p50 %s  p99 %s\n",
+			ms(d.toClaim[0]), ms(d.toClaim[1]), ms(d.toAgent[0]), ms(d.toAgent[1]))
 		if d.lastErr != nil {
 			fmt.Printf("matrix dispatch, last error:         %v\n", d.lastErr)
 		}
