@@ -273,7 +273,10 @@ type QueueWatch struct {
 type LinkQueue struct {
 	Link             string  `json:"link"`
 	MeanBacklogBytes float64 `json:"mean_backlog_bytes"`
-	MaxBacklogBytes  uint64  `json:"max_backlog_bytes"`
+	// P50BacklogBytes is the median sample, within about 2 % (nil from
+	// an agent before it).
+	P50BacklogBytes *float64 `json:"p50_backlog_bytes,omitempty"`
+	MaxBacklogBytes uint64   `json:"max_backlog_bytes"`
 	// BusyPct is the share of samples with a backlog.
 	BusyPct float64 `json:"busy_pct"`
 	Drops   uint64  `json:"drops"`

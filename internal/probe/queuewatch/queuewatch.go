@@ -4,7 +4,7 @@
 // (qos.RootCounters), and reads the node's loss counters before and after
 // (/proc/net/snmp: TCP retransmissions, UDP receive-buffer drops;
 // /proc/net/softnet_stat: receive-backlog drops and squeezes). It reports
-// per link the mean and largest backlog, how often there was one and the
+// per link the mean, median and largest backlog, how often there was one and the
 // drops (probe.QueueWatch), so a suite can tell which node's qdisc held a
 // queue while a path was loaded. It sends nothing and needs no privilege
 // beyond reading its own namespace.
@@ -60,7 +60,7 @@ type tally struct {
 	max   uint64
 	busy  int
 	drops [2]uint64 // first and last seen
-	seen  bool
+	hist  hist      // nonzero backlogs, for the median
 }
 
 // Run samples until the duration ends or ctx ends and reports what it saw.
@@ -92,11 +92,12 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 		for name, c := range cs {
 			t := links[name]
 			if t == nil {
-				t = &tally{drops: [2]uint64{c.Drops, c.Drops}}
+				t = &tally{drops: [2]uint64{c.Drops, c.Drops}, hist: hist{}}
 				links[name] = t
 			}
 			t.sum += float64(c.Backlog)
 			t.max = max(t.max, c.Backlog)
+			t.hist.add(c.Backlog)
 			if c.Backlog > 0 {
 				t.busy++
 			}
@@ -118,7 +119,7 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 			continue
 		}
 		w.Links = append(w.Links, probe.LinkQueue{Link: name, MeanBacklogBytes: t.sum / float64(samples),
-			MaxBacklogBytes: t.max, BusyPct: 100 * float64(t.busy) / float64(samples), Drops: drops})
+			P50BacklogBytes: probe.Float(t.hist.median(samples)), MaxBacklogBytes: t.max, BusyPct: 100 * float64(t.busy) / float64(samples), Drops: drops})
 	}
 	sort.Slice(w.Links, func(i, j int) bool { return w.Links[i].Link < w.Links[j].Link })
 	res := &probe.Result{Kind: probe.KindQueue, Tool: "cnperf", Src: toward, Dst: spec.Target, StartedAt: start,

@@ -101,6 +101,9 @@ func TestWatchSeesABacklog(t *testing.T) {
 		eth0.BusyPct <= 0 || eth0.BusyPct > 100 || eth0.MaxBacklogBytes > 20000+1500 {
 		t.Errorf("eth0 %+v: want a backlog (at most the 20,000-byte limit and a packet) and drops", eth0)
 	}
+	if eth0 != nil && (eth0.P50BacklogBytes == nil || *eth0.P50BacklogBytes < 0 || *eth0.P50BacklogBytes > 1.016*float64(eth0.MaxBacklogBytes)) {
+		t.Errorf("eth0 median backlog %v: want one between 0 and the largest, %d", eth0.P50BacklogBytes, eth0.MaxBacklogBytes)
+	}
 	if w.TCPRetransSegs == nil || w.UDPRcvbufErrors == nil {
 		t.Errorf("snmp deltas missing: %+v (notes %q)", w, res.Notes)
 	}

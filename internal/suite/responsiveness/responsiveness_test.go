@@ -122,8 +122,9 @@ func TestPlanRefuses(t *testing.T) {
 
 // outcomes gives every step of the phases a result: round trips of idle
 // ms idle and loaded ms loaded, streams at 92 Mbit/s, and watches whose
-// busiest link holds backlog bytes on the sending node.
-func outcomes(phases []suite.Phase, idle, loaded, backlog float64) []suite.Outcome {
+// busiest link holds a median of backlog bytes (withP50; else none given)
+// and a mean of 90 % of it on the sending node.
+func outcomes(phases []suite.Phase, idle, loaded, backlog float64, withP50 bool) []suite.Outcome {
 	var outs []suite.Outcome
 	for _, ph := range phases {
 		for _, st := range ph.Steps {
@@ -147,8 +148,11 @@ func outcomes(phases []suite.Phase, idle, loaded, backlog float64) []suite.Outco
 				if st.Labels[responsiveness.LabelAt] == responsiveness.AtSender {
 					b = backlog
 				}
-				r.Queue = &probe.QueueWatch{Toward: "eth0", Samples: 10, SoftnetSqueezed: probe.Int64(0),
-					Links: []probe.LinkQueue{{Link: "eth0", MeanBacklogBytes: b}}}
+				l := probe.LinkQueue{Link: "eth0", MeanBacklogBytes: 0.9 * b}
+				if withP50 {
+					l.P50BacklogBytes = probe.Float(b)
+				}
+				r.Queue = &probe.QueueWatch{Toward: "eth0", Samples: 10, SoftnetSqueezed: probe.Int64(0), Links: []probe.LinkQueue{l}}
 			}
 			outs = append(outs, suite.Outcome{Step: st, Result: r})
 		}
@@ -159,40 +163,48 @@ func outcomes(phases []suite.Phase, idle, loaded, backlog float64) []suite.Outco
 // TestRowsAndVerdicts: a row per path with idle and loaded round trips,
 // the rise, RPM, the streams' rates; the queue placed from the watches'
 // backlog against the rise, and under a bottleneck the rise against the
-// delay the FIFO's queue held: its mean backlog at its rate (not its
-// limit: a FIFO that ran 72.5 % full, as node-node's did, still explains
-// the rise), beside its limit's delay.
+// delay the FIFO's queue held: its median backlog at its rate, its mean
+// from a watch without a median (not its limit: a FIFO that ran 65 %
+// full on average, as node-node's did, still explains the rise), beside
+// its limit's delay.
 func TestRowsAndVerdicts(t *testing.T) {
 	cases := []struct {
 		name            string
-		loaded, backlog float64 // ms, bytes
+		loaded, backlog float64 // ms, median bytes
+		noP50           bool
 		wantAt          string
 		wantMatch       string
 	}{
 		// 250,000 B at 100 Mbit/s is 20 ms; the streams get 92 Mbit/s.
-		{"queue in the sender's qdisc", 18.05, 225000, "sender's qdisc",
-			"rose 18.0 ms against the 18.0 ms the FIFO's queue held (mean backlog 225000 B, 90 % of its 250000 B at 100 Mbit/s, 20.0 ms full): 100 %, within 20 %"},
-		{"FIFO part full", 14.75, 181250, "sender's qdisc",
-			"rose 14.7 ms against the 14.5 ms the FIFO's queue held (mean backlog 181250 B, 72 % of its 250000 B at 100 Mbit/s, 20.0 ms full): 101 %, within 20 %"},
-		{"rise beyond the FIFO's queue", 18.05, 125000, "sender's qdisc", "rose 18.0 ms against the 10.0 ms the FIFO's queue held"},
-		{"queue on the path", 10.05, 0, "path", "held no backlog on the sending node's counters: not within 20 %"},
-		{"no queue", 0.06, 0, "none", "not within 20 %"},
+		{"queue in the sender's qdisc", 18.05, 225000, false, "sender's qdisc",
+			"rose 18.0 ms against the 18.0 ms the FIFO's median backlog of 225000 B takes at its rate (81 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 100 %, within 20 %"},
+		{"FIFO part full", 14.75, 181250, false, "sender's qdisc",
+			"rose 14.7 ms against the 14.5 ms the FIFO's median backlog of 181250 B takes at its rate (65 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 101 %, within 20 %"},
+		{"no median: the mean", 13.1, 181250 / 0.9, true, "sender's qdisc",
+			"rose 13.0 ms against the 14.5 ms the FIFO's mean backlog of 181250 B takes at its rate (72 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 90 %, within 20 %"},
+		{"rise beyond the FIFO's queue", 18.05, 125000, false, "sender's qdisc", "rose 18.0 ms against the 10.0 ms the FIFO's median backlog"},
+		{"queue on the path", 10.05, 0, false, "path", "held no median backlog on the sending node's counters: not within 20 %"},
+		{"no queue", 0.06, 0, false, "none", "not within 20 %"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			phases := plan(t, map[string]string{"bottleneck": "100M", "paths": "cross-node,same-node"}, suitetest.LabCaps())
-			rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, tc.loaded, tc.backlog))
+			rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, tc.loaded, tc.backlog, !tc.noP50))
 			if len(rows) != 2 || rows[0].Connection != suite.PodPodSameNode || rows[1].Connection != suite.PodPodCrossNode {
 				t.Fatalf("rows %v, want same node then cross node", rows)
 			}
 			r := rows[1]
+			mean := 0.9 * tc.backlog
 			queued := tc.backlog * 8 / 100e6 * 1000 // ms at the FIFO's rate
+			if tc.noP50 {
+				queued = mean * 8 / 100e6 * 1000
+			}
 			for name, want := range map[string]float64{
 				responsiveness.FigIdleP50: 0.05, responsiveness.FigLoadedP50: tc.loaded, responsiveness.FigRiseP50: tc.loaded - 0.05,
 				responsiveness.FigRiseP99: 2 * (tc.loaded - 0.05), responsiveness.FigRPMIdle: 60000 / 0.05,
 				responsiveness.FigRPMLoaded: 60000 / tc.loaded, responsiveness.FigForward: 92e6, responsiveness.FigBack: 92e6,
 				responsiveness.FigRetransmits: 10, responsiveness.FigFullDelay: 20, responsiveness.FigExpected: queued,
-				responsiveness.FigSenderDelay: queued, responsiveness.FigFill: 100 * tc.backlog / 250000,
+				responsiveness.FigSenderDelay: mean * 8 / 100e6 * 1000, responsiveness.FigFill: 100 * mean / 250000,
 			} {
 				if got, ok := r.Median[name]; !ok || math.Abs(got-want) > 1e-6*math.Max(1, want) {
 					t.Errorf("%s = %v (%v), want %v", name, got, ok, want)

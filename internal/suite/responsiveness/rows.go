@@ -27,15 +27,17 @@ const (
 	FigOWDLoaded     = "loaded.owd_ms.p50"
 	FigForward       = "forward_bps" // the forward streams' receiver rate
 	FigBack          = "back_bps"
-	FigRetransmits   = "retransmits"             // both ways' streams
-	FigExpected      = "expected_queue_delay_ms" // the bottleneck's mean backlog at its rate (see bottleneck.verdict)
-	FigFullDelay     = "full_queue_delay_ms"     // the bottleneck's limit over its rate
-	FigFill          = "bottleneck.fill_pct"     // its mean backlog over its limit
-	FigRiseOfExpect  = "rise_of_expected_pct"    // the p50 rise against FigExpected
-	FigSenderBacklog = "sender.backlog_bytes"    // the sending node's busiest qdisc, mean
-	FigSenderDelay   = "sender.queue_delay_ms"   // that backlog at the bottleneck's rate, or else the forward streams'
+	FigRetransmits   = "retransmits"              // both ways' streams
+	FigExpected      = "expected_queue_delay_ms"  // the bottleneck's median backlog at its rate (see bottleneck.verdict)
+	FigFullDelay     = "full_queue_delay_ms"      // the bottleneck's limit over its rate
+	FigFill          = "bottleneck.fill_pct"      // its mean backlog over its limit
+	FigRiseOfExpect  = "rise_of_expected_pct"     // the p50 rise against FigExpected
+	FigSenderBacklog = "sender.backlog_bytes"     // the sending node's busiest qdisc, mean
+	FigSenderP50     = "sender.backlog_bytes.p50" // and median
+	FigSenderDelay   = "sender.queue_delay_ms"    // the mean at the bottleneck's rate, or else the forward streams'
 	FigSenderDrops   = "sender.qdisc_drops"
 	FigRecvBacklog   = "receiver.backlog_bytes"
+	FigRecvP50       = "receiver.backlog_bytes.p50"
 	FigRecvDelay     = "receiver.queue_delay_ms" // at the back streams' rate
 	FigRecvDrops     = "receiver.qdisc_drops"
 	FigSqueezed      = "softnet_squeezed" // the receive softirq out of budget, both watches
@@ -100,6 +102,9 @@ func figures(o suite.Outcome) (map[string]float64, map[string][]float64) {
 		prefix := o.Step.Labels[LabelAt] + "."
 		if l, ok := busiest(r.Queue); ok {
 			m[prefix+"backlog_bytes"] = l.MeanBacklogBytes
+			if l.P50BacklogBytes != nil {
+				m[prefix+"backlog_bytes.p50"] = *l.P50BacklogBytes
+			}
 		}
 		if r.Queue != nil {
 			var drops uint64
@@ -382,32 +387,36 @@ func bottleneckOf(outs []suite.Outcome) (bottleneck, bool) {
 }
 
 // verdict adds the FIFO's figures to r and returns what the verdict says
-// of them: the p50 rise against the delay the FIFO's queue held, its mean
-// backlog (the sending node's busiest qdisc: the FIFO sits on its uplink,
-// veths hold none) at its rate. Not its limit at its rate: a loss-based
-// sender fills a drop-tail FIFO only until a drop, then backs off, so
-// the mean backlog sits below the limit; and on node-node the streams'
-// sockets live where the FIFO is, and TCP small queues cap each one's
-// bytes in it. FigFullDelay is the most the queue can hold, FigFill how
-// full it ran.
+// of them: the p50 rise against the delay the FIFO's queue held, its
+// median backlog (the sending node's busiest qdisc: the FIFO sits on its
+// uplink, veths hold none) at its rate; its mean from a watch that gives
+// no median. Not its limit at its rate: a loss-based sender fills a
+// drop-tail FIFO only until a drop, then backs off, so the backlog sits
+// below the limit; and on node-node the streams' sockets live where the
+// FIFO is, and TCP small queues cap each one's bytes in it. FigFullDelay
+// is the most the queue can hold, FigFill how full it ran on average.
 func (b bottleneck) verdict(r *suite.Row, measured bool) string {
 	full := b.limitBytes * 8 / b.rateBps * 1000
 	r.Median[FigFullDelay] = full
 	fifo := fmt.Sprintf("%.0f B at %s, %s ms full", b.limitBytes, qosspec.FormatBps(uint64(b.rateBps)), suite.FormatMs(full))
-	backlog, ok := r.Median[FigSenderBacklog]
-	if !ok || math.IsNaN(backlog) {
+	mean, ok := r.Median[FigSenderBacklog]
+	if !ok || math.IsNaN(mean) {
 		return fmt.Sprintf("; no queue watch on the sending node read the FIFO's backlog (%s)", fifo)
 	}
+	backlog, which := mean, "mean"
+	if p50, ok := r.Median[FigSenderP50]; ok && !math.IsNaN(p50) {
+		backlog, which = p50, "median"
+	}
 	exp := backlog * 8 / b.rateBps * 1000
-	fill := 100 * backlog / b.limitBytes
+	fill := 100 * mean / b.limitBytes
 	r.Median[FigExpected], r.Median[FigFill] = exp, fill
 	if !measured {
 		return ""
 	}
 	rise := r.Median[FigLoadedP50] - r.Median[FigIdleP50]
 	if exp <= 0 {
-		return fmt.Sprintf("; loaded p50 rose %s ms but the FIFO (%s) held no backlog on the sending node's counters: not within %.0f %%",
-			suite.FormatMs(rise), fifo, ExpectTolerancePct)
+		return fmt.Sprintf("; loaded p50 rose %s ms but the FIFO (%s) held no %s backlog on the sending node's counters: not within %.0f %%",
+			suite.FormatMs(rise), fifo, which, ExpectTolerancePct)
 	}
 	pct := 100 * rise / exp
 	r.Median[FigRiseOfExpect] = pct
@@ -415,15 +424,15 @@ func (b bottleneck) verdict(r *suite.Row, measured bool) string {
 	if math.Abs(pct-100) > ExpectTolerancePct {
 		match = "not within"
 	}
-	return fmt.Sprintf("; loaded p50 rose %s ms against the %s ms the FIFO's queue held (mean backlog %.0f B, %.0f %% of its %s): %.0f %%, %s %.0f %%",
-		suite.FormatMs(rise), suite.FormatMs(exp), backlog, fill, fifo, pct, match, ExpectTolerancePct)
+	return fmt.Sprintf("; loaded p50 rose %s ms against the %s ms the FIFO's %s backlog of %.0f B takes at its rate (%.0f %% full on average; %s): %.0f %%, %s %.0f %%",
+		suite.FormatMs(rise), suite.FormatMs(exp), which, backlog, fill, fifo, pct, match, ExpectTolerancePct)
 }
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
 	return []string{FigIdleP50, FigIdleP99, FigLoadedP50, FigLoadedP99, FigLoadedLoss, FigRiseP50, FigRiseP99, FigRPMIdle, FigRPMLoaded,
 		FigOWDIdle, FigOWDLoaded, FigForward, FigBack, FigRetransmits, FigExpected, FigFullDelay, FigFill, FigRiseOfExpect,
-		FigSenderBacklog, FigSenderDelay, FigSenderDrops, FigRecvBacklog, FigRecvDelay, FigRecvDrops, FigSqueezed}
+		FigSenderBacklog, FigSenderP50, FigSenderDelay, FigSenderDrops, FigRecvBacklog, FigRecvP50, FigRecvDelay, FigRecvDrops, FigSqueezed}
 }
 
 // Presentation implements suite.Presenter: a line per path, the verdict
