@@ -1,6 +1,7 @@
 package responsiveness_test
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -224,5 +225,38 @@ func TestRowsAndVerdicts(t *testing.T) {
 				t.Errorf("the same-node row, which crosses no bottleneck, has an expected delay")
 			}
 		})
+	}
+}
+
+// TestRowJSONKeepsEveryFigure: every figure of a row under a bottleneck
+// reads back from the row's JSON by its dotted name (no figure nested
+// under another's name or a label's).
+func TestRowJSONKeepsEveryFigure(t *testing.T) {
+	phases := plan(t, map[string]string{"bottleneck": "100M", "paths": "cross-node"}, suitetest.LabCaps())
+	rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, 18.05, 225000, true))
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	b, err := json.Marshal(rows[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range (responsiveness.Suite{}).RowMetrics() {
+		want, ok := rows[0].Median[name]
+		if !ok {
+			continue
+		}
+		var cur any = obj
+		for _, p := range strings.Split(name, ".") {
+			m, _ := cur.(map[string]any)
+			cur = m[p]
+		}
+		if got, ok := cur.(float64); !ok || math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s reads back as %v from the row's JSON, want %v", name, cur, want)
+		}
 	}
 }

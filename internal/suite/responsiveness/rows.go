@@ -30,14 +30,14 @@ const (
 	FigRetransmits   = "retransmits"              // both ways' streams
 	FigExpected      = "expected_queue_delay_ms"  // the bottleneck's median backlog at its rate (see bottleneck.verdict)
 	FigFullDelay     = "full_queue_delay_ms"      // the bottleneck's limit over its rate
-	FigFill          = "bottleneck.fill_pct"      // its mean backlog over its limit
+	FigFill          = "queue_fill_pct"           // its mean backlog over its limit
 	FigRiseOfExpect  = "rise_of_expected_pct"     // the p50 rise against FigExpected
 	FigSenderBacklog = "sender.backlog_bytes"     // the sending node's busiest qdisc, mean
-	FigSenderP50     = "sender.backlog_bytes.p50" // and median
+	FigSenderP50     = "sender.backlog_p50_bytes" // and median
 	FigSenderDelay   = "sender.queue_delay_ms"    // the mean at the bottleneck's rate, or else the forward streams'
 	FigSenderDrops   = "sender.qdisc_drops"
 	FigRecvBacklog   = "receiver.backlog_bytes"
-	FigRecvP50       = "receiver.backlog_bytes.p50"
+	FigRecvP50       = "receiver.backlog_p50_bytes"
 	FigRecvDelay     = "receiver.queue_delay_ms" // at the back streams' rate
 	FigRecvDrops     = "receiver.qdisc_drops"
 	FigSqueezed      = "softnet_squeezed" // the receive softirq out of budget, both watches
@@ -103,7 +103,7 @@ func figures(o suite.Outcome) (map[string]float64, map[string][]float64) {
 		if l, ok := busiest(r.Queue); ok {
 			m[prefix+"backlog_bytes"] = l.MeanBacklogBytes
 			if l.P50BacklogBytes != nil {
-				m[prefix+"backlog_bytes.p50"] = *l.P50BacklogBytes
+				m[prefix+"backlog_p50_bytes"] = *l.P50BacklogBytes
 			}
 		}
 		if r.Queue != nil {
