@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/connect"
 	"github.com/cnperf/cnperf/internal/probe/engine"
 	"github.com/cnperf/cnperf/internal/probe/icmp"
 	"github.com/cnperf/cnperf/internal/probe/iperf3wire"
@@ -16,7 +17,7 @@ import (
 // probers builds the registry of cnperf's own measurement engines. Add an
 // engine here, explicitly; nothing registers itself.
 func probers() *probe.Registry {
-	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{})
+	return probe.NewRegistry(tcp.Prober{}, udp.New(), rr.Prober{}, icmp.Ping{}, icmp.Trace{}, stamp.Prober{}, wirewatch.Prober{}, queuewatch.Prober{}, connect.Prober{})
 }
 
 // handlers returns the responder side of every engine that needs one, and

@@ -114,11 +114,8 @@ func (e *Env) Caps() suite.Caps {
 			caps.Why[c] = why
 		}
 	}
-	if ok, why := e.CNI.EnforcesNetworkPolicy(); !ok {
-		caps.Why[suite.CapNetworkPolicy] = why
-	} else {
-		caps.Why[suite.CapNetworkPolicy] = "cnperf does not make NetworkPolicy objects on a cluster yet (the lab's policy controller does: cnperf lab run netpol)"
-	}
+	enforces, why := e.CNI.EnforcesNetworkPolicy()
+	have(suite.CapNetworkPolicy, enforces, why)
 	have(suite.CapPodShaping, e.Sets.Host, hostAgentsWhy)
 	have(suite.CapPodQdisc, e.Sets.QoS, qosAgentsWhy)
 	switch {
@@ -153,6 +150,9 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	}
 	if c.What == suite.CapService {
 		return e.applyService(ctx, c)
+	}
+	if c.What == suite.CapNetworkPolicy {
+		return e.applyPolicies(ctx, c)
 	}
 	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)

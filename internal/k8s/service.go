@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,7 +15,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cnperf/cnperf/internal/api"
@@ -116,23 +114,7 @@ func (c *Client) DeleteRunService(ctx context.Context, svc RunService) error {
 
 // labelPod sets ServiceSelectorLabel on the pod to value ("" removes it).
 func (c *Client) labelPod(ctx context.Context, pod, value string) error {
-	var v any = value
-	if value == "" {
-		v = nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{ServiceSelectorLabel: v}}})
-	if err != nil {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(ctx, c.timeout())
-	defer cancel()
-	if _, err := c.Kube.CoreV1().Pods(c.NS()).Patch(rctx, pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("label pod %s: %w", pod, err)
-		}
-		return c.explain(err, "label pod "+pod+" for its Service")
-	}
-	return nil
+	return c.labelPodWith(ctx, pod, ServiceSelectorLabel, value)
 }
 
 // waitEndpoint waits until the Service's EndpointSlice has one ready

@@ -89,6 +89,9 @@ type Result struct {
 	// Queue is what a queue watch saw of its node's queues (queue).
 	Queue *QueueWatch `json:"queue,omitempty"`
 
+	// Connects is what a connect sampler saw (connect).
+	Connects *ConnectTimeline `json:"connects,omitempty"`
+
 	// Notes say how the figures were obtained when that matters to reading
 	// them (a fallback used, a kernel feature missing, a clock caveat).
 	Notes []string `json:"notes,omitempty"`
@@ -300,4 +303,67 @@ func (r *Result) SetCPU(sender, receiver float64, senderSplit, receiverSplit *CP
 	}
 	r.CPUUserPct = &SenderReceiver{Sender: senderSplit.UserPct, Receiver: receiverSplit.UserPct}
 	r.CPUSystemPct = &SenderReceiver{Sender: senderSplit.SystemPct, Receiver: receiverSplit.SystemPct}
+}
+
+// Outcomes of a connect attempt (ConnectSpan.Outcome).
+const (
+	ConnectOK      = "ok"      // the handshake completed
+	ConnectRefused = "refused" // a reset answered the SYN
+	ConnectTimeout = "timeout" // no answer within the timeout
+	ConnectError   = "error"   // any other failure
+)
+
+// ConnectTimeline is what a connect sampler saw: how many attempts had
+// each outcome, and the runs of attempts with one outcome in the order
+// they started, each with the start times of its first and last attempt.
+type ConnectTimeline struct {
+	Attempts   int            `json:"attempts"`
+	Outcomes   map[string]int `json:"outcomes"`
+	IntervalMs float64        `json:"interval_ms"`
+	TimeoutMs  float64        `json:"timeout_ms"`
+	Spans      []ConnectSpan  `json:"spans"`
+	// Truncated says the spans stop early (MaxConnectSpans).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// MaxConnectSpans bounds ConnectTimeline.Spans.
+const MaxConnectSpans = 1000
+
+// ConnectSpan is a run of consecutive attempts with one outcome.
+type ConnectSpan struct {
+	Outcome  string    `json:"outcome"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	Attempts int       `json:"attempts"`
+}
+
+// FirstAfter returns the start of the first attempt at or after t whose
+// outcome is ok (want true) or not ok (want false), and whether there
+// was one.
+func (c *ConnectTimeline) FirstAfter(t time.Time, want bool) (time.Time, bool) {
+	for _, s := range c.Spans {
+		if (s.Outcome == ConnectOK) != want || s.Last.Before(t) {
+			continue
+		}
+		if s.First.Before(t) {
+			// The run was under way at t: its attempts are spaced evenly,
+			// so the first at or after t is within an interval of t.
+			return t, true
+		}
+		return s.First, true
+	}
+	return time.Time{}, false
+}
+
+// LastBefore returns the outcome of the last attempt started before t,
+// or "" when none was.
+func (c *ConnectTimeline) LastBefore(t time.Time) string {
+	out := ""
+	for _, s := range c.Spans {
+		if !s.First.Before(t) {
+			break
+		}
+		out = s.Outcome
+	}
+	return out
 }

@@ -25,6 +25,10 @@ const (
 	// KindQueue samples a node's qdisc backlogs and loss counters
 	// (internal/probe/queuewatch).
 	KindQueue = "queue"
+	// KindConnect samples TCP connects to a responder every few
+	// milliseconds and reports when their outcome changed
+	// (internal/probe/connect).
+	KindConnect = "connect"
 )
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -317,10 +321,10 @@ func (e Env) Clock() func() time.Time {
 func ParseKind(s string) (string, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	switch k {
-	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp, KindWire, KindQueue:
+	case KindTCP, KindUDP, KindRR, KindPing, KindTrace, KindStamp, KindWire, KindQueue, KindConnect:
 		return k, nil
 	case "traceroute":
 		return KindTrace, nil
 	}
-	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace, stamp, wire or queue)", s)
+	return "", fmt.Errorf("unknown probe kind %q (want tcp, udp, rr, ping, trace, stamp, wire, queue or connect)", s)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 )
@@ -16,6 +17,20 @@ type Outcome struct {
 	Step   Step          `json:"step"`
 	Result *probe.Result `json:"result,omitempty"`
 	Err    string        `json:"error,omitempty"`
+	// Made are the changes of the step's phase made while its steps ran
+	// (Change.After), in the order asked; the Runner fills it. Outcomes
+	// rebuilt from a stored run have none.
+	Made []ChangeMade `json:"made,omitempty"`
+}
+
+// ChangeMade is a change made while a phase's steps ran: when the Runner
+// asked the environment for it and when the environment returned, by the
+// Runner's clock (a suite that sets them beside an agent's timestamps
+// needs the clocks to agree).
+type ChangeMade struct {
+	Change Change    `json:"change"`
+	Asked  time.Time `json:"asked"`
+	Made   time.Time `json:"made"`
 }
 
 // Figure is one figure a measurement puts in a row: the probe result's

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -263,7 +264,7 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	stopLater, laterDone := r.applyLater(ctx, later)
 	run, err = r.wait(ctx, run, ph, pr, done)
 	stopLater()
-	lundos, lerr := laterDone()
+	lundos, made, lerr := laterDone()
 	undos = append(undos, lundos...)
 	if err != nil {
 		return nil, run, errors.Join(err, lerr)
@@ -272,19 +273,23 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 		return nil, run, lerr
 	}
 	outs, err = outcomes(run, ph.Steps)
+	for i := range outs {
+		outs[i].Made = made
+	}
 	return outs, run, err
 }
 
 // applyLater makes each change at its After from now, in a goroutine of
 // its own, until stop is called (a change not yet due then is not made).
 // done waits for them and returns the undos of those made, in the order
-// they were made, and why any failed.
-func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(), done func() ([]func(context.Context) error, error)) {
+// they were made, when each was asked for and made, and why any failed.
+func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(), done func() ([]func(context.Context) error, []ChangeMade, error)) {
 	lctx, cancel := context.WithCancel(ctx)
 	var (
 		wg    sync.WaitGroup
-		mu    sync.Mutex // guards undos and errs
+		mu    sync.Mutex // guards undos, made and errs
 		undos []func(context.Context) error
+		made  []ChangeMade
 		errs  []error
 	)
 	for _, c := range changes {
@@ -298,21 +303,26 @@ func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(),
 				return
 			case <-t.C:
 			}
+			asked := time.Now()
 			undo, err := r.Env.Apply(ctx, c)
+			m := ChangeMade{Change: c, Asked: asked, Made: time.Now()}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("set up %s after %v: %w", c, c.After, err))
+			} else {
+				made = append(made, m)
 			}
 			if undo != nil {
 				undos = append(undos, undo)
 			}
 		}()
 	}
-	return cancel, func() ([]func(context.Context) error, error) {
+	return cancel, func() ([]func(context.Context) error, []ChangeMade, error) {
 		wg.Wait()
 		cancel()
-		return undos, errors.Join(errs...)
+		slices.SortFunc(made, func(a, b ChangeMade) int { return a.Asked.Compare(b.Asked) })
+		return undos, made, errors.Join(errs...)
 	}
 }
 

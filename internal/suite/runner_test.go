@@ -187,6 +187,29 @@ func TestRunnerMakesLaterChangesWhileRunning(t *testing.T) {
 	}
 }
 
+// TestRunnerTellsWhenLaterChangesWereMade: each outcome of a phase says
+// when its changes made while the steps ran were asked for and made, so a
+// suite can set them beside the steps' timelines.
+func TestRunnerTellsWhenLaterChangesWereMade(t *testing.T) {
+	f := suitetest.NewFakeAPI()
+	env := &fakeEnv{t: t}
+	s := phasedSuite{changes: []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"},
+		{What: suite.CapPodQdisc, Member: "n2-p1", After: 5 * time.Millisecond}}}
+	start := time.Now()
+	rep, err := (&suite.Runner{API: f, Env: env, Poll: 100 * time.Millisecond}).Run(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outcomes) == 0 {
+		t.Fatal("no outcomes")
+	}
+	for _, o := range rep.Outcomes {
+		if len(o.Made) != 1 || o.Made[0].Change.Member != "n2-p1" || o.Made[0].Asked.Before(start.Add(5*time.Millisecond)) || o.Made[0].Made.Before(o.Made[0].Asked) {
+			t.Errorf("outcome %s: made %+v, want n2-p1 asked 5 ms or more after %v", o.Step.Measure, o.Made, start)
+		}
+	}
+}
+
 func TestRunnerApplyFailureUndoesWhatWasMade(t *testing.T) {
 	f := suitetest.NewFakeAPI()
 	env := &fakeEnv{t: t, fail: "n2-p1"}

@@ -1,0 +1,101 @@
+package connect
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+)
+
+func dur(d time.Duration) probe.Duration { return probe.Duration(d) }
+
+// TestSamplerSeesAListenerGo: connects succeed while the listener is
+// open and are refused once it is closed; the timeline has an ok run
+// then a refused one, the change between them after the close.
+func TestSamplerSeesAListenerGo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	closed := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		closed <- time.Now()
+		_ = ln.Close()
+	}()
+	spec := probe.Spec{Kind: probe.KindConnect, Target: ln.Addr().String(), Duration: dur(700 * time.Millisecond), Interval: dur(5 * time.Millisecond)}
+	res, err := Prober{}.Run(context.Background(), spec, probe.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAt := <-closed
+	tl := res.Connects
+	if tl == nil || tl.Attempts < 10 {
+		t.Fatalf("timeline %+v, want at least 10 attempts", tl)
+	}
+	if tl.Outcomes[probe.ConnectOK] == 0 || tl.Outcomes[probe.ConnectRefused] == 0 {
+		t.Fatalf("outcomes %v, want some ok and some refused", tl.Outcomes)
+	}
+	if tl.Spans[0].Outcome != probe.ConnectOK || tl.Spans[len(tl.Spans)-1].Outcome != probe.ConnectRefused {
+		t.Fatalf("spans %+v: want ok first, refused last", tl.Spans)
+	}
+	first, ok := tl.FirstAfter(tl.Spans[0].First, false)
+	if !ok || first.Before(closedAt.Add(-time.Millisecond)) {
+		t.Errorf("first refused attempt at %v, before the close at %v", first, closedAt)
+	}
+	if tl.LastBefore(closedAt) != probe.ConnectOK {
+		t.Errorf("last attempt before the close: %q, want ok", tl.LastBefore(closedAt))
+	}
+	t.Logf("%d attempts, %v; the change %v after the close", tl.Attempts, tl.Outcomes, first.Sub(closedAt))
+}
+
+func TestTimelineFoldsRuns(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tl := Timeline([]time.Time{at(0), at(5), at(10), at(15), at(20)},
+		[]string{probe.ConnectOK, probe.ConnectOK, probe.ConnectTimeout, probe.ConnectTimeout, probe.ConnectOK})
+	if len(tl.Spans) != 3 || tl.Spans[1].First != at(10) || tl.Spans[1].Last != at(15) || tl.Spans[1].Attempts != 2 {
+		t.Fatalf("spans %+v", tl.Spans)
+	}
+	if got, ok := tl.FirstAfter(at(7), false); !ok || got != at(10) {
+		t.Errorf("first failure after 7 ms: %v %v, want 10 ms", got, ok)
+	}
+	if got, ok := tl.FirstAfter(at(12), true); !ok || got != at(20) {
+		t.Errorf("first ok after 12 ms: %v %v, want 20 ms", got, ok)
+	}
+	if got := tl.LastBefore(at(12)); got != probe.ConnectTimeout {
+		t.Errorf("last before 12 ms: %q", got)
+	}
+	if got := tl.LastBefore(at(0)); got != "" {
+		t.Errorf("last before the first: %q, want none", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec probe.Spec
+		ok   bool
+	}{
+		{"defaults", probe.Spec{Target: "10.0.0.1:80"}, true},
+		{"no port", probe.Spec{Target: "10.0.0.1"}, false},
+		{"interval too short", probe.Spec{Target: "10.0.0.1:80", Interval: dur(time.Microsecond)}, false},
+		{"timeout past the SYN resend", probe.Spec{Target: "10.0.0.1:80", Timeout: dur(time.Second)}, false},
+		{"too long", probe.Spec{Target: "10.0.0.1:80", Duration: dur(time.Hour)}, false},
+	} {
+		if err := (Prober{}).Validate(tc.spec); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
