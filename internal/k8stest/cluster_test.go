@@ -232,6 +232,7 @@ func TestRealCluster(t *testing.T) {
 			}
 			t.Run("qos-priority", func(t *testing.T) { runQoSPriority(t, cl, cnp, cniDir, want, &rec, i == 0) })
 			t.Run("contention", func(t *testing.T) { runContention(t, cnp, cniDir, want, &rec) })
+			t.Run("netpol", func(t *testing.T) { runNetpol(ctx, t, kc, cnp, cniDir, want, &rec) })
 			t.Run("vxlan inherit", func(t *testing.T) { runVXLANInherit(t, cl, cnp, cniDir, want) })
 			t.Run("evaluate", func(t *testing.T) { bundles = append(bundles, runEvaluate(ctx, t, kc, cnp, cniDir, want)) })
 			if i == 0 {

@@ -17,10 +17,19 @@ func TestMain(m *testing.M) { cnperftest.Main(m) }
 // a deny made mid-run refuses new connections; the runs leave no
 // namespace behind (LabRun). The cost itself is the machine's figure.
 func TestNetpolLab(t *testing.T) {
-	rows := cnperftest.LabRun(t, "netpol", "--time", "1s", "--set", "counts=10,1000")
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want none and 10 and 1000 policies, each selecting the pair and not, and the deny", len(rows))
+	rows := cnperftest.LabRun(t, "netpol", "--time", "1s", "--set", "counts=10,1000", "--set", "enforce=2")
+	if len(rows) != 7 {
+		t.Fatalf("%d rows, want none and 10 and 1000 policies, each selecting the pair and not, the deny and the enforcement", len(rows))
 	}
+	// The enforcement row: each sample measured or says why not; the
+	// latencies are the machine's.
+	enf := rows[6]
+	p50, ok := cnperftest.Num(enf, netpol.FigDenyP50)
+	if enf[netpol.LabelPolicies] != netpol.PoliciesEnforce || (!ok && enf["errors"] == nil) {
+		t.Errorf("enforcement row %v: want latencies or why none were measured", enf)
+	}
+	ap50, aok := cnperftest.Num(enf, netpol.FigAllowP50)
+	figure.Check(t, ok && aok, "enforcement latency: deny p50 %.1f ms, allow p50 %.1f ms (errors %v)", p50, ap50, enf["errors"])
 	deny := rows[5]
 	if deny[netpol.LabelPolicies] != netpol.PoliciesDeny || deny[netpol.LabelNew] != "refused" {
 		t.Errorf("deny row %v: want new connections refused once the deny is made", deny)

@@ -4,7 +4,10 @@
 // and 1,000 policies, once with every policy selecting the destination
 // pod (each allowing the source) and once with none selecting it (they
 // select and allow only addresses of no pod of the run); each row
-// against the no-policy figure. It runs where the environment enforces
+// against the no-policy figure; whether a deny made mid-run cuts an
+// established connection; and the enforcement latency: from asking for a
+// deny (then an allow) to the first connect it changes, sampled every
+// 5 ms. It runs where the environment enforces
 // NetworkPolicy (suite.CapNetworkPolicy: the lab's policy controller; a
 // cluster whose CNI enforces them); elsewhere it is refused with the
 // environment's reason (Flannel enforces none).
@@ -34,10 +37,17 @@ const (
 	// transacting through it; MeasureNew a crr started after it.
 	MeasureHeld = "held"
 	MeasureNew  = "new"
+	// MeasureEnforce is a connect sampler running through a deny and
+	// then an allow.
+	MeasureEnforce = "enforce"
 )
 
-// PoliciesDeny labels the deny phase's steps and row.
-const PoliciesDeny = "deny"
+// PoliciesDeny labels the deny phase's steps and row; PoliciesEnforce the
+// enforcement phases' and row.
+const (
+	PoliciesDeny    = "deny"
+	PoliciesEnforce = "enforce"
+)
 
 // The deny phase's timeline: the deny is made denyAfter the run is
 // created; the held connection transacts for heldFor from its start
@@ -48,6 +58,17 @@ const (
 	heldFor   = 10 * time.Second
 	newAfter  = 7 * time.Second
 	newFor    = 2 * time.Second
+)
+
+// An enforcement phase's timeline: a connect every enforceEvery (each
+// bounded by enforceTimeout) for enforceFor, a deny made enforceDeny after
+// the run is created, an allow enforceAllow after it.
+const (
+	enforceFor     = 12 * time.Second
+	enforceEvery   = 5 * time.Millisecond
+	enforceTimeout = 500 * time.Millisecond
+	enforceDeny    = 5 * time.Second
+	enforceAllow   = 8 * time.Second
 )
 
 // Labels of the steps and rows.
@@ -72,10 +93,16 @@ type Options struct {
 	Counts []int
 	// Selects are the variants per count (default pair, other).
 	Selects []string
+	// Enforce is the number of enforcement phases per repetition (default
+	// 3; 0 measures no enforcement latency).
+	Enforce int
 }
 
+// maxEnforce bounds Options.Enforce.
+const maxEnforce = 20
+
 func defaults() Options {
-	return Options{Counts: []int{10, 100, 1000}, Selects: []string{SelectPair, SelectOther}}
+	return Options{Counts: []int{10, 100, 1000}, Selects: []string{SelectPair, SelectOther}, Enforce: 3}
 }
 
 // Suite is the netpol suite.
@@ -139,6 +166,16 @@ func Settings(c *Options) suite.Settings {
 				}
 				return nil
 			}},
+		{Key: suite.Key{Name: "enforce", Unit: fmt.Sprintf("count (0-%d)", maxEnforce), Default: "3",
+			Meaning: "enforcement latency samples per repetition: a deny then an allow made under a connect every 5 ms"},
+			Set: func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 || n > maxEnforce {
+					return fmt.Errorf("enforce %q: want 0-%d", v, maxEnforce)
+				}
+				c.Enforce = n
+				return nil
+			}},
 	}
 }
 
@@ -146,8 +183,9 @@ func Settings(c *Options) suite.Settings {
 func (Suite) Keys() []suite.Key { return Settings(&Options{}).Keys() }
 
 // Plan implements suite.Suite: per repetition a phase with no policy,
-// then one per count and variant, each measuring TCP throughput, rr and
-// crr between the cross-node pair one after another.
+// the deny phase, one per count and variant, each measuring TCP
+// throughput, rr and crr between the cross-node pair one after another,
+// then the enforcement phases.
 func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) ([]suite.Phase, error) {
 	c, err := OptionsFrom(o)
 	if err != nil {
@@ -176,6 +214,9 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 			for _, sel := range c.Selects {
 				phases = append(phases, phase(c, p, rep, o.Backend, n, sel, port))
 			}
+		}
+		for i := range c.Enforce {
+			phases = append(phases, enforcePhase(p, rep, i, o.Backend, port))
 		}
 	}
 	return phases, nil
@@ -226,5 +267,22 @@ func denyPhase(p suite.Pair, rep int, backend string) suite.Phase {
 		Changes: []suite.Change{
 			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1}},
 			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1, Deny: true}, After: denyAfter},
+		}}
+}
+
+// enforcePhase measures how long a deny, then an allow, takes to change
+// new connections: a connect sampler runs through both; the Runner tells
+// the rows when each was asked for (suite.Outcome.Made).
+func enforcePhase(p suite.Pair, rep, i int, backend string, port int) suite.Phase {
+	labels := map[string]string{LabelPolicies: PoliciesEnforce, LabelSelect: SelectPair}
+	spec := probe.Spec{Kind: probe.KindConnect, Target: p.Dst.ResponderAddr, Duration: probe.Duration(enforceFor),
+		Interval: probe.Duration(enforceEvery), Timeout: probe.Duration(enforceTimeout)}
+	return suite.Phase{Name: fmt.Sprintf("%s enforcement %d, #%d", SuiteName, i+1, rep+1),
+		Steps: []suite.Step{{Connection: suite.PodPodCrossNode, Backend: backend, Measure: MeasureEnforce, Repeat: rep,
+			Src: p.Src, Dst: p.Dst, Spec: spec, Labels: labels}},
+		Changes: []suite.Change{
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Deny: true}, After: enforceDeny},
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, After: enforceAllow,
+				Policy: &suite.PolicySet{Count: 1, Selecting: 1, From: p.Src.Name, Port: port}},
 		}}
 }

@@ -5,8 +5,10 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/connect"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/netpol"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
@@ -39,8 +41,19 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 2*8 {
-		t.Fatalf("%d phases, want 8 per repetition", len(phases))
+	if len(phases) != 2*11 {
+		t.Fatalf("%d phases, want 11 per repetition", len(phases))
+	}
+	for _, ph := range phases[8:11] {
+		if len(ph.Steps) != 1 || ph.Steps[0].Spec.Kind != probe.KindConnect || len(ph.Changes) != 2 {
+			t.Fatalf("enforcement phase %+v: want a connect sampler, a deny and an allow", ph)
+		}
+		deny, allow, run := ph.Changes[0], ph.Changes[1], ph.Steps[0].Spec.Duration.D()
+		if !deny.Policy.Deny || allow.Policy.Selecting != 1 || allow.Policy.From != ph.Steps[0].Src.Name ||
+			deny.After <= 0 || allow.After <= deny.After || run <= allow.After {
+			t.Errorf("enforcement phase: deny %+v after %v, allow %+v after %v, sampler for %v: want the deny, then the allow of the source, while it runs",
+				*deny.Policy, deny.After, *allow.Policy, allow.After, run)
+		}
 	}
 	deny := phases[1]
 	if len(deny.Changes) != 2 || deny.Changes[0].After != 0 || deny.Changes[1].After <= 0 || !deny.Changes[1].Policy.Deny ||
@@ -85,7 +98,7 @@ func TestPlan(t *testing.T) {
 // row's.
 func TestRowsAgainstNone(t *testing.T) {
 	o := suite.DefaultOptions()
-	o.Repeat, o.Set = 1, map[string]string{"counts": "100", "select": "pair"}
+	o.Repeat, o.Set = 1, map[string]string{"counts": "100", "select": "pair", "enforce": "0"}
 	phases, err := netpol.Suite{}.Plan(suitetest.LabAgents(), o, caps())
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +136,7 @@ func TestRowsAgainstNone(t *testing.T) {
 // failed was refused, counted over the repetitions.
 func TestDenyRow(t *testing.T) {
 	o := suite.DefaultOptions()
-	o.Repeat, o.Set = 2, map[string]string{"counts": "10", "select": "other"}
+	o.Repeat, o.Set = 2, map[string]string{"counts": "10", "select": "other", "enforce": "0"}
 	phases, err := netpol.Suite{}.Plan(suitetest.LabAgents(), o, caps())
 	if err != nil {
 		t.Fatal(err)
@@ -145,5 +158,71 @@ func TestDenyRow(t *testing.T) {
 	d := rows[len(rows)-1]
 	if d.Labels[netpol.LabelEstablished] != "kept in 1 of 2" || d.Labels[netpol.LabelNew] != "refused" || len(d.Errors) != 1 {
 		t.Errorf("deny row %v errors %v: want kept in 1 of 2, refused, the cut one's error", d.Labels, d.Errors)
+	}
+}
+
+// TestEnforcementRow: each sample's deny latency is from asking for the
+// deny to the first connect that failed, its allow latency from asking
+// for the allow to the first that succeeded; p50 and p99 over the
+// samples; a sampler that started after the deny measures none and says
+// why.
+func TestEnforcementRow(t *testing.T) {
+	o := suite.DefaultOptions()
+	o.Repeat, o.Set = 1, map[string]string{"counts": "10", "select": "other", "enforce": "4"}
+	phases, err := netpol.Suite{}.Plan(suitetest.LabAgents(), o, caps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := func(v int) time.Time { return t0.Add(time.Duration(v) * time.Millisecond) }
+	// Per sample: the deny and allow latencies the timeline shows, in
+	// 5 ms steps; the last sample's sampler starts after the deny.
+	lat := [][2]int{{15, 40}, {5, 20}, {30, 10}, {0, 0}}
+	var outs []suite.Outcome
+	n := 0
+	for _, ph := range phases {
+		if ph.Steps[0].Measure != netpol.MeasureEnforce {
+			continue
+		}
+		st := ph.Steps[0]
+		denyAt, allowAt := ms(5000), ms(8000)
+		first := 0
+		if n == 3 {
+			first = 5100
+		}
+		var starts []time.Time
+		var outcomes []string
+		for v := first; v < 12000; v += 5 {
+			at := ms(v)
+			ok := at.Before(denyAt.Add(time.Duration(lat[n][0])*time.Millisecond)) || !at.Before(allowAt.Add(time.Duration(lat[n][1])*time.Millisecond))
+			starts = append(starts, at)
+			if ok {
+				outcomes = append(outcomes, probe.ConnectOK)
+			} else {
+				outcomes = append(outcomes, probe.ConnectTimeout)
+			}
+		}
+		made := []suite.ChangeMade{{Change: ph.Changes[0], Asked: denyAt, Made: denyAt.Add(time.Millisecond)},
+			{Change: ph.Changes[1], Asked: allowAt, Made: allowAt.Add(time.Millisecond)}}
+		outs = append(outs, suite.Outcome{Step: st, Made: made,
+			Result: &probe.Result{Kind: probe.KindConnect, Connects: connect.Timeline(starts, outcomes)}})
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d enforcement phases, want 4", n)
+	}
+	rows := netpol.Suite{}.Rows(outs)
+	r := rows[len(rows)-1]
+	if r.Labels[netpol.LabelPolicies] != netpol.PoliciesEnforce || r.Repetitions != 4 {
+		t.Fatalf("row %+v, want the enforcement row over 4 samples", r)
+	}
+	want := map[string]float64{netpol.FigDenyP50: 15, netpol.FigDenyP99: 30, netpol.FigAllowP50: 20, netpol.FigAllowP99: 40}
+	for f, v := range want {
+		if got, ok := r.Median[f]; !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (%v), want %v", f, got, ok, v)
+		}
+	}
+	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "sample 4") || !strings.Contains(r.Errors[0], "started late") {
+		t.Errorf("errors %v, want sample 4's late start", r.Errors)
 	}
 }

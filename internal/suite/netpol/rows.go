@@ -1,8 +1,14 @@
 package netpol
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/stats"
 
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -16,6 +22,12 @@ const (
 	FigThroughputVsNone = "throughput_vs_none_pct"
 	FigRRVsNone         = "rr_vs_none_pct"
 	FigCRRVsNone        = "crr_vs_none_pct"
+	// Enforcement latency over the samples: from asking for a deny (an
+	// allow) to the first connect it changed.
+	FigDenyP50  = "deny_latency_p50_ms"
+	FigDenyP99  = "deny_latency_p99_ms"
+	FigAllowP50 = "allow_latency_p50_ms"
+	FigAllowP99 = "allow_latency_p99_ms"
 )
 
 func figures(o suite.Outcome) (map[string]float64, map[string][]float64) {
@@ -48,11 +60,14 @@ const (
 // the no-policy row first, each figure also against it; then the deny
 // row: whether the held connection was kept and new ones refused.
 func (Suite) Rows(outs []suite.Outcome) []suite.Row {
-	var cost, deny []suite.Outcome
+	var cost, deny, enforce []suite.Outcome
 	for _, o := range outs {
-		if o.Step.Labels[LabelPolicies] == PoliciesDeny {
+		switch o.Step.Labels[LabelPolicies] {
+		case PoliciesDeny:
 			deny = append(deny, o)
-		} else {
+		case PoliciesEnforce:
+			enforce = append(enforce, o)
+		default:
 			cost = append(cost, o)
 		}
 	}
@@ -60,7 +75,89 @@ func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 	if len(deny) > 0 {
 		rows = append(rows, denyRow(deny))
 	}
+	if len(enforce) > 0 {
+		rows = append(rows, enforceRow(enforce))
+	}
 	return rows
+}
+
+// enforceRow gives the enforcement latencies' p50 and p99 over the
+// samples (nearest rank: with few samples p99 is the largest), and why
+// any sample measured none.
+func enforceRow(outs []suite.Outcome) suite.Row {
+	r := suite.Row{Connection: outs[0].Step.Connection, Backend: outs[0].Step.Backend,
+		Src: suite.EndpointLabel(outs[0].Step.Src), Dst: suite.EndpointLabel(outs[0].Step.Dst),
+		Labels: map[string]string{LabelPolicies: PoliciesEnforce, LabelSelect: SelectPair},
+		Median: map[string]float64{}, Min: map[string]float64{}, Max: map[string]float64{}}
+	var deny, allow []float64
+	for i, o := range outs {
+		d, a, err := Enforcement(o)
+		if err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("sample %d: %v", i+1, err))
+		}
+		if d >= 0 {
+			deny = append(deny, float64(d)/1e6)
+		}
+		if a >= 0 {
+			allow = append(allow, float64(a)/1e6)
+		}
+	}
+	r.Repetitions = len(outs)
+	for _, f := range []struct {
+		vs       []float64
+		p50, p99 string
+	}{{deny, FigDenyP50, FigDenyP99}, {allow, FigAllowP50, FigAllowP99}} {
+		if len(f.vs) == 0 {
+			continue
+		}
+		slices.Sort(f.vs)
+		r.Median[f.p50], r.Median[f.p99] = stats.Percentile(f.vs, 50), stats.Percentile(f.vs, 99)
+		r.Min[f.p50], r.Max[f.p50] = f.vs[0], f.vs[len(f.vs)-1]
+	}
+	return r
+}
+
+// Enforcement reads an enforcement sample: the time from asking for the
+// deny to the first connect it failed, and from asking for the allow to
+// the first that succeeded again; -1 for one not measured, with the
+// reason in err.
+func Enforcement(o suite.Outcome) (deny, allow time.Duration, err error) {
+	deny, allow = -1, -1
+	if o.Err != "" || o.Result == nil || o.Result.Connects == nil {
+		return deny, allow, fmt.Errorf("no connect timeline: %s", o.Err)
+	}
+	tl := o.Result.Connects
+	var denyAt, allowAt time.Time
+	for _, m := range o.Made {
+		switch {
+		case m.Change.Policy == nil:
+		case m.Change.Policy.Deny:
+			denyAt = m.Asked
+		case m.Change.Policy.Selecting > 0:
+			allowAt = m.Asked
+		}
+	}
+	if denyAt.IsZero() {
+		return deny, allow, errors.New("the deny was not made while the sampler ran")
+	}
+	if last := tl.LastBefore(denyAt); last != probe.ConnectOK {
+		return deny, allow, fmt.Errorf("no connect succeeded right before the deny (last: %q): the sampler started late or the path failed", last)
+	}
+	at, ok := tl.FirstAfter(denyAt, false)
+	if !ok {
+		return deny, allow, errors.New("no connect failed after the deny: it was not enforced while the sampler ran")
+	}
+	deny = at.Sub(denyAt)
+	if allowAt.IsZero() {
+		return deny, allow, errors.New("the allow was not made while the sampler ran")
+	}
+	if tl.LastBefore(allowAt) == probe.ConnectOK {
+		return deny, allow, errors.New("connects succeeded again before the allow was made")
+	}
+	if at, ok = tl.FirstAfter(allowAt, true); !ok {
+		return deny, allow, errors.New("no connect succeeded after the allow: it was not enforced while the sampler ran")
+	}
+	return deny, at.Sub(allowAt), nil
 }
 
 // denyRow says, over the repetitions, whether the connection held
@@ -137,7 +234,7 @@ func costRows(outs []suite.Outcome) []suite.Row {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
-	return []string{FigThroughput, FigRR, FigCRR, FigThroughputVsNone, FigRRVsNone, FigCRRVsNone}
+	return []string{FigThroughput, FigRR, FigCRR, FigThroughputVsNone, FigRRVsNone, FigCRRVsNone, FigDenyP50, FigDenyP99, FigAllowP50, FigAllowP99}
 }
 
 // Presentation implements suite.Presenter.
@@ -153,5 +250,9 @@ func (Suite) Presentation() suite.Presentation {
 		{Head: "vs none %", Metric: FigCRRVsNone, Format: "%.1f"},
 		{Head: "established", Label: LabelEstablished, Optional: true},
 		{Head: "new", Label: LabelNew, Optional: true},
+		{Head: "deny ms p50", Metric: FigDenyP50, Format: "%.1f", Optional: true},
+		{Head: "p99", Metric: FigDenyP99, Format: "%.1f", Optional: true},
+		{Head: "allow ms p50", Metric: FigAllowP50, Format: "%.1f", Optional: true},
+		{Head: "p99", Metric: FigAllowP99, Format: "%.1f", Optional: true},
 	}}}}
 }
