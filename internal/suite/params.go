@@ -32,6 +32,11 @@ type RunParams struct {
 	// Environment is what the run ran on (kernel, CPUs, MTUs, CNI, ...),
 	// when its environment could say.
 	Environment *hostinfo.Environment `json:"environment,omitempty"`
+	// Made are the changes made while the run ran (Change.After), with
+	// when each was asked for and made. The Runner adds them to its copy
+	// of the run once the run ended; the server keeps the params the run
+	// was created with, so a run read back from it has none.
+	Made []ChangeMade `json:"made,omitempty"`
 }
 
 // outcomes pairs the run's tasks (by id order) with the steps.
@@ -80,6 +85,9 @@ func OutcomesFromRun(run api.Run) (RunParams, []Outcome, error) {
 		return p, nil, fmt.Errorf("run %s: params apiVersion %q, want %q", run.ID, p.APIVersion, ParamsAPIVersion)
 	}
 	outs, err := outcomes(run, p.Steps)
+	for i := range outs {
+		outs[i].Made = p.Made
+	}
 	return p, outs, err
 }
 

@@ -18,8 +18,7 @@ type Outcome struct {
 	Result *probe.Result `json:"result,omitempty"`
 	Err    string        `json:"error,omitempty"`
 	// Made are the changes of the step's phase made while its steps ran
-	// (Change.After), in the order asked; the Runner fills it. Outcomes
-	// rebuilt from a stored run have none.
+	// (Change.After), in the order asked (RunParams.Made).
 	Made []ChangeMade `json:"made,omitempty"`
 }
 

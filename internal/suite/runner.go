@@ -276,6 +276,14 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	for i := range outs {
 		outs[i].Made = made
 	}
+	if len(made) > 0 {
+		// Reports are made from the runs (report.FromLive): the times go
+		// with the run's params.
+		params.Made = made
+		if raw, merr := json.Marshal(params); merr == nil {
+			run.Params = raw
+		}
+	}
 	return outs, run, err
 }
 

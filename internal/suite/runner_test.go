@@ -208,6 +208,11 @@ func TestRunnerTellsWhenLaterChangesWereMade(t *testing.T) {
 			t.Errorf("outcome %s: made %+v, want n2-p1 asked 5 ms or more after %v", o.Step.Measure, o.Made, start)
 		}
 	}
+	// Reports are made from the runs: the run's params carry the times.
+	_, outs, err := suite.OutcomesFromRun(rep.Runs[0])
+	if err != nil || len(outs) == 0 || len(outs[0].Made) != 1 || !outs[0].Made[0].Asked.Equal(rep.Outcomes[0].Made[0].Asked) {
+		t.Errorf("outcomes from the run %+v (%v), want the change's times", outs, err)
+	}
 }
 
 func TestRunnerApplyFailureUndoesWhatWasMade(t *testing.T) {

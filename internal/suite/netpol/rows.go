@@ -137,6 +137,9 @@ func Enforcement(o suite.Outcome) (deny, allow time.Duration, err error) {
 			allowAt = m.Asked
 		}
 	}
+	if len(o.Made) == 0 {
+		return deny, allow, errors.New("the run does not say when the deny and the allow were made (a run read back from the server does not; the report of the suite run itself does)")
+	}
 	if denyAt.IsZero() {
 		return deny, allow, errors.New("the deny was not made while the sampler ran")
 	}
