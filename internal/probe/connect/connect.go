@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -85,23 +86,22 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for i := 0; ctx.Err() == nil && now().Before(deadline); i++ {
-		t := now()
-		mu.Lock()
-		attempts = append(attempts, attempt{start: t})
-		mu.Unlock()
+	for ctx.Err() == nil && now().Before(deadline) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			actx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
+			// The attempt's time is taken right before its connect, not
+			// when it was scheduled: a busy machine starts goroutines late.
+			t := now()
 			c, err := d.DialContext(actx, "tcp", spec.Target)
 			out := outcome(err)
 			if c != nil {
 				_ = c.Close()
 			}
 			mu.Lock()
-			attempts[i].outcome = out
+			attempts = append(attempts, attempt{start: t, outcome: out})
 			mu.Unlock()
 		}()
 		select {
@@ -114,6 +114,7 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	if len(attempts) == 0 {
 		return nil, fmt.Errorf("connect sampler: ended before its first attempt: %w", context.Cause(ctx))
 	}
+	slices.SortFunc(attempts, func(a, b attempt) int { return a.start.Compare(b.start) })
 	tl := Timeline(split(attempts))
 	tl.IntervalMs, tl.TimeoutMs = float64(every)/1e6, float64(timeout)/1e6
 	res := &probe.Result{Kind: probe.KindConnect, Tool: "cnperf", Dst: spec.Target, StartedAt: start,
