@@ -76,11 +76,14 @@ type Env struct {
 // the qdiscs the CNI installed for it, and the flow that drained its
 // token bucket.
 type Shaped struct {
-	Pod         string       `json:"pod"`
-	Node        string       `json:"node"`
-	Annotations Bandwidth    `json:"annotations"`
-	Links       []LinkTC     `json:"links"`
-	Drain       *DrainResult `json:"-"`
+	Pod         string    `json:"pod"`
+	Node        string    `json:"node"`
+	Annotations Bandwidth `json:"annotations"`
+	// Set are the annotations of a pod started for a CNI's own QoS
+	// (suite.CapPodAnnotate).
+	Set   map[string]string `json:"set,omitempty"`
+	Links []LinkTC          `json:"links"`
+	Drain *DrainResult      `json:"-"`
 }
 
 // Bandwidth are a pod's bandwidth annotations.
@@ -117,6 +120,8 @@ func (e *Env) Caps() suite.Caps {
 	enforces, why := e.CNI.EnforcesNetworkPolicy()
 	have(suite.CapNetworkPolicy, enforces, why)
 	have(suite.CapPodShaping, e.Sets.Host, hostAgentsWhy)
+	have(suite.CapPodAnnotate, e.Sets.Host, hostAgentsWhy)
+	caps.CNI = suite.CNIInfo{Name: e.CNI.Name, Version: e.CNI.Version}
 	have(suite.CapPodQdisc, e.Sets.QoS, qosAgentsWhy)
 	switch {
 	case !e.Sets.Host || !e.Sets.QoS:
@@ -153,6 +158,9 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	}
 	if c.What == suite.CapNetworkPolicy {
 		return e.applyPolicies(ctx, c)
+	}
+	if c.What == suite.CapPodAnnotate {
+		return e.applyAnnotated(ctx, c)
 	}
 	if c.What != suite.CapPodShaping || c.QoS == nil || c.QoS.Setup != qosspec.SpecBandwidth {
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)

@@ -31,8 +31,8 @@ func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
 		env  *Env
 		want map[string]string
 	}{
-		{"opt-in agent sets", &Env{kernels: kernels, Sets: AgentSets{Host: true, QoS: true}}, map[string]string{
-			"baseline": "works", "capacity": "works", "shaping": "works", "policing": "works",
+		{"opt-in agent sets", &Env{kernels: kernels, Sets: AgentSets{Host: true, QoS: true}, CNI: CNI{Name: "calico", Version: "v3.31.0"}}, map[string]string{
+			"baseline": "works", "capacity": "works", "shaping": "works", "policing": "works", "cni-qos": "works",
 			// A cluster has one backend; without --backends naming it the suite
 			// says so before anything is made.
 			"cni-compare": "works",
@@ -46,6 +46,7 @@ func TestEverySuiteWorksOrIsRefusedOnKubernetes(t *testing.T) {
 			"baseline": "works", "capacity": "works", "matrix": "works", "cni-compare": "works",
 			"shaping": "deploy with --host-agents", "policing": "police action",
 			"qos-priority": "deploy with --qos-agents", "contention": "works",
+			"cni-qos": "CNI is not known",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { everySuiteOn(t, tc.env, tc.want) })
@@ -130,5 +131,51 @@ func TestPolicingOnAClusterIsTheCNIAndAnUnsupportedRow(t *testing.T) {
 		if len(phases) != 2 || !strings.HasPrefix(phases[0].Steps[0].Labels["unsupported"], c.why) || len(phases[1].Changes) != 1 || phases[1].Changes[0].What != suite.CapPodShaping {
 			t.Errorf("%v: phases %+v", c.kernels, phases)
 		}
+	}
+}
+
+// TestCniQoSOnCiliumWithoutFq: what the detect pods found reaches the
+// suite's capabilities (the features tried, per node, with the kernel's
+// reason; the CNI's name and release), and cni-qos on Cilium plans the
+// bandwidth plugin's phase and notes the Bandwidth Manager and priority
+// as not tried, naming the missing fq.
+func TestCniQoSOnCiliumWithoutFq(t *testing.T) {
+	noFq := "fq qdisc not supported by this kernel: Specified qdisc kind is unknown"
+	env := &Env{Sets: AgentSets{Host: true, QoS: true}, CNI: CNI{Name: "cilium", Version: "v1.20.2", Mode: "native"},
+		kernels: []KernelTC{{Node: "node1", Kernel: "6.18.44", Missing: map[string]string{"fq": noFq}}, {Node: "node2", Kernel: "6.18.44"}}}
+	caps := env.Caps()
+	if caps.CNI.Name != "cilium" || caps.CNI.Version != "v1.20.2" || caps.CNI.Kernel != "6.18.44" {
+		t.Errorf("caps.CNI %+v", caps.CNI)
+	}
+	if why := caps.KernelTC["fq"]; !strings.Contains(why, "node1") || !strings.Contains(why, noFq) {
+		t.Errorf("KernelTC[fq] = %q, want node1's reason", why)
+	}
+	if why, ok := caps.KernelTC["tbf"]; !ok || why != "" {
+		t.Errorf("KernelTC[tbf] = %q, %v; want tried and present", why, ok)
+	}
+	s, _ := builtin.Registry().Get("cni-qos")
+	r := &suite.Runner{API: suitetest.NewFakeAPI(), Env: env}
+	_, phases, err := r.Plan(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string]string{}
+	var tried []string
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			if w := st.Labels["why"]; w != "" {
+				notes[st.Labels["feature"]] = w
+			} else if len(ph.Changes) > 0 {
+				tried = append(tried, st.Labels["feature"])
+			}
+		}
+	}
+	for _, f := range []string{"bandwidth-manager", "priority"} {
+		if !strings.Contains(notes[f], "lacks fq") {
+			t.Errorf("%s: %q, want not tried for want of fq", f, notes[f])
+		}
+	}
+	if !slices.Contains(tried, "bandwidth-plugin") {
+		t.Errorf("tried %v, want the bandwidth plugin", tried)
 	}
 }

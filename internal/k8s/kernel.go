@@ -47,11 +47,18 @@ func (k KernelTC) Lacks() string {
 	return fmt.Sprintf("node %s (kernel %s): %s", k.Node, k.Kernel, strings.Join(parts, "; "))
 }
 
-// DetectLocal tries the police action's features on scratch devices (in
-// a fresh namespace, else in this one) and reports what the kernel
+// DetectedTC are the traffic-control features detect pods try: the
+// police action's, and what CNIs' own QoS needs (fq for Cilium's
+// Bandwidth Manager, tbf and mirred for bandwidth limits).
+func DetectedTC() []string {
+	return append(qos.Police{}.Needs(), qos.FeatureFq, qos.FeatureTBF, qos.FeatureMirred)
+}
+
+// DetectLocal tries the features of DetectedTC on scratch devices (in a
+// fresh namespace, else in this one) and reports what the kernel
 // refused; detect pods run it.
 func DetectLocal(ctx context.Context) KernelTC {
-	needs := qos.Police{}.Needs()
+	needs := DetectedTC()
 	f, err := qos.Detect(ctx, "", needs...)
 	k := KernelTC{Kernel: f.Kernel, Where: f.Where}
 	if err != nil {
@@ -110,12 +117,12 @@ func (c *Client) DetectTC(ctx context.Context, node string, timeout time.Duratio
 
 // Probe looks at what the environment can do only by trying it on the
 // nodes, for the capabilities the suite may use (suite.CapUser): for
-// suite.CapPolice, a detect pod on every node with an agent tries the
+// suite.CapPolice or suite.CapPodAnnotate, a detect pod on every node with an agent tries the
 // police action (in parallel). Caps then says, per the nodes' kernels,
 // whether the police action is unsupported (with the kernel's reason).
 // It fails only when the agents cannot be listed.
 func (e *Env) Probe(ctx context.Context, caps ...suite.Cap) error {
-	if !slices.Contains(caps, suite.CapPolice) || !e.Sets.QoS {
+	if !(slices.Contains(caps, suite.CapPolice) || slices.Contains(caps, suite.CapPodAnnotate)) || !e.Sets.QoS {
 		// A detect pod needs NET_ADMIN, which only the qos-agents opt-in
 		// allows; without it the police action stays refused.
 		return nil
@@ -160,14 +167,17 @@ func (e *Env) Kernels() []KernelTC {
 	return slices.Clone(e.kernels)
 }
 
-// withKernels adds what Probe found to caps: the police action
-// unsupported, with the kernel's reason, when a node lacks it.
+// withKernels adds what Probe found to caps: the features tried
+// (Caps.KernelTC, each with the reasons of the nodes that lack it), and
+// the police action unsupported, with the kernel's reason, when a node
+// lacks it.
 func (e *Env) withKernels(caps suite.Caps) suite.Caps {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.kernels) == 0 {
 		return caps
 	}
+	caps.KernelTC, caps.CNI.Kernel = kernelTC(e.kernels)
 	var lacks, has []string
 	for _, k := range e.kernels {
 		if why := k.Lacks(); why != "" {
@@ -188,4 +198,38 @@ func (e *Env) withKernels(caps suite.Caps) suite.Caps {
 		caps.Why[suite.CapPolice] += fmt.Sprintf(" (the kernels of %s have it)", strings.Join(has, ", "))
 	}
 	return caps
+}
+
+// kernelTC says per feature of DetectedTC what the nodes' kernels lack
+// ("" when every node has it; a feature no node could try is left out)
+// and the nodes' kernel releases.
+func kernelTC(ks []KernelTC) (map[string]string, string) {
+	out := map[string]string{}
+	var kernels []string
+	for _, k := range ks {
+		if k.Err != "" {
+			continue
+		}
+		if !slices.Contains(kernels, k.Kernel) {
+			kernels = append(kernels, k.Kernel)
+		}
+		for _, f := range DetectedTC() {
+			why, missing := k.Missing[f]
+			switch {
+			case missing && out[f] != "":
+				out[f] += "; "
+				fallthrough
+			case missing:
+				out[f] += fmt.Sprintf("node %s (kernel %s): %s", k.Node, k.Kernel, why)
+			default:
+				if _, ok := out[f]; !ok {
+					out[f] = ""
+				}
+			}
+		}
+	}
+	if len(kernels) == 0 {
+		return nil, ""
+	}
+	return out, strings.Join(kernels, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -30,8 +31,11 @@ type ShapedOptions struct {
 	Egress  string // kubernetes.io/egress-bandwidth
 	// Calico asks with Calico's own annotations
 	// (qos.projectcalico.org/ingressBandwidth, egressBandwidth) instead.
-	Calico  bool
-	Timeout time.Duration
+	Calico bool
+	// Annotations are more annotations of the pod (a CNI's own QoS:
+	// cni-qos); with them the bandwidths may be left empty.
+	Annotations map[string]string
+	Timeout     time.Duration
 }
 
 // StartShapedAgent starts an agent pod on o.Node with the bandwidth
@@ -40,15 +44,18 @@ type ShapedOptions struct {
 // the CNI put there can be read back with InspectNode. The caller deletes
 // the pod (DeletePod) when done.
 func (c *Client) StartShapedAgent(ctx context.Context, o ShapedOptions) (ShapedAgent, error) {
-	if o.Ingress == "" && o.Egress == "" {
-		return ShapedAgent{}, errors.New("shaped agent: give an ingress or an egress bandwidth")
+	if o.Ingress == "" && o.Egress == "" && len(o.Annotations) == 0 {
+		return ShapedAgent{}, errors.New("shaped agent: give an ingress or an egress bandwidth, or annotations")
 	}
 	ps, err := c.agentPodSpec(ctx)
 	if err != nil {
 		return ShapedAgent{}, err
 	}
 	tmpl := ps.Containers[0]
-	ann := map[string]string{}
+	ann := maps.Clone(o.Annotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
 	ing, egr := IngressBandwidth, EgressBandwidth
 	if o.Calico {
 		ing, egr = CalicoIngressBandwidth, CalicoEgressBandwidth

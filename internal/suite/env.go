@@ -51,6 +51,10 @@ const (
 	// the pod Change.Member for ingress, enforced as the CNI enforces
 	// them; the environment removes them all in the undo.
 	CapNetworkPolicy Cap = "network-policy"
+	// CapPodAnnotate starts a pod standing in for Change.Member with the
+	// pod annotations Change.PodAnnotations, as a CNI reads them when the
+	// pod starts (a CNI's own QoS: cni-qos); the undo deletes it.
+	CapPodAnnotate Cap = "pod-annotate"
 )
 
 // capText says what each capability does, for refusals.
@@ -64,6 +68,7 @@ var capText = map[Cap]string{
 	CapService:        "create a Service in front of a pod",
 	CapPodAnnotations: "ask for a pod's bandwidth limit with pod annotations a CNI honours",
 	CapNetworkPolicy:  "make NetworkPolicies that the network enforces",
+	CapPodAnnotate:    "start a pod with the annotations a CNI's own QoS reads",
 }
 
 // Describe says in a few words what the capability does.
@@ -103,6 +108,23 @@ type Caps struct {
 	// lacks (the police action), with the kernel's reason: a finding a
 	// suite may report as its result rather than a refusal.
 	Unsupported map[Cap]string
+	// CNI is the network's own CNI where the environment knows it (a
+	// cluster's facts): a suite that tries a CNI's own features (cni-qos)
+	// picks them by its name and release.
+	CNI CNIInfo
+	// KernelTC holds the traffic-control features the nodes' kernels
+	// were tried for (detected, not assumed): "" when every node has it,
+	// else the kernel's reason. Nil when nothing was tried.
+	KernelTC map[string]string
+}
+
+// CNIInfo names a cluster's CNI: its name as the cluster's facts say it
+// ("calico", "cilium", "flannel"), its release ("v3.31.0", "" when not
+// known) and the nodes' kernel release.
+type CNIInfo struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	Kernel  string `json:"kernel,omitempty"`
 }
 
 // Has reports whether the environment has c.
@@ -189,6 +211,9 @@ type Change struct {
 	Annotations string `json:"annotations,omitempty"`
 	// Port is, for a Service, the port it forwards (TCP and UDP).
 	Port int `json:"port,omitempty"`
+	// PodAnnotations are, for CapPodAnnotate, the annotations of the pod
+	// standing in for Member.
+	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
 	// Policy is, for CapNetworkPolicy, the policies to make.
 	Policy *PolicySet `json:"policy,omitempty"`
 	// After, when set, makes the change this long after the phase's run

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func TestBaselineServicePlan(t *testing.T) {
 				}
 			}
 			want := suite.Change{What: suite.CapService, Member: cross.Dst.Name, Port: 5201}
-			if len(ph.Changes) != 1 || ph.Changes[0] != want {
+			if len(ph.Changes) != 1 || !reflect.DeepEqual(ph.Changes[0], want) {
 				t.Errorf("changes %v, want [%v]", ph.Changes, want)
 			}
 		})

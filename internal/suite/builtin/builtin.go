@@ -9,6 +9,7 @@ import (
 	"github.com/cnperf/cnperf/internal/suite/baseline"
 	"github.com/cnperf/cnperf/internal/suite/capacity"
 	"github.com/cnperf/cnperf/internal/suite/cnicompare"
+	"github.com/cnperf/cnperf/internal/suite/cniqos"
 	"github.com/cnperf/cnperf/internal/suite/contention"
 	"github.com/cnperf/cnperf/internal/suite/matrix"
 	"github.com/cnperf/cnperf/internal/suite/netpol"
@@ -33,6 +34,7 @@ func Suites() []suite.Suite {
 		pmtu.Suite{},
 		responsiveness.Suite{},
 		netpol.Suite{},
+		cniqos.Suite{},
 	}
 }
 

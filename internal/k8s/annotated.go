@@ -1,0 +1,77 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cnperf/cnperf/internal/suite"
+)
+
+// applyAnnotated makes a suite.CapPodAnnotate change: a fresh agent pod
+// with the change's annotations on the named pod's node, standing in for
+// it in the phase's steps (Rewrite), as the CNI reads the annotations
+// when the pod starts. What the CNI put on the pod's interfaces is read
+// back (Shaped, and the steps' Applied names who made a limit). The undo
+// deletes the pod; a failure after the pod started deletes it too.
+func (e *Env) applyAnnotated(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
+	if len(c.PodAnnotations) == 0 {
+		return nil, fmt.Errorf("change %s: no annotations", c)
+	}
+	timeout := e.waitTimeout()
+	agents, err := e.Client.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	member := agentNamed(agents, c.Member)
+	if member == nil {
+		return nil, fmt.Errorf("no agent pod %s to stand in for", c.Member)
+	}
+	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Annotations: c.PodAnnotations, Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	undo := func(ctx context.Context) error {
+		e.mu.Lock()
+		delete(e.standIns, member.UID)
+		e.mu.Unlock()
+		return e.Client.DeletePod(ctx, sa.Pod.Name)
+	}
+	type reg struct {
+		ep  suite.Endpoint
+		err error
+	}
+	regc := make(chan reg, 1)
+	go func() {
+		ep, err := e.registered(ctx, string(sa.Pod.UID), sa.Pod.Name, timeout)
+		regc <- reg{ep, err}
+	}()
+	links, lerr := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
+	r := <-regc
+	if err := errors.Join(r.err, lerr); err != nil {
+		return nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
+	}
+	e.mu.Lock()
+	if e.standIns == nil {
+		e.standIns = map[string]suite.Endpoint{}
+	}
+	e.standIns[member.UID] = r.ep
+	e.applied = &suite.Applied{By: limitMaker(links)}
+	e.shaped = append(e.shaped, Shaped{Pod: sa.Pod.Name, Node: sa.Node, Links: links, Set: maps.Clone(c.PodAnnotations)})
+	e.mu.Unlock()
+	return undo, nil
+}
+
+// limitMaker names what made a rate limit on a pod's interfaces (see
+// shaperOf), or "" when the CNI made none there.
+func limitMaker(links []LinkTC) string {
+	for _, l := range links {
+		if slices.ContainsFunc(l.Qdiscs, func(q Qdisc) bool { return q.Kind == "tbf" }) || strings.HasPrefix(l.Name, "bw") {
+			return shaperOf(links)
+		}
+	}
+	return ""
+}

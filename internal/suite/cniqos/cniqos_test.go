@@ -1,0 +1,289 @@
+package cniqos
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
+)
+
+// noFq is what kernel detection reports on a kernel without the fq qdisc.
+const noFq = "fq qdisc not supported by this kernel: Specified qdisc kind is unknown"
+
+// clusterCaps are a cluster's capabilities with the CNI named and the
+// nodes' tc features detected (fq as given).
+func clusterCaps(cni, version, kernel, fq string) suite.Caps {
+	return suite.Caps{AsIs: true, PathMTU: 1450, Have: []suite.Cap{suite.CapPodAnnotate},
+		CNI:      suite.CNIInfo{Name: cni, Version: version, Kernel: kernel},
+		KernelTC: map[string]string{"tbf": "", "ingress": "", "mirred": "", "u32": "", "police": "", "fq": fq}}
+}
+
+// agents: two pods on each of two nodes, a host-network agent on each.
+func agents() []suite.Endpoint {
+	var out []suite.Endpoint
+	for _, n := range []string{"node1", "node2"} {
+		for _, name := range []string{"pod", "pod-b"} {
+			out = append(out, suite.Endpoint{ID: n + name, Name: n + "-" + name, Node: n, IP: "10.0.0.1", ResponderAddr: "10.0.0.1:5201"})
+		}
+		out = append(out, suite.Endpoint{ID: n + "host", Name: n + "-host", Node: n, IP: "10.250.0.1", ResponderAddr: "10.250.0.1:5201", HostNetwork: true})
+	}
+	return out
+}
+
+// TestTableIsWhole: every row of the table can be planned or refused
+// with a reason: a kind, a way to ask, one row per name, and the facts
+// the issue names (Calico's annotations, Flannel's single row).
+func TestTableIsWhole(t *testing.T) {
+	kinds := []string{ClassBandwidth, ClassPacketRate, ClassDSCP, ClassPriority, ClassConnections, ClassNone}
+	seen := map[string]bool{}
+	for _, f := range Table {
+		key := f.CNI + "/" + f.Name
+		if seen[key] {
+			t.Errorf("%s twice", key)
+		}
+		seen[key] = true
+		if !slices.Contains(kinds, f.Class) {
+			t.Errorf("%s: class %q", key, f.Class)
+		}
+		switch {
+		case f.Class == ClassNone:
+		case f.Via == ViaAnnotation && len(f.Set) == 0 && f.From != "":
+			t.Errorf("%s: asked for by annotation but sets none", key)
+		case f.Via == ViaResource && f.Resource == "":
+			t.Errorf("%s: asked for by a resource but names none", key)
+		case f.Via != ViaAnnotation && f.Via != ViaResource:
+			t.Errorf("%s: via %q", key, f.Via)
+		}
+		if (f.Class == ClassBandwidth || f.Class == ClassPacketRate) && f.Value <= 0 {
+			t.Errorf("%s: a limit without its value", key)
+		}
+	}
+	var calico []string
+	for _, f := range For("calico") {
+		for k := range f.Set {
+			calico = append(calico, k)
+		}
+	}
+	for _, k := range []string{"ingressBandwidth", "egressBandwidth", "ingressPacketRate", "egressPacketRate", "dscp"} {
+		if !slices.Contains(calico, "qos.projectcalico.org/"+k) {
+			t.Errorf("calico: no feature sets qos.projectcalico.org/%s", k)
+		}
+	}
+	if fl := For("flannel"); len(fl) != 1 || fl[0].Class != ClassNone {
+		t.Errorf("flannel: %+v, want one row of class none", fl)
+	}
+}
+
+// TestTryable: what cannot be tried is named with what it lacks,
+// detected: the kernel's missing fq, an old kernel or CNI, features not
+// tried for, a resource cnperf does not create.
+func TestTryable(t *testing.T) {
+	feat := func(cni, name string) Feature {
+		i := slices.IndexFunc(Table, func(f Feature) bool { return f.CNI == cni && f.Name == name })
+		if i < 0 {
+			t.Fatalf("no %s/%s", cni, name)
+		}
+		return Table[i]
+	}
+	for _, c := range []struct {
+		name string
+		f    Feature
+		caps suite.Caps
+		want string // "" tryable
+	}{
+		{"calico bandwidth", feat("calico", "egressBandwidth"), clusterCaps("calico", "v3.31.0", "6.18.44", noFq), ""},
+		{"calico dscp", feat("calico", "dscp"), clusterCaps("calico", "v3.31.0", "6.18.44", noFq), ""},
+		{"calico too old", feat("calico", "dscp"), clusterCaps("calico", "v3.30.2", "6.18.44", ""), "older than v3.31.0"},
+		{"calico connections", feat("calico", "egressMaxConnections"), clusterCaps("calico", "v3.31.0", "6.18.44", ""), "no probe that opens many connections"},
+		{"cilium bandwidth manager without fq", feat("cilium", "bandwidth-manager"), clusterCaps("cilium", "v1.20.2", "6.18.44", noFq), "lacks fq: " + noFq},
+		{"cilium priority without fq", feat("cilium", "priority"), clusterCaps("cilium", "v1.20.2", "6.18.44", noFq), "lacks fq"},
+		{"cilium priority on an old kernel", feat("cilium", "priority"), clusterCaps("cilium", "v1.20.2", "6.6.1", ""), "kernel 6.6.1 is older than 6.7"},
+		{"cilium priority with fq", feat("cilium", "priority"), clusterCaps("cilium", "v1.20.2", "6.7.0", ""), ""},
+		{"cilium bandwidth plugin", feat("cilium", "bandwidth-plugin"), clusterCaps("cilium", "v1.20.2", "6.18.44", noFq), ""},
+		{"cilium egress dscp", feat("cilium", "egress-dscp"), clusterCaps("cilium", "v1.20.2", "6.18.44", ""), "no cilium release has it"},
+		{"kernel not tried", feat("cilium", "bandwidth-manager"), suite.Caps{Have: []suite.Cap{suite.CapPodAnnotate}}, "not tried for fq"},
+		{"no annotated pods", feat("calico", "dscp"), suite.Caps{Why: map[suite.Cap]string{suite.CapPodAnnotate: "the lab has no CNI"}}, "the lab has no CNI"},
+		{"ovn resource", feat("ovn-kubernetes", "NetworkQoS"), suite.Caps{KernelTC: map[string]string{"openvswitch": ""}}, "does not create NetworkQoS"},
+		{"flannel", feat("flannel", "none"), clusterCaps("flannel", "", "6.18.44", ""), "no QoS of its own"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ok, why := Tryable(c.f, c.caps)
+			if c.want == "" && !ok {
+				t.Errorf("refused: %s", why)
+			}
+			if c.want != "" && (ok || !strings.Contains(why, c.want)) {
+				t.Errorf("tryable %v, %q; want refused with %q", ok, why, c.want)
+			}
+		})
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	f := probe.Float
+	for _, c := range []struct {
+		name string
+		got  Judgement
+		want string
+		says string
+	}{
+		{"held from the start", Bandwidth(95e6, 97e6, 96e6, f(0), "Calico Felix"), Works, "held at 96.0 Mbit/s"},
+		{"held after the burst", Bandwidth(95e6, 2000e6, 96e6, f(2.1), "Calico Felix"), Caveat, "after 2.1 s"},
+		{"never conformed", Bandwidth(95e6, 2000e6, 120e6, nil, ""), Caveat, "not within 10 %"},
+		{"below the limit", Bandwidth(95e6, 50e6, 50e6, f(0), ""), Caveat, "held below"},
+		{"bypassed", Bandwidth(95e6, 2000e6, 2000e6, nil, ""), NoEffect, "no limit found"},
+		{"made but bypassed", Bandwidth(95e6, 2000e6, 2000e6, nil, "CNI bandwidth plugin"), NoEffect, "did not pass through it"},
+		{"pps held", PacketRate(1000, 20000, 1010), Works, "held at 1010"},
+		{"pps not limited", PacketRate(1000, 20000, 19000), NoEffect, "not limited"},
+		{"pps loose", PacketRate(1000, 20000, 1300), Caveat, "+30 %"},
+		{"pps nothing", PacketRate(1000, 20000, 0), NoEffect, "nothing arrived"},
+		{"dscp leaving", DSCP(34, probe.Int(34), probe.Int(0)), Works, "pod to pod it arrived as 0 (unmarked)"},
+		{"dscp lost", DSCP(34, probe.Int(0), probe.Int(0)), NoEffect, "as 0, not 34"},
+		{"dscp nothing", DSCP(34, nil, nil), NoEffect, "no traffic"},
+		{"priority", Priority(10, 1), Works, "1.00 ms"},
+		{"priority weak", Priority(10, 8), Caveat, "only 20 %"},
+		{"priority none", Priority(10, 10), NoEffect, "10.00 ms"},
+	} {
+		if c.got.Verdict != c.want || !strings.Contains(c.got.Why, c.says) {
+			t.Errorf("%s: %+v, want %s saying %q", c.name, c.got, c.want, c.says)
+		}
+	}
+}
+
+// TestPlanCalico: each tryable feature is a phase whose change puts its
+// annotations on a pod standing in for the source; ingress limits flow
+// towards it; DSCP goes to the host-network agent on the other node and
+// to a pod there; the connection limit is a row saying why it is not
+// tried. A lab (no CNI named) is refused.
+func TestPlanCalico(t *testing.T) {
+	o := suite.Options{Time: 8 * time.Second, Repeat: 1, Backend: "direct"}
+	phases, err := Suite{}.Plan(agents(), o, clusterCaps("calico", "v3.31.0", "6.18.44", noFq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]suite.Phase{}
+	for _, ph := range phases {
+		if len(ph.Steps) == 0 {
+			t.Errorf("phase %s has no steps", ph.Name)
+		}
+		for _, st := range ph.Steps {
+			byName[st.Labels[LabelFeature]+"/"+st.Labels[labelRole]] = ph
+		}
+	}
+	eg := byName["egressBandwidth/flow"]
+	if len(eg.Changes) != 1 || eg.Changes[0].What != suite.CapPodAnnotate || eg.Changes[0].PodAnnotations["qos.projectcalico.org/egressBandwidth"] != "100M" || eg.Changes[0].Member != "node1-pod" {
+		t.Errorf("egressBandwidth change %+v", eg.Changes)
+	}
+	if st := eg.Steps[0]; st.Src.Name != "node1-pod" || st.Dst.Node != "node2" || st.Spec.Kind != probe.KindTCP {
+		t.Errorf("egress flow %s -> %s %s", st.Src.Name, st.Dst.Name, st.Spec.Kind)
+	}
+	if st := byName["ingressBandwidth/flow"].Steps[0]; st.Dst.Name != "node1-pod" || st.Src.Node != "node2" {
+		t.Errorf("ingress flow %s -> %s, want towards the annotated pod", st.Src.Name, st.Dst.Name)
+	}
+	if st := byName["egressPacketRate/flow"].Steps[0]; st.Spec.Kind != probe.KindUDP || *st.Spec.RateBps != offeredPPS*ppsSize*8 {
+		t.Errorf("packet-rate flow %+v", st.Spec)
+	}
+	dscp := byName["dscp/leaving"]
+	if len(dscp.Steps) != 2 || !dscp.Steps[0].Dst.HostNetwork || dscp.Steps[0].Dst.Node != "node2" || dscp.Steps[1].Dst.HostNetwork {
+		t.Errorf("dscp steps %+v", dscp.Steps)
+	}
+	note := byName["egressMaxConnections/note"]
+	if len(note.Changes) != 0 || note.Steps[0].Labels[LabelVerdict] != Untried {
+		t.Errorf("connections: %+v", note)
+	}
+	if _, err := (Suite{}).Plan(agents(), o, suitetest.LabCaps()); err == nil || !strings.Contains(err.Error(), "CNI is not known") {
+		t.Errorf("lab: %v, want refused", err)
+	}
+	if _, err := (Suite{}).Plan(agents(), suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"features": "bogus"}}, clusterCaps("calico", "", "", "")); err == nil || !strings.Contains(err.Error(), `no feature "bogus"`) {
+		t.Errorf("bogus feature: %v", err)
+	}
+}
+
+// TestCiliumRows: on a kernel without fq the Bandwidth Manager and
+// priority rows say they cannot be tried, naming fq; the bandwidth
+// plugin is tried, and a flow that passes a 100M limit at 2 Gbit/s reads
+// as a verdict of no effect (the bypass), from the outcomes alone.
+func TestCiliumRows(t *testing.T) {
+	o := suite.Options{Time: 4 * time.Second, Repeat: 1, Backend: "native"}
+	phases, err := Suite{}.Plan(agents(), o, clusterCaps("cilium", "v1.20.2", "6.18.44", noFq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []suite.Outcome
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			oc := suite.Outcome{Step: st, Result: &probe.Result{Kind: st.Spec.Kind}}
+			if st.Labels[labelRole] == roleFlow {
+				for i := 0; i < 40; i++ {
+					oc.Result.Intervals = append(oc.Result.Intervals, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: 2e9})
+				}
+			}
+			outcomes = append(outcomes, oc)
+		}
+	}
+	rows := Suite{}.Rows(outcomes)
+	got := map[string]suite.Row{}
+	for _, r := range rows {
+		got[r.Labels[LabelFeature]] = r
+	}
+	for _, name := range []string{"bandwidth-manager", "priority"} {
+		if r := got[name]; r.Labels[LabelVerdict] != Untried || !strings.Contains(r.Labels[LabelWhy], "lacks fq") {
+			t.Errorf("%s: %v", name, r.Labels)
+		}
+	}
+	if r := got["bandwidth-plugin"]; r.Labels[LabelVerdict] != NoEffect || r.Median["steady_state_bps"] != 2e9 {
+		t.Errorf("bandwidth-plugin: %v %v", r.Labels, r.Median)
+	}
+	if r := got["egress-dscp"]; r.Labels[LabelVerdict] != Untried {
+		t.Errorf("egress-dscp: %v", r.Labels)
+	}
+	if len(rows) != len(For("cilium")) {
+		t.Errorf("%d rows, want one per cilium feature (%d)", len(rows), len(For("cilium")))
+	}
+}
+
+// TestCalicoRows: the rows of Calico's features from measured outcomes.
+func TestCalicoRows(t *testing.T) {
+	o := suite.Options{Time: 4 * time.Second, Repeat: 1}
+	phases, err := Suite{}.Plan(agents(), o, clusterCaps("calico", "v3.31.0", "6.18.44", noFq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []suite.Outcome
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			r := &probe.Result{Kind: st.Spec.Kind}
+			switch st.Labels[LabelClass] + "/" + st.Labels[labelRole] {
+			case "bandwidth/flow":
+				for i := 0; i < 40; i++ {
+					v := 94e6
+					if i < 10 {
+						v = 2e9
+					}
+					r.Intervals = append(r.Intervals, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: v})
+				}
+			case "packet-rate/flow":
+				r.PPS = probe.Float(1004)
+			case "dscp/leaving":
+				r.DSCPReceived = probe.Int(34)
+			case "dscp/pod":
+				r.DSCPReceived = probe.Int(0)
+			}
+			outcomes = append(outcomes, suite.Outcome{Step: st, Result: r})
+		}
+	}
+	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Untried}
+	for _, r := range (Suite{}).Rows(outcomes) {
+		f := r.Labels[LabelFeature]
+		if r.Labels[LabelVerdict] != want[f] {
+			t.Errorf("%s: %s (%s), want %s", f, r.Labels[LabelVerdict], r.Labels[LabelWhy], want[f])
+		}
+		delete(want, f)
+	}
+	if len(want) > 0 {
+		t.Errorf("no rows for %v", want)
+	}
+}
