@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 )
 
 // Pair plans: which ordered pairs a cycle measures.
@@ -111,6 +112,26 @@ func SampleRounds(ring []int, k, cycle int) [][][2]int {
 	return out
 }
 
+// SampleRoundCount is the number of rounds SampleRounds gives cycle c
+// of n nodes with k peers, without making them: per offset o, 2 when the
+// permutation i → i+o (mod n) has cycles of even length n/gcd(n, o),
+// else 3.
+func SampleRoundCount(n, k, cycle int) int {
+	r := 0
+	for _, o := range Offsets(n, k, cycle) {
+		a, b := n, o
+		for b != 0 {
+			a, b = b, a%b
+		}
+		if (n/a)%2 == 0 {
+			r += 2
+		} else {
+			r += 3
+		}
+	}
+	return r
+}
+
 // Pack puts pairs into rounds in which no node is in two pairs, each pair
 // into the first round where both its nodes are free.
 func Pack(pairs [][2]int) [][][2]int {
@@ -142,12 +163,19 @@ func Statement(plan string, n, k, cycles, firstCycle int) string {
 		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle", n, total, len(Rounds(n)))
 	}
 	k = min(max(k, 1), n-1)
-	ring := make([]int, n)
-	for i := range ring {
-		ring[i] = i
-	}
-	rounds := len(SampleRounds(ring, k, firstCycle))
 	w := Window(n, k)
-	return fmt.Sprintf("plan sample: %d nodes, %d peers a node, %d of %d ordered pairs each cycle in %d rounds (plus re-measures of suspects); every pair covered within %d cycles; this run: cycles %d to %d",
-		n, k, n*k, total, rounds, w, firstCycle, firstCycle+cycles-1)
+	lo, hi, all := 0, 0, 0
+	for c := firstCycle; c < firstCycle+w; c++ {
+		r := SampleRoundCount(n, k, c)
+		if c == firstCycle || r < lo {
+			lo = r
+		}
+		hi, all = max(hi, r), all+r
+	}
+	rounds := strconv.Itoa(lo)
+	if hi > lo {
+		rounds += " to " + strconv.Itoa(hi)
+	}
+	return fmt.Sprintf("plan sample: %d nodes, %d peers a node, %d of %d ordered pairs each cycle in %s rounds (plus re-measures of suspects); every pair covered within %d cycles (%d rounds); this run: cycles %d to %d",
+		n, k, n*k, total, rounds, w, all, firstCycle, firstCycle+cycles-1)
 }

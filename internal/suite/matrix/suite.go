@@ -233,26 +233,22 @@ func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, su
 
 // Follow implements suite.Follower: after a cycle, the next one (while
 // the run has cycles left), with the pairs the last cycle found to be
-// outliers (of the sample plan) measured again to confirm them.
+// outliers (of the sample plan) measured again to confirm them. done is
+// in the order run (the Runner's); Follow reads only its last cycle.
 func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Caps, done []suite.Outcome) ([]suite.Phase, error) {
 	m, eps, err := s.prepare(agents, o)
 	if err != nil {
 		return nil, err
 	}
-	last := m.Cycle
-	for _, d := range done {
-		if c, err := strconv.Atoi(d.Step.Labels[LabelCycle]); err == nil && c > last {
-			last = c
-		}
-	}
+	last, own := lastCycle(done, m.Cycle)
 	next := last + 1
 	var suspects [][2]int
 	if m.Plan == PlanSample {
-		at := map[string]int{}
+		at := make(map[string]int, len(eps))
 		for i, e := range eps {
 			at[e.Node] = i
 		}
-		for _, p := range suspectsOf(done, strconv.Itoa(last)) {
+		for _, p := range suspectsOf(own, m.OutlierMADs) {
 			a, okA := at[p[0]]
 			b, okB := at[p[1]]
 			if okA && okB {
