@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -24,6 +25,10 @@ type sqlStore struct {
 	upsertAgentSQL string // the heartbeat upsert, rebound (with RETURNING when the dialect has it)
 	readAgentSQL   string // reads an agent back by pod_uid, rebound
 	writeProbeSQL  string // /readyz's write probe (see CheckWrite), rebound
+	recordPairSQL  string // RecordMatrixPair's upsert, rebound
+
+	prepMu     sync.Mutex
+	recordPair *sql.Stmt // recordPairSQL prepared once (nil until first used)
 }
 
 func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
@@ -35,6 +40,7 @@ func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
 	s.upsertAgentSQL = d.rebind(upsert)
 	s.readAgentSQL = d.rebind("SELECT " + agentCols + " FROM agents WHERE pod_uid = ?")
 	s.writeProbeSQL = d.rebind(d.upsert("write_probe", "id", []string{"id", "toggle"}, []string{"toggle"}))
+	s.recordPairSQL = recordPairSQL(d)
 	return s
 }
 
@@ -323,7 +329,13 @@ func (s *sqlStore) Ping(ctx context.Context) error {
 }
 
 func (s *sqlStore) Close() error {
-	err := s.w.Close()
+	var err error
+	s.prepMu.Lock()
+	if s.recordPair != nil {
+		err = s.recordPair.Close()
+	}
+	s.prepMu.Unlock()
+	err = errors.Join(err, s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
