@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
@@ -80,10 +82,6 @@ func (s *Server) recordCoverage(ctx context.Context, t store.Task) {
 		}
 		return
 	}
-	var r probe.Result
-	if err := json.Unmarshal(t.Result, &r); err != nil {
-		return
-	}
 	src, err := s.cover.node(ctx, s.st, t.SrcPodUID)
 	if err != nil {
 		s.log.Warn("matrix coverage: source agent", "task_id", t.TaskID, "err", err)
@@ -94,15 +92,28 @@ func (s *Server) recordCoverage(ctx context.Context, t store.Task) {
 		s.log.Warn("matrix coverage: destination agent", "task_id", t.TaskID, "err", err)
 		return
 	}
-	fig, err := json.Marshal(matrix.PairFigures(r.Kind, &r))
-	if err != nil {
-		return
-	}
 	at := s.now()
 	if t.FinishedAt != nil {
 		at = *t.FinishedAt
 	}
-	if err := s.st.RecordMatrixPair(ctx, store.MatrixPair{Src: src, Dst: dst, Measure: r.Kind, RunID: t.RunID, MeasuredAt: at, Figures: string(fig)}); err != nil {
+	if err := KeepMatrixResult(ctx, s.st, t.RunID, src, dst, at, t.Result); err != nil {
 		s.log.Warn("matrix coverage: record", "task_id", t.TaskID, "err", err)
 	}
+}
+
+// KeepMatrixResult keeps result (a probe.Result as JSON), measured at
+// at by a task of matrix run runID from node src to node dst, as the
+// pair's latest measurement of its kind: what the server does with each
+// result of a matrix run (make bench-matrixsim calls it the same way).
+// A result that is not a probe.Result is not kept, without an error.
+func KeepMatrixResult(ctx context.Context, st store.Store, runID, src, dst string, at time.Time, result json.RawMessage) error {
+	var r probe.Result
+	if err := json.Unmarshal(result, &r); err != nil {
+		return nil
+	}
+	fig, err := json.Marshal(matrix.PairFigures(r.Kind, &r))
+	if err != nil {
+		return fmt.Errorf("matrix pair figures: %w", err)
+	}
+	return st.RecordMatrixPair(ctx, store.MatrixPair{Src: src, Dst: dst, Measure: r.Kind, RunID: runID, MeasuredAt: at, Figures: string(fig)})
 }
