@@ -20,7 +20,7 @@ type Options struct {
 	// Paths are the connections measured (suite.ConnectionOrder's names);
 	// none: every one the agents and the environment allow.
 	Paths []string
-	// Streams is the TCP streams each way (default 2).
+	// Streams is the TCP streams each way (default DefaultStreams).
 	Streams int
 	// Congestion is the streams' congestion control (default cubic, a
 	// loss-based sender that fills whatever queue it meets, as most nodes
@@ -37,6 +37,12 @@ type Options struct {
 	WatchInterval time.Duration
 }
 
+// DefaultStreams is the saturating TCP streams each way, flent RRUL's
+// count: fewer loss-based streams each back off so far at a drop that a
+// drop-tail FIFO drains well below its limit between drops, and the rise
+// no longer measures the queue's full delay (limit over rate).
+const DefaultStreams = 4
+
 // CongestionDefault keeps the nodes' own congestion control.
 const CongestionDefault = "default"
 
@@ -45,7 +51,7 @@ const CongestionDefault = "default"
 const DefaultQueueDelay = 20 * time.Millisecond
 
 func defaults() Options {
-	return Options{Streams: 2, Congestion: "cubic", UDPRateBps: 1e6, WatchInterval: 10 * time.Millisecond}
+	return Options{Streams: DefaultStreams, Congestion: "cubic", UDPRateBps: 1e6, WatchInterval: 10 * time.Millisecond}
 }
 
 // queueBytes is the bottleneck's limit.
@@ -111,7 +117,7 @@ func Settings(c *Options) suite.Settings {
 				}
 				return nil
 			}},
-		{Key: suite.Key{Name: "streams", Unit: "count (1-16)", Default: strconv.Itoa(d.Streams), Meaning: "saturating TCP streams each way"},
+		{Key: suite.Key{Name: "streams", Unit: "count (1-16)", Default: strconv.Itoa(d.Streams), Meaning: "saturating TCP streams each way (flent RRUL's 4 keep a FIFO near its limit)"},
 			Set: func(v string) (err error) {
 				if c.Streams, err = strconv.Atoi(v); err == nil && (c.Streams < 1 || c.Streams > 16) {
 					err = errors.New("want 1-16 streams")

@@ -45,8 +45,9 @@ func TestPlan(t *testing.T) {
 			}
 			switch st.Measure {
 			case responsiveness.MeasureStream:
-				if !st.Exclusive || st.Spec.Congestion != "cubic" || st.Spec.Duration.D() <= st.Spec.StartDelay.D()+5*time.Second {
-					t.Errorf("%s stream %+v: want exclusive, cubic, outlasting the probes", path, st.Spec)
+				if !st.Exclusive || st.Spec.Congestion != "cubic" || st.Spec.Streams != responsiveness.DefaultStreams ||
+					st.Spec.Duration.D() <= st.Spec.StartDelay.D()+5*time.Second {
+					t.Errorf("%s stream %+v: want exclusive, cubic, %d streams (RRUL's), outlasting the probes", path, st.Spec, responsiveness.DefaultStreams)
 				}
 			case responsiveness.MeasureRR, responsiveness.MeasureUDP, responsiveness.MeasureQueue:
 				if st.Exclusive || st.Spec.StartDelay.D() <= 0 {
@@ -122,10 +123,10 @@ func TestPlanRefuses(t *testing.T) {
 }
 
 // outcomes gives every step of the phases a result: round trips of idle
-// ms idle and loaded ms loaded, streams at 92 Mbit/s, and watches whose
+// ms idle and loaded ms loaded, streams at fwd bit/s, and watches whose
 // busiest link holds a median of backlog bytes (withP50; else none given)
-// and a mean of 90 % of it on the sending node.
-func outcomes(phases []suite.Phase, idle, loaded, backlog float64, withP50 bool) []suite.Outcome {
+// and a mean of 90 % of it, and drops, on the sending node.
+func outcomes(phases []suite.Phase, idle, loaded, backlog float64, withP50 bool, fwd float64, drops uint64) []suite.Outcome {
 	var outs []suite.Outcome
 	for _, ph := range phases {
 		for _, st := range ph.Steps {
@@ -142,14 +143,14 @@ func outcomes(phases []suite.Phase, idle, loaded, backlog float64, withP50 bool)
 			case responsiveness.MeasureUDP:
 				r.LatencyMs = &probe.Summary{P50: ms / 2, Count: 100}
 			case responsiveness.MeasureStream:
-				r.ThroughputBps = &probe.SenderReceiver{Sender: 92e6, Receiver: 92e6}
+				r.ThroughputBps = &probe.SenderReceiver{Sender: fwd, Receiver: fwd}
 				r.Retransmits = probe.Int64(5)
 			case responsiveness.MeasureQueue:
-				b := 0.0
+				b, d := 0.0, uint64(0)
 				if st.Labels[responsiveness.LabelAt] == responsiveness.AtSender {
-					b = backlog
+					b, d = backlog, drops
 				}
-				l := probe.LinkQueue{Link: "eth0", MeanBacklogBytes: 0.9 * b}
+				l := probe.LinkQueue{Link: "eth0", MeanBacklogBytes: 0.9 * b, Drops: d}
 				if withP50 {
 					l.P50BacklogBytes = probe.Float(b)
 				}
@@ -163,34 +164,46 @@ func outcomes(phases []suite.Phase, idle, loaded, backlog float64, withP50 bool)
 
 // TestRowsAndVerdicts: a row per path with idle and loaded round trips,
 // the rise, RPM, the streams' rates; the queue placed from the watches'
-// backlog against the rise, and under a bottleneck the rise against the
-// delay the FIFO's queue held: its median backlog at its rate, its mean
-// from a watch without a median (not its limit: a FIFO that ran 65 %
-// full on average, as node-node's did, still explains the rise), beside
-// its limit's delay.
+// backlog against the rise, and under a bottleneck the rise against both
+// the FIFO's full delay (limit/rate) and the delay its queue held (its
+// median backlog at its rate, its mean from a watch without a median).
+// When the FIFO ran below FullFillPct the verdict says it was not kept
+// full and why, from the counters.
 func TestRowsAndVerdicts(t *testing.T) {
 	cases := []struct {
 		name            string
 		loaded, backlog float64 // ms, median bytes
 		noP50           bool
+		fwd             float64 // the streams' rate
+		drops           uint64
 		wantAt          string
-		wantMatch       string
+		want            []string // in the verdict
+		notWant         string   // not in the verdict
 	}{
-		// 250,000 B at 100 Mbit/s is 20 ms; the streams get 92 Mbit/s.
-		{"queue in the sender's qdisc", 18.05, 225000, false, "sender's qdisc",
-			"rose 18.0 ms against the 18.0 ms the FIFO's median backlog of 225000 B takes at its rate (81 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 100 %, within 20 %"},
-		{"FIFO part full", 14.75, 181250, false, "sender's qdisc",
-			"rose 14.7 ms against the 14.5 ms the FIFO's median backlog of 181250 B takes at its rate (65 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 101 %, within 20 %"},
-		{"no median: the mean", 13.1, 181250 / 0.9, true, "sender's qdisc",
-			"rose 13.0 ms against the 14.5 ms the FIFO's mean backlog of 181250 B takes at its rate (72 % full on average; 250000 B at 100 Mbit/s, 20.0 ms full): 90 %, within 20 %"},
-		{"rise beyond the FIFO's queue", 18.05, 125000, false, "sender's qdisc", "rose 18.0 ms against the 10.0 ms the FIFO's median backlog"},
-		{"queue on the path", 10.05, 0, false, "path", "held no median backlog on the sending node's counters: not within 20 %"},
-		{"no queue", 0.06, 0, false, "none", "not within 20 %"},
+		// 250,000 B at 100 Mbit/s is 20 ms.
+		{"FIFO near full", 18.05, 225000, false, 92e6, 40, "sender's qdisc", []string{
+			"loaded p50 rose 18.0 ms: 90 % of the FIFO's limit/rate (250000 B at 100 Mbit/s: 20.0 ms), within 20 %; the FIFO ran near full (median backlog 90 % of its limit): 100 % of the 18.0 ms its median backlog of 225000 B takes at its rate"},
+			"not kept full"},
+		{"FIFO full, rise beyond it", 30.05, 250000, false, 92e6, 40, "sender's qdisc", []string{
+			"rose 30.0 ms: 150 % of the FIFO's limit/rate", "not within 20 %; the FIFO ran near full", "150 % of the 20.0 ms"}, "not kept full"},
+		{"FIFO part full after drops", 14.75, 181250, false, 92e6, 40, "sender's qdisc", []string{
+			"rose 14.7 ms: 74 % of the FIFO's limit/rate (250000 B at 100 Mbit/s: 20.0 ms), not within 20 %, but the FIFO was not kept full (median backlog 72 % of its limit, under 80 %)",
+			"it dropped 40 packets and the streams backed off at each drop",
+			"101 % of the 14.5 ms its median backlog of 181250 B takes at its rate, within 20 %"}, "ran near full"},
+		{"FIFO part full, no drops", 14.75, 181250, false, 92e6, 0, "sender's qdisc", []string{
+			"not kept full", "it dropped nothing: the senders never filled it"}, "backed off"},
+		{"FIFO part full, streams slow", 14.75, 181250, false, 50e6, 40, "sender's qdisc", []string{
+			"not kept full", "the forward streams ran at 50 Mbit/s, under 90 % of its rate"}, "backed off"},
+		{"no median: the mean", 13.1, 181250 / 0.9, true, 92e6, 40, "sender's qdisc", []string{
+			"65 % of the FIFO's limit/rate", "mean backlog 72 % of its limit", "90 % of the 14.5 ms its mean backlog of 181250 B"}, "median"},
+		{"queue on the path", 10.05, 0, false, 92e6, 0, "path", []string{
+			"50 % of the FIFO's limit/rate", "not within 20 %, but the FIFO held no median backlog on the sending node's counters"}, "ran near full"},
+		{"no queue", 0.06, 0, false, 92e6, 0, "none", []string{"not within 20 %"}, "ran near full"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			phases := plan(t, map[string]string{"bottleneck": "100M", "paths": "cross-node,same-node"}, suitetest.LabCaps())
-			rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, tc.loaded, tc.backlog, !tc.noP50))
+			rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, tc.loaded, tc.backlog, !tc.noP50, tc.fwd, tc.drops))
 			if len(rows) != 2 || rows[0].Connection != suite.PodPodSameNode || rows[1].Connection != suite.PodPodCrossNode {
 				t.Fatalf("rows %v, want same node then cross node", rows)
 			}
@@ -200,26 +213,34 @@ func TestRowsAndVerdicts(t *testing.T) {
 			if tc.noP50 {
 				queued = mean * 8 / 100e6 * 1000
 			}
+			rise := tc.loaded - 0.05
 			for name, want := range map[string]float64{
-				responsiveness.FigIdleP50: 0.05, responsiveness.FigLoadedP50: tc.loaded, responsiveness.FigRiseP50: tc.loaded - 0.05,
-				responsiveness.FigRiseP99: 2 * (tc.loaded - 0.05), responsiveness.FigRPMIdle: 60000 / 0.05,
-				responsiveness.FigRPMLoaded: 60000 / tc.loaded, responsiveness.FigForward: 92e6, responsiveness.FigBack: 92e6,
+				responsiveness.FigIdleP50: 0.05, responsiveness.FigLoadedP50: tc.loaded, responsiveness.FigRiseP50: rise,
+				responsiveness.FigRiseP99: 2 * rise, responsiveness.FigRPMIdle: 60000 / 0.05,
+				responsiveness.FigRPMLoaded: 60000 / tc.loaded, responsiveness.FigForward: tc.fwd, responsiveness.FigBack: tc.fwd,
 				responsiveness.FigRetransmits: 10, responsiveness.FigFullDelay: 20, responsiveness.FigExpected: queued,
 				responsiveness.FigSenderDelay: mean * 8 / 100e6 * 1000, responsiveness.FigFill: 100 * mean / 250000,
+				responsiveness.FigRiseOfFull: 100 * rise / 20, responsiveness.FigSenderDrops: float64(tc.drops),
 			} {
 				if got, ok := r.Median[name]; !ok || math.Abs(got-want) > 1e-6*math.Max(1, want) {
 					t.Errorf("%s = %v (%v), want %v", name, got, ok, want)
 				}
 			}
 			if got, ok := r.Median[responsiveness.FigRiseOfExpect]; ok != (tc.backlog > 0) ||
-				(ok && math.Abs(got-100*(tc.loaded-0.05)/queued) > 1e-6) {
+				(ok && math.Abs(got-100*rise/queued) > 1e-6) {
 				t.Errorf("rise of expected %v (%v), want the rise over %v ms, none without a backlog", got, ok, queued)
 			}
 			if r.Labels[responsiveness.LabelQueueAt] != tc.wantAt {
 				t.Errorf("queue at %q, want %q (verdict %q)", r.Labels[responsiveness.LabelQueueAt], tc.wantAt, r.Labels[responsiveness.LabelVerdict])
 			}
-			if v := r.Labels[responsiveness.LabelVerdict]; !strings.Contains(v, tc.wantMatch) {
-				t.Errorf("verdict %q, want it to say %q", v, tc.wantMatch)
+			v := r.Labels[responsiveness.LabelVerdict]
+			for _, w := range tc.want {
+				if !strings.Contains(v, w) {
+					t.Errorf("verdict %q, want it to say %q", v, w)
+				}
+			}
+			if strings.Contains(v, tc.notWant) {
+				t.Errorf("verdict %q says %q", v, tc.notWant)
 			}
 			if _, ok := rows[0].Median[responsiveness.FigFullDelay]; ok {
 				t.Errorf("the same-node row, which crosses no bottleneck, has an expected delay")
@@ -233,7 +254,7 @@ func TestRowsAndVerdicts(t *testing.T) {
 // under another's name or a label's).
 func TestRowJSONKeepsEveryFigure(t *testing.T) {
 	phases := plan(t, map[string]string{"bottleneck": "100M", "paths": "cross-node"}, suitetest.LabCaps())
-	rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, 18.05, 225000, true))
+	rows := responsiveness.Suite{}.Rows(outcomes(phases, 0.05, 18.05, 225000, true, 92e6, 40))
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}

@@ -32,6 +32,7 @@ const (
 	FigFullDelay     = "full_queue_delay_ms"      // the bottleneck's limit over its rate
 	FigFill          = "queue_fill_pct"           // its mean backlog over its limit
 	FigRiseOfExpect  = "rise_of_expected_pct"     // the p50 rise against FigExpected
+	FigRiseOfFull    = "rise_of_full_pct"         // the p50 rise against FigFullDelay
 	FigSenderBacklog = "sender.backlog_bytes"     // the sending node's busiest qdisc, mean
 	FigSenderP50     = "sender.backlog_p50_bytes" // and median
 	FigSenderDelay   = "sender.queue_delay_ms"    // the mean at the bottleneck's rate, or else the forward streams'
@@ -386,52 +387,87 @@ func bottleneckOf(outs []suite.Outcome) (bottleneck, bool) {
 	return bottleneck{}, false
 }
 
+// FullFillPct is how full the FIFO must run, its median backlog against
+// its limit, for the verdict to judge the rise against the limit's delay:
+// from there a rise equal to the backlog's delay is within
+// ExpectTolerancePct of limit over rate.
+const FullFillPct = 100 - ExpectTolerancePct
+
 // verdict adds the FIFO's figures to r and returns what the verdict says
-// of them: the p50 rise against the delay the FIFO's queue held, its
-// median backlog (the sending node's busiest qdisc: the FIFO sits on its
-// uplink, veths hold none) at its rate; its mean from a watch that gives
-// no median. Not its limit at its rate: a loss-based sender fills a
-// drop-tail FIFO only until a drop, then backs off, so the backlog sits
-// below the limit; and on node-node the streams' sockets live where the
-// FIFO is, and TCP small queues cap each one's bytes in it. FigFullDelay
-// is the most the queue can hold, FigFill how full it ran on average.
+// of them: the p50 rise against both the FIFO's full delay (its limit at
+// its rate, the reference) and the delay its queue held (its
+// median backlog on the sending node's busiest qdisc, where the FIFO
+// sits; its mean from a watch that gives no median), each within
+// ExpectTolerancePct or not. When the FIFO ran below FullFillPct, the
+// limit is not the queue's delay, and the verdict says so and why from
+// the counters: streams below its rate, a
+// loss-based sender backing off at each drop, or none dropped (on
+// node-node TCP small queues cap each socket's bytes in its own node's
+// qdisc).
 func (b bottleneck) verdict(r *suite.Row, measured bool) string {
 	full := b.limitBytes * 8 / b.rateBps * 1000
 	r.Median[FigFullDelay] = full
-	fifo := fmt.Sprintf("%.0f B at %s, %s ms full", b.limitBytes, qosspec.FormatBps(uint64(b.rateBps)), suite.FormatMs(full))
+	fifo := fmt.Sprintf("%.0f B at %s: %s ms", b.limitBytes, qosspec.FormatBps(uint64(b.rateBps)), suite.FormatMs(full))
+	within := func(pct float64) string {
+		if math.Abs(pct-100) > ExpectTolerancePct {
+			return "not within"
+		}
+		return "within"
+	}
+	rise := r.Median[FigLoadedP50] - r.Median[FigIdleP50]
+	pctFull := 100 * rise / full
+	if measured {
+		r.Median[FigRiseOfFull] = pctFull
+	}
+	ofFull := fmt.Sprintf("; loaded p50 rose %s ms: %.0f %% of the FIFO's limit/rate (%s)", suite.FormatMs(rise), pctFull, fifo)
 	mean, ok := r.Median[FigSenderBacklog]
 	if !ok || math.IsNaN(mean) {
-		return fmt.Sprintf("; no queue watch on the sending node read the FIFO's backlog (%s)", fifo)
+		if !measured {
+			return fmt.Sprintf("; no queue watch on the sending node read the FIFO's backlog (%s)", fifo)
+		}
+		return fmt.Sprintf("%s, %s %.0f %%; no queue watch on the sending node read the FIFO's backlog", ofFull, within(pctFull), ExpectTolerancePct)
 	}
-	backlog, which := mean, "mean"
+	backlog, which := mean, "median"
 	if p50, ok := r.Median[FigSenderP50]; ok && !math.IsNaN(p50) {
-		backlog, which = p50, "median"
+		backlog = p50
+	} else {
+		which = "mean"
 	}
 	exp := backlog * 8 / b.rateBps * 1000
-	fill := 100 * mean / b.limitBytes
-	r.Median[FigExpected], r.Median[FigFill] = exp, fill
+	fillPct := 100 * backlog / b.limitBytes
+	r.Median[FigExpected], r.Median[FigFill] = exp, 100*mean/b.limitBytes
 	if !measured {
 		return ""
 	}
-	rise := r.Median[FigLoadedP50] - r.Median[FigIdleP50]
 	if exp <= 0 {
-		return fmt.Sprintf("; loaded p50 rose %s ms but the FIFO (%s) held no %s backlog on the sending node's counters: not within %.0f %%",
-			suite.FormatMs(rise), fifo, which, ExpectTolerancePct)
+		return fmt.Sprintf("%s, %s %.0f %%, but the FIFO held no %s backlog on the sending node's counters", ofFull, within(pctFull), ExpectTolerancePct, which)
 	}
-	pct := 100 * rise / exp
-	r.Median[FigRiseOfExpect] = pct
-	match := "within"
-	if math.Abs(pct-100) > ExpectTolerancePct {
-		match = "not within"
+	pctExp := 100 * rise / exp
+	r.Median[FigRiseOfExpect] = pctExp
+	ofExp := fmt.Sprintf("%.0f %% of the %s ms its %s backlog of %.0f B takes at its rate", pctExp, suite.FormatMs(exp), which, backlog)
+	if fillPct >= FullFillPct {
+		return fmt.Sprintf("%s, %s %.0f %%; the FIFO ran near full (%s backlog %.0f %% of its limit): %s",
+			ofFull, within(pctFull), ExpectTolerancePct, which, fillPct, ofExp)
 	}
-	return fmt.Sprintf("; loaded p50 rose %s ms against the %s ms the FIFO's %s backlog of %.0f B takes at its rate (%.0f %% full on average; %s): %.0f %%, %s %.0f %%",
-		suite.FormatMs(rise), suite.FormatMs(exp), which, backlog, fill, fifo, pct, match, ExpectTolerancePct)
+	return fmt.Sprintf("%s, %s %.0f %%, but the FIFO was not kept full (%s backlog %.0f %% of its limit, under %.0f %%): %s; %s, %s %.0f %%",
+		ofFull, within(pctFull), ExpectTolerancePct, which, fillPct, FullFillPct, b.notFull(r), ofExp, within(pctExp), ExpectTolerancePct)
+}
+
+// notFull says from the row's counters why the FIFO ran below its limit.
+func (b bottleneck) notFull(r *suite.Row) string {
+	if fwd, ok := r.Median[FigForward]; ok && !math.IsNaN(fwd) && fwd < 0.9*b.rateBps {
+		return fmt.Sprintf("the forward streams ran at %s, under 90 %% of its rate", qosspec.FormatBps(uint64(fwd)))
+	}
+	if d, ok := r.Median[FigSenderDrops]; ok && d > 0 {
+		return fmt.Sprintf("it dropped %.0f packets and the streams backed off at each drop (more streams, --set streams, back off less in all)", d)
+	}
+	return "it dropped nothing: the senders never filled it (TCP small queues cap each socket's bytes in its own node's qdisc)"
 }
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
 	return []string{FigIdleP50, FigIdleP99, FigLoadedP50, FigLoadedP99, FigLoadedLoss, FigRiseP50, FigRiseP99, FigRPMIdle, FigRPMLoaded,
-		FigOWDIdle, FigOWDLoaded, FigForward, FigBack, FigRetransmits, FigExpected, FigFullDelay, FigFill, FigRiseOfExpect,
+		FigOWDIdle, FigOWDLoaded, FigForward, FigBack, FigRetransmits, FigExpected, FigFullDelay, FigFill, FigRiseOfExpect, FigRiseOfFull,
 		FigSenderBacklog, FigSenderP50, FigSenderDelay, FigSenderDrops, FigRecvBacklog, FigRecvP50, FigRecvDelay, FigRecvDrops, FigSqueezed}
 }
 
