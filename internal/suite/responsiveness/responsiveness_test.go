@@ -188,12 +188,12 @@ func TestRowsAndVerdicts(t *testing.T) {
 			"rose 30.0 ms: 150 % of the FIFO's limit/rate", "not within 20 %; the FIFO ran near full", "150 % of the 20.0 ms"}, "not kept full"},
 		{"FIFO part full after drops", 14.75, 181250, false, 92e6, 40, "sender's qdisc", []string{
 			"rose 14.7 ms: 74 % of the FIFO's limit/rate (250000 B at 100 Mbit/s: 20.0 ms), not within 20 %, but the FIFO was not kept full (median backlog 72 % of its limit, under 80 %)",
-			"it dropped 40 packets and the streams backed off at each drop",
+			"it dropped 40 packets and the loss-based streams backed off at each drop, draining it below its limit", "forward 92 Mbit/s)",
 			"101 % of the 14.5 ms its median backlog of 181250 B takes at its rate, within 20 %"}, "ran near full"},
 		{"FIFO part full, no drops", 14.75, 181250, false, 92e6, 0, "sender's qdisc", []string{
 			"not kept full", "it dropped nothing: the senders never filled it"}, "backed off"},
-		{"FIFO part full, streams slow", 14.75, 181250, false, 50e6, 40, "sender's qdisc", []string{
-			"not kept full", "the forward streams ran at 50 Mbit/s, under 90 % of its rate"}, "backed off"},
+		{"FIFO part full, streams slow", 14.75, 181250, false, 50e6, 0, "sender's qdisc", []string{
+			"not kept full", "it dropped nothing and the forward streams ran at 50 Mbit/s, under 90 % of its rate"}, "backed off"},
 		{"no median: the mean", 13.1, 181250 / 0.9, true, 92e6, 40, "sender's qdisc", []string{
 			"65 % of the FIFO's limit/rate", "mean backlog 72 % of its limit", "90 % of the 14.5 ms its mean backlog of 181250 B"}, "median"},
 		{"queue on the path", 10.05, 0, false, 92e6, 0, "path", []string{

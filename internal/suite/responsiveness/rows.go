@@ -400,10 +400,9 @@ const FullFillPct = 100 - ExpectTolerancePct
 // sits; its mean from a watch that gives no median), each within
 // ExpectTolerancePct or not. When the FIFO ran below FullFillPct, the
 // limit is not the queue's delay, and the verdict says so and why from
-// the counters: streams below its rate, a
-// loss-based sender backing off at each drop, or none dropped (on
-// node-node TCP small queues cap each socket's bytes in its own node's
-// qdisc).
+// the counters: a loss-based sender backing off at each drop, streams
+// below its rate, or none dropped (on node-node TCP small queues cap
+// each socket's bytes in its own node's qdisc).
 func (b bottleneck) verdict(r *suite.Row, measured bool) string {
 	full := b.limitBytes * 8 / b.rateBps * 1000
 	r.Median[FigFullDelay] = full
@@ -455,11 +454,17 @@ func (b bottleneck) verdict(r *suite.Row, measured bool) string {
 
 // notFull says from the row's counters why the FIFO ran below its limit.
 func (b bottleneck) notFull(r *suite.Row) string {
-	if fwd, ok := r.Median[FigForward]; ok && !math.IsNaN(fwd) && fwd < 0.9*b.rateBps {
-		return fmt.Sprintf("the forward streams ran at %s, under 90 %% of its rate", qosspec.FormatBps(uint64(fwd)))
-	}
+	fwd, okF := r.Median[FigForward]
+	okF = okF && !math.IsNaN(fwd)
 	if d, ok := r.Median[FigSenderDrops]; ok && d > 0 {
-		return fmt.Sprintf("it dropped %.0f packets and the streams backed off at each drop (more streams, --set streams, back off less in all)", d)
+		rate := ""
+		if okF {
+			rate = fmt.Sprintf(", forward %s", qosspec.FormatBps(uint64(fwd)))
+		}
+		return fmt.Sprintf("it dropped %.0f packets and the loss-based streams backed off at each drop, draining it below its limit (more streams, --set streams, back off less in all%s)", d, rate)
+	}
+	if okF && fwd < 0.9*b.rateBps {
+		return fmt.Sprintf("it dropped nothing and the forward streams ran at %s, under 90 %% of its rate", qosspec.FormatBps(uint64(fwd)))
 	}
 	return "it dropped nothing: the senders never filled it (TCP small queues cap each socket's bytes in its own node's qdisc)"
 }
