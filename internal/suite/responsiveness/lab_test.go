@@ -18,8 +18,8 @@ func TestMain(m *testing.M) { cnperftest.Main(m) }
 // round trips (p50, p99), RPM and the streams' rates, a place for the
 // queue and a verdict; the paths between nodes carry the FIFO's full
 // delay (250,000 B at 100 Mbit/s: 20 ms) and the delay its queue held,
-// the same node none. How close the rise comes to the latter is the
-// machine's figure (figure.Check; make bench-lab enforces it).
+// the same node none. How close the rise comes to each is the machine's
+// figure (figure.Check; make bench-lab enforces it).
 func TestResponsivenessLab(t *testing.T) {
 	rows := cnperftest.LabRun(t, "responsiveness", "--time", "2s", "--pods-per-node", "2",
 		"--set", "bottleneck=100M", "--set", "paths=same-node,cross-node,node-node")
@@ -62,6 +62,11 @@ func TestResponsivenessLab(t *testing.T) {
 			figure.Check(t, math.Abs(rise-exp) <= exp*responsiveness.ExpectTolerancePct/100,
 				"%v: the loaded p50 rose %.2f ms; want the %.1f ms the FIFO's queue held (%.0f %% full) within %.0f %%",
 				r["connection"], rise, exp, fill, responsiveness.ExpectTolerancePct)
+			// The reference: the FIFO's limit at its rate, which
+			// RRUL's 4 streams each way should keep it near.
+			figure.Check(t, math.Abs(rise-full) <= full*responsiveness.ExpectTolerancePct/100,
+				"%v: the loaded p50 rose %.2f ms; want the FIFO's limit/rate %.1f ms within %.0f %% (its queue held %.1f ms)",
+				r["connection"], rise, full, responsiveness.ExpectTolerancePct, exp)
 		}
 	}
 }
