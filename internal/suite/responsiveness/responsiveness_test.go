@@ -188,7 +188,7 @@ func TestRowsAndVerdicts(t *testing.T) {
 			"rose 30.0 ms: 150 % of the FIFO's limit/rate", "not within 20 %; the FIFO ran near full", "150 % of the 20.0 ms"}, "not kept full"},
 		{"FIFO part full after drops", 14.75, 181250, false, 92e6, 40, "sender's qdisc", []string{
 			"rose 14.7 ms: 74 % of the FIFO's limit/rate (250000 B at 100 Mbit/s: 20.0 ms), not within 20 %, but the FIFO was not kept full (median backlog 72 % of its limit, under 80 %)",
-			"it dropped 40 packets and the loss-based streams backed off at each drop, draining it below its limit", "forward 92 Mbit/s)",
+			"it dropped 40 packets and the loss-based streams backed off at each drop, draining it below its limit", "(forward 92 Mbit/s; more streams",
 			"101 % of the 14.5 ms its median backlog of 181250 B takes at its rate, within 20 %"}, "ran near full"},
 		{"FIFO part full, no drops", 14.75, 181250, false, 92e6, 0, "sender's qdisc", []string{
 			"not kept full", "it dropped nothing: the senders never filled it"}, "backed off"},

@@ -459,9 +459,9 @@ func (b bottleneck) notFull(r *suite.Row) string {
 	if d, ok := r.Median[FigSenderDrops]; ok && d > 0 {
 		rate := ""
 		if okF {
-			rate = fmt.Sprintf(", forward %s", qosspec.FormatBps(uint64(fwd)))
+			rate = fmt.Sprintf("forward %s; ", qosspec.FormatBps(uint64(fwd)))
 		}
-		return fmt.Sprintf("it dropped %.0f packets and the loss-based streams backed off at each drop, draining it below its limit (more streams, --set streams, back off less in all%s)", d, rate)
+		return fmt.Sprintf("it dropped %.0f packets and the loss-based streams backed off at each drop, draining it below its limit (%smore streams, --set streams, back off less in all)", d, rate)
 	}
 	if okF && fwd < 0.9*b.rateBps {
 		return fmt.Sprintf("it dropped nothing and the forward streams ran at %s, under 90 %% of its rate", qosspec.FormatBps(uint64(fwd)))
