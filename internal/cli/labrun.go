@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
 // defaultLabRunName is the lab name of `cnperf lab run`, apart from the
@@ -69,15 +74,41 @@ Needs root (CAP_NET_ADMIN).`,
 			if err := underlayRates(&cfg, rate, nodeRate); err != nil {
 				return err
 			}
-			reps, err := labrun.Run(cmd.Context(), labrun.Config{
+			lc := labrun.Config{
 				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
 				Cnperf:   lab.CnperfOptions{LogLevel: logLevel, DB: db},
 				Progress: st.Err, Log: g.logger(st),
-			})
+			}
+			// The matrix's coverage, read from the lab's server before
+			// the lab goes.
+			var covers []api.MatrixCoverage
+			if f.suite.Name() == matrix.SuiteName {
+				lc.Done = func(ctx context.Context, c *client.Client) error {
+					cov, err := c.MatrixCoverage(ctx)
+					if err != nil {
+						return fmt.Errorf("matrix coverage: %w", err)
+					}
+					covers = append(covers, cov)
+					return nil
+				}
+			}
+			reps, err := labrun.Run(cmd.Context(), lc)
 			if err != nil {
 				return err
 			}
-			return f.print(st, reps...)
+			perr := f.print(st, reps...)
+			w := st.Out
+			if f.format != "table" {
+				w = st.Err // keep the output one document
+			}
+			for _, cov := range covers {
+				fmt.Fprintln(w, "\nMatrix coverage (cnperf matrix coverage):")
+				printCoverage(w, cov, 24*time.Hour, false)
+			}
+			if db != "" {
+				fmt.Fprintf(st.Err, "runs kept in %s: cnperf server --db sqlite:%s, or cnperf matrix coverage --db sqlite:%s\n", db, db, db)
+			}
+			return perr
 		},
 	}
 	f.register(cmd, "", "cni-compare: backends to compare, one lab each (default host-gw,vxlan)")

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
@@ -36,16 +38,48 @@ func TestMatrixCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	var out, errb bytes.Buffer
-	err = Run(ctx, []string{"matrix", "coverage", "--db", "sqlite:" + path, "--overdue", "2h"}, Streams{Out: &out, Err: &errb})
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Code != ExitSLOFailed {
-		t.Fatalf("err %v, want exit %d for overdue pairs", err, ExitSLOFailed)
+	// The database first (a SQLite store serves one process), then a
+	// server on it.
+	var url string
+	for _, tc := range []struct {
+		name string
+		args func() []string
+	}{
+		{"db", func() []string { return []string{"--db", "sqlite:" + path} }},
+		{"server", func() []string {
+			st, err := store.Open(ctx, "sqlite:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			srv, err := server.New(server.Options{Store: st, UserToken: "user-tok", AgentToken: "agent-tok"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(srv.Handler())
+			t.Cleanup(hs.Close)
+			url = hs.URL
+			return []string{"--server", hs.URL, "--token", "user-tok"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := Run(ctx, append([]string{"matrix", "coverage", "--overdue", "2h"}, tc.args()...), Streams{Out: &out, Err: &errb})
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitSLOFailed {
+				t.Fatalf("err %v, want exit %d for overdue pairs", err, ExitSLOFailed)
+			}
+			got := out.String()
+			for _, want := range []string{"2.50", "0.125", "1h0m0s", "3h0m0s OVERDUE", "never", "2 of 6 ordered pairs of 3 nodes measured", "5 overdue"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+		})
 	}
-	got := out.String()
-	for _, want := range []string{"2.50", "0.125", "1h0m0s", "3h0m0s OVERDUE", "never", "2 of 6 ordered pairs of 3 nodes measured", "5 overdue"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
-		}
+	var out bytes.Buffer
+	err = Run(ctx, []string{"matrix", "coverage", "--db", "sqlite:" + path, "--server", url}, Streams{Out: &out, Err: &out})
+	if err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Errorf("--db and --server: err %v, want one refused", err)
 	}
 }

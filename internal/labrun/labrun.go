@@ -17,6 +17,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -37,6 +38,10 @@ type Config struct {
 	// (nil: none).
 	Progress io.Writer
 	Log      *slog.Logger
+	// Done, when set, is called after the suite ran on a lab, with a
+	// client of the lab's server, before the lab is removed (cnperf lab
+	// run matrix reads the coverage the server kept).
+	Done func(ctx context.Context, c *client.Client) error
 }
 
 // Run runs cfg's suite on one fresh lab per backend and returns the
@@ -93,6 +98,13 @@ func runOne(ctx context.Context, cfg Config, backend, inv string, log *slog.Logg
 		o.Backend = backend
 		var rerr error
 		rep, rerr = r.Run(ctx, cfg.Suite, o)
+		if rerr == nil && cfg.Done != nil {
+			c, ok := r.API.(*client.Client)
+			if !ok {
+				return fmt.Errorf("lab run: the runner's API is a %T, not the server's client", r.API)
+			}
+			rerr = cfg.Done(ctx, c)
+		}
 		return rerr
 	})
 	return rep, err

@@ -291,14 +291,25 @@ func (s *Scheduler) run(ctx context.Context, sc store.Schedule, a suite.API, inv
 // cycle sets the "cycle" setting of a suite that has one (the matrix's
 // pair plan) and the schedule did not fix: the cycle after the last
 // finished run's (its summary's NextCycle), so consecutive runs rotate
-// through the plan. It returns the cycle the run after this one starts
+// through the plan. A run of a schedule measures one cycle ("cycles" 1)
+// unless the schedule says otherwise; a run on its own defaults to the
+// plan's whole window. It returns the cycle the run after this one starts
 // at, and whether it set one.
 func (s *Scheduler) cycle(ctx context.Context, sc store.Schedule, su suite.Suite, o *suite.Options) (int, bool) {
-	has := false
+	hasCycle, hasCycles := false, false
 	for _, k := range suite.KeysOf(su) {
-		has = has || k.Name == "cycle"
+		hasCycle = hasCycle || k.Name == "cycle"
+		hasCycles = hasCycles || k.Name == "cycles"
 	}
-	if _, fixed := o.Set["cycle"]; !has || fixed {
+	set := maps.Clone(o.Set)
+	if set == nil {
+		set = map[string]string{}
+	}
+	if _, ok := set["cycles"]; hasCycles && !ok {
+		set["cycles"] = "1"
+	}
+	o.Set = set
+	if _, fixed := set["cycle"]; !hasCycle || fixed {
 		return 0, false
 	}
 	c := 0
@@ -313,14 +324,9 @@ func (s *Scheduler) cycle(ctx context.Context, sc store.Schedule, su suite.Suite
 		}
 	}
 	n := 1
-	if v, err := strconv.Atoi(o.Set["cycles"]); err == nil && v > 0 {
+	if v, err := strconv.Atoi(set["cycles"]); err == nil && v > 0 {
 		n = v
 	}
-	set := maps.Clone(o.Set)
-	if set == nil {
-		set = map[string]string{}
-	}
 	set["cycle"] = strconv.Itoa(c)
-	o.Set = set
 	return c + n, true
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
@@ -116,4 +120,75 @@ func KeepMatrixResult(ctx context.Context, st store.Store, runID, src, dst strin
 		return fmt.Errorf("matrix pair figures: %w", err)
 	}
 	return st.RecordMatrixPair(ctx, store.MatrixPair{Src: src, Dst: dst, Measure: r.Kind, RunID: runID, MeasuredAt: at, Figures: string(fig)})
+}
+
+// MatrixCoverage gathers st's kept matrix measurements by ordered pair,
+// adding the pairs of known nodes (agents', online or not) never
+// measured, in node order; ages count from now. The server answers it on
+// GET /api/v2/matrix/coverage; `cnperf matrix coverage --db` reads it
+// straight from a store.
+func MatrixCoverage(ctx context.Context, st store.Store, now time.Time) (api.MatrixCoverage, error) {
+	kept, err := st.ListMatrixPairs(ctx)
+	if err != nil {
+		return api.MatrixCoverage{}, err
+	}
+	agents, err := st.ListAgents(ctx, store.AgentFilter{IncludeOffline: true})
+	if err != nil {
+		return api.MatrixCoverage{}, err
+	}
+	var nodes []string
+	for _, a := range agents {
+		if a.NodeName != "" {
+			nodes = append(nodes, a.NodeName)
+		}
+	}
+	by := map[[2]string]*api.PairCoverage{}
+	for _, p := range kept {
+		k := [2]string{p.Src, p.Dst}
+		c := by[k]
+		if c == nil {
+			at := p.MeasuredAt
+			c = &api.PairCoverage{Src: p.Src, Dst: p.Dst, MeasuredAt: &at, Figures: map[string]float64{}}
+			by[k] = c
+		}
+		if p.MeasuredAt.Before(*c.MeasuredAt) {
+			at := p.MeasuredAt
+			c.MeasuredAt = &at
+		}
+		c.Measures = append(c.Measures, p.Measure)
+		var fig map[string]float64
+		if json.Unmarshal([]byte(p.Figures), &fig) == nil {
+			for name, v := range fig {
+				c.Figures[name] = v
+			}
+		}
+		nodes = append(nodes, p.Src, p.Dst)
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	out := api.MatrixCoverage{At: now, Nodes: nodes, Pairs: make([]api.PairCoverage, 0, len(nodes)*max(len(nodes)-1, 0))}
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a == b {
+				continue
+			}
+			if c := by[[2]string{a, b}]; c != nil {
+				slices.Sort(c.Measures)
+				out.Pairs = append(out.Pairs, *c)
+			} else {
+				out.Pairs = append(out.Pairs, api.PairCoverage{Src: a, Dst: b})
+			}
+		}
+	}
+	return out, nil
+}
+
+// handleMatrixCoverage answers the matrix's coverage.
+func (s *Server) handleMatrixCoverage(w http.ResponseWriter, r *http.Request) {
+	cov, err := MatrixCoverage(r.Context(), s.st, s.now())
+	if err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cov)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
@@ -11,7 +12,9 @@ import (
 
 // TestMatrixResultKeepsCoverage: a succeeded result of a matrix run's
 // task is kept as its node pair's coverage with the pair's figures; a
-// result of another suite's run is not.
+// result of another suite's run is not; GET /api/v2/matrix/coverage
+// answers both ordered pairs of the two nodes, the one not measured
+// without a time.
 func TestMatrixResultKeepsCoverage(t *testing.T) {
 	f := newFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db", nil)
 	ctx := context.Background()
@@ -39,5 +42,21 @@ func TestMatrixResultKeepsCoverage(t *testing.T) {
 	var fig map[string]float64
 	if err := json.Unmarshal([]byte(pairs[0].Figures), &fig); err != nil || fig["rtt_ms.p50"] != 0.25 {
 		t.Errorf("figures %s (%v), want rtt_ms.p50 0.25", pairs[0].Figures, err)
+	}
+	cov, err := f.user.MatrixCoverage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cov.Nodes) != 2 || len(cov.Pairs) != 2 {
+		t.Fatalf("coverage %+v, want 2 nodes and 2 ordered pairs", cov)
+	}
+	for _, p := range cov.Pairs {
+		measured := p.MeasuredAt != nil
+		if want := p.Src == "node-1"; measured != want || (measured && p.Figures["rtt_ms.p50"] != 0.25) {
+			t.Errorf("pair %+v: measured %v, want %v with rtt_ms.p50 0.25", p, measured, want)
+		}
+		if got := p.Overdue(cov.At, time.Hour); got == measured {
+			t.Errorf("pair %s → %s: overdue %v, want %v", p.Src, p.Dst, got, !measured)
+		}
 	}
 }

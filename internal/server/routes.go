@@ -63,6 +63,8 @@ func (s *Server) table() []route {
 			summary: "Cancel a task", body: api.CancelRequest{}, answer: api.TaskV2{}},
 		{method: "GET", path: "/api/v2/agents", auth: user, handler: s.handleAgentsV2,
 			summary: "List agents", query: []param{{"all", "1 to include offline agents", false}, {"node", "node name", false}}, answer: []api.Agent{}},
+		{method: "GET", path: "/api/v2/matrix/coverage", auth: user, handler: s.handleMatrixCoverage,
+			summary: "Every ordered node pair's latest matrix measurement (time, kinds, figures), whichever run and plan made it; pairs never measured without a time", answer: api.MatrixCoverage{}},
 
 		{method: "POST", path: "/api/v2/schedules", auth: user, handler: s.handleScheduleCreate, status: http.StatusCreated,
 			summary: "Create a schedule: the server runs the suite every `every`, first at once, never two at once", body: api.ScheduleCreate{}, answer: api.Schedule{}},

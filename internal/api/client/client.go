@@ -606,3 +606,10 @@ func (c *Client) DeleteSchedule(ctx context.Context, id string) (api.Schedule, e
 	var out api.Schedule
 	return out, c.v2(ctx, http.MethodDelete, "/api/v2/schedules/"+url.PathEscape(id), nil, nil, &out)
 }
+
+// MatrixCoverage answers every ordered node pair's latest matrix
+// measurement.
+func (c *Client) MatrixCoverage(ctx context.Context) (api.MatrixCoverage, error) {
+	var out api.MatrixCoverage
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/matrix/coverage", nil, nil, &out)
+}

@@ -47,17 +47,22 @@ func answer(st suite.Step, bad, flaky map[string]bool, seen map[string]int) *pro
 
 // TestSampleCyclesCoverAndConfirm runs the sample plan's cycles as the
 // Runner does (Plan, then Follow until it returns nothing) with synthetic
-// results: every ordered pair is measured within the stated window, no
+// results and "cycles" left at its default (the window): the run states
+// it covers the window, every ordered pair is measured within it, no
 // node is in two steps of a phase, a slow pair is an outlier confirmed by
 // its re-measure, and a pair slow only once stays a suspect.
 func TestSampleCyclesCoverAndConfirm(t *testing.T) {
 	const n, k = 8, 2
 	w := Window(n, k)
-	o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"plan": "sample", "peers": "2", "cycles": fmt.Sprint(w)}}
+	o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"plan": "sample", "peers": "2"}}
 	eps := agentsN(n)
 	s := Suite{}
-	if st := s.Announce(eps, o); !strings.Contains(st, fmt.Sprintf("within %d cycles", w)) || !strings.Contains(st, "16 of 56 ordered pairs") {
+	st := s.Announce(eps, o)
+	if !strings.Contains(st, fmt.Sprintf("within %d cycles", w)) || !strings.Contains(st, "16 of 56 ordered pairs") {
 		t.Fatalf("statement %q does not state the window %d and 16 of 56 pairs a cycle", st, w)
+	}
+	if want := fmt.Sprintf("this run: cycles 0 to %d, every pair", w-1); !strings.Contains(st, want) {
+		t.Fatalf("statement %q does not say %q", st, want)
 	}
 	phases, err := s.Plan(eps, o, suite.Caps{})
 	if err != nil {
@@ -88,9 +93,15 @@ func TestSampleCyclesCoverAndConfirm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	covered := map[string]bool{}
+	covered, cycles := map[string]bool{}, map[string]bool{}
 	for _, d := range done {
 		covered[d.Step.Src.Node+">"+d.Step.Dst.Node] = true
+		if d.Step.Labels[LabelConfirm] == "" {
+			cycles[d.Step.Labels[LabelCycle]] = true
+		}
+	}
+	if len(cycles) != w {
+		t.Errorf("steps of %d cycles, want the window's %d", len(cycles), w)
 	}
 	if len(covered) != n*(n-1) {
 		t.Errorf("%d of %d ordered pairs measured in %d cycles", len(covered), n*(n-1), w)
@@ -120,5 +131,26 @@ func TestSampleCyclesCoverAndConfirm(t *testing.T) {
 	}
 	if len(outliers) != 1 {
 		t.Errorf("outliers %v, want only n2>n5", outliers)
+	}
+}
+
+// TestCyclesSetting: "cycles" defaults to the plan's window and a set
+// value overrides it; the statement says which share of the window the
+// run covers.
+func TestCyclesSetting(t *testing.T) {
+	eps := agentsN(8)
+	for _, tc := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"plan": "sample", "peers": "2"}, "cycles 0 to 3, every pair"},
+		{map[string]string{"plan": "sample", "peers": "2", "cycles": "1"}, "cycles 0 to 0, 1 of the window's 4 cycles"},
+		{map[string]string{"plan": "sample", "peers": "3", "cycle": "5"}, "cycles 5 to 7, every pair"},
+		{map[string]string{"plan": "all"}, "this run: cycles 0 to 0, every pair"},
+	} {
+		st := Suite{}.Announce(eps, suite.Options{Time: time.Second, Repeat: 1, Set: tc.set})
+		if !strings.Contains(st, tc.want) {
+			t.Errorf("set %v: statement %q, want it to say %q", tc.set, st, tc.want)
+		}
 	}
 }

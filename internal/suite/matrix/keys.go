@@ -49,7 +49,7 @@ func Settings(m *Options) suite.Settings {
 			}},
 		{Key: suite.Key{Name: "peers", Unit: "count", Default: strconv.Itoa(d.Peers), Meaning: "peers a node per cycle (plan=sample): every pair within ceil((N-1)/peers) cycles"},
 			Set: positive(&m.Peers)},
-		{Key: suite.Key{Name: "cycles", Unit: "count", Default: strconv.Itoa(d.Cycles), Meaning: "cycles this run measures (at most 10000)"},
+		{Key: suite.Key{Name: "cycles", Unit: "count", Default: "window", Meaning: "cycles this run measures (at most 10000); default the plan's window, so one run covers every pair (a schedule: 1 a run)"},
 			Set: func(v string) error {
 				if err := positive(&m.Cycles)(v); err != nil {
 					return err

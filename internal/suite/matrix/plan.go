@@ -160,7 +160,7 @@ func Pack(pairs [][2]int) [][][2]int {
 func Statement(plan string, n, k, cycles, firstCycle int) string {
 	total := n * (n - 1)
 	if plan == PlanAll {
-		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle", n, total, len(Rounds(n)))
+		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle; this run: cycles %d to %d, every pair", n, total, len(Rounds(n)), firstCycle, firstCycle+cycles-1)
 	}
 	k = min(max(k, 1), n-1)
 	w := Window(n, k)
@@ -176,6 +176,14 @@ func Statement(plan string, n, k, cycles, firstCycle int) string {
 	if hi > lo {
 		rounds += " to " + strconv.Itoa(hi)
 	}
-	return fmt.Sprintf("plan sample: %d nodes, %d peers a node, %d of %d ordered pairs each cycle in %s rounds (plus re-measures of suspects); every pair covered within %d cycles (%d rounds); this run: cycles %d to %d",
-		n, k, n*k, total, rounds, w, all, firstCycle, firstCycle+cycles-1)
+	return fmt.Sprintf("plan sample: %d nodes, %d peers a node, %d of %d ordered pairs each cycle in %s rounds (plus re-measures of suspects); every pair covered within %d cycles (%d rounds); this run: cycles %d to %d, %s",
+		n, k, n*k, total, rounds, w, all, firstCycle, firstCycle+cycles-1, share(cycles, w))
+}
+
+// share says how much of a window of w cycles a run of c cycles covers.
+func share(c, w int) string {
+	if c >= w {
+		return "every pair"
+	}
+	return fmt.Sprintf("%d of the window's %d cycles", c, w)
 }

@@ -58,7 +58,7 @@ type Options struct {
 	OutlierMADs float64
 	// Plan is PlanAll or PlanSample; Peers is k of the sample plan;
 	// Cycle is the number of this run's first cycle and Cycles how many
-	// it runs.
+	// it runs (0: the plan's window, so one run covers every pair).
 	Plan          string
 	Peers, Cycles int
 	Cycle         int
@@ -86,10 +86,16 @@ func (o Options) withDefaults() Options {
 	if o.Peers == 0 {
 		o.Peers = 3
 	}
-	if o.Cycles == 0 {
-		o.Cycles = 1
-	}
 	return o
+}
+
+// window is the number of cycles in which the plan measures every
+// ordered pair of n nodes.
+func (o Options) window(n int) int {
+	if o.Plan == PlanSample {
+		return Window(n, o.Peers)
+	}
+	return 1
 }
 
 // OptionsFrom reads the common options and the settings.
@@ -170,6 +176,9 @@ func (s Suite) prepare(agents []suite.Endpoint, o suite.Options) (Options, []sui
 	eps := endpoints(agents, m.Endpoints)
 	if len(eps) < 2 {
 		return m, nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
+	}
+	if m.Cycles == 0 {
+		m.Cycles = m.window(len(eps))
 	}
 	return m, eps, nil
 }
