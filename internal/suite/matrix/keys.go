@@ -2,7 +2,9 @@ package matrix
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -63,6 +65,13 @@ func Settings(m *Options) suite.Settings {
 			Set: func(v string) (err error) {
 				if m.Cycle, err = strconv.Atoi(v); err == nil && m.Cycle < 0 {
 					err = errors.New("want 0 or more")
+				}
+				return err
+			}},
+		{Key: suite.Key{Name: "jitter", Unit: "duration", Default: "1s (plan=all: 0)", Meaning: "each pair of a round starts up to this much late, by a hash of the cycle and the pair (at most 10s; 0: all at once)"},
+			Set: func(v string) (err error) {
+				if m.Jitter, err = time.ParseDuration(v); err == nil && (m.Jitter < 0 || m.Jitter > MaxJitter) {
+					err = fmt.Errorf("want 0 to %v, e.g. 1s", MaxJitter)
 				}
 				return err
 			}},

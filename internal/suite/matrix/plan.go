@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Pair plans: which ordered pairs a cycle measures.
@@ -130,6 +131,25 @@ func SampleRoundCount(n, k, cycle int) int {
 		}
 	}
 	return r
+}
+
+// MaxJitter bounds the jitter setting: a pair's start delay is a
+// task's StartDelay (probe.MaxStartDelay).
+const MaxJitter = 10 * time.Second
+
+// Jitter is the delay, below bound, before the pair src → dst starts its
+// first measurement in cycle c: a hash of the cycle and the names, so
+// the pairs of a round do not all open their connections at once, each
+// pair's delay changes from cycle to cycle, and a re-planned cycle gets
+// the same delays. Whole milliseconds; 0 when bound is.
+func Jitter(bound time.Duration, cycle int, src, dst string) time.Duration {
+	ms := bound.Milliseconds()
+	if ms <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%s", cycle, src, dst)
+	return time.Duration(h.Sum64()%uint64(ms)) * time.Millisecond
 }
 
 // Pack puts pairs into rounds in which no node is in two pairs, each pair

@@ -2,7 +2,11 @@ package matrix
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/suite"
 )
 
 // TestSampleCoversEveryPairWithinWindow: for many n and k, any Window(n, k)
@@ -80,5 +84,77 @@ func TestPack(t *testing.T) {
 	}
 	if n != len(pairs) {
 		t.Fatalf("%d pairs packed, want %d", n, len(pairs))
+	}
+}
+
+// TestJitter: delays stay below the bound, repeat for the same cycle and
+// pair, change with the cycle, and are 0 with no bound.
+func TestJitter(t *testing.T) {
+	for _, bound := range []time.Duration{0, time.Millisecond, 250 * time.Millisecond, time.Second, MaxJitter} {
+		differ := false
+		for c := 0; c < 20; c++ {
+			for _, p := range [][2]string{{"n1", "n2"}, {"n2", "n1"}, {"node-a", "node-b"}} {
+				d := Jitter(bound, c, p[0], p[1])
+				if d < 0 || (bound > 0 && d >= bound) || (bound == 0 && d != 0) {
+					t.Fatalf("bound %v cycle %d %v: delay %v, want 0 <= d < bound", bound, c, p, d)
+				}
+				if d != Jitter(bound, c, p[0], p[1]) {
+					t.Fatalf("bound %v cycle %d %v: not deterministic", bound, c, p)
+				}
+				differ = differ || d != Jitter(bound, c+1, p[0], p[1])
+			}
+		}
+		if bound >= 250*time.Millisecond && !differ {
+			t.Errorf("bound %v: the same delays every cycle", bound)
+		}
+	}
+}
+
+// TestPlannedJitter: the sample plan's pairs start their first
+// measurement within the jitter bound, not all at the same delay, and
+// their later measurements without one; plan=all and jitter=0 start at
+// once; the statement names the bound; a bound over 10s is refused.
+func TestPlannedJitter(t *testing.T) {
+	eps := agentsN(8)
+	for _, tc := range []struct {
+		set    map[string]string
+		bound  time.Duration
+		stated string
+	}{
+		{map[string]string{"plan": "sample", "peers": "2"}, time.Second, "starts 0-1s late"},
+		{map[string]string{"plan": "sample", "peers": "2", "jitter": "3s"}, 3 * time.Second, "starts 0-3s late"},
+		{map[string]string{"plan": "sample", "peers": "2", "jitter": "0"}, 0, ""},
+		{map[string]string{"plan": "all"}, 0, ""},
+	} {
+		o := suite.Options{Time: time.Second, Repeat: 1, Set: tc.set}
+		phases, err := Suite{}.Plan(eps, o, suite.Caps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delays := map[time.Duration]bool{}
+		for _, ph := range phases {
+			for _, st := range ph.Steps {
+				d := st.Spec.StartDelay.D()
+				if st.Measure != suite.MeasureTCP && d != 0 {
+					t.Errorf("set %v: %s step delayed %v, want only the first measurement", tc.set, st.Measure, d)
+				}
+				if st.Measure == suite.MeasureTCP {
+					if d < 0 || (tc.bound == 0 && d != 0) || (tc.bound > 0 && d >= tc.bound) {
+						t.Errorf("set %v: delay %v outside [0, %v)", tc.set, d, tc.bound)
+					}
+					delays[d] = true
+				}
+			}
+		}
+		if tc.bound > 0 && len(delays) < 2 {
+			t.Errorf("set %v: delays %v, want pairs apart", tc.set, delays)
+		}
+		st := Suite{}.Announce(eps, o)
+		if tc.stated != "" && !strings.Contains(st, tc.stated) || tc.stated == "" && strings.Contains(st, "late") {
+			t.Errorf("set %v: statement %q, want %q", tc.set, st, tc.stated)
+		}
+	}
+	if err := (Suite{}).CheckOptions(suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"jitter": "11s"}}); err == nil {
+		t.Error("jitter 11s accepted")
 	}
 }

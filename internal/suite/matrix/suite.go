@@ -62,6 +62,9 @@ type Options struct {
 	Plan          string
 	Peers, Cycles int
 	Cycle         int
+	// Jitter bounds each pair's start delay in a round of the sample
+	// plan (Jitter); negative: the default (1s for plan=sample, else 0).
+	Jitter time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -86,6 +89,12 @@ func (o Options) withDefaults() Options {
 	if o.Peers == 0 {
 		o.Peers = 3
 	}
+	if o.Jitter < 0 {
+		o.Jitter = 0
+		if o.Plan == PlanSample {
+			o.Jitter = time.Second
+		}
+	}
 	return o
 }
 
@@ -100,7 +109,7 @@ func (o Options) window(n int) int {
 
 // OptionsFrom reads the common options and the settings.
 func OptionsFrom(o suite.Options) (Options, error) {
-	m := Options{Time: o.Time, Repeat: o.Repeat}
+	m := Options{Time: o.Time, Repeat: o.Repeat, Jitter: -1}
 	if err := o.Validate(); err != nil {
 		return m, fmt.Errorf("suite %s: %w", SuiteName, err)
 	}
@@ -189,7 +198,11 @@ func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
 	if err != nil {
 		return ""
 	}
-	return Statement(m.Plan, len(eps), m.Peers, m.Cycles, m.Cycle)
+	st := Statement(m.Plan, len(eps), m.Peers, m.Cycles, m.Cycle)
+	if m.Jitter > 0 {
+		st += fmt.Sprintf("; each pair starts 0-%v late (by cycle and pair)", m.Jitter)
+	}
+	return st
 }
 
 // cycle plans cycle c: its pairs in rounds (none when c is past the
@@ -225,9 +238,13 @@ func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, su
 				if ri >= plain {
 					labels[LabelConfirm] = "1"
 				}
-				for _, measure := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+				for i, measure := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+					sp := spec(measure, dst, m)
+					if i == 0 { // the pair's later measurements follow its first
+						sp.StartDelay = probe.Duration(Jitter(m.Jitter, c, src.Node, dst.Node))
+					}
 					steps = append(steps, suite.Step{Connection: conn, Backend: o.Backend, Measure: measure, Repeat: rep,
-						Src: src, Dst: dst, Spec: spec(measure, dst, m), Exclusive: true, Labels: maps.Clone(labels)})
+						Src: src, Dst: dst, Spec: sp, Exclusive: true, Labels: maps.Clone(labels)})
 				}
 			}
 			what := fmt.Sprintf("round %d of %d", ri+1, plain)
