@@ -31,8 +31,11 @@ type Chart struct {
 	RowHeads []Text
 	ColHeads []Text
 	ColorBar []Rect // colour bar steps of a heat map
-	Desc     string // what the chart shows, for screen readers
-	Empty    string // shown instead of the plot when there is nothing to draw
+	// Wide charts (a large heat map) keep their size and scroll instead
+	// of shrinking to the page's column.
+	Wide  bool
+	Desc  string // what the chart shows, for screen readers
+	Empty string // shown instead of the plot when there is nothing to draw
 }
 
 // Rect is a rectangle in pixels, with an optional fill.
@@ -94,6 +97,7 @@ type Cell struct {
 	TextColor  string
 	TX, TY     float64
 	Title      string
+	Marked     bool // outlined (a matrix's Marked cell)
 }
 
 // Text is a free label.

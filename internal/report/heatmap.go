@@ -43,16 +43,32 @@ func HeatMap(id string, m Matrix) *Chart {
 		return t
 	}
 
-	longest := 0
+	longest, longestCol := 0, 0
 	for _, r := range m.Rows {
 		longest = max(longest, len([]rune(r)))
 	}
+	for _, col := range m.Cols {
+		longestCol = max(longestCol, len([]rune(col)))
+	}
+	// Cells shrink to fit the page's width down to minCell; a larger
+	// matrix makes a wider chart (Wide: it scrolls) rather than cells too
+	// small to see. Values are printed in cells wide enough for them, and
+	// are in every cell's title.
+	const minCell, textCell = 18.0, 40.0
 	left := math.Max(90, 12+6.6*float64(longest))
-	cellW := math.Min(110, (chartW-left-150)/float64(max(len(m.Cols), 1)))
+	cellW := math.Max(minCell, math.Min(110, (chartW-left-150)/float64(max(len(m.Cols), 1))))
 	cellH := 34.0
+	if cellW < textCell {
+		cellH = cellW
+	}
 	top := 74.0
+	rotate := cellW < 6.6*float64(longestCol)+6
+	if rotate { // column heads turned up, their length above the grid
+		top = 50 + 0.87*6.6*float64(longestCol) + 10
+	}
 	c.W = left + cellW*float64(len(m.Cols)) + 150
 	c.H = top + cellH*float64(len(m.Rows)) + 46
+	c.Wide = c.W > chartW
 	c.Plot = Rect{X: left, Y: top, W: cellW * float64(len(m.Cols)), H: cellH * float64(len(m.Rows))}
 	f, unit := Scale(hi, mi.Unit)
 	label := mi.Label
@@ -61,7 +77,11 @@ func HeatMap(id string, m Matrix) *Chart {
 	}
 	c.Subtitle = fmt.Sprintf("%s in %s; rows: %s, columns: %s", label, unitOrCount(unit), m.RowLabel, m.ColLabel)
 	for j, col := range m.Cols {
-		c.ColHeads = append(c.ColHeads, Text{X: left + cellW*(float64(j)+0.5), Y: top - 8, Anchor: "middle", Text: col})
+		h := Text{X: left + cellW*(float64(j)+0.5), Y: top - 8, Anchor: "middle", Text: col}
+		if rotate {
+			h.X, h.Anchor, h.Rotate = h.X+4, "start", true
+		}
+		c.ColHeads = append(c.ColHeads, h)
 	}
 	for i, row := range m.Rows {
 		y := top + cellH*float64(i)
@@ -78,6 +98,13 @@ func HeatMap(id string, m Matrix) *Chart {
 				cell.TextColor = "#111111"
 				cell.Text = sig3(v / f)
 				cell.Title = fmt.Sprintf("%s → %s: %s", row, m.Cols[j], Format(v, mi.Unit))
+			}
+			if i < len(m.Marked) && j < len(m.Marked[i]) && m.Marked[i][j] {
+				cell.Marked = true
+				cell.Title += m.Mark
+			}
+			if cellW < textCell {
+				cell.Text = ""
 			}
 			c.Cells = append(c.Cells, cell)
 		}

@@ -85,6 +85,10 @@ type Matrix struct {
 	Rows     []string    `json:"rows"`
 	Cols     []string    `json:"cols"`
 	Values   [][]float64 `json:"values"` // [row][col]
+	// Marked cells are drawn outlined, their titles ending in Mark
+	// (a matrix's coverage marks the overdue pairs); nil: none.
+	Marked [][]bool `json:"marked,omitempty"`
+	Mark   string   `json:"mark,omitempty"`
 }
 
 // MarshalJSON writes unmeasured cells as null (JSON has no NaN).

@@ -49,6 +49,8 @@ func Info(name string) MetricInfo {
 		mi.Unit, mi.Better = "pkt/s", Higher
 	case strings.Contains(name, "retransmits"):
 		mi.Unit, mi.Better = "", Lower
+	case strings.HasSuffix(name, "age_h"):
+		mi.Unit, mi.Better = "h", Lower
 	}
 	if f, ok := suite.FigureOf(name); ok {
 		mi.Label, mi.Unit = f.Label, f.Unit

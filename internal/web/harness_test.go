@@ -37,8 +37,9 @@ const (
 type cluster struct {
 	URL   string
 	API   *client.Client
-	Token string // the user token
-	Where string // "loopback" or the lab's name
+	Token string      // the user token
+	Where string      // "loopback" or the lab's name
+	St    store.Store // the server's store (loopback only)
 }
 
 func probers() *probe.Registry {
@@ -73,7 +74,7 @@ func newCluster(t *testing.T, nodes, podsPerNode int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{URL: ts.URL, API: c, Token: userToken, Where: "loopback"}
+	cl := &cluster{URL: ts.URL, API: c, Token: userToken, Where: "loopback", St: st}
 	for n := 1; n <= nodes; n++ {
 		for p := 0; p <= podsPerNode; p++ {
 			hb := api.Heartbeat{PodName: fmt.Sprintf("pod-%c", 'a'+p), PodUID: fmt.Sprintf("uid-n%d-p%d", n, p), PodIP: "127.0.0.1",

@@ -2,7 +2,8 @@
 // no JavaScript needed) showing agents by node, runs with their progress,
 // a run's tables and charts, a comparison of runs with the figures that
 // got worse beyond their run-to-run spread, a form to start a suite, and
-// the schedules with their latest runs.
+// the schedules with their latest runs, and the matrix's coverage (each
+// node pair's age, the overdue ones marked).
 //
 // Users log in with the API's user token and get a cookie session; a
 // request with the token as a bearer header is let in as well. The
@@ -40,6 +41,7 @@ type API interface {
 	CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error)
 	CancelRun(ctx context.Context, id, reason string) (api.Run, error)
 	ListSchedules(ctx context.Context) ([]api.Schedule, error)
+	MatrixCoverage(ctx context.Context) (api.MatrixCoverage, error)
 }
 
 // Options configure a Dashboard. API and UserToken are required.
@@ -109,7 +111,7 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{opts: opts, log: opts.Logger, now: opts.Now, pages: map[string]*template.Template{},
 		sess: newSessions(opts.SessionTTL, opts.Now), login: newLoginLimiter(opts.Now)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	for _, page := range []string{"login", "error", "home", "run", "compare", "schedules"} {
+	for _, page := range []string{"login", "error", "home", "run", "compare", "schedules", "coverage"} {
 		base, err := report.Templates()
 		if err != nil {
 			return nil, err
@@ -174,6 +176,7 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /compare", d.authed(d.handleCompare))
 	mux.HandleFunc("POST /start", d.authed(d.handleStart))
 	mux.HandleFunc("GET /schedules", d.authed(d.handleSchedules))
+	mux.HandleFunc("GET /matrix", d.authed(d.handleCoverage))
 }
 
 // Handler returns the dashboard alone on its own mux, with an HTML 404 for

@@ -68,12 +68,49 @@ func TestMatrixLab(t *testing.T) {
 	if nodes["n3"] == "" || len(nodes) != 6 {
 		t.Errorf("nodes %v: want six, n3 flagged", nodes)
 	}
-	checkNoOverlap(t, db, runIDs)
+	checkNoOverlap(t, db, runIDs, 60)
+}
+
+// TestMatrixLabSampleCoverage: eight lab nodes, plan=sample with two
+// peers and cycles left at their default: the run covers the window it
+// states, so the coverage the server kept (GET /api/v2/matrix/coverage)
+// has all 56 ordered pairs measured, with every kind; no node was in two
+// throughput tests at once.
+func TestMatrixLabSampleCoverage(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "runs.db")
+	rows, runIDs := cnperftest.LabRunIDs(t, "matrix", "--nodes", "8", "--time", "1s", "--set", "plan=sample", "--set", "peers=2", "--db", db)
+	pairs := 0
+	for _, r := range rows {
+		if _, ok := r[matrix.LabelNode]; !ok {
+			pairs++
+		}
+	}
+	if pairs != 56 {
+		t.Errorf("%d pair rows, want 56", pairs)
+	}
+	_, c := cnperftest.ServeDB(t, db)
+	cov, err := c.MatrixCoverage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured := 0
+	for _, p := range cov.Pairs {
+		if p.MeasuredAt == nil || len(p.Measures) != 4 {
+			t.Errorf("pair %s → %s: measured at %v, kinds %v; want all four", p.Src, p.Dst, p.MeasuredAt, p.Measures)
+			continue
+		}
+		measured++
+	}
+	if len(cov.Nodes) != 8 || measured != 56 {
+		t.Errorf("coverage of %d nodes, %d of %d pairs measured; want 8 nodes, 56 pairs", len(cov.Nodes), measured, len(cov.Pairs))
+	}
+	checkNoOverlap(t, db, runIDs, 0)
 }
 
 // checkNoOverlap reads the stored runs back and checks, per node, that
-// its throughput tasks (tcp, udp) never overlapped in time.
-func checkNoOverlap(t *testing.T, db string, runIDs []string) {
+// its throughput tasks (tcp, udp) never overlapped in time, and that
+// there were want of them (0: any number).
+func checkNoOverlap(t *testing.T, db string, runIDs []string, want int) {
 	t.Helper()
 	ctx := context.Background()
 	_, c := cnperftest.ServeDB(t, db)
@@ -115,8 +152,8 @@ func checkNoOverlap(t *testing.T, db string, runIDs []string) {
 			}
 		}
 	}
-	if n != 60 {
-		t.Errorf("%d throughput tasks with times, want 60 (tcp and udp per pair)", n)
+	if want > 0 && n != want {
+		t.Errorf("%d throughput tasks with times, want %d (tcp and udp per pair)", n, want)
 	}
 	t.Logf("%d throughput tasks, no node in two at once", n)
 }
