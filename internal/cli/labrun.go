@@ -30,6 +30,7 @@ func newLabRunCommand(g *globalOptions, st Streams) *cobra.Command {
 		backend  string
 		logLevel string
 		db       string
+		zones    int
 	)
 	cmd := &cobra.Command{
 		Use:   "run SUITE",
@@ -74,8 +75,11 @@ Needs root (CAP_NET_ADMIN).`,
 			if err := underlayRates(&cfg, rate, nodeRate); err != nil {
 				return err
 			}
+			if zones < 0 || zones > cfg.Nodes {
+				return fmt.Errorf("--zones %d: want 0 (none) to the number of nodes (%d)", zones, cfg.Nodes)
+			}
 			lc := labrun.Config{
-				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts,
+				Lab: cfg, Backends: backends, Suite: f.suite, Options: f.opts, Zones: zones,
 				Cnperf:   lab.CnperfOptions{LogLevel: logLevel, DB: db},
 				Progress: st.Err, Log: g.logger(st),
 			}
@@ -125,6 +129,7 @@ Needs root (CAP_NET_ADMIN).`,
 	fl.StringArrayVar(&nodeRate, "node-underlay-rate", nil, "limit one node's underlay link both ways, NODE=RATE (n3=100M); repeatable")
 	fl.StringVar(&cfg.UnderlaySegmentation, "underlay-segmentation", lab.SegmentHost, "where the underlay segments: host (veths pass 64 KB batches) or nic (TSO/GSO off on the underlay, MTU-sized packets as a NIC puts on its wire)")
 	fl.StringVar(&db, "db", "", "keep the server's runs in this SQLite file (default: a temporary one, removed after the run); serve it later with cnperf server --db sqlite:PATH")
+	fl.IntVar(&zones, "zones", 0, "label the nodes with topology.kubernetes.io/zone, N zones in turn (zone-a: n1, ...), for matrix --set plan=zones")
 	fl.StringVar(&logLevel, "agent-log-level", "info", "log level of the lab's server and agents (their logs are kept when the run fails)")
 	return cmd
 }

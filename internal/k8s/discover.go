@@ -64,15 +64,17 @@ func podReady(p *corev1.Pod) bool {
 
 // Node is a cluster node as cnperf records it.
 type Node struct {
-	Name             string   `json:"name"`
-	InternalIP       string   `json:"internal_ip"`
-	PodCIDRs         []string `json:"pod_cidrs,omitempty"`
-	Ready            bool     `json:"ready"`
-	KubeletVersion   string   `json:"kubelet_version"`
-	KernelVersion    string   `json:"kernel_version"`
-	OSImage          string   `json:"os_image"`
-	ContainerRuntime string   `json:"container_runtime"`
-	Schedulable      bool     `json:"schedulable"`
+	Name string `json:"name"`
+	// Labels are the Node object's labels (plans by zone read them).
+	Labels           map[string]string `json:"-"`
+	InternalIP       string            `json:"internal_ip"`
+	PodCIDRs         []string          `json:"pod_cidrs,omitempty"`
+	Ready            bool              `json:"ready"`
+	KubeletVersion   string            `json:"kubelet_version"`
+	KernelVersion    string            `json:"kernel_version"`
+	OSImage          string            `json:"os_image"`
+	ContainerRuntime string            `json:"container_runtime"`
+	Schedulable      bool              `json:"schedulable"`
 	// CNI and CNIBackend are what a CNI daemon wrote on the Node object
 	// (flannel's kube subnet manager: "flannel" and its backend-type
 	// annotation, "vxlan" or "host-gw"; calico-node: "calico" and the
@@ -112,7 +114,7 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 }
 
 func nodeOf(n *corev1.Node) Node {
-	out := Node{Name: n.Name, PodCIDRs: n.Spec.PodCIDRs, Schedulable: !n.Spec.Unschedulable,
+	out := Node{Name: n.Name, Labels: n.Labels, PodCIDRs: n.Spec.PodCIDRs, Schedulable: !n.Spec.Unschedulable,
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, KernelVersion: n.Status.NodeInfo.KernelVersion,
 		OSImage: n.Status.NodeInfo.OSImage, ContainerRuntime: n.Status.NodeInfo.ContainerRuntimeVersion}
 	if b := n.Annotations[flannelBackendAnnotation]; b != "" {

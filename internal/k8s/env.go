@@ -404,3 +404,20 @@ func agentNamed(agents []Agent, name string) *Agent {
 	}
 	return member
 }
+
+// NodeLabels implements suite.NodeLabeler: the labels of the cluster's
+// Node objects, by node name.
+func (e *Env) NodeLabels(ctx context.Context) (map[string]map[string]string, error) {
+	if e.Client == nil {
+		return nil, nil
+	}
+	nodes, err := e.Client.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]string, len(nodes))
+	for _, n := range nodes {
+		out[n.Name] = n.Labels
+	}
+	return out, nil
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
 // Links resolves a lab member's links; *lab.Lab implements it.
@@ -42,6 +43,10 @@ type Env struct {
 	policies Policies // nil when the lab given cannot make policies
 	// servicesOK says why Services cannot be made here (nil: they can).
 	servicesOK func() error
+
+	// zones is the number of zones the nodes are labelled into (0: none;
+	// see Config.Zones).
+	zones int
 
 	mu  sync.Mutex
 	via map[string]string // pod → its Service's IP:PORT, while made
@@ -321,4 +326,27 @@ func (e *Env) applyPolicies(ctx context.Context, c suite.Change) (func(context.C
 	}
 	p := c.Policy
 	return e.policies.AddPolicies(ctx, c.Member, lab.Policies{Count: p.Count, Selecting: p.Selecting, From: p.From, Port: p.Port, Deny: p.Deny})
+}
+
+// NodeLabels implements suite.NodeLabeler: with zones, node i (from 0)
+// of the lab carries the label matrix.DefaultZoneLabel, zone-a, zone-b,
+// ... by i modulo the zones.
+func (e *Env) NodeLabels(context.Context) (map[string]map[string]string, error) {
+	lb, ok := e.links.(*lab.Lab)
+	if !ok || e.zones <= 0 {
+		return nil, nil
+	}
+	out := make(map[string]map[string]string, len(lb.Nodes))
+	for i, n := range lb.Nodes {
+		out[n.Name] = map[string]string{matrix.DefaultZoneLabel: ZoneName(i % e.zones)}
+	}
+	return out, nil
+}
+
+// ZoneName names zone i (from 0): zone-a … zone-z, then zone-26, ...
+func ZoneName(i int) string {
+	if i < 26 {
+		return "zone-" + string(rune('a'+i))
+	}
+	return fmt.Sprintf("zone-%d", i)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
 // fakeLinks resolves every member but "nobody" to a link named after it.
@@ -163,6 +164,35 @@ func TestEnvCapsSayThePath(t *testing.T) {
 		caps := e.Caps()
 		if caps.PathMTU != c.mtu || caps.Encap != c.wantEncap || caps.AsIs || caps.Has(suite.CapPodAnnotations) {
 			t.Errorf("%s lab, pod MTU %d: caps %+v", c.backend, c.mtu, caps)
+		}
+	}
+}
+
+// TestZoneLabels: with zones, the lab's nodes carry the zone label in
+// turn; without, no labels.
+func TestZoneLabels(t *testing.T) {
+	l := &lab.Lab{Nodes: []lab.Node{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}, {Name: "n4"}, {Name: "n5"}}}
+	for _, tc := range []struct {
+		zones int
+		want  map[string]string // node → zone
+	}{
+		{0, nil},
+		{2, map[string]string{"n1": "zone-a", "n2": "zone-b", "n3": "zone-a", "n4": "zone-b", "n5": "zone-a"}},
+		{5, map[string]string{"n1": "zone-a", "n5": "zone-e"}},
+	} {
+		e := NewEnv(l)
+		e.zones = tc.zones
+		got, err := e.NodeLabels(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == nil && got != nil {
+			t.Errorf("zones 0: labels %v, want none", got)
+		}
+		for node, zone := range tc.want {
+			if z := got[node][matrix.DefaultZoneLabel]; z != zone {
+				t.Errorf("zones %d: %s in %q, want %q", tc.zones, node, z, zone)
+			}
 		}
 	}
 }

@@ -38,6 +38,10 @@ type Config struct {
 	// (nil: none).
 	Progress io.Writer
 	Log      *slog.Logger
+	// Zones, when above 0, gives the lab's nodes the label
+	// topology.kubernetes.io/zone, zone-a, zone-b, ... in turn (n1 in
+	// zone-a, n2 in zone-b, ...), for the matrix's plan=zones.
+	Zones int
 	// Done, when set, is called after the suite ran on a lab, with a
 	// client of the lab's server, before the lab is removed (cnperf lab
 	// run matrix reads the coverage the server kept).
@@ -184,7 +188,9 @@ func session(ctx context.Context, cfg Config, fn func(ctx context.Context, r *su
 	if err != nil {
 		return err
 	}
-	r := &suite.Runner{API: api, Env: NewEnv(l), Progress: cfg.Progress, Log: log}
+	env := NewEnv(l)
+	env.zones = cfg.Zones
+	r := &suite.Runner{API: api, Env: env, Progress: cfg.Progress, Log: log}
 	if err := fn(ctx, r); err != nil {
 		keepLogs = true
 		return fmt.Errorf("%w (server and agent logs kept in %s)", err, co.Dir)

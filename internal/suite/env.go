@@ -250,6 +250,13 @@ type Env interface {
 	Apply(ctx context.Context, c Change) (undo func(context.Context) error, err error)
 }
 
+// A NodeLabeler is an environment that knows its nodes' labels (a
+// cluster's Node objects, a lab's zones): the Runner gives them to the
+// suite on the endpoints (Endpoint.NodeLabels), for plans by zone.
+type NodeLabeler interface {
+	NodeLabels(ctx context.Context) (map[string]map[string]string, error)
+}
+
 // A Checker is an environment that can check a change before anything is
 // made (the link exists, a bottleneck fits below the link's rate, the
 // kernel takes the set-up). The Runner checks every change of every

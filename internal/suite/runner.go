@@ -89,6 +89,21 @@ func (r *Runner) Plan(ctx context.Context, s Suite, o Options) ([]Endpoint, []Ph
 		return nil, nil, fmt.Errorf("list agents: %w", err)
 	}
 	eps := Endpoints(agents)
+	if nl, ok := r.Env.(NodeLabeler); ok {
+		// Only plans by zone need them, and say so when they are missing.
+		labels, err := nl.NodeLabels(ctx)
+		if err != nil && r.Log != nil {
+			r.Log.Warn("node labels", "err", err)
+		}
+		byNode := make(map[string]*NodeLabels, len(labels))
+		for node, l := range labels {
+			nl := NodeLabels(l)
+			byNode[node] = &nl
+		}
+		for i := range eps {
+			eps[i].NodeLabels = byNode[eps[i].Node]
+		}
+	}
 	caps := r.caps()
 	phases, err := s.Plan(eps, o, caps)
 	if err != nil {

@@ -283,3 +283,43 @@ func TestRowsFromPlainRun(t *testing.T) {
 		t.Errorf("plain run: %v", err)
 	}
 }
+
+// labelledEnv is an environment that knows its nodes' labels.
+type labelledEnv struct {
+	fakeEnv
+	labels map[string]map[string]string
+}
+
+func (e *labelledEnv) NodeLabels(context.Context) (map[string]map[string]string, error) {
+	return e.labels, nil
+}
+
+// TestRunnerGivesNodeLabels: an environment's node labels reach the
+// suite on the endpoints of their nodes; without a NodeLabeler there are
+// none.
+func TestRunnerGivesNodeLabels(t *testing.T) {
+	env := &labelledEnv{fakeEnv: fakeEnv{t: t}, labels: map[string]map[string]string{"node1": {"zone": "a"}}}
+	for _, tc := range []struct {
+		env  suite.Env
+		want string
+	}{{env, "a"}, {&fakeEnv{t: t}, ""}} {
+		eps, _, err := (&suite.Runner{API: suitetest.NewFakeAPI(), Env: tc.env}).Plan(context.Background(), phasedSuite{}, suite.Options{Time: time.Second, Repeat: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := 0
+		for _, e := range eps {
+			want := ""
+			if e.Node == "node1" {
+				want = tc.want
+				on++
+			}
+			if got, _ := e.NodeLabel("zone"); got != want {
+				t.Errorf("%s on %s: zone %q, want %q", e.Name, e.Node, got, want)
+			}
+		}
+		if on == 0 {
+			t.Fatal("no endpoint on node1")
+		}
+	}
+}

@@ -41,6 +41,22 @@ type Endpoint struct {
 	IP            string `json:"ip"`
 	ResponderAddr string `json:"responder_addr"` // HOST:PORT of its cnperf responder
 	HostNetwork   bool   `json:"host_network"`
+	// NodeLabels are the node's labels where the environment knows them
+	// (NodeLabeler; nil when it does not); not kept with the steps. A
+	// pointer, so endpoints stay comparable.
+	NodeLabels *NodeLabels `json:"-"`
+}
+
+// NodeLabels are a node's labels.
+type NodeLabels map[string]string
+
+// NodeLabel returns the label key of e's node, and whether it has it.
+func (e Endpoint) NodeLabel(key string) (string, bool) {
+	if e.NodeLabels == nil {
+		return "", false
+	}
+	v, ok := (*e.NodeLabels)[key]
+	return v, ok
 }
 
 // Step is one measurement of a suite.

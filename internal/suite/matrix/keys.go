@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/suite"
@@ -41,10 +42,10 @@ func Settings(m *Options) suite.Settings {
 			Set: positive(&m.UDPSize)},
 		{Key: suite.Key{Name: "ping-count", Unit: "count", Default: strconv.Itoa(d.PingCount), Meaning: "ICMP echoes per pair, 10 ms apart"},
 			Set: positive(&m.PingCount)},
-		{Key: suite.Key{Name: "plan", Unit: "all|sample", Default: d.Plan, Meaning: "which pairs a cycle measures: every ordered pair, or peers a node rotating each cycle"},
+		{Key: suite.Key{Name: "plan", Unit: "all|sample|zones", Default: d.Plan, Meaning: "which pairs a cycle measures: every ordered pair, peers a node rotating each cycle, or every pair inside a zone and representatives across"},
 			Set: func(v string) error {
-				if v != PlanAll && v != PlanSample {
-					return errors.New("want all or sample")
+				if v != PlanAll && v != PlanSample && v != PlanZones {
+					return errors.New("want all, sample or zones")
 				}
 				m.Plan = v
 				return nil
@@ -67,6 +68,14 @@ func Settings(m *Options) suite.Settings {
 					err = errors.New("want 0 or more")
 				}
 				return err
+			}},
+		{Key: suite.Key{Name: "zone-label", Unit: "label", Default: d.ZoneLabel, Meaning: "the node label plan=zones groups nodes by"},
+			Set: func(v string) error {
+				if v == "" || len(v) > 317 || strings.ContainsAny(v, " \t\n,=") {
+					return errors.New("want a node label's key, e.g. topology.kubernetes.io/zone")
+				}
+				m.ZoneLabel = v
+				return nil
 			}},
 		{Key: suite.Key{Name: "jitter", Unit: "duration", Default: "1s (plan=all: 0)", Meaning: "each pair of a round starts up to this much late, by a hash of the cycle and the pair (at most 10s; 0: all at once)"},
 			Set: func(v string) (err error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/cnperftest"
 	"github.com/cnperf/cnperf/internal/figure"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -68,7 +69,8 @@ func TestMatrixLab(t *testing.T) {
 	if nodes["n3"] == "" || len(nodes) != 6 {
 		t.Errorf("nodes %v: want six, n3 flagged", nodes)
 	}
-	checkNoOverlap(t, db, runIDs, 60)
+	_, c := cnperftest.ServeDB(t, db)
+	checkNoOverlap(t, c, runIDs, 60)
 }
 
 // TestMatrixLabSampleCoverage: eight lab nodes, plan=sample with two
@@ -104,16 +106,15 @@ func TestMatrixLabSampleCoverage(t *testing.T) {
 	if len(cov.Nodes) != 8 || measured != 56 {
 		t.Errorf("coverage of %d nodes, %d of %d pairs measured; want 8 nodes, 56 pairs", len(cov.Nodes), measured, len(cov.Pairs))
 	}
-	checkNoOverlap(t, db, runIDs, 0)
+	checkNoOverlap(t, c, runIDs, 0)
 }
 
-// checkNoOverlap reads the stored runs back and checks, per node, that
+// checkNoOverlap reads the stored runs back through c and checks, per node, that
 // its throughput tasks (tcp, udp) never overlapped in time, and that
 // there were want of them (0: any number).
-func checkNoOverlap(t *testing.T, db string, runIDs []string, want int) {
+func checkNoOverlap(t *testing.T, c *client.Client, runIDs []string, want int) {
 	t.Helper()
 	ctx := context.Background()
-	_, c := cnperftest.ServeDB(t, db)
 	type span struct {
 		from, to time.Time
 		what     string

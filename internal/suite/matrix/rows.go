@@ -53,7 +53,7 @@ func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 				k, seen = v, s
 			}
 		}
-		sample = sample || o.Step.Labels[labelPlan] == PlanSample
+		sample = sample || o.Step.Labels[labelPlan] == PlanSample || o.Step.Labels[labelPlan] == PlanZones
 	}
 	rows := pairRows(outs)
 	if !sample {

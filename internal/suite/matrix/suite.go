@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -63,8 +64,10 @@ type Options struct {
 	Peers, Cycles int
 	Cycle         int
 	// Jitter bounds each pair's start delay in a round of the sample
-	// plan (Jitter); negative: the default (1s for plan=sample, else 0).
+	// and zones plans (Jitter); negative: the default (1s, plan=all 0).
 	Jitter time.Duration
+	// ZoneLabel is the node label plan=zones groups nodes by.
+	ZoneLabel string
 }
 
 func (o Options) withDefaults() Options {
@@ -91,20 +94,51 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Jitter < 0 {
 		o.Jitter = 0
-		if o.Plan == PlanSample {
+		if o.Plan != PlanAll {
 			o.Jitter = time.Second
 		}
+	}
+	if o.ZoneLabel == "" {
+		o.ZoneLabel = DefaultZoneLabel
 	}
 	return o
 }
 
-// window is the number of cycles in which the plan measures every
-// ordered pair of n nodes.
-func (o Options) window(n int) int {
-	if o.Plan == PlanSample {
-		return Window(n, o.Peers)
+// window is the number of cycles in which the plan covers the nodes of
+// eps: every ordered pair (all, sample), every node representing its
+// zone (zones).
+func (o Options) window(eps []suite.Endpoint) int {
+	switch o.Plan {
+	case PlanSample:
+		return Window(len(eps), o.Peers)
+	case PlanZones:
+		z, _ := zonesOf(eps, o.ZoneLabel)
+		return ZoneWindow(z)
 	}
 	return 1
+}
+
+// zonesOf groups the endpoints by their node's label, or says which
+// nodes lack it.
+func zonesOf(eps []suite.Endpoint, label string) ([][]int, error) {
+	names, zone := make([]string, len(eps)), make([]string, len(eps))
+	var lacking []string
+	for i, e := range eps {
+		names[i] = e.Node
+		v, ok := e.NodeLabel(label)
+		if !ok || v == "" {
+			lacking = append(lacking, e.Node)
+		}
+		zone[i] = v
+	}
+	if len(lacking) > 0 {
+		if len(lacking) > 5 {
+			lacking = append(lacking[:5], fmt.Sprintf("and %d more", len(lacking)-5))
+		}
+		return nil, fmt.Errorf("plan=zones: no label %s on node %s (--set zone-label= names another; a cluster's run reads the Node objects, a lab takes --zones N)",
+			label, strings.Join(lacking, ", "))
+	}
+	return Zones(names, zone), nil
 }
 
 // OptionsFrom reads the common options and the settings.
@@ -186,8 +220,13 @@ func (s Suite) prepare(agents []suite.Endpoint, o suite.Options) (Options, []sui
 	if len(eps) < 2 {
 		return m, nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
 	}
+	if m.Plan == PlanZones {
+		if _, err := zonesOf(eps, m.ZoneLabel); err != nil {
+			return m, nil, fmt.Errorf("suite %s: %w", s.Name(), err)
+		}
+	}
 	if m.Cycles == 0 {
-		m.Cycles = m.window(len(eps))
+		m.Cycles = m.window(eps)
 	}
 	return m, eps, nil
 }
@@ -199,6 +238,10 @@ func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
 		return ""
 	}
 	st := Statement(m.Plan, len(eps), m.Peers, m.Cycles, m.Cycle)
+	if m.Plan == PlanZones {
+		z, _ := zonesOf(eps, m.ZoneLabel)
+		st = ZoneStatement(m.ZoneLabel, z, m.Cycles, m.Cycle)
+	}
 	if m.Jitter > 0 {
 		st += fmt.Sprintf("; each pair starts 0-%v late (by cycle and pair)", m.Jitter)
 	}
@@ -211,13 +254,17 @@ func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
 func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, suspects [][2]int) []suite.Phase {
 	var rounds [][][2]int
 	if c < m.Cycle+m.Cycles {
-		if m.Plan == PlanSample {
+		switch m.Plan {
+		case PlanSample:
 			names := make([]string, len(eps))
 			for i, e := range eps {
 				names[i] = e.Node
 			}
 			rounds = SampleRounds(Ring(names), m.Peers, c)
-		} else {
+		case PlanZones:
+			z, _ := zonesOf(eps, m.ZoneLabel) // checked in prepare
+			rounds = ZoneRounds(z, c)
+		default:
 			rounds = Rounds(len(eps))
 		}
 	}
@@ -269,7 +316,7 @@ func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Caps, do
 	last, own := lastCycle(done, m.Cycle)
 	next := last + 1
 	var suspects [][2]int
-	if m.Plan == PlanSample {
+	if m.Plan != PlanAll {
 		at := make(map[string]int, len(eps))
 		for i, e := range eps {
 			at[e.Node] = i
