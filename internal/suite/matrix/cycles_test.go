@@ -61,7 +61,7 @@ func TestSampleCyclesCoverAndConfirm(t *testing.T) {
 	if !strings.Contains(st, fmt.Sprintf("within %d cycles", w)) || !strings.Contains(st, "16 of 56 ordered pairs") {
 		t.Fatalf("statement %q does not state the window %d and 16 of 56 pairs a cycle", st, w)
 	}
-	if want := fmt.Sprintf("this run: cycles 0 to %d, every pair", w-1); !strings.Contains(st, want) {
+	if want := fmt.Sprintf("this run: cycles 0 to %d, the whole window", w-1); !strings.Contains(st, want) {
 		t.Fatalf("statement %q does not say %q", st, want)
 	}
 	phases, err := s.Plan(eps, o, suite.Caps{})
@@ -143,10 +143,10 @@ func TestCyclesSetting(t *testing.T) {
 		set  map[string]string
 		want string
 	}{
-		{map[string]string{"plan": "sample", "peers": "2"}, "cycles 0 to 3, every pair"},
+		{map[string]string{"plan": "sample", "peers": "2"}, "cycles 0 to 3, the whole window"},
 		{map[string]string{"plan": "sample", "peers": "2", "cycles": "1"}, "cycles 0 to 0, 1 of the window's 4 cycles"},
-		{map[string]string{"plan": "sample", "peers": "3", "cycle": "5"}, "cycles 5 to 7, every pair"},
-		{map[string]string{"plan": "all"}, "this run: cycles 0 to 0, every pair"},
+		{map[string]string{"plan": "sample", "peers": "3", "cycle": "5"}, "cycles 5 to 7, the whole window"},
+		{map[string]string{"plan": "all"}, "this run: cycles 0 to 0, the whole window"},
 	} {
 		st := Suite{}.Announce(eps, suite.Options{Time: time.Second, Repeat: 1, Set: tc.set})
 		if !strings.Contains(st, tc.want) {

@@ -180,7 +180,7 @@ func Pack(pairs [][2]int) [][][2]int {
 func Statement(plan string, n, k, cycles, firstCycle int) string {
 	total := n * (n - 1)
 	if plan == PlanAll {
-		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle; this run: cycles %d to %d, every pair", n, total, len(Rounds(n)), firstCycle, firstCycle+cycles-1)
+		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle; this run: cycles %d to %d, the whole window", n, total, len(Rounds(n)), firstCycle, firstCycle+cycles-1)
 	}
 	k = min(max(k, 1), n-1)
 	w := Window(n, k)
@@ -203,7 +203,7 @@ func Statement(plan string, n, k, cycles, firstCycle int) string {
 // share says how much of a window of w cycles a run of c cycles covers.
 func share(c, w int) string {
 	if c >= w {
-		return "every pair"
+		return "the whole window"
 	}
 	return fmt.Sprintf("%d of the window's %d cycles", c, w)
 }

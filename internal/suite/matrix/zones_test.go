@@ -105,7 +105,7 @@ func TestZonesPlan(t *testing.T) {
 	o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"plan": "zones", "zone-label": "rack"}}
 	s := Suite{}
 	st := s.Announce(eps, o)
-	for _, want := range []string{"plan zones: 9 nodes in 3 zones by rack", "inside a zone (18)", "each other zone's (6)", "within 3 cycles", "cycles 0 to 2, every pair", "starts 0-1s late"} {
+	for _, want := range []string{"plan zones: 9 nodes in 3 zones by rack", "inside a zone (18)", "each other zone's (6)", "within 3 cycles", "cycles 0 to 2, the whole window", "starts 0-1s late"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("statement %q lacks %q", st, want)
 		}
