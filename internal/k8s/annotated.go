@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,39 +29,19 @@ func (e *Env) applyAnnotated(ctx context.Context, c suite.Change) (func(context.
 	if member == nil {
 		return nil, fmt.Errorf("no agent pod %s to stand in for", c.Member)
 	}
-	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Annotations: c.PodAnnotations, Timeout: timeout})
+	si, err := e.startStandIn(ctx, member.UID, ShapedOptions{Node: member.Node, Annotations: c.PodAnnotations, Timeout: timeout})
 	if err != nil {
 		return nil, err
-	}
-	undo := func(ctx context.Context) error {
-		e.mu.Lock()
-		delete(e.standIns, member.UID)
-		e.mu.Unlock()
-		return e.Client.DeletePod(ctx, sa.Pod.Name)
-	}
-	type reg struct {
-		ep  suite.Endpoint
-		err error
-	}
-	regc := make(chan reg, 1)
-	go func() {
-		ep, err := e.registered(ctx, string(sa.Pod.UID), sa.Pod.Name, timeout)
-		regc <- reg{ep, err}
-	}()
-	links, lerr := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
-	r := <-regc
-	if err := errors.Join(r.err, lerr); err != nil {
-		return nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
 	}
 	e.mu.Lock()
 	if e.standIns == nil {
 		e.standIns = map[string]suite.Endpoint{}
 	}
-	e.standIns[member.UID] = r.ep
-	e.applied = &suite.Applied{By: limitMaker(links)}
-	e.shaped = append(e.shaped, Shaped{Pod: sa.Pod.Name, Node: sa.Node, Links: links, Set: maps.Clone(c.PodAnnotations)})
+	e.standIns[member.UID] = si.ep
+	e.applied = &suite.Applied{By: limitMaker(si.links)}
+	e.shaped = append(e.shaped, Shaped{Pod: si.agent.Pod.Name, Node: si.agent.Node, Links: si.links, Set: maps.Clone(c.PodAnnotations)})
 	e.mu.Unlock()
-	return undo, nil
+	return si.undo, nil
 }
 
 // limitMaker names what made a rate limit on a pod's interfaces (see

@@ -176,39 +176,14 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	}
 	calico := c.Annotations == suite.AnnotationsCalico
 	bw := Bandwidth{Ingress: quantity(c.QoS.IngressRateBps), Egress: quantity(c.QoS.EgressRateBps)}
-	sa, err := e.Client.StartShapedAgent(ctx, ShapedOptions{Node: member.Node, Ingress: bw.Ingress, Egress: bw.Egress, Calico: calico, Timeout: timeout})
-	if calico {
-		bw = Bandwidth{CalicoIngress: bw.Ingress, CalicoEgress: bw.Egress}
-	}
+	si, err := e.startStandIn(ctx, member.UID, ShapedOptions{Node: member.Node, Ingress: bw.Ingress, Egress: bw.Egress, Calico: calico, Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
-	undo := func(ctx context.Context) error {
-		e.mu.Lock()
-		delete(e.standIns, member.UID)
-		e.mu.Unlock()
-		return e.Client.DeletePod(ctx, sa.Pod.Name)
+	if calico {
+		bw = Bandwidth{CalicoIngress: bw.Ingress, CalicoEgress: bw.Egress}
 	}
-	fail := func(err error) (func(context.Context) error, error) {
-		return nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
-	}
-	// The agent's registration and the read-back of the CNI's qdiscs (an
-	// inspector pod) at once.
-	type reg struct {
-		ep  suite.Endpoint
-		err error
-	}
-	regc := make(chan reg, 1)
-	go func() {
-		ep, err := e.registered(ctx, string(sa.Pod.UID), sa.Pod.Name, timeout)
-		regc <- reg{ep, err}
-	}()
-	links, lerr := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, timeout)
-	r := <-regc
-	if err := errors.Join(r.err, lerr); err != nil {
-		return fail(err)
-	}
-	ep := r.ep
+	sa, ep, links := si.agent, si.ep, si.links
 	sh := Shaped{Pod: sa.Pod.Name, Node: sa.Node, Annotations: bw, Links: links}
 	if peer := drainPeer(agents, member.Node); peer != nil && !c.AsMade {
 		sh.Drain = e.drain(ctx, ep, *peer, c.QoS.EgressRateBps == 0)
@@ -230,7 +205,48 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	e.applied = &suite.Applied{By: shaperOf(links), QoS: &applied}
 	e.shaped = append(e.shaped, sh)
 	e.mu.Unlock()
-	return undo, nil
+	return si.undo, nil
+}
+
+// standIn is an agent pod started in place of a suite's member, with its
+// endpoint and what the CNI put on its interfaces.
+type standIn struct {
+	agent ShapedAgent
+	ep    suite.Endpoint
+	links []LinkTC
+	undo  func(context.Context) error // deletes the pod and forgets the stand-in
+}
+
+// startStandIn starts an agent pod per o in place of the member with
+// uid, then waits at once for its registration and for the read-back of
+// the CNI's qdiscs on its interfaces (an inspector pod). On an error the
+// pod is deleted again.
+func (e *Env) startStandIn(ctx context.Context, uid string, o ShapedOptions) (standIn, error) {
+	sa, err := e.Client.StartShapedAgent(ctx, o)
+	if err != nil {
+		return standIn{}, err
+	}
+	undo := func(ctx context.Context) error {
+		e.mu.Lock()
+		delete(e.standIns, uid)
+		e.mu.Unlock()
+		return e.Client.DeletePod(ctx, sa.Pod.Name)
+	}
+	type reg struct {
+		ep  suite.Endpoint
+		err error
+	}
+	regc := make(chan reg, 1)
+	go func() {
+		ep, err := e.registered(ctx, string(sa.Pod.UID), sa.Pod.Name, o.Timeout)
+		regc <- reg{ep, err}
+	}()
+	links, lerr := e.Client.ShapingQdiscs(ctx, sa, e.CNIConfDir, o.Timeout)
+	r := <-regc
+	if err := errors.Join(r.err, lerr); err != nil {
+		return standIn{}, errors.Join(err, undo(context.WithoutCancel(ctx)))
+	}
+	return standIn{agent: sa, ep: r.ep, links: links, undo: undo}, nil
 }
 
 // shaperOf names what made a shaped pod's qdiscs, read off their devices:
