@@ -44,7 +44,8 @@ time, and which it leaves out and why), then one verdict sheet: a line per
 question (per path, placement or variant) with a verdict word (holds,
 partial, fails, measured, unknown, not asked), the figures behind it and
 the reason. A question not asked says why: a capability the environment
-lacks, an opt-in not given (--slo FILE, --allow-node-qdisc), the budget.
+lacks, an opt-in not given (--slo FILE, --allow-node-qdisc, --questions
+policy), the budget.
 
 Questions: ` + "%s" + `
 

@@ -1,14 +1,15 @@
 // Package evaluate runs the study in one go: the questions a platform
 // engineer asks of a container network (overlay cost, capacity, whether a
 // DSCP mark survives and protects, whether bandwidth and ingress limits
-// hold, how competing flows share, path MTU, IPv6, SLOs), each answered by
+// hold, how competing flows share, path MTU, latency under load, what
+// NetworkPolicies cost, IPv6, SLOs), each answered by
 // running an existing suite, and the verdict sheet: one line per question
 // (and per placement or variant) with a verdict word, the figures behind it
 // and the reason, or why it was not asked (a capability the environment
 // lacks, an opt-in not given, the time budget).
 //
 // Verdicts come from the suites' own rows and verdict logic (qospriority,
-// shaping, contention, capacity); this package only groups and words them.
+// shaping, contention, capacity, responsiveness, netpol); this package only groups and words them.
 // It never touches the network: it drives a Runner (suite.Runner on a lab,
 // a cluster or any server).
 package evaluate
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/netpol"
+	"github.com/cnperf/cnperf/internal/suite/responsiveness"
 )
 
 // The study's defaults when no --budget, --time or --repeat is given:
@@ -56,6 +59,8 @@ const (
 	QIngress  = "ingress"
 	QFairness = "fairness"
 	QMTU      = "mtu"
+	QLatency  = "latency"
+	QPolicy   = "policy"
 	QIPv6     = "ipv6"
 	QSLO      = "slo"
 )
@@ -70,6 +75,9 @@ type Question struct {
 	// own (ipv6, slo).
 	Suite string
 	Set   map[string]string
+	// OptIn questions are asked only when --questions names them (they
+	// do not fit the default budget beside the others).
+	OptIn bool
 	// Judge turns the suite's rows into the question's lines.
 	Judge func(rows []suite.Row) []Line
 }
@@ -90,6 +98,10 @@ func Questions() []Question {
 			Set: map[string]string{"ingress-bandwidth": "10M", "loads": "at,above", "protos": "tcp,udp"}, Judge: judgeIngress},
 		{ID: QFairness, Title: "do competing flows share fairly; do senders back off", Suite: "contention", Judge: judgeFairness},
 		{ID: QMTU, Title: "path MTU per path and black holes (DF size sweep)", Suite: mtuSuite, Judge: judgeMTU},
+		{ID: QLatency, Title: "latency under load: idle vs loaded round trip per path, RPM, where the queue was", Suite: responsiveness.SuiteName,
+			Judge: judgeLatency},
+		{ID: QPolicy, Title: "policy cost: 100 policies against none, deny and allow enforcement, established connections", Suite: netpol.SuiteName,
+			Set: policySet, OptIn: true, Judge: judgePolicy},
 		{ID: QIPv6, Title: "IPv6 paths where the network is dual-stack"},
 		{ID: QSLO, Title: "the SLOs given (--slo FILE)"},
 	}
@@ -99,6 +111,11 @@ func Questions() []Question {
 // foregrounds (the mark the questions name), each variant the
 // environment shows by default.
 var qosSet = map[string]string{"markings": "none,EF"}
+
+// policySet are netpol's settings for the study: one count (100) of
+// each variant, not the suite's 10, 100 and 1,000, so that the question
+// takes about 5 minutes at the study's defaults.
+var policySet = map[string]string{"counts": "100"}
 
 // IDs returns the question ids in order.
 func IDs() []string {
@@ -263,6 +280,8 @@ func Evaluate(ctx context.Context, r Runner, reg *suite.Registry, cfg Config) (*
 			switch {
 			case perr != nil:
 				p.Reason = refusal(perr)
+			case q.OptIn && !slices.Contains(cfg.Only, q.ID):
+				p.Reason = fmt.Sprintf("opt-in not given: --questions %s (about %s; beside the others it does not fit the default budget)", q.ID, round(p.Estimate))
 			case seen && estimates[k] > 0 && sharedAsked(plans[:i], qs[:i], k):
 				p.Asked = true // its run is already counted
 			case used+p.Estimate > budget:

@@ -10,6 +10,7 @@ import (
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
+	"github.com/cnperf/cnperf/internal/suite/netpol"
 )
 
 // fakeRunner plans each suite as one phase of one step lasting step, and
@@ -29,7 +30,14 @@ func (f *fakeRunner) Plan(_ context.Context, s suite.Suite, o suite.Options) ([]
 		return eps, nil, err
 	}
 	if f.lacks[s.Name()] {
-		return eps, nil, suite.Caps{Why: map[suite.Cap]string{suite.CapNodeQdisc: "not here"}}.Lacks(s.Name(), suite.CapNodeQdisc)
+		caps := suite.Caps{Why: map[suite.Cap]string{suite.CapNodeQdisc: "not here",
+			suite.CapNetworkPolicy: "the cluster's CNI, flannel, does not enforce NetworkPolicy"}}
+		if s.Name() == netpol.SuiteName {
+			// The suite's own refusal.
+			_, err := s.Plan(eps, o, caps)
+			return eps, nil, err
+		}
+		return eps, nil, caps.Lacks(s.Name(), suite.CapNodeQdisc)
 	}
 	return eps, []suite.Phase{{Steps: []suite.Step{{Spec: probe.Spec{Duration: probe.Duration(f.step)}}}}}, nil
 }
@@ -64,6 +72,15 @@ func cannedRows() map[string][]suite.Row {
 		"contention": {row(suite.PodPodCrossNode, map[string]string{"placement": "cross-node", "proto": "tcp", "flow": "all", "backed_off": "yes"},
 			map[string]float64{"fairness_index": 0.99})},
 		"pmtu": {row(suite.PodPodCrossNode, nil, map[string]float64{"path_mtu": 1450, "black_hole": 0})},
+		"responsiveness": {row(suite.PodPodCrossNode, map[string]string{"bottleneck": "none", "queue_at": "none",
+			"verdict": "no standing queue: loaded p50 0.1 ms against idle 0.09 ms"},
+			map[string]float64{"idle.rtt_ms.p50": 0.09, "loaded.rtt_ms.p50": 0.1, "rise_ms.p50": 0.01, "rpm.idle": 600000, "rpm.loaded": 550000})},
+		"netpol": {
+			row(suite.PodPodCrossNode, map[string]string{"policies": "0", "select": "none"},
+				map[string]float64{"throughput_bps.receiver": 9e9, "rr_per_s": 20000, "crr_per_s": 5000, "crr_vs_none_pct": 100}),
+			row(suite.PodPodCrossNode, map[string]string{"policies": "100", "select": "pair"},
+				map[string]float64{"throughput_bps.receiver": 8e9, "rr_per_s": 19000, "crr_per_s": 4000, "throughput_vs_none_pct": 88.9, "crr_vs_none_pct": 80}),
+		},
 	}
 }
 
@@ -95,13 +112,20 @@ func TestEvaluateAnswersEveryQuestion(t *testing.T) {
 		{name: "all fit", budget: time.Hour, slo: slo, agent: "10.0.0.1", want: map[string][2]string{
 			QOverlay: {Measured, ""}, QCapacity: {Holds, "re-test"}, QDSCP: {Holds, "arrived"}, QPriority: {Holds, "protected"},
 			QShaping: {Holds, "limit held"}, QIngress: {Fails, "not held"}, QFairness: {Holds, "backed off"},
-			QMTU: {Holds, "no black hole"}, QIPv6: {NotAsked, "IPv4"}, QSLO: {Holds, ""}}},
+			QMTU: {Holds, "no black hole"}, QLatency: {Holds, "no standing queue"},
+			QPolicy: {NotAsked, "opt-in not given: --questions policy"}, QIPv6: {NotAsked, "IPv4"}, QSLO: {Holds, ""}}},
 		{name: "budget", budget: 10 * time.Second, agent: "10.0.0.1", want: map[string][2]string{
-			QOverlay: {Measured, ""}, QCapacity: {NotAsked, "budget"}, QSLO: {NotAsked, "opt-in not given: --slo"}}},
-		{name: "lacking", budget: time.Hour, lacks: map[string]bool{"contention": true}, agent: "fd00::1", want: map[string][2]string{
-			QFairness: {NotAsked, "capability lacking"}, QIPv6: {Measured, "IPv6"}}},
+			QOverlay: {Measured, ""}, QCapacity: {NotAsked, "budget"}, QLatency: {NotAsked, "budget"}, QSLO: {NotAsked, "opt-in not given: --slo"}}},
+		{name: "policy over budget", budget: 8 * time.Second, only: []string{QOverlay, QPolicy}, agent: "10.0.0.1", want: map[string][2]string{
+			QOverlay: {Measured, ""}, QPolicy: {NotAsked, "budget"}}},
+		{name: "lacking", budget: time.Hour, lacks: map[string]bool{"contention": true, "netpol": true}, agent: "fd00::1", want: map[string][2]string{
+			QFairness: {NotAsked, "capability lacking"}, QPolicy: {NotAsked, "capability lacking: suite netpol needs"}, QIPv6: {Measured, "IPv6"}}},
+		{name: "policy refused though chosen", budget: time.Hour, lacks: map[string]bool{"netpol": true}, only: []string{QPolicy}, agent: "10.0.0.1",
+			want: map[string][2]string{QPolicy: {NotAsked, "flannel, does not enforce NetworkPolicy"}}},
 		{name: "chosen", budget: time.Hour, only: []string{QMTU}, agent: "10.0.0.1", want: map[string][2]string{
-			QOverlay: {NotAsked, "not chosen"}, QMTU: {Holds, ""}}},
+			QOverlay: {NotAsked, "not chosen"}, QMTU: {Holds, ""}, QLatency: {NotAsked, "not chosen"}}},
+		{name: "policy chosen", budget: time.Hour, only: []string{QPolicy, QLatency}, agent: "10.0.0.1", want: map[string][2]string{
+			QPolicy: {Measured, "the reference"}, QLatency: {Holds, ""}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -202,6 +226,29 @@ func TestJudgeFromSuiteLogic(t *testing.T) {
 			ServiceOverhead: &suite.ServiceOverhead{TCPPct: ptr(-12.2), RRAddedMs: ptr(-0.002)},
 			Median:          map[string]float64{"throughput_bps.receiver": 11e9}}}, []string{Measured}},
 		{"black hole", "pmtu", []suite.Row{row(nil, map[string]float64{"path_mtu": 1400, "black_hole": 1, "black_hole_size": 1450})}, []string{Fails}},
+		{"no standing queue", "responsiveness", []suite.Row{
+			row(map[string]string{"queue_at": "none", "verdict": "no standing queue: ..."}, map[string]float64{"idle.rtt_ms.p50": 0.1, "loaded.rtt_ms.p50": 0.12, "rise_ms.p50": 0.02}),
+		}, []string{Holds}},
+		{"queue in a qdisc, on the path, not located, not measured", "responsiveness", []suite.Row{
+			row(map[string]string{"queue_at": "sender's qdisc", "verdict": "queue in the sender's qdisc"}, map[string]float64{"rise_ms.p50": 5}),
+			row(map[string]string{"queue_at": "path", "verdict": "queue on the path"}, map[string]float64{"rise_ms.p50": 2}),
+			row(map[string]string{"queue_at": "unknown", "verdict": "loaded p50 rose 2 ms; no queue watch"}, map[string]float64{"rise_ms.p50": 2}),
+			row(map[string]string{"queue_at": "unknown", "verdict": "no idle and loaded round trips to compare"}, map[string]float64{"rpm.idle": 1000}),
+		}, []string{Fails, Fails, Fails, Unknown}},
+		{"policy cost, deny kept, enforcement", "netpol", []suite.Row{
+			row(map[string]string{"policies": "0", "select": "none"}, map[string]float64{"throughput_bps.receiver": 9e9, "crr_per_s": 5000}),
+			row(map[string]string{"policies": "100", "select": "other"}, map[string]float64{"throughput_bps.receiver": 9e9, "crr_per_s": 4900, "crr_vs_none_pct": 98}),
+			row(map[string]string{"policies": "100", "select": "pair"}, map[string]float64{"crr_per_s": 1}), // no no-policy figure
+			row(map[string]string{"policies": "deny", "established": "kept", "new": "refused"}, nil),
+			row(map[string]string{"policies": "enforce"}, map[string]float64{"deny_latency_p50_ms": 3, "deny_latency_p99_ms": 9}),
+		}, []string{Measured, Measured, Measured, Measured, Measured}},
+		{"deny not enforced, partly, not measured; no enforcement", "netpol", []suite.Row{
+			row(map[string]string{"policies": "deny", "established": "kept", "new": "allowed"}, nil),
+			row(map[string]string{"policies": "deny", "established": "cut", "new": "refused in 2 of 3"}, nil),
+			row(map[string]string{"policies": "deny", "established": "not measured", "new": "not measured"}, nil),
+			{Connection: suite.PodPodCrossNode, Labels: map[string]string{"policies": "enforce"}, Errors: []string{"sample 1: no connect failed after the deny"}},
+			row(map[string]string{"policies": "10", "select": "pair"}, nil),
+		}, []string{Fails, Partial, Unknown, Unknown, Unknown}},
 		{"police unsupported", "policing", []suite.Row{
 			{Connection: "police", Labels: map[string]string{"variant": "police", "placement": "same-node", "verdict": "police: not measured: kernel lacks it"}},
 		}, []string{NotAsked}},

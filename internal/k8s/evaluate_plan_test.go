@@ -81,6 +81,8 @@ func TestDefaultEvaluatePlanFits(t *testing.T) {
 		{"default install", false, &Env{kernels: kernels, CNI: CNI{Name: "flannel", Mode: "vxlan"}, PathMTU: 1450, Encap: suite.EncapVXLAN}},
 		{"host and qos agents", true, &Env{kernels: kernels, Sets: AgentSets{Host: true, QoS: true},
 			CNI: CNI{Name: "flannel", Mode: "vxlan"}, PathMTU: 1450, Encap: suite.EncapVXLAN}},
+		{"policy-enforcing CNI", true, &Env{kernels: kernels, Sets: AgentSets{Host: true, QoS: true},
+			CNI: CNI{Name: "calico", Mode: "vxlan"}, PathMTU: 1450, Encap: suite.EncapVXLAN}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var progress bytes.Buffer
@@ -109,6 +111,12 @@ func TestDefaultEvaluatePlanFits(t *testing.T) {
 				}
 				if strings.HasPrefix(p.Reason, "budget") {
 					t.Errorf("question %s left out by the default budget: %s", p.Question, p.Reason)
+				}
+				// The policy question is planned where the CNI enforces
+				// NetworkPolicy, and opt-in: it does not fit beside the others.
+				if p.Question == evaluate.QPolicy && tc.env.CNI.Name == "calico" &&
+					(p.Asked || p.Estimate == 0 || !strings.HasPrefix(p.Reason, "opt-in not given: --questions policy")) {
+					t.Errorf("policy on calico: asked %v, estimate %v, reason %q; want planned and opt-in", p.Asked, p.Estimate, p.Reason)
 				}
 				if p.Asked && p.Estimate > 0 {
 					asked++
