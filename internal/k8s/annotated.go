@@ -21,13 +21,9 @@ func (e *Env) applyAnnotated(ctx context.Context, c suite.Change) (func(context.
 		return nil, fmt.Errorf("change %s: no annotations", c)
 	}
 	timeout := e.waitTimeout()
-	agents, err := e.Client.Agents(ctx)
+	_, member, err := e.member(ctx, c.Member, "stand in for")
 	if err != nil {
 		return nil, err
-	}
-	member := agentNamed(agents, c.Member)
-	if member == nil {
-		return nil, fmt.Errorf("no agent pod %s to stand in for", c.Member)
 	}
 	si, err := e.startStandIn(ctx, member.UID, ShapedOptions{Node: member.Node, Annotations: c.PodAnnotations, Timeout: timeout})
 	if err != nil {

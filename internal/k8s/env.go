@@ -166,13 +166,9 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 		return nil, fmt.Errorf("on Kubernetes cnperf cannot make the change %s", c)
 	}
 	timeout := e.waitTimeout()
-	agents, err := e.Client.Agents(ctx)
+	agents, member, err := e.member(ctx, c.Member, "shape")
 	if err != nil {
 		return nil, err
-	}
-	member := agentNamed(agents, c.Member)
-	if member == nil {
-		return nil, fmt.Errorf("no agent pod %s to shape", c.Member)
 	}
 	calico := c.Annotations == suite.AnnotationsCalico
 	bw := Bandwidth{Ingress: quantity(c.QoS.IngressRateBps), Egress: quantity(c.QoS.EgressRateBps)}
@@ -206,6 +202,20 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 	e.shaped = append(e.shaped, sh)
 	e.mu.Unlock()
 	return si.undo, nil
+}
+
+// member returns the agent pods and the one named name, which a change
+// is about to act on (what: "shape", "stand in for").
+func (e *Env) member(ctx context.Context, name, what string) ([]Agent, *Agent, error) {
+	agents, err := e.Client.Agents(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := agentNamed(agents, name)
+	if m == nil {
+		return nil, nil, fmt.Errorf("no agent pod %s to %s", name, what)
+	}
+	return agents, m, nil
 }
 
 // standIn is an agent pod started in place of a suite's member, with its
