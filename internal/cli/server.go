@@ -31,7 +31,8 @@ func newServerCommand(g *globalOptions, st Streams) *cobra.Command {
 	var tlsHosts []string
 	var plainHTTP, trustAddrs, checkSource bool
 	var requireCreds bool
-	var minEvery time.Duration
+	var minEvery, keepalive time.Duration
+	var keepaliveBudget float64
 	var pairBudget int
 	var rv reviewFlags
 	cmd := &cobra.Command{
@@ -91,6 +92,7 @@ request may ask: the --max-* and --min-* flags.`,
 			tf := tlsFlags{cert: tlsCert, key: tlsKey, dir: tlsDir, hosts: tlsHosts, plain: plainHTTP}
 			opts := server.Options{UserToken: userTok, AgentToken: agentTok, AgentReviewer: reviewer, Limits: lim, RequireAgentCredentials: requireCreds,
 				ScheduleMinEvery: minEvery, MetricsPairBudget: pairBudget, AgentSourceCheck: checkSource && !trustAddrs,
+				SessionKeepalive: keepalive, SessionKeepaliveBudget: keepaliveBudget,
 				TokenPlaces: tokenPlaces(userTokenFile, userTokenSecret, os.Getenv("POD_NAMESPACE"))}
 			return runServer(cmd.Context(), g, st, listen, dsn, opts, mo, tf)
 		},
@@ -114,6 +116,8 @@ request may ask: the --max-* and --min-* flags.`,
 	fl.BoolVar(&plainHTTP, "plain-http", envOr("CNPERF_PLAIN_HTTP", "") == "1", "serve plain HTTP, not TLS: bearer tokens cross the network in clear (loopback, or behind a proxy that terminates TLS)")
 	fl.BoolVar(&checkSource, "check-agent-source", false, "refuse heartbeats that come from another address than the agent's pod_ip or node_ip (off by default: host-network agents and masquerading CNIs send from other addresses)")
 	fl.BoolVar(&trustAddrs, "trust-agent-addrs", false, "accept heartbeats from any address, the default; overrides --check-agent-source")
+	fl.DurationVar(&keepalive, "session-keepalive", 0, fmt.Sprintf("keep-alive period asked of agent sessions; 0 scales it with the sessions this server holds, to keep them under --session-keepalive-budget a second (%v to %v)", server.KeepaliveMin, server.KeepaliveMax))
+	fl.Float64Var(&keepaliveBudget, "session-keepalive-budget", server.DefaultSessionKeepaliveBudget, "with --session-keepalive 0: the most keep-alives a second this server asks of its sessions")
 	return cmd
 }
 

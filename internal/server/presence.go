@@ -33,12 +33,12 @@ func (s *Server) presenceLease() string { return presenceLeasePrefix + s.opts.Re
 
 // presenceTTL is how long a presence lease lives unless renewed: the
 // leader lease's TTL (15 s: five renewals may fail or come late), and at
-// least two keep-alive periods and 5 s, so that the agents of a replica
-// whose node died silently (they give up on it after two periods without
-// an echo, then reconnect within a second or two) hold sessions elsewhere
-// before it expires.
+// least two of the longest keep-alive period asked of a session and 5 s,
+// so that the agents of a replica whose node died silently (they give up
+// on it after two of their periods without an echo, then reconnect within
+// a second or two) hold sessions elsewhere before it expires.
 func (s *Server) presenceTTL() time.Duration {
-	return max(s.opts.LeaseTTL, 2*s.opts.SessionKeepalive+5*time.Second)
+	return max(s.opts.LeaseTTL, 2*s.longestKeepalive()+5*time.Second)
 }
 
 // mark records a session opened (held) or ended for the next flush; the

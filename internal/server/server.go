@@ -94,9 +94,12 @@ type Options struct {
 	// ReofferAfter is how long a handed-out task may go unacknowledged
 	// before a heartbeat re-offers it (DefaultReofferAfter; redispatch.go).
 	ReofferAfter time.Duration
-	// SessionKeepalive is the keep-alive period asked of agent sessions
-	// (api.DefaultKeepalive; session.go).
-	SessionKeepalive time.Duration
+	// SessionKeepalive is the keep-alive period asked of agent sessions;
+	// 0 scales it with the sessions held so that they send at most
+	// SessionKeepaliveBudget keep-alives a second, within [KeepaliveMin,
+	// KeepaliveMax] (keepalive.go).
+	SessionKeepalive       time.Duration
+	SessionKeepaliveBudget float64 // DefaultSessionKeepaliveBudget when 0
 	// SessionOpenBudget bounds the store work of a session's hello
 	// (DefaultSessionOpenBudget; session.go): past it the open is
 	// answered 503 instead of served after the agent gave up on it.
@@ -156,6 +159,12 @@ type Server struct {
 	refusals   refusalLog   // session opens refused for the store's pace (session.go)
 	cover      coverage     // the matrix's runs and agents' nodes (coverage.go)
 
+	// keepaliveLo and keepaliveHi bound the scaled keep-alive period
+	// (KeepaliveMin, KeepaliveMax; tests shorten them); keepaliveAsked is
+	// the longest period asked of a session (ns, keepalive.go).
+	keepaliveLo, keepaliveHi time.Duration
+	keepaliveAsked           atomic.Int64
+
 	presenceMu      sync.Mutex // orders presence writes (presence.go)
 	presenceRenewed time.Time  // the presence lease's last renewal (under presenceMu)
 	presenceDropped time.Time  // the last drop of dead presence leases (reaper only)
@@ -194,7 +203,12 @@ func New(opts Options) (*Server, error) {
 	if opts.ReplicaID == "" {
 		opts.ReplicaID = NewReplicaID()
 	}
-	setDefault(&opts.SessionKeepalive, api.DefaultKeepalive)
+	if err := checkKeepalive(opts); err != nil {
+		return nil, err
+	}
+	if opts.SessionKeepaliveBudget == 0 {
+		opts.SessionKeepaliveBudget = DefaultSessionKeepaliveBudget
+	}
 	setDefault(&opts.SessionOpenBudget, DefaultSessionOpenBudget)
 	setDefault(&opts.ScheduleMinEvery, schedule.DefaultMinEvery)
 	opts.Limits = opts.Limits.withDefaults()
@@ -210,7 +224,11 @@ func New(opts Options) (*Server, error) {
 		keys:       newTestKeys(),
 		bigReports: make(chan struct{}, bigReportSlots),
 		raw:        newRawReads(),
+
+		keepaliveLo: KeepaliveMin,
+		keepaliveHi: KeepaliveMax,
 	}
+	s.sessions.period, s.sessions.raise = s.keepaliveFor, s.raiseKeepalives
 	if opts.Bus != nil {
 		s.disp.share = s.publish
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,9 @@ import (
 // with the same HTTP status before the answer starts. Then:
 //
 //   - presence is the open session and a keep-alive frame every
-//     KeepaliveS (memory only, beatCache.alive); a session silent for
-//     sessionSilence ends (the sweeper, below);
+//     KeepaliveS (memory only, beatCache.alive), a period scaled with the
+//     sessions held (keepalive.go); a session silent for two of its
+//     periods and a second ends (the sweeper, below);
 //   - a pull frame asks for tasks: a dispatch pass claims them as a long
 //     poll would, run wherever the agent's long poll would be woken
 //     (dispatcher.hold), and sends one offer; server requests and
@@ -41,10 +43,12 @@ import (
 //     frame but keep-alives; a revoked credential ends the session at once
 //     (bye, status 401), as does a newer session of the same agent (409).
 
-// sessionSilence is how long a session may send nothing before the server
-// ends it: two keep-alive periods and a second (11 s at 5 s), so one
-// keep-alive may be up to 6 s late.
-func (s *Server) sessionSilence() time.Duration { return 2*s.opts.SessionKeepalive + time.Second }
+// sessionSilence is the silence limit of the next session to open (its
+// hello must come within it): two of the periods it is asked for and a
+// second (keepalive.go). An open session's limit follows its own period.
+func (s *Server) sessionSilence() time.Duration {
+	return silenceOf(s.keepaliveFor(s.sessions.count() + 1))
+}
 
 // DefaultSessionOpenBudget bounds the store work of a session's hello
 // (its heartbeat: the credential, the agent's registration, the tasks it
@@ -139,6 +143,8 @@ type agentSession struct {
 
 	checked time.Time // the token's last check (read loop only)
 
+	asked atomic.Int64 // the keep-alive period asked of the agent (ns; only raised)
+
 	lastFrame  atomic.Int64 // when the latest frame was read (unix ns)
 	silent     atomic.Bool  // the sweeper ended the session for its silence
 	writeSince atomic.Int64 // when the write in progress began (unix ns; 0: none)
@@ -159,7 +165,12 @@ type sessionSet struct {
 	mu       sync.Mutex // guards m, sweeping
 	m        map[string]*agentSession
 	sweeping bool // a sweeper runs (while sessions are open)
-	silence  time.Duration
+	// period is the keep-alive period to ask of n sessions; raise asks
+	// sessions asked less for it (Server.raiseKeepalives, run by one
+	// goroutine at a time: raising).
+	period  func(n int) time.Duration
+	raise   func([]*agentSession, time.Duration)
+	raising atomic.Bool
 	// presence: sessions opened and ended since the last flush wrote
 	// them to the store (presence.go), by pod uid.
 	presence map[string]store.Presence
@@ -167,7 +178,7 @@ type sessionSet struct {
 
 // add registers a session and returns the one it replaces (nil if none).
 // It starts the sweeper if none runs.
-func (ss *sessionSet) add(a *agentSession, silence time.Duration) *agentSession {
+func (ss *sessionSet) add(a *agentSession) *agentSession {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.m == nil {
@@ -176,7 +187,6 @@ func (ss *sessionSet) add(a *agentSession, silence time.Duration) *agentSession 
 	old := ss.m[a.uid]
 	ss.m[a.uid] = a
 	ss.mark(a.uid, true, time.Time{})
-	ss.silence = silence
 	if !ss.sweeping {
 		ss.sweeping = true
 		go ss.sweep()
@@ -184,13 +194,15 @@ func (ss *sessionSet) add(a *agentSession, silence time.Duration) *agentSession 
 	return old
 }
 
-// sweep ends sessions silent for the silence limit and unblocks writes
-// stuck for sessionWriteTimeout, every sweepEvery, until no session is
-// left.
+// sweep ends sessions silent for their silence limit (two of the periods
+// asked of them and a second), unblocks writes stuck for
+// sessionWriteTimeout, and has the sessions asked a shorter keep-alive
+// period than the sessions held now call for asked the longer one, every
+// sweepEvery, until no session is left.
 func (ss *sessionSet) sweep() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var all []*agentSession
+	var all, low []*agentSession
 	for range t.C {
 		ss.mu.Lock()
 		if len(ss.m) == 0 {
@@ -198,23 +210,38 @@ func (ss *sessionSet) sweep() {
 			ss.mu.Unlock()
 			return
 		}
-		silence := ss.silence
+		var period time.Duration
+		if ss.period != nil {
+			period = ss.period(len(ss.m))
+		}
 		all = all[:0]
 		for _, a := range ss.m {
 			all = append(all, a)
 		}
 		ss.mu.Unlock()
 		now := time.Now().UnixNano()
+		low = low[:0]
 		for _, a := range all {
-			if quiet := time.Duration(now - a.lastFrame.Load()); quiet > silence {
+			asked := time.Duration(a.asked.Load())
+			if quiet, silence := time.Duration(now-a.lastFrame.Load()), silenceOf(asked); quiet > silence {
 				a.silent.Store(true)
 				a.cancel(fmt.Errorf("read: no frame for %v (limit %v)", quiet.Round(time.Millisecond), silence))
 			}
 			if since := a.writeSince.Load(); since != 0 && time.Duration(now-since) > sessionWriteTimeout {
 				a.expireWrite()
 			}
+			if asked < period {
+				low = append(low, a)
+			}
 		}
 		clear(all)
+		if len(low) > 0 && ss.raise != nil && ss.raising.CompareAndSwap(false, true) {
+			go func(low []*agentSession) {
+				defer ss.raising.Store(false)
+				ss.raise(low, period)
+			}(slices.Clone(low))
+		}
+		clear(low)
 	}
 }
 
@@ -364,6 +391,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel,
 		hb: *hello.Heartbeat, checked: s.now(), ctx: ctx, srv: s}
+	period := s.keepaliveFor(s.sessions.count() + 1)
+	s.ask(a, period)
 	a.lastFrame.Store(time.Now().UnixNano())
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -372,13 +401,13 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		a.done = true
 		a.dmu.Unlock()
 	}()
-	if old := s.sessions.add(a, s.sessionSilence()); old != nil {
+	if old := s.sessions.add(a); old != nil {
 		old.cancel(&sessionEnded{status: http.StatusConflict, msg: "a newer session of this agent replaced this one"})
 	}
 	defer s.sessions.remove(a)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	if err := s.send(a, api.SessionFrame{Type: api.FrameWelcome, Reply: &reply, KeepaliveS: s.opts.SessionKeepalive.Seconds()}); err != nil {
+	if err := s.send(a, api.SessionFrame{Type: api.FrameWelcome, Reply: &reply, KeepaliveS: period.Seconds()}); err != nil {
 		return
 	}
 	s.log.Debug("agent session open", "pod_uid", uid)
@@ -434,11 +463,20 @@ func errOr(err, def error) error {
 
 // send writes one frame and flushes it.
 func (s *Server) send(a *agentSession, f api.SessionFrame) error {
+	line, err := encodeFrame(f)
+	if err != nil {
+		return err
+	}
+	return a.write(line)
+}
+
+// encodeFrame is a frame's line.
+func encodeFrame(f api.SessionFrame) ([]byte, error) {
 	b, err := json.Marshal(f)
 	if err != nil {
-		return fmt.Errorf("encode %s frame: %w", f.Type, err)
+		return nil, fmt.Errorf("encode %s frame: %w", f.Type, err)
 	}
-	return a.write(append(b, '\n'))
+	return append(b, '\n'), nil
 }
 
 func (a *agentSession) write(line []byte) error {
@@ -622,6 +660,19 @@ func (a *agentSession) kick() {
 }
 
 func (a *agentSession) wakeUp() { a.kick() }
+
+// enter lets a writer other than the handler and its dispatch passes
+// write to the session until it calls a.passes.Done; false when the
+// handler is returning (nothing may write to w then).
+func (a *agentSession) enter() bool {
+	a.kmu.Lock()
+	defer a.kmu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.passes.Add(1)
+	return true
+}
 
 // dispatchPasses makes passes while kicks ask for them.
 func (s *Server) dispatchPasses(a *agentSession) {

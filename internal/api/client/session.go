@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
@@ -27,7 +29,7 @@ import (
 // report, ...), or the session stalls.
 type Session struct {
 	uid       string
-	keepalive time.Duration // asked by the server
+	keepalive atomic.Int64 // the period the server asks for (ns): its welcome, raised by keep-alive frames
 	welcome   api.HeartbeatReply
 	body      io.ReadCloser
 	pw        *io.PipeWriter
@@ -184,14 +186,15 @@ func (s *Session) read(sc *bufio.Scanner, welcomed chan<- error) {
 			if f.Reply != nil {
 				s.welcome = *f.Reply
 			}
-			s.keepalive = time.Duration(f.KeepaliveS * float64(time.Second))
-			if s.keepalive <= 0 {
-				s.keepalive = api.DefaultKeepalive
-			}
+			s.keepalive.Store(int64(api.DefaultKeepalive))
+			s.setKeepalive(f.KeepaliveS)
 			welcomed <- nil
 			continue
 		}
 		switch f.Type {
+		case api.FrameKeepalive:
+			// The server asks for another period (it holds more sessions).
+			s.setKeepalive(f.KeepaliveS)
 		case api.FrameOffer:
 			if f.Offer != nil && s.onOffer != nil {
 				s.onOffer(s, *f.Offer)
@@ -248,8 +251,21 @@ func (s *Session) Err() error {
 	}
 }
 
-// KeepalivePeriod is the keep-alive period the server asked for.
-func (s *Session) KeepalivePeriod() time.Duration { return s.keepalive }
+// KeepalivePeriod is the keep-alive period the server asks for now.
+func (s *Session) KeepalivePeriod() time.Duration { return time.Duration(s.keepalive.Load()) }
+
+// minKeepalive is the shortest period a server may ask for: a shorter
+// one is taken as this (a keep-alive is a write and a wake-up).
+const minKeepalive = 100 * time.Millisecond
+
+// setKeepalive takes the period the server asks for, in seconds; none (0
+// or less, or not a number) leaves the period as it is.
+func (s *Session) setKeepalive(sec float64) {
+	if !(sec > 0) || sec > float64(math.MaxInt64/int64(time.Second)) {
+		return
+	}
+	s.keepalive.Store(int64(max(time.Duration(sec*float64(time.Second)), minKeepalive)))
+}
 
 // Welcome is the server's reply to the hello heartbeat.
 func (s *Session) Welcome() api.HeartbeatReply { return s.welcome }
@@ -482,7 +498,8 @@ func (c *Client) HoldSession(ctx context.Context, l SessionLoop) {
 // whether a keep-alive was echoed. The first goes out as the session
 // opens: its echo proves within a round trip that the path carries
 // sessions (the back-off then starts over when the session ends), not
-// only after a period (10 s by default).
+// only after a period (10 s by default). A period the server changes
+// while the session is open is taken at the next keep-alive.
 func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error)) (echoed bool, err error) {
 	period := s.KeepalivePeriod()
 	t := time.NewTicker(period)
@@ -497,6 +514,10 @@ func keepSession(ctx context.Context, s *Session, onKA func(time.Duration, error
 			return echoed, s.Err()
 		case <-first:
 		case <-t.C:
+		}
+		if p := s.KeepalivePeriod(); p != period {
+			period = p
+			t.Reset(period)
 		}
 		// Two periods: the server ends a session silent for two periods
 		// and a second, so on a starved machine the agent does not give up
