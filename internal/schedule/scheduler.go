@@ -134,6 +134,16 @@ func (s *Scheduler) Tick(ctx, runCtx context.Context) error {
 	}
 	var errs []error
 	for _, sc := range due {
+		if s.startsLate(sc) {
+			busy, err := s.busy(ctx, sc.ID, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if busy {
+				continue // due, and started once the run going ends
+			}
+		}
 		next := NextDue(sc.NextAt, sc.Every, now)
 		rec, err := s.o.Store.StartScheduleRun(ctx, sc.ID, sc.NextAt, next, now, now.Add(-s.o.StaleAfter))
 		switch {
@@ -157,6 +167,34 @@ func (s *Scheduler) Tick(ctx, runCtx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// startsLate says whether a due time of sc that comes while its previous
+// run is going starts as soon as that run ends (late), rather than being
+// recorded skipped: so for a suite that rotates through cycles of a plan
+// (one that takes the "cycle" setting, the matrix), whose window counts
+// cycles, so that a skipped due time would stretch it by an interval.
+// This is a Kubernetes CronJob's concurrencyPolicy Forbid with no
+// startingDeadlineSeconds: the missed time runs when the active job
+// ends, several missed times once.
+func (s *Scheduler) startsLate(sc store.Schedule) bool {
+	su, err := s.o.Suites.Get(sc.Suite)
+	return err == nil && takes(su, "cycle")
+}
+
+// busy says whether schedule id has a run going (beaten within
+// StaleAfter).
+func (s *Scheduler) busy(ctx context.Context, id string, now time.Time) (bool, error) {
+	runs, err := s.o.Store.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: id, State: store.ScheduleRunning, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("schedule %s: runs going: %w", id, err)
+	}
+	return len(runs) > 0 && !runs[0].BeatAt.Before(now.Add(-s.o.StaleAfter)), nil
+}
+
+// takes says whether su documents the setting name.
+func takes(su suite.Suite, name string) bool {
+	return slices.ContainsFunc(suite.KeysOf(su), func(k suite.Key) bool { return k.Name == name })
+}
+
 // NextDue is the first time after now on the schedule's grid (due + k ×
 // every): due times missed while no server ran are not made up.
 func NextDue(due time.Time, every time.Duration, now time.Time) time.Time {
@@ -166,6 +204,22 @@ func NextDue(due time.Time, every time.Duration, now time.Time) time.Time {
 		next = due.Add(k * every)
 	}
 	return next
+}
+
+// Span is how long runs of the given lengths take, from the first's
+// start to the last's end, on a schedule every `every` whose missed due
+// times start late (startsLate): each run starts at its due time or at
+// the previous run's end, whichever is later, and the next due time is
+// the grid's first after its start. It is the time a cycled suite's
+// schedule takes to run a plan's window of cycles.
+func Span(every time.Duration, runs []time.Duration) time.Duration {
+	var due, end time.Duration
+	for _, d := range runs {
+		start := max(due, end)
+		end = start + d
+		due = (start/every + 1) * every
+	}
+	return end
 }
 
 // recorder is the API with the ids of the runs made through it kept.
@@ -296,11 +350,7 @@ func (s *Scheduler) run(ctx context.Context, sc store.Schedule, a suite.API, inv
 // plan's whole window. It returns the cycle the run after this one starts
 // at, and whether it set one.
 func (s *Scheduler) cycle(ctx context.Context, sc store.Schedule, su suite.Suite, o *suite.Options) (int, bool) {
-	hasCycle, hasCycles := false, false
-	for _, k := range suite.KeysOf(su) {
-		hasCycle = hasCycle || k.Name == "cycle"
-		hasCycles = hasCycles || k.Name == "cycles"
-	}
+	hasCycle, hasCycles := takes(su, "cycle"), takes(su, "cycles")
 	set := maps.Clone(o.Set)
 	if set == nil {
 		set = map[string]string{}

@@ -13,6 +13,7 @@ import (
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/store"
 	"github.com/cnperf/cnperf/internal/store/storetest"
+	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/builtin"
 )
 
@@ -69,6 +70,19 @@ func (f *fakeAPI) CancelRun(_ context.Context, id, _ string) (api.Run, error) {
 	r.State = api.RunCancelled
 	f.runs[id] = r
 	return r, nil
+}
+
+// release ends the runs held running (succeeded) and holds no more.
+func (f *fakeAPI) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold = false
+	for id, r := range f.runs {
+		if r.State == api.RunRunning {
+			r.State = api.RunSucceeded
+			f.runs[id] = r
+		}
+	}
 }
 
 func (f *fakeAPI) counts() (created, cancelled []string) {
@@ -178,21 +192,25 @@ func TestOnlyTheLeaderLooks(t *testing.T) {
 	}
 }
 
-// TestSkipWhileRunningThenDelete: a due time while the schedule's run is
-// going is recorded skipped; deleting the schedule cancels the run going.
+// TestSkipWhileRunningThenDelete: a due time while the run of a
+// schedule of a suite without cycles is going is recorded skipped;
+// deleting the schedule cancels the run going.
 func TestSkipWhileRunningThenDelete(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := storetest.Open(t, "sqlite:"+t.TempDir()+"/cnperf.db")
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	clk := &clock{t: t0}
-	sc, err := st.CreateSchedule(ctx, store.Schedule{Suite: "matrix", Every: 10 * time.Second, Options: matrixOptions}, t0)
+	sc, err := st.CreateSchedule(ctx, store.Schedule{Suite: "plain", Every: 10 * time.Second, Options: matrixOptions}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := newFakeAPI()
 	a.hold = true
-	s := newScheduler(t, st, a, clk.Now)
+	s, err := schedule.New(schedule.Options{Store: st, API: a, Suites: suite.NewRegistry(plain{}), Now: clk.Now, BeatEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Tick(ctx, ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
 	if m.Jitter > 0 {
 		st += fmt.Sprintf("; each pair starts 0-%v late (by cycle and pair)", m.Jitter)
 	}
-	return st
+	return st + timing(o, len(eps))
 }
 
 // cycle plans cycle c: its pairs in rounds (none when c is past the
@@ -285,7 +285,7 @@ func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, su
 				if ri >= plain {
 					labels[LabelConfirm] = "1"
 				}
-				for i, measure := range []string{suite.MeasureTCP, suite.MeasureUDP, suite.MeasureRR, suite.MeasurePing} {
+				for i, measure := range measures {
 					sp := spec(measure, dst, m)
 					if i == 0 { // the pair's later measurements follow its first
 						sp.StartDelay = probe.Duration(Jitter(m.Jitter, c, src.Node, dst.Node))
