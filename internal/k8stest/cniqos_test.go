@@ -16,13 +16,13 @@ import (
 
 // runCNIQoS runs the cni-qos suite on the cluster's CNI: one row per
 // feature of the suite's table for this CNI, each with a verdict. What
-// holds on any machine is asserted: every feature has its row; Felix's
-// bandwidth limit is not bypassed (no "no effect"); Calico's DSCP annotation
-// marks what goes to the other node's own address (the underlay) and
-// not what goes to a pod; the annotated pods are gone afterwards. The
-// figures (rate held, time to conform, packets per second) and the
-// packet-rate verdicts (no effect in this harness: a finding, not
-// asserted) are logged.
+// holds on any machine is asserted: every feature has its row; Calico's
+// bandwidth, packet-rate and connection limits are not bypassed (no "no
+// effect": what arrives or connects is bounded by the limit, however
+// slow the machine); Calico's DSCP annotation marks what goes to the
+// other node's own address (the underlay) and not what goes to a pod;
+// the annotated pods are gone afterwards. The figures (rate held, time
+// to conform, packets per second, connections held) are logged.
 func runCNIQoS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
 	t0 := time.Now()
 	out, errOut, err := cnp(15*time.Minute, "run", "cni-qos", "--k8s", "--time", "8s", "--repeat", "1", "--cni-conf-dir", cniDir, "--json")
@@ -57,9 +57,9 @@ func runCNIQoS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, c
 			continue
 		}
 		switch f.Class {
-		case cniqos.ClassBandwidth:
+		case cniqos.ClassBandwidth, cniqos.ClassPacketRate, cniqos.ClassConnections:
 			if want.Name == "calico" && r.Labels[cniqos.LabelVerdict] == cniqos.NoEffect {
-				t.Errorf("%s: Felix's limit had no effect: %s", f.Name, r.Labels[cniqos.LabelWhy])
+				t.Errorf("%s: Calico's limit had no effect: %s", f.Name, r.Labels[cniqos.LabelWhy])
 			}
 		case cniqos.ClassDSCP:
 			if want.Name != "calico" {

@@ -324,6 +324,9 @@ type ConnectTimeline struct {
 	Spans      []ConnectSpan  `json:"spans"`
 	// Truncated says the spans stop early (MaxConnectSpans).
 	Truncated bool `json:"truncated,omitempty"`
+	// Held is, when the connections were held (Spec.Count), how many
+	// were open at once after the last attempt ended.
+	Held *int `json:"held,omitempty"`
 }
 
 // MaxConnectSpans bounds ConnectTimeline.Spans.

@@ -9,6 +9,12 @@
 // the interval while a policy drops SYNs; a suite reads from the
 // timeline when a change (a NetworkPolicy made) took effect. A responder
 // sees each attempt as a connection without a preface and drops it.
+//
+// With Count set it holds connections instead (a connection limit's
+// probe): Count connects, one every Interval, each bounded by Timeout;
+// every connection made stays open until the last attempt has ended,
+// is then read briefly to tell whether the peer closed it meanwhile,
+// and closed. The timeline's Held counts those open at once then.
 package connect
 
 import (
@@ -32,6 +38,14 @@ const (
 	MaxTimeout      = 900 * time.Millisecond
 	DefaultDuration = 10 * time.Second
 	MaxDuration     = time.Minute
+	// MaxHeld bounds Count: a responder admits 64 connections awaiting
+	// their preface from one address (docs/probes.md), and holds a
+	// silent one 5 s.
+	MaxHeld = 64
+	// openCheck is how long a held connection is read to tell whether
+	// the peer closed it (a close or reset arrives at once; silence is
+	// open).
+	openCheck = 20 * time.Millisecond
 )
 
 // Prober is the connect sampler.
@@ -57,6 +71,12 @@ func (Prober) Validate(spec probe.Spec) error {
 	if spec.Duration.D() > MaxDuration {
 		errs = append(errs, fmt.Errorf("duration %v: at most %v", spec.Duration.D(), MaxDuration))
 	}
+	if spec.Count > MaxHeld {
+		errs = append(errs, fmt.Errorf("count %d: at most %d connections held", spec.Count, MaxHeld))
+	}
+	if spread := time.Duration(spec.Count) * spec.IntervalOr(DefaultInterval); spread > MaxDuration {
+		errs = append(errs, fmt.Errorf("count %d at interval %v: the attempts span %v, at most %v", spec.Count, spec.IntervalOr(DefaultInterval), spread, MaxDuration))
+	}
 	return errors.Join(errs...)
 }
 
@@ -75,6 +95,9 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	d := net.Dialer{Timeout: timeout}
 	if spec.Source != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(spec.Source)}
+	}
+	if spec.Count > 0 {
+		return hold(ctx, spec, env, d, every, timeout)
 	}
 	now := env.Clock()
 	start := now()
@@ -120,6 +143,72 @@ func (p Prober) Run(ctx context.Context, spec probe.Spec, env probe.Env) (*probe
 	res := &probe.Result{Kind: probe.KindConnect, Tool: "cnperf", Dst: spec.Target, StartedAt: start,
 		DurationS: elapsed.Seconds(), Connects: tl}
 	res.Notes = append(res.Notes, fmt.Sprintf("%d connects to %s, one every %v, each bounded by %v", len(attempts), spec.Target, every, timeout))
+	if ctx.Err() != nil {
+		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
+	}
+	return res, nil
+}
+
+// hold makes spec.Count connects, one every interval, keeps the
+// connections made open until the last attempt has ended, and counts
+// those still open then (the peer may have closed or reset some).
+func hold(ctx context.Context, spec probe.Spec, env probe.Env, d net.Dialer, every, timeout time.Duration) (*probe.Result, error) {
+	now := env.Clock()
+	start := now()
+	attempts := make([]attempt, spec.Count)
+	conns := make([]net.Conn, spec.Count)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	made := 0
+	for ; made < spec.Count && ctx.Err() == nil; made++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			t := now()
+			c, err := d.DialContext(actx, "tcp", spec.Target)
+			attempts[i], conns[i] = attempt{start: t, outcome: outcome(err)}, c
+		}(made)
+		if made < spec.Count-1 {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}
+	wg.Wait()
+	attempts = attempts[:made]
+	held := 0
+	checkBy := time.Now().Add(openCheck)
+	for _, c := range conns {
+		if c != nil {
+			_ = c.SetReadDeadline(checkBy)
+		}
+	}
+	var buf [1]byte
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		var ne net.Error
+		if _, err := c.Read(buf[:]); err == nil || errors.As(err, &ne) && ne.Timeout() {
+			held++
+		}
+		_ = c.Close()
+	}
+	elapsed := now().Sub(start)
+	if made == 0 {
+		return nil, fmt.Errorf("connect hold: ended before its first attempt: %w", context.Cause(ctx))
+	}
+	slices.SortFunc(attempts, func(a, b attempt) int { return a.start.Compare(b.start) })
+	tl := Timeline(split(attempts))
+	tl.IntervalMs, tl.TimeoutMs, tl.Held = float64(every)/1e6, float64(timeout)/1e6, &held
+	res := &probe.Result{Kind: probe.KindConnect, Tool: "cnperf", Dst: spec.Target, StartedAt: start,
+		DurationS: elapsed.Seconds(), Connects: tl}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d connects to %s held open at once, one every %v, each bounded by %v: %d open when the last ended",
+		made, spec.Target, every, timeout, held))
 	if ctx.Err() != nil {
 		res.Notes = append(res.Notes, probe.StoppedEarly(ctx))
 	}

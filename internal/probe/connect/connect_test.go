@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,9 +91,91 @@ func TestValidate(t *testing.T) {
 		{"interval too short", probe.Spec{Target: "10.0.0.1:80", Interval: dur(time.Microsecond)}, false},
 		{"timeout past the SYN resend", probe.Spec{Target: "10.0.0.1:80", Timeout: dur(time.Second)}, false},
 		{"too long", probe.Spec{Target: "10.0.0.1:80", Duration: dur(time.Hour)}, false},
+		{"held", probe.Spec{Target: "10.0.0.1:80", Count: 20}, true},
+		{"too many held", probe.Spec{Target: "10.0.0.1:80", Count: MaxHeld + 1}, false},
+		{"held attempts too far apart", probe.Spec{Target: "10.0.0.1:80", Count: 20, Interval: dur(10 * time.Second)}, false},
 	} {
 		if err := (Prober{}).Validate(tc.spec); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// serve accepts on ln until it closes, handing each connection to keep.
+func serve(t *testing.T, keep func(*net.TCPConn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			keep(c.(*net.TCPConn))
+		}
+	}()
+	return ln
+}
+
+// TestHoldCountsOpenConnections: with Count set, a peer that keeps every
+// connection has all of them held at once; a port nobody listens on
+// refuses all and holds none; a peer that resets each connection as it
+// accepts it holds none open once the attempts are over (the last one,
+// accepted right as the attempts end, may still read as open; on
+// loopback the reset may also beat the dial's return, an error).
+func TestHoldCountsOpenConnections(t *testing.T) {
+	var mu sync.Mutex
+	var kept []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range kept {
+			_ = c.Close()
+		}
+	})
+	keeper := serve(t, func(c *net.TCPConn) { mu.Lock(); kept = append(kept, c); mu.Unlock() })
+	resetter := serve(t, func(c *net.TCPConn) { _ = c.SetLinger(0); _ = c.Close() })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closed.Close()
+	for _, c := range []struct {
+		name        string
+		target      string
+		interval    time.Duration
+		ok          int
+		heldAtMost  int
+		heldAtLeast int
+	}{
+		{"kept", keeper.Addr().String(), 5 * time.Millisecond, 12, 12, 12},
+		{"refused", closed.Addr().String(), 5 * time.Millisecond, 0, 0, 0},
+		{"reset", resetter.Addr().String(), 200 * time.Millisecond, -1, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := 12
+			if c.name == "reset" {
+				n = 4
+			}
+			spec := probe.Spec{Kind: probe.KindConnect, Target: c.target, Count: n, Interval: dur(c.interval)}
+			res, err := Prober{}.Run(context.Background(), spec, probe.Env{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := res.Connects
+			if tl.Attempts != n || c.ok >= 0 && tl.Outcomes[probe.ConnectOK] != c.ok || tl.Held == nil {
+				t.Fatalf("%+v held %v; want %d attempts, %d ok", tl, tl.Held, n, c.ok)
+			}
+			if *tl.Held < c.heldAtLeast || *tl.Held > c.heldAtMost {
+				t.Errorf("held %d, want %d to %d", *tl.Held, c.heldAtLeast, c.heldAtMost)
+			}
+			if c.ok == 0 && tl.Outcomes[probe.ConnectRefused] != n {
+				t.Errorf("outcomes %v, want all refused", tl.Outcomes)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
+	"github.com/cnperf/cnperf/internal/probe/connect"
 	"github.com/cnperf/cnperf/internal/suite"
 	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
@@ -98,7 +99,7 @@ func TestTryable(t *testing.T) {
 		{"calico bandwidth", feat("calico", "egressBandwidth"), clusterCaps("calico", "v3.31.0", "6.18.44", noFq), ""},
 		{"calico dscp", feat("calico", "dscp"), clusterCaps("calico", "v3.31.0", "6.18.44", noFq), ""},
 		{"calico too old", feat("calico", "dscp"), clusterCaps("calico", "v3.30.2", "6.18.44", ""), "older than v3.31.0"},
-		{"calico connections", feat("calico", "egressMaxConnections"), clusterCaps("calico", "v3.31.0", "6.18.44", ""), "no probe that opens many connections"},
+		{"calico connections", feat("calico", "egressMaxConnections"), clusterCaps("calico", "v3.31.0", "6.18.44", ""), ""},
 		{"cilium bandwidth manager without fq", feat("cilium", "bandwidth-manager"), clusterCaps("cilium", "v1.20.2", "6.18.44", noFq), "lacks fq: " + noFq},
 		{"cilium priority without fq", feat("cilium", "priority"), clusterCaps("cilium", "v1.20.2", "6.18.44", noFq), "lacks fq"},
 		{"cilium priority on an old kernel", feat("cilium", "priority"), clusterCaps("cilium", "v1.20.2", "6.6.1", ""), "kernel 6.6.1 is older than 6.7"},
@@ -140,6 +141,11 @@ func TestVerdicts(t *testing.T) {
 		{"pps not limited", PacketRate(1000, 20000, 19000), NoEffect, "not limited"},
 		{"pps loose", PacketRate(1000, 20000, 1300), Caveat, "+30 %"},
 		{"pps nothing", PacketRate(1000, 20000, 0), NoEffect, "nothing arrived"},
+		{"connections held", Connections(10, 20, 10, 10, 0), Works, "held: 10 of 20 connections open at once against 10 asked (10 reset, 0 timed out)"},
+		{"connections with the agent's", Connections(10, 20, 8, 12, 0), Works, "8 of 20"},
+		{"connections not limited", Connections(10, 20, 20, 0, 0), NoEffect, "not limited"},
+		{"connections loose", Connections(10, 20, 15, 5, 0), Caveat, "more than the limit"},
+		{"connections none", Connections(10, 20, 0, 0, 20), Caveat, "held below the limit: 0 of 20"},
 		{"dscp leaving", DSCP(34, probe.Int(34), probe.Int(0)), Works, "pod to pod it arrived as 0 (unmarked)"},
 		{"dscp lost", DSCP(34, probe.Int(0), probe.Int(0)), NoEffect, "as 0, not 34"},
 		{"dscp nothing", DSCP(34, nil, nil), NoEffect, "no traffic"},
@@ -156,8 +162,8 @@ func TestVerdicts(t *testing.T) {
 // TestPlanCalico: each tryable feature is a phase whose change puts its
 // annotations on a pod standing in for the source; ingress limits flow
 // towards it; DSCP goes to the host-network agent on the other node and
-// to a pod there; the connection limit is a row saying why it is not
-// tried. A lab (no CNI named) is refused.
+// to a pod there; the connection limit holds twice its connections
+// open. A lab (no CNI named) is refused.
 func TestPlanCalico(t *testing.T) {
 	o := suite.Options{Time: 8 * time.Second, Repeat: 1, Backend: "direct"}
 	phases, err := Suite{}.Plan(agents(), o, clusterCaps("calico", "v3.31.0", "6.18.44", noFq))
@@ -194,9 +200,16 @@ func TestPlanCalico(t *testing.T) {
 	if len(dscp.Steps) != 2 || !dscp.Steps[0].Dst.HostNetwork || dscp.Steps[0].Dst.Node != "node2" || dscp.Steps[1].Dst.HostNetwork {
 		t.Errorf("dscp steps %+v", dscp.Steps)
 	}
-	note := byName["egressMaxConnections/note"]
-	if len(note.Changes) != 0 || note.Steps[0].Labels[LabelVerdict] != Untried {
-		t.Errorf("connections: %+v", note)
+	// The connection limit: twice the limit of connects from the
+	// annotated pod, held open, a spec the connect probe accepts.
+	conns := byName["egressMaxConnections/flow"]
+	if len(conns.Changes) != 1 || conns.Changes[0].PodAnnotations["qos.projectcalico.org/egressMaxConnections"] != "10" || len(conns.Steps) != 1 {
+		t.Fatalf("connections: %+v", conns)
+	}
+	if st := conns.Steps[0]; st.Src.Name != "node1-pod" || st.Spec.Kind != probe.KindConnect || st.Spec.Count != 20 {
+		t.Errorf("connections step %s -> %s %+v, want 20 connects from the annotated pod", st.Src.Name, st.Dst.Name, st.Spec)
+	} else if err := (connect.Prober{}).Validate(st.Spec); err != nil {
+		t.Errorf("connections spec: %v", err)
 	}
 	if _, err := (Suite{}).Plan(agents(), o, suitetest.LabCaps()); err == nil || !strings.Contains(err.Error(), "CNI is not known") {
 		t.Errorf("lab: %v, want refused", err)
@@ -271,6 +284,8 @@ func TestCalicoRows(t *testing.T) {
 				}
 			case "packet-rate/flow":
 				r.PPS = probe.Float(1004)
+			case "connections/flow":
+				r.Connects = &probe.ConnectTimeline{Attempts: 20, Outcomes: map[string]int{probe.ConnectOK: 10, probe.ConnectRefused: 10}, Held: probe.Int(10)}
 			case "dscp/leaving":
 				r.DSCPReceived = probe.Int(34)
 			case "dscp/pod":
@@ -279,7 +294,7 @@ func TestCalicoRows(t *testing.T) {
 			outcomes = append(outcomes, suite.Outcome{Step: st, Result: r})
 		}
 	}
-	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Untried}
+	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Works}
 	for _, r := range (Suite{}).Rows(outcomes) {
 		f := r.Labels[LabelFeature]
 		if r.Labels[LabelVerdict] != want[f] {

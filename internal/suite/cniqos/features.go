@@ -10,6 +10,7 @@ package cniqos
 
 import (
 	"slices"
+	"strconv"
 )
 
 // Classes of promise a feature makes; each is measured its own way.
@@ -29,8 +30,9 @@ const (
 	// path, with and without the priority (qos-priority's EF under a
 	// flood).
 	ClassPriority = "priority"
-	// ClassConnections limits the number of a pod's connections; cnperf
-	// has no probe that opens many connections yet.
+	// ClassConnections limits the number of a pod's connections open at
+	// once: twice the limit of TCP connects, held open (the connect
+	// probe's Count), and how many were open at once.
 	ClassConnections = "connections"
 	// ClassNone is a CNI without QoS of its own (one row says so).
 	ClassNone = "none"
@@ -91,6 +93,7 @@ type Feature struct {
 const (
 	bandwidthLimit  = 100e6 // bit/s
 	packetRateLimit = 1000  // packets/s
+	connLimit       = 10    // connections open at once
 	dscpAF41        = 34
 )
 
@@ -126,8 +129,8 @@ var Table = []Feature{
 		Promise: "the pod's traffic leaving the cluster carries AF41 (34); traffic to pods is not marked", Value: dscpAF41,
 		From: calicoChecked, Ref: "calico#10718"},
 	{CNI: "calico", Name: "egressMaxConnections", Class: ClassConnections, Direction: DirEgress, Via: ViaAnnotation,
-		Set:     map[string]string{"qos.projectcalico.org/egressMaxConnections": "10"},
-		Promise: "the pod opens at most 10 connections", Value: 10, From: calicoChecked, Ref: calicoDocs},
+		Set:     map[string]string{"qos.projectcalico.org/egressMaxConnections": strconv.Itoa(connLimit)},
+		Promise: "the pod has at most 10 TCP connections open at once (connlimit; a SYN past it is reset)", Value: connLimit, From: calicoChecked, Ref: calicoDocs},
 
 	{CNI: "cilium", Name: "bandwidth-manager", Class: ClassBandwidth, Direction: DirEgress, Via: ViaAnnotation,
 		Set:     map[string]string{"kubernetes.io/egress-bandwidth": "100M"},

@@ -48,7 +48,7 @@ const (
 
 // Roles of a step within a feature's phase.
 const (
-	roleFlow    = "flow"    // the measured flow (bandwidth, packet rate)
+	roleFlow    = "flow"    // the measured flow (bandwidth, packet rate, connections)
 	roleLeaving = "leaving" // to an address of the underlay (DSCP)
 	rolePod     = "pod"     // to a pod (DSCP)
 	rolePlain   = "plain"   // latency under a flood, no priority
@@ -229,6 +229,12 @@ func featurePhases(name string, f Feature, o suite.Options, e ends, mtu int) []s
 		st.Exclusive = true
 		st.Labels[labelOffered] = strconv.Itoa(offeredPPS)
 		ph.Steps = []suite.Step{st}
+	case ClassConnections:
+		// Twice the limit, one connect every 5 ms, each bounded by
+		// 500 ms, all held until the last has ended.
+		st := step(f, o.Backend, roleFlow, src, dst, probe.Spec{Kind: probe.KindConnect, Target: dst.ResponderAddr,
+			Count: 2 * int(f.Value), Interval: probe.Duration(5 * time.Millisecond), Timeout: probe.Duration(500 * time.Millisecond)})
+		ph.Steps = []suite.Step{st}
 	case ClassDSCP:
 		rate := uint64(1e6)
 		spec := func(to suite.Endpoint) probe.Spec {
@@ -296,6 +302,11 @@ func featureRow(os []suite.Outcome) suite.Row {
 		offered, _ := strconv.ParseFloat(flow.Step.Labels[labelOffered], 64)
 		r.Median["limit_pps"], r.Median["offered_pps"], r.Median["received_pps"] = value, offered, *flow.Result.PPS
 		j = PacketRate(value, offered, *flow.Result.PPS)
+	case first.Labels[LabelClass] == ClassConnections && hasFlow && flow.Result != nil && flow.Result.Connects != nil && flow.Result.Connects.Held != nil:
+		tl := flow.Result.Connects
+		r.Median["limit_connections"], r.Median["attempted"], r.Median["held"] = value, float64(tl.Attempts), float64(*tl.Held)
+		r.Median["reset"], r.Median["timed_out"] = float64(tl.Outcomes[probe.ConnectRefused]), float64(tl.Outcomes[probe.ConnectTimeout])
+		j = Connections(value, tl.Attempts, *tl.Held, tl.Outcomes[probe.ConnectRefused], tl.Outcomes[probe.ConnectTimeout])
 	case first.Labels[LabelClass] == ClassDSCP:
 		got := func(k string) *int {
 			if o, ok := role[k]; ok && o.Result != nil && o.Result.DSCPReceived != nil {

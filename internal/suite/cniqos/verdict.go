@@ -59,9 +59,6 @@ func Tryable(f Feature, caps suite.Caps) (bool, string) {
 			return false, caps.Reason(suite.CapPodAnnotate)
 		}
 	}
-	if f.Class == ClassConnections {
-		return false, "cnperf has no probe that opens many connections yet"
-	}
 	return true, ""
 }
 
@@ -146,6 +143,28 @@ func PacketRate(limitPPS, offeredPPS, receivedPPS float64) Judgement {
 		return Judgement{Caveat, fmt.Sprintf("held below the limit: %.0f packets/s arrived against %.0f asked (%+.0f %%)", receivedPPS, limitPPS, 100*(receivedPPS/limitPPS-1))}
 	}
 	return Judgement{Works, fmt.Sprintf("held at %.0f packets/s (%+.1f %%) of %.0f offered", receivedPPS, 100*(receivedPPS/limitPPS-1), offeredPPS)}
+}
+
+// ConnSlack is how many connections a held connection limit may be off
+// by: the pod's own (its agent's to the server) may count against it.
+const ConnSlack = 2
+
+// Connections judges a limit of limit connections open at once from
+// attempts connects held open together: held were open at once after
+// the last attempt, refused were reset (as a connlimit rejects), timedOut
+// were dropped. At most limit+ConnSlack held and at least limit-ConnSlack
+// works; every attempt held is no effect.
+func Connections(limit float64, attempts, held, refused, timedOut int) Judgement {
+	figure := fmt.Sprintf("%d of %d connections open at once against %.0f asked (%d reset, %d timed out)", held, attempts, limit, refused, timedOut)
+	switch {
+	case held >= attempts && float64(held) > limit+ConnSlack:
+		return Judgement{NoEffect, figure + ": not limited"}
+	case float64(held) > limit+ConnSlack:
+		return Judgement{Caveat, figure + fmt.Sprintf(": more than the limit and its slack of %d", ConnSlack)}
+	case float64(held) < limit-ConnSlack:
+		return Judgement{Caveat, "held below the limit: " + figure}
+	}
+	return Judgement{Works, "held: " + figure}
 }
 
 // DSCP judges a mark that should reach an address leaving the cluster
