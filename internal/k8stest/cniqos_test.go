@@ -3,6 +3,7 @@ package k8stest
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,4 +89,26 @@ func runCNIQoS(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, c
 		t.Errorf("annotated pods left after the run: %s", strings.Join(left, ", "))
 	}
 	t.Logf("annotated pods started and removed: %d (the first: %s)", max(len(res.Shaped), min(1, len(res.First))), res.First)
+	recordVerified(t, want, res.Rows)
+}
+
+// recordVerified keeps docs/qos.md's table of verified features current:
+// a passing run merges its rows (this CNI and mode) into
+// docs/cni-qos-verified.json and rewrites the table from it (the docs'
+// test holds the two together).
+func recordVerified(t *testing.T, want CNIFacts, rows []row) {
+	if t.Failed() {
+		t.Logf("cni-qos record not updated: the run failed")
+		return
+	}
+	var vs []cniqos.Verified
+	for _, r := range rows {
+		vs = append(vs, cniqos.NewVerified(want.Name, want.Backend, r.Labels, r.Median))
+	}
+	docs := filepath.Join("..", "..", "docs")
+	if err := cniqos.UpdateVerified(filepath.Join(docs, "cni-qos-verified.json"), filepath.Join(docs, "qos.md"), want.Name, want.Backend, vs); err != nil {
+		t.Errorf("cni-qos record: %v", err)
+		return
+	}
+	t.Logf("cni-qos record: %s %s's %d rows in docs/cni-qos-verified.json and docs/qos.md's table", want.Name, want.Backend, len(vs))
 }
