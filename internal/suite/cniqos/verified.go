@@ -100,13 +100,6 @@ func MergeVerified(rec []Verified, cni, mode string, rows []Verified) []Verified
 		}
 		return len(list)
 	}
-	features := func(cni string) []string {
-		var names []string
-		for _, f := range For(cni) {
-			names = append(names, f.Name)
-		}
-		return names
-	}
 	cnis := CNIs()
 	slices.SortStableFunc(out, func(a, b Verified) int {
 		if a.CNI != b.CNI {
@@ -118,20 +111,48 @@ func MergeVerified(rec []Verified, cni, mode string, rows []Verified) []Verified
 		if c := rank(modes[a.CNI], a.Mode) - rank(modes[a.CNI], b.Mode); c != 0 {
 			return c
 		}
-		return rank(features(a.CNI), a.Feature) - rank(features(a.CNI), b.Feature)
+		return featureRank(a.CNI, a.Feature) - featureRank(b.CNI, b.Feature)
 	})
 	return out
 }
 
-// VerifiedTable is the docs' table of rec: one line per CNI, mode and
-// feature, with its verdict and figure.
+// VerifiedTable is the docs' table of rec: a line per CNI and feature,
+// its modes one after another, and modes with the same verdict and
+// figure on one line.
 func VerifiedTable(rec []Verified) string {
+	rows := slices.Clone(rec)
+	first := map[string]int{}
+	for i, v := range rows {
+		if _, ok := first[v.CNI]; !ok {
+			first[v.CNI] = i
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b Verified) int {
+		if a.CNI != b.CNI {
+			return first[a.CNI] - first[b.CNI]
+		}
+		return featureRank(a.CNI, a.Feature) - featureRank(b.CNI, b.Feature)
+	})
 	var b strings.Builder
 	b.WriteString("| CNI, mode | feature | verdict | figure or reason |\n|---|---|---|---|\n")
-	for _, v := range rec {
-		fmt.Fprintf(&b, "| %s %s | `%s` | %s | %s |\n", v.CNI, v.Mode, v.Feature, v.Verdict, strings.ReplaceAll(v.Figure, "|", "/"))
+	for i := 0; i < len(rows); {
+		v, modes := rows[i], []string{rows[i].Mode}
+		for i++; i < len(rows) && rows[i].CNI == v.CNI && rows[i].Feature == v.Feature && rows[i].Verdict == v.Verdict && rows[i].Figure == v.Figure; i++ {
+			modes = append(modes, rows[i].Mode)
+		}
+		fmt.Fprintf(&b, "| %s %s | `%s` | %s | %s |\n", v.CNI, strings.Join(modes, ", "), v.Feature, v.Verdict, strings.ReplaceAll(v.Figure, "|", "/"))
 	}
 	return b.String()
+}
+
+// featureRank is the place of cni's feature in the table (unknown ones
+// last).
+func featureRank(cni, feature string) int {
+	fs := For(cni)
+	if i := slices.IndexFunc(fs, func(f Feature) bool { return f.Name == feature }); i >= 0 {
+		return i
+	}
+	return len(fs)
 }
 
 // SetTable returns doc with the text between TableBegin and TableEnd

@@ -82,3 +82,22 @@ func TestUpdateVerified(t *testing.T) {
 		t.Errorf("record written despite the refused doc: %+v", rec)
 	}
 }
+
+// TestVerifiedTable: a CNI's modes of one feature follow each other;
+// modes with the same verdict and figure share a line.
+func TestVerifiedTable(t *testing.T) {
+	v := func(mode, feature, verdict, figure string) Verified {
+		return Verified{CNI: "calico", Mode: mode, Feature: feature, Verdict: verdict, Figure: figure}
+	}
+	got := VerifiedTable([]Verified{v("vxlan", "egressPacketRate", Works, "1003 of 20000 packets/s arrived"), v("vxlan", "dscp", Works, "34 leaving"),
+		v("direct", "egressPacketRate", Works, "1004 of 20000 packets/s arrived"), v("direct", "dscp", Works, "34 leaving"),
+		{CNI: "flannel", Mode: "vxlan", Feature: "none", Verdict: None, Figure: "a | b"}})
+	want := "| CNI, mode | feature | verdict | figure or reason |\n|---|---|---|---|\n" +
+		"| calico vxlan | `egressPacketRate` | works | 1003 of 20000 packets/s arrived |\n" +
+		"| calico direct | `egressPacketRate` | works | 1004 of 20000 packets/s arrived |\n" +
+		"| calico vxlan, direct | `dscp` | works | 34 leaving |\n" +
+		"| flannel vxlan | `none` | none | a / b |\n"
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
