@@ -141,6 +141,7 @@ func TestVerdicts(t *testing.T) {
 		{"pps not limited", PacketRate(1000, 20000, 19000), NoEffect, "not limited"},
 		{"pps loose", PacketRate(1000, 20000, 1300), Caveat, "+30 %"},
 		{"pps nothing", PacketRate(1000, 20000, 0), NoEffect, "nothing arrived"},
+		{"pps flood too small", PacketRate(1000, 1500, 990), Caveat, "sent only 1500 packets/s"},
 		{"connections held", Connections(10, 20, 10, 10, 0), Works, "held: 10 of 20 connections open at once against 10 asked (10 reset, 0 timed out)"},
 		{"connections with the agent's", Connections(10, 20, 8, 12, 0), Works, "8 of 20"},
 		{"connections not limited", Connections(10, 20, 20, 0, 0), NoEffect, "not limited"},
@@ -289,7 +290,8 @@ func TestCalicoRows(t *testing.T) {
 					r.Intervals = append(r.Intervals, probe.Interval{StartS: float64(i) / 10, EndS: float64(i+1) / 10, ThroughputBps: v})
 				}
 			case "packet-rate/flow":
-				r.PPS = probe.Float(1004)
+				r.PPS, r.DurationS = probe.Float(1004), 4
+				r.Packets = &probe.PacketCounts{Sent: 4 * 15000, Received: 4 * 1004}
 			case "connections/flow":
 				r.Connects = &probe.ConnectTimeline{Attempts: 20, Outcomes: map[string]int{probe.ConnectOK: 10, probe.ConnectRefused: 10}, Held: probe.Int(10)}
 			case "dscp/leaving":
@@ -298,6 +300,11 @@ func TestCalicoRows(t *testing.T) {
 				r.DSCPReceived = probe.Int(0)
 			}
 			outcomes = append(outcomes, suite.Outcome{Step: st, Result: r})
+		}
+	}
+	for _, r := range (Suite{}).Rows(outcomes) {
+		if r.Labels[LabelClass] == ClassPacketRate && r.Median["offered_pps"] != 15000 {
+			t.Errorf("%s: offered %v packets/s, want the 15000 the sender counted", r.Labels[LabelFeature], r.Median["offered_pps"])
 		}
 	}
 	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Works}

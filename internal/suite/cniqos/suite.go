@@ -300,6 +300,9 @@ func featureRow(os []suite.Outcome) suite.Row {
 		j = bandwidthRow(&r, flow, value)
 	case first.Labels[LabelClass] == ClassPacketRate && hasFlow && flow.Result != nil && flow.Result.PPS != nil:
 		offered, _ := strconv.ParseFloat(flow.Step.Labels[labelOffered], 64)
+		if p := flow.Result.Packets; p != nil && flow.Result.DurationS > 0 {
+			offered = float64(p.Sent) / flow.Result.DurationS // what the sender managed
+		}
 		r.Median["limit_pps"], r.Median["offered_pps"], r.Median["received_pps"] = value, offered, *flow.Result.PPS
 		j = PacketRate(value, offered, *flow.Result.PPS)
 	case first.Labels[LabelClass] == ClassConnections && hasFlow && flow.Result != nil && flow.Result.Connects != nil && flow.Result.Connects.Held != nil:

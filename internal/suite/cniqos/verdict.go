@@ -130,9 +130,12 @@ func Bandwidth(limitBps, firstBps, steadyBps float64, conformS *float64, by stri
 }
 
 // PacketRate judges a limit of limitPPS from the packets per second that
-// arrived of offeredPPS sent.
+// arrived of offeredPPS sent (as the sender counted them): a flood under
+// twice the limit cannot show it.
 func PacketRate(limitPPS, offeredPPS, receivedPPS float64) Judgement {
 	switch {
+	case offeredPPS < 2*limitPPS && receivedPPS <= (1+Tolerance)*limitPPS:
+		return Judgement{Caveat, fmt.Sprintf("the flood sent only %.0f packets/s, too few to test %.0f asked (%.0f arrived)", offeredPPS, limitPPS, receivedPPS)}
 	case receivedPPS <= 0:
 		return Judgement{NoEffect, fmt.Sprintf("nothing arrived of %.0f packets/s offered", offeredPPS)}
 	case receivedPPS > 2*limitPPS:
