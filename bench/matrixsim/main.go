@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/metrics"
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/server"
@@ -173,7 +174,7 @@ func run(c config) (bool, int, error) {
 		node := fmt.Sprintf("node-%05d", i)
 		eps[i] = suite.Endpoint{ID: "uid-" + node, Name: "cnperf-" + node, Node: node, IP: "10.0.0.1", ResponderAddr: "10.0.0.1:5201"}
 	}
-	w := matrix.Window(n, c.peers)
+	w := pairplan.Window(n, c.peers)
 	// As a schedule runs it (--every a cycle): one cycle a run, the
 	// scheduler setting "cycle" to the run's number.
 	opts := func(cycle int) suite.Options {

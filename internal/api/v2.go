@@ -105,19 +105,22 @@ type TaskV2 struct {
 
 // Agent is an agent as v2 answers it.
 type Agent struct {
-	ID            int64     `json:"id"`
-	PodUID        string    `json:"pod_uid"`
-	PodName       string    `json:"pod_name"`
-	PodNamespace  string    `json:"pod_namespace,omitempty"`
-	PodIP         string    `json:"pod_ip"`
-	NodeName      string    `json:"node_name"`
-	NodeIP        string    `json:"node_ip,omitempty"`
-	HostNetwork   bool      `json:"host_network"`
-	ResponderAddr string    `json:"responder_addr,omitempty"`
-	Version       string    `json:"version,omitempty"`
-	Status        string    `json:"status"` // free, busy, offline
-	RegisterTime  time.Time `json:"register_time"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
+	ID            int64  `json:"id"`
+	PodUID        string `json:"pod_uid"`
+	PodName       string `json:"pod_name"`
+	PodNamespace  string `json:"pod_namespace,omitempty"`
+	PodIP         string `json:"pod_ip"`
+	NodeName      string `json:"node_name"`
+	NodeIP        string `json:"node_ip,omitempty"`
+	HostNetwork   bool   `json:"host_network"`
+	ResponderAddr string `json:"responder_addr,omitempty"`
+	Version       string `json:"version,omitempty"`
+	// NodeLabels are the labels of its node the agent reported (its
+	// zone labels), for the pair plans by zone.
+	NodeLabels    map[string]string `json:"node_labels,omitempty"`
+	Status        string            `json:"status"` // free, busy, offline
+	RegisterTime  time.Time         `json:"register_time"`
+	LastHeartbeat time.Time         `json:"last_heartbeat"`
 }
 
 // TaskPage is one page of a task listing. NextAfter, when non-zero, is the

@@ -8,20 +8,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnperf/cnperf/internal/mesh"
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/server"
 )
 
 // meshFlags switch on the server's continuous RTT mesh.
 type meshFlags struct {
-	interval time.Duration
-	peers    int
-	probe    string
+	interval        time.Duration
+	peers           int
+	probe           string
+	plan, zoneLabel string
 }
 
 func (m *meshFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.DurationVar(&m.interval, "mesh-interval", 0, "run a ping mesh among the agents this often (e.g. 1m; 0: off); feeds /metrics and the node heat map")
-	fl.IntVar(&m.peers, "mesh-peers", 3, "peers each agent pings in the mesh (chosen by rendezvous hashing)")
+	fl.StringVar(&m.plan, "mesh-plan", pairplan.PlanSample, "the mesh's pair plan: sample (--mesh-peers a round, rotating: every pair within ceil((n-1)/k) rounds), all, or zones (all inside a zone, rotating representatives across)")
+	fl.IntVar(&m.peers, "mesh-peers", 3, "peers each agent pings a round with --mesh-plan sample")
+	fl.StringVar(&m.zoneLabel, "mesh-zone-label", pairplan.DefaultZoneLabel, "the node label --mesh-plan zones groups agents by (as the agents report it)")
 	fl.StringVar(&m.probe, "mesh-probe", "ping", "the mesh's probe: ping, or stamp (also one-way delay, loss and DSCP per direction)")
 }
 
@@ -30,7 +34,12 @@ func (m meshFlags) validate() error {
 	if m.interval == 0 {
 		return nil
 	}
-	return mesh.Options{Interval: m.interval, Peers: m.peers, Probe: m.probe}.Validate()
+	return m.options(nil).Validate()
+}
+
+// options are the mesh's options from the flags.
+func (m meshFlags) options(log *slog.Logger) mesh.Options {
+	return mesh.Options{Interval: m.interval, Plan: m.plan, Peers: m.peers, ZoneLabel: m.zoneLabel, Probe: m.probe, Log: log}
 }
 
 // start runs the mesh until ctx ends; the channel closes when it has
@@ -41,7 +50,7 @@ func (m meshFlags) start(ctx context.Context, srv *server.Server, log *slog.Logg
 		close(done)
 		return done, nil
 	}
-	s, err := srv.Mesh(mesh.Options{Interval: m.interval, Peers: m.peers, Probe: m.probe, Log: log})
+	s, err := srv.Mesh(m.options(log))
 	if err != nil {
 		close(done)
 		return done, err

@@ -25,7 +25,7 @@ import (
 // a failed task when answered is -1.
 func storeMeshRound(ctx context.Context, t *testing.T, st store.Store, agents []api.Agent, at time.Time, answered func(i int) int) {
 	t.Helper()
-	steps, err := mesh.Plan(agents, mesh.Options{Peers: 1, Count: 5})
+	steps, err := mesh.Plan(agents, mesh.Options{Peers: 1, Count: 5}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

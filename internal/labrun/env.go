@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/suite"
-	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
 // Links resolves a lab member's links; *lab.Lab implements it.
@@ -329,7 +329,7 @@ func (e *Env) applyPolicies(ctx context.Context, c suite.Change) (func(context.C
 }
 
 // NodeLabels implements suite.NodeLabeler: with zones, node i (from 0)
-// of the lab carries the label matrix.DefaultZoneLabel, zone-a, zone-b,
+// of the lab carries the label pairplan.DefaultZoneLabel, zone-a, zone-b,
 // ... by i modulo the zones.
 func (e *Env) NodeLabels(context.Context) (map[string]map[string]string, error) {
 	lb, ok := e.links.(*lab.Lab)
@@ -338,7 +338,7 @@ func (e *Env) NodeLabels(context.Context) (map[string]map[string]string, error) 
 	}
 	out := make(map[string]map[string]string, len(lb.Nodes))
 	for i, n := range lb.Nodes {
-		out[n.Name] = map[string]string{matrix.DefaultZoneLabel: ZoneName(i % e.zones)}
+		out[n.Name] = map[string]string{pairplan.DefaultZoneLabel: ZoneName(i % e.zones)}
 	}
 	return out, nil
 }

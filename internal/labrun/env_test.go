@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/cnperf/cnperf/internal/lab"
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
-	"github.com/cnperf/cnperf/internal/suite/matrix"
 )
 
 // fakeLinks resolves every member but "nobody" to a link named after it.
@@ -190,7 +190,7 @@ func TestZoneLabels(t *testing.T) {
 			t.Errorf("zones 0: labels %v, want none", got)
 		}
 		for node, zone := range tc.want {
-			if z := got[node][matrix.DefaultZoneLabel]; z != zone {
+			if z := got[node][pairplan.DefaultZoneLabel]; z != zone {
 				t.Errorf("zones %d: %s in %q, want %q", tc.zones, node, z, zone)
 			}
 		}

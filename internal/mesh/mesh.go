@@ -1,10 +1,12 @@
 // Package mesh keeps a cheap round-trip mesh running among the agents:
-// every Interval it creates one run in which each online agent pings a
-// bounded set of peers, chosen by rendezvous hashing (as goldpinger does),
-// so the load per agent stays constant however many agents there are and
-// the choice only changes for the peers of agents that come or go. The
-// results are ordinary task results: /metrics exports them per node pair
-// and a mesh run's report shows them as a node-to-node heat map.
+// every Interval it creates one run in which each online agent pings the
+// peers its pair plan (package pairplan, as the matrix's) gives the
+// round: all of them; k a round, rotating so that every pair is pinged
+// within ceil((n-1)/k) rounds while the load per agent stays constant
+// however many agents there are; or all inside a zone and rotating
+// representatives across zones. The results are ordinary task results:
+// /metrics exports them per node pair and a mesh run's report shows them
+// as a node-to-node heat map.
 package mesh
 
 import (
@@ -12,12 +14,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -36,8 +40,14 @@ type API interface {
 // Options tune the mesh.
 type Options struct {
 	Interval time.Duration // between rounds (default 60 s, at least 5 s)
-	Peers    int           // peers each agent probes (default 3)
-	Count    int           // echoes per ping or test packets per stamp (default 5)
+	// Plan is the pair plan: pairplan.PlanSample (default), PlanAll or
+	// PlanZones; Peers is k of the sample plan (default 3); ZoneLabel
+	// the node label the zones plan groups agents by (their node's, as
+	// the agents report it).
+	Plan      string
+	Peers     int
+	ZoneLabel string
+	Count     int // echoes per ping or test packets per stamp (default 5)
 	// Probe is the round-trip probe: "ping" (default, ICMP echo) or
 	// "stamp" (STAMP to each peer's responder port: the round trip plus
 	// one-way delay, loss and the DSCP that arrived, per direction).
@@ -53,8 +63,14 @@ func (o *Options) defaults() error {
 	if o.Interval == 0 {
 		o.Interval = time.Minute
 	}
+	if o.Plan == "" {
+		o.Plan = pairplan.PlanSample
+	}
 	if o.Peers == 0 {
 		o.Peers = 3
+	}
+	if o.ZoneLabel == "" {
+		o.ZoneLabel = pairplan.DefaultZoneLabel
 	}
 	if o.Count == 0 {
 		o.Count = 5
@@ -69,6 +85,9 @@ func (o *Options) defaults() error {
 	if o.Interval < 5*time.Second {
 		errs = append(errs, fmt.Errorf("mesh interval %v: at least 5s", o.Interval))
 	}
+	if !pairplan.Known(o.Plan) {
+		errs = append(errs, fmt.Errorf("mesh plan %q: want all, sample or zones", o.Plan))
+	}
 	if o.Peers < 1 || o.Peers > 100 {
 		errs = append(errs, fmt.Errorf("mesh peers %d: want 1-100", o.Peers))
 	}
@@ -81,75 +100,115 @@ func (o *Options) defaults() error {
 	return errors.Join(errs...)
 }
 
-// score ranks a peer for a source: the highest scores win (rendezvous
-// hashing).
-func score(src, peer string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(src))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(peer))
-	return h.Sum64()
-}
-
-// Peers chooses up to k peers for each online agent among the online
-// agents of other nodes (agents on the same node when there is no other
-// node), by rendezvous hashing. The map is keyed by pod uid.
-func Peers(agents []api.Agent, k int) map[string][]api.Agent {
-	var online []api.Agent
+// online are the agents not offline, and the number of their nodes.
+func online(agents []api.Agent) ([]api.Agent, int) {
+	var out []api.Agent
 	nodes := map[string]bool{}
 	for _, a := range agents {
 		if a.Status != "offline" {
-			online = append(online, a)
+			out = append(out, a)
 			nodes[a.NodeName] = true
 		}
 	}
-	out := map[string][]api.Agent{}
-	type cand struct {
-		score uint64
-		a     api.Agent
-	}
-	for _, src := range online {
-		// Keep the k highest scores (ties by uid), without sorting all.
-		top := make([]cand, 0, k+1)
-		for _, p := range online {
-			if p.PodUID == src.PodUID || len(nodes) > 1 && p.NodeName == src.NodeName {
-				continue
-			}
-			c := cand{score(src.PodUID, p.PodUID), p}
-			i := len(top)
-			for i > 0 && (top[i-1].score < c.score || top[i-1].score == c.score && top[i-1].a.PodUID > c.a.PodUID) {
-				i--
-			}
-			if i >= k {
-				continue
-			}
-			top = append(top, cand{})
-			copy(top[i+1:], top[i:])
-			top[i] = c
-			if len(top) > k {
-				top = top[:k]
-			}
-		}
-		if len(top) == 0 {
-			continue
-		}
-		ps := make([]api.Agent, len(top))
-		for i, c := range top {
-			ps[i] = c.a
-		}
-		out[src.PodUID] = ps
-	}
-	return out
+	return out, len(nodes)
 }
 
-// Plan returns one round's steps: a ping (or a STAMP test) from each online
-// agent to each of its peers, none exclusive (they do not disturb each
-// other), named by path kind like the suites' connections.
-func Plan(agents []api.Agent, o Options) ([]suite.Step, error) {
+// zones groups the agents by their node's label, or names the nodes
+// without it.
+func zones(as []api.Agent, label string) ([][]int, error) {
+	names, zone := make([]string, len(as)), make([]string, len(as))
+	var lacking []string
+	for i, a := range as {
+		names[i], zone[i] = a.PodUID, a.NodeLabels[label]
+		if zone[i] == "" && !slices.Contains(lacking, a.NodeName) {
+			lacking = append(lacking, a.NodeName)
+		}
+	}
+	if len(lacking) > 0 {
+		if len(lacking) > 5 {
+			lacking = append(lacking[:5], fmt.Sprintf("and %d more", len(lacking)-5))
+		}
+		return nil, fmt.Errorf("mesh plan zones: no label %s reported for node %s (--mesh-zone-label names another)", label, strings.Join(lacking, ", "))
+	}
+	return pairplan.Zones(names, zone), nil
+}
+
+// Peers are the peers each online agent pings in round cycle of the
+// plan, keyed by pod uid: the plan's pairs over the online agents, less
+// those of two agents on one node when there are several nodes.
+func Peers(agents []api.Agent, o Options, cycle int) (map[string][]api.Agent, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	peers := Peers(agents, o.Peers)
+	as, nodes := online(agents)
+	var pairs [][2]int
+	switch o.Plan {
+	case pairplan.PlanAll:
+		for i := range as {
+			for j := range as {
+				if i != j {
+					pairs = append(pairs, [2]int{i, j})
+				}
+			}
+		}
+	case pairplan.PlanSample:
+		names := make([]string, len(as))
+		for i, a := range as {
+			names[i] = a.PodUID
+		}
+		pairs = pairplan.SamplePairs(pairplan.Ring(names), o.Peers, cycle)
+	case pairplan.PlanZones:
+		z, err := zones(as, o.ZoneLabel)
+		if err != nil {
+			return nil, err
+		}
+		pairs = pairplan.ZonePairs(z, cycle)
+	}
+	out := map[string][]api.Agent{}
+	for _, p := range pairs {
+		src, dst := as[p[0]], as[p[1]]
+		if nodes > 1 && src.NodeName == dst.NodeName {
+			continue
+		}
+		out[src.PodUID] = append(out[src.PodUID], dst)
+	}
+	return out, nil
+}
+
+// Statement says what the plan does over the agents: pairs a round and
+// the rounds within which every pair is pinged.
+func Statement(agents []api.Agent, o Options) string {
+	if err := o.defaults(); err != nil {
+		return err.Error()
+	}
+	as, _ := online(agents)
+	n := len(as)
+	switch o.Plan {
+	case pairplan.PlanSample:
+		w := pairplan.Window(n, o.Peers)
+		return fmt.Sprintf("mesh plan sample: %d agents, %d peers each a round; every pair within %d rounds (%v)", n, min(o.Peers, max(n-1, 0)), w, time.Duration(w)*o.Interval)
+	case pairplan.PlanZones:
+		z, err := zones(as, o.ZoneLabel)
+		if err != nil {
+			return err.Error()
+		}
+		w := pairplan.ZoneWindow(z)
+		return fmt.Sprintf("mesh plan zones: %d agents in %d zones by %s; all pairs inside a zone each round, representatives across; every agent represents its zone within %d rounds (%v)", n, len(z), o.ZoneLabel, w, time.Duration(w)*o.Interval)
+	}
+	return fmt.Sprintf("mesh plan all: %d agents, every pair each round", n)
+}
+
+// Plan returns round cycle's steps: a ping (or a STAMP test) from each online
+// agent to each of its peers, none exclusive (they do not disturb each
+// other), named by path kind like the suites' connections.
+func Plan(agents []api.Agent, o Options, cycle int) ([]suite.Step, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	peers, err := Peers(agents, o, cycle)
+	if err != nil {
+		return nil, err
+	}
 	byUID := map[string]api.Agent{}
 	for _, a := range agents {
 		byUID[a.PodUID] = a
@@ -200,9 +259,11 @@ func (o Options) Validate() error { return o.defaults() }
 
 // Scheduler runs rounds until its context ends.
 type Scheduler struct {
-	api  API
-	opts Options
-	last string // the previous round's run id
+	api   API
+	opts  Options
+	last  string // the previous round's run id
+	cycle int    // the next round's cycle of the plan
+	said  string // the plan's statement as last logged
 }
 
 // New checks the options and returns a scheduler.
@@ -213,7 +274,9 @@ func New(a API, o Options) (*Scheduler, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{api: a, opts: o}, nil
+	// Cycles count from the clock's rounds, so a replica that takes over
+	// goes on about where the last left off rather than at 0.
+	return &Scheduler{api: a, opts: o, cycle: int(time.Now().Unix() / int64(max(o.Interval/time.Second, 1)))}, nil
 }
 
 // Run starts a round every interval until ctx ends. A round is skipped
@@ -254,7 +317,11 @@ func (s *Scheduler) Round(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("list agents: %w", err)
 	}
-	steps, err := Plan(agents, s.opts)
+	if st := Statement(agents, s.opts); st != s.said {
+		s.said = st
+		s.opts.Log.Info(st)
+	}
+	steps, err := Plan(agents, s.opts, s.cycle)
 	if err != nil {
 		return "", err
 	}
@@ -278,6 +345,7 @@ func (s *Scheduler) Round(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("create mesh run: %w", err)
 	}
 	s.last = run.ID
-	s.opts.Log.Info("mesh round", "run_id", run.ID, "tasks", len(tasks))
+	s.opts.Log.Info("mesh round", "run_id", run.ID, "cycle", s.cycle, "tasks", len(tasks))
+	s.cycle++
 	return run.ID, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,84 +29,124 @@ func agents(nodes, perNode int) []api.Agent {
 	return as
 }
 
-func TestPeersBoundedStableAndSpread(t *testing.T) {
-	as := agents(50, 10) // 500 agents
-	peers := mesh.Peers(as, 3)
-	if len(peers) != 500 {
-		t.Fatalf("%d agents with peers, want 500", len(peers))
-	}
-	asDst := map[string]int{}
-	for src, ps := range peers {
-		if len(ps) != 3 {
-			t.Fatalf("agent %s has %d peers, want 3", src, len(ps))
-		}
-		for _, p := range ps {
-			if p.NodeName == as[0].NodeName && src[:6] == "uid-0-" {
-				t.Errorf("agent %s probes a peer on its own node", src)
+// TestPeersCoverWithinWindow: for each plan, the pairs of any window of
+// consecutive rounds (starting anywhere) include every ordered pair of
+// online agents on different nodes; the sample plan gives an agent at
+// most k peers a round; offline agents neither ping nor are pinged.
+func TestPeersCoverWithinWindow(t *testing.T) {
+	for _, tc := range []struct {
+		plan             string
+		nodes, perNode   int
+		k, window, first int
+	}{
+		{"all", 5, 1, 0, 1, 0},
+		{"sample", 10, 1, 3, 3, 0},
+		{"sample", 10, 1, 3, 3, 7},
+		{"sample", 7, 1, 2, 3, 1000},
+		{"sample", 50, 1, 3, 17, 5},
+		{"sample", 6, 2, 2, 6, 2},
+		{"sample", 3, 1, 5, 1, 0},
+	} {
+		t.Run(fmt.Sprintf("%s/%dx%d/k%d/from%d", tc.plan, tc.nodes, tc.perNode, tc.k, tc.first), func(t *testing.T) {
+			as := agents(tc.nodes+1, tc.perNode)
+			off := as[len(as)-1].PodUID
+			for i := len(as) - tc.perNode; i < len(as); i++ {
+				as[i].Status = "offline"
 			}
-			asDst[p.PodUID]++
-		}
+			o := mesh.Options{Plan: tc.plan, Peers: tc.k}
+			seen := map[[2]string]bool{}
+			for c := tc.first; c < tc.first+tc.window; c++ {
+				peers, err := mesh.Peers(as, o, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for src, ps := range peers {
+					if tc.plan == "sample" && len(ps) > tc.k {
+						t.Errorf("round %d: agent %s pings %d peers, want at most %d", c, src, len(ps), tc.k)
+					}
+					for _, p := range ps {
+						if src == off || p.PodUID == off || p.Status == "offline" {
+							t.Fatalf("round %d: an offline agent in %s → %s", c, src, p.PodUID)
+						}
+						seen[[2]string{src, p.PodUID}] = true
+					}
+				}
+			}
+			for _, a := range as {
+				for _, b := range as {
+					if a.Status != "offline" && b.Status != "offline" && a.NodeName != b.NodeName && !seen[[2]string{a.PodUID, b.PodUID}] {
+						t.Errorf("%s → %s not pinged within %d rounds", a.PodUID, b.PodUID, tc.window)
+					}
+				}
+			}
+		})
 	}
-	// Rendezvous hashing spreads the probes: no agent is probed by many.
-	most := 0
-	for _, n := range asDst {
-		most = max(most, n)
+}
+
+// TestPeersZones: each round pings every pair inside a zone and, across
+// zones, only between the round's representatives, one a zone, which
+// rotate so every agent represents its zone within the largest zone's
+// size in rounds; an agent without the label is named.
+func TestPeersZones(t *testing.T) {
+	as := agents(7, 1)
+	zoneOf := map[string]string{}
+	for i := range as {
+		z := []string{"a", "a", "a", "b", "b", "c", "c"}[i]
+		as[i].NodeLabels = map[string]string{"rack": z}
+		zoneOf[as[i].PodUID] = z
 	}
-	if most > 15 {
-		t.Errorf("one agent is probed by %d others (3 on average)", most)
-	}
-	// An agent leaving changes only the choices that pointed at it.
-	gone := as[250].PodUID
-	after := mesh.Peers(append(append([]api.Agent(nil), as[:250]...), as[251:]...), 3)
-	changed := 0
-	for src, ps := range peers {
-		if src == gone {
-			continue
+	o := mesh.Options{Plan: "zones", ZoneLabel: "rack"}
+	represented := map[string]bool{}
+	for c := 0; c < 3; c++ {
+		peers, err := mesh.Peers(as, o, c)
+		if err != nil {
+			t.Fatal(err)
 		}
-		pointed := false
-		for _, p := range ps {
-			pointed = pointed || p.PodUID == gone
-		}
-		same := len(after[src]) == len(ps)
-		for i := range ps {
-			same = same && after[src][i].PodUID == ps[i].PodUID
-		}
-		if !same {
-			changed++
-			if !pointed {
-				t.Errorf("agent %s changed peers though it did not probe the one that left", src)
+		reps := map[string]string{} // zone → its representative this round
+		inside := 0
+		for src, ps := range peers {
+			for _, p := range ps {
+				if zoneOf[src] == zoneOf[p.PodUID] {
+					inside++
+					continue
+				}
+				for _, a := range []string{src, p.PodUID} {
+					if r, ok := reps[zoneOf[a]]; ok && r != a {
+						t.Errorf("round %d: zone %s has two representatives, %s and %s", c, zoneOf[a], r, a)
+					}
+					reps[zoneOf[a]] = a
+					represented[a] = true
+				}
 			}
 		}
-	}
-	if changed != asDst[gone] {
-		t.Errorf("%d agents changed peers, want the %d that probed the one that left", changed, asDst[gone])
-	}
-	// Offline agents neither probe nor are probed.
-	as[0].Status = "offline"
-	for src, ps := range mesh.Peers(as, 3) {
-		if src == as[0].PodUID {
-			t.Error("an offline agent got peers")
+		if inside != 3*2+2*1+2*1 {
+			t.Errorf("round %d: %d pairs inside zones, want 10", c, inside)
 		}
-		for _, p := range ps {
-			if p.PodUID == as[0].PodUID {
-				t.Error("an offline agent is probed")
-			}
+		if len(reps) != 3 {
+			t.Errorf("round %d: representatives %v, want one for each of 3 zones", c, reps)
 		}
+	}
+	if len(represented) != len(as) {
+		t.Errorf("%d of %d agents represented their zone within 3 rounds", len(represented), len(as))
+	}
+	as[4].NodeLabels = nil
+	if _, err := mesh.Peers(as, o, 0); err == nil || !strings.Contains(err.Error(), "rack") || !strings.Contains(err.Error(), as[4].NodeName) {
+		t.Errorf("an agent without the label: %v, want an error naming the label and its node", err)
 	}
 }
 
 func TestPlanValidates(t *testing.T) {
-	for _, o := range []mesh.Options{{Interval: time.Second}, {Peers: 1000}, {Count: -1}, {Probe: "tcp"}} {
-		if _, err := mesh.Plan(agents(2, 1), o); err == nil {
+	for _, o := range []mesh.Options{{Interval: time.Second}, {Peers: 1000}, {Count: -1}, {Probe: "tcp"}, {Plan: "ring"}} {
+		if _, err := mesh.Plan(agents(2, 1), o, 0); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
-	steps, err := mesh.Plan(agents(3, 2), mesh.Options{Peers: 2})
+	steps, err := mesh.Plan(agents(3, 2), mesh.Options{Plan: "all"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 12 {
-		t.Fatalf("%d steps, want 6 agents × 2 peers", len(steps))
+	if len(steps) != 24 {
+		t.Fatalf("%d steps, want 6 agents × 4 on other nodes", len(steps))
 	}
 	for _, st := range steps {
 		if st.Spec.Kind != "ping" || st.Exclusive || st.Src.Node == st.Dst.Node || st.Connection != "pod-pod cross node" {
@@ -123,7 +164,7 @@ func TestPlanStamp(t *testing.T) {
 			as[i].ResponderAddr = fmt.Sprintf("10.0.0.%d:5201", i+1)
 		}
 	}
-	steps, err := mesh.Plan(as, mesh.Options{Peers: 2, Probe: "stamp", Count: 7})
+	steps, err := mesh.Plan(as, mesh.Options{Plan: "all", Probe: "stamp", Count: 7}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

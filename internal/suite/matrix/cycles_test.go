@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/stats"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -53,7 +54,7 @@ func answer(st suite.Step, bad, flaky map[string]bool, seen map[string]int) *pro
 // its re-measure, and a pair slow only once stays a suspect.
 func TestSampleCyclesCoverAndConfirm(t *testing.T) {
 	const n, k = 8, 2
-	w := Window(n, k)
+	w := pairplan.Window(n, k)
 	o := suite.Options{Time: time.Second, Repeat: 1, Set: map[string]string{"plan": "sample", "peers": "2"}}
 	eps := agentsN(n)
 	s := Suite{}

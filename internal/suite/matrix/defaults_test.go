@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/schedule"
 	"github.com/cnperf/cnperf/internal/suite"
 	. "github.com/cnperf/cnperf/internal/suite/matrix"
@@ -47,7 +48,7 @@ func TestDefaultsTable(t *testing.T) {
 		lo, hi, rounds, all := 1<<30, 0, 0, time.Duration(0)
 		for i, d := range ts {
 			r := 2 * (tc.nodes - 1) // plan=all, an even number of nodes
-			if m.Plan == PlanSample {
+			if m.Plan == pairplan.PlanSample {
 				r = SampleRoundCount(tc.nodes, m.Peers, i)
 			}
 			lo, hi, rounds, all = min(lo, r), max(hi, r), rounds+r, all+d

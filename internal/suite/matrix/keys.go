@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -44,7 +45,7 @@ func Settings(m *Options) suite.Settings {
 			Set: positive(&m.PingCount)},
 		{Key: suite.Key{Name: "plan", Unit: "all|sample|zones", Default: d.Plan, Meaning: "which pairs a cycle measures: every ordered pair, peers a node rotating each cycle, or every pair inside a zone and representatives across"},
 			Set: func(v string) error {
-				if v != PlanAll && v != PlanSample && v != PlanZones {
+				if v != pairplan.PlanAll && v != pairplan.PlanSample && v != pairplan.PlanZones {
 					return errors.New("want all, sample or zones")
 				}
 				m.Plan = v

@@ -3,77 +3,11 @@ package matrix
 import (
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"time"
+
+	"github.com/cnperf/cnperf/internal/pairplan"
 )
-
-// Pair plans: which ordered pairs a cycle measures.
-const (
-	// PlanAll measures every ordered pair each cycle (2(N-1) rounds).
-	PlanAll = "all"
-	// PlanSample measures k peers per node each cycle, rotating so that
-	// every ordered pair is measured within ceil((N-1)/k) cycles.
-	PlanSample = "sample"
-)
-
-// Ring orders n node names by a hash of each name alone (FNV-1a), so a
-// node's place does not depend on how the names sort, and nodes next to
-// each other by name are not always measured together.
-func Ring(names []string) []int {
-	idx := make([]int, len(names))
-	keys := make([]uint64, len(names))
-	for i, n := range names {
-		idx[i] = i
-		h := fnv.New64a()
-		h.Write([]byte(n))
-		keys[i] = h.Sum64()
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		switch {
-		case keys[a] < keys[b]:
-			return -1
-		case keys[a] > keys[b]:
-			return 1
-		}
-		return 0
-	})
-	return idx
-}
-
-// Window is the number of consecutive cycles of the sample plan within
-// which every ordered pair of n nodes is measured with k peers a node:
-// ceil((n-1)/k).
-func Window(n, k int) int {
-	if n < 2 {
-		return 0
-	}
-	k = min(max(k, 1), n-1)
-	return (n - 2 + k) / k
-}
-
-// Offsets are the ring offsets cycle c measures with k peers a node: k
-// consecutive values of 1..n-1, starting k·c further each cycle. Any
-// Window(n, k) consecutive cycles take k·Window ≥ n-1 consecutive values
-// modulo n-1, so every offset, and so every ordered pair (i, i+offset),
-// comes round within the window, whatever cycle it starts at. Peers drawn
-// by rendezvous hashing seeded with the cycle would be random sets: the
-// last pair then comes after about (n/k)·ln(n) cycles, with no bound.
-func Offsets(n, k, cycle int) []int {
-	if n < 2 {
-		return nil
-	}
-	k = min(max(k, 1), n-1)
-	out := make([]int, k)
-	base := (cycle % (n - 1)) * k % (n - 1)
-	if base < 0 {
-		base += n - 1
-	}
-	for j := range out {
-		out[j] = 1 + (base+j)%(n-1)
-	}
-	return out
-}
 
 // SampleRounds are cycle c's pairs of the sample plan over n nodes (ring
 // positions mapped through ring, as from Ring) in rounds of disjoint
@@ -84,7 +18,7 @@ func Offsets(n, k, cycle int) []int {
 func SampleRounds(ring []int, k, cycle int) [][][2]int {
 	n := len(ring)
 	var out [][][2]int
-	for _, o := range Offsets(n, k, cycle) {
+	for _, o := range pairplan.Offsets(n, k, cycle) {
 		rounds := make([][][2]int, 3)
 		seen := make([]bool, n)
 		for start := 0; start < n; start++ {
@@ -119,7 +53,7 @@ func SampleRounds(ring []int, k, cycle int) [][][2]int {
 // else 3.
 func SampleRoundCount(n, k, cycle int) int {
 	r := 0
-	for _, o := range Offsets(n, k, cycle) {
+	for _, o := range pairplan.Offsets(n, k, cycle) {
 		a, b := n, o
 		for b != 0 {
 			a, b = b, a%b
@@ -179,11 +113,11 @@ func Pack(pairs [][2]int) [][][2]int {
 // (cycle length) and the window in which every ordered pair is measured.
 func Statement(plan string, n, k, cycles, firstCycle int) string {
 	total := n * (n - 1)
-	if plan == PlanAll {
+	if plan == pairplan.PlanAll {
 		return fmt.Sprintf("plan all: %d nodes, all %d ordered pairs each cycle in %d rounds; every pair covered each cycle; this run: cycles %d to %d, the whole window", n, total, len(Rounds(n)), firstCycle, firstCycle+cycles-1)
 	}
 	k = min(max(k, 1), n-1)
-	w := Window(n, k)
+	w := pairplan.Window(n, k)
 	lo, hi, all := 0, 0, 0
 	for c := firstCycle; c < firstCycle+w; c++ {
 		r := SampleRoundCount(n, k, c)

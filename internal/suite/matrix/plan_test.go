@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
-// TestSampleCoversEveryPairWithinWindow: for many n and k, any Window(n, k)
+// TestSampleCoversEveryPairWithinWindow: for many n and k, any pairplan.Window(n, k)
 // consecutive cycles (from several starting cycles) measure every ordered
 // pair, each cycle measures n·k distinct pairs in at most 3k rounds, and
 // no node is in two pairs of a round.
@@ -21,10 +22,10 @@ func TestSampleCoversEveryPairWithinWindow(t *testing.T) {
 		for i := range names {
 			names[i] = fmt.Sprintf("node-%d", i)
 		}
-		ring := Ring(names)
+		ring := pairplan.Ring(names)
 		for _, k := range ks {
 			kk := min(k, n-1)
-			w := Window(n, k)
+			w := pairplan.Window(n, k)
 			if want := (n - 1 + kk - 1) / kk; w != want {
 				t.Fatalf("n=%d k=%d: window %d, want ceil((n-1)/k) = %d", n, k, w, want)
 			}
@@ -61,7 +62,7 @@ func TestSampleCoversEveryPairWithinWindow(t *testing.T) {
 
 // TestSampleRotates: consecutive cycles measure different peer sets.
 func TestSampleRotates(t *testing.T) {
-	ring := Ring([]string{"a", "b", "c", "d", "e", "f", "g", "h"})
+	ring := pairplan.Ring([]string{"a", "b", "c", "d", "e", "f", "g", "h"})
 	first := fmt.Sprint(SampleRounds(ring, 2, 0))
 	if second := fmt.Sprint(SampleRounds(ring, 2, 1)); first == second {
 		t.Fatalf("cycles 0 and 1 measure the same pairs: %s", first)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -53,7 +54,7 @@ func (Suite) Rows(outs []suite.Outcome) []suite.Row {
 				k, seen = v, s
 			}
 		}
-		sample = sample || o.Step.Labels[labelPlan] == PlanSample || o.Step.Labels[labelPlan] == PlanZones
+		sample = sample || o.Step.Labels[labelPlan] == pairplan.PlanSample || o.Step.Labels[labelPlan] == pairplan.PlanZones
 	}
 	rows := pairRows(outs)
 	if !sample {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -57,7 +58,7 @@ type Options struct {
 	PingCount  int
 	// OutlierMADs is k in median ± k·MAD (default 3).
 	OutlierMADs float64
-	// Plan is PlanAll or PlanSample; Peers is k of the sample plan;
+	// Plan is pairplan.PlanAll or pairplan.PlanSample; Peers is k of the sample plan;
 	// Cycle is the number of this run's first cycle and Cycles how many
 	// it runs (0: the plan's window, so one run covers every pair).
 	Plan          string
@@ -87,19 +88,19 @@ func (o Options) withDefaults() Options {
 		o.OutlierMADs = 3
 	}
 	if o.Plan == "" {
-		o.Plan = PlanAll
+		o.Plan = pairplan.PlanAll
 	}
 	if o.Peers == 0 {
 		o.Peers = 3
 	}
 	if o.Jitter < 0 {
 		o.Jitter = 0
-		if o.Plan != PlanAll {
+		if o.Plan != pairplan.PlanAll {
 			o.Jitter = time.Second
 		}
 	}
 	if o.ZoneLabel == "" {
-		o.ZoneLabel = DefaultZoneLabel
+		o.ZoneLabel = pairplan.DefaultZoneLabel
 	}
 	return o
 }
@@ -109,11 +110,11 @@ func (o Options) withDefaults() Options {
 // zone (zones).
 func (o Options) window(eps []suite.Endpoint) int {
 	switch o.Plan {
-	case PlanSample:
-		return Window(len(eps), o.Peers)
-	case PlanZones:
+	case pairplan.PlanSample:
+		return pairplan.Window(len(eps), o.Peers)
+	case pairplan.PlanZones:
 		z, _ := zonesOf(eps, o.ZoneLabel)
-		return ZoneWindow(z)
+		return pairplan.ZoneWindow(z)
 	}
 	return 1
 }
@@ -138,7 +139,7 @@ func zonesOf(eps []suite.Endpoint, label string) ([][]int, error) {
 		return nil, fmt.Errorf("plan=zones: no label %s on node %s (--set zone-label= names another; a cluster's run reads the Node objects, a lab takes --zones N)",
 			label, strings.Join(lacking, ", "))
 	}
-	return Zones(names, zone), nil
+	return pairplan.Zones(names, zone), nil
 }
 
 // OptionsFrom reads the common options and the settings.
@@ -220,7 +221,7 @@ func (s Suite) prepare(agents []suite.Endpoint, o suite.Options) (Options, []sui
 	if len(eps) < 2 {
 		return m, nil, fmt.Errorf("suite %s: needs %s on at least two nodes (found %d)", s.Name(), m.Endpoints, len(eps))
 	}
-	if m.Plan == PlanZones {
+	if m.Plan == pairplan.PlanZones {
 		if _, err := zonesOf(eps, m.ZoneLabel); err != nil {
 			return m, nil, fmt.Errorf("suite %s: %w", s.Name(), err)
 		}
@@ -238,7 +239,7 @@ func (s Suite) Announce(agents []suite.Endpoint, o suite.Options) string {
 		return ""
 	}
 	st := Statement(m.Plan, len(eps), m.Peers, m.Cycles, m.Cycle)
-	if m.Plan == PlanZones {
+	if m.Plan == pairplan.PlanZones {
 		z, _ := zonesOf(eps, m.ZoneLabel)
 		st = ZoneStatement(m.ZoneLabel, z, m.Cycles, m.Cycle)
 	}
@@ -255,13 +256,13 @@ func (s Suite) cycle(eps []suite.Endpoint, o suite.Options, m Options, c int, su
 	var rounds [][][2]int
 	if c < m.Cycle+m.Cycles {
 		switch m.Plan {
-		case PlanSample:
+		case pairplan.PlanSample:
 			names := make([]string, len(eps))
 			for i, e := range eps {
 				names[i] = e.Node
 			}
-			rounds = SampleRounds(Ring(names), m.Peers, c)
-		case PlanZones:
+			rounds = SampleRounds(pairplan.Ring(names), m.Peers, c)
+		case pairplan.PlanZones:
 			z, _ := zonesOf(eps, m.ZoneLabel) // checked in prepare
 			rounds = ZoneRounds(z, c)
 		default:
@@ -316,7 +317,7 @@ func (s Suite) Follow(agents []suite.Endpoint, o suite.Options, _ suite.Caps, do
 	last, own := lastCycle(done, m.Cycle)
 	next := last + 1
 	var suspects [][2]int
-	if m.Plan != PlanAll {
+	if m.Plan != pairplan.PlanAll {
 		at := make(map[string]int, len(eps))
 		for i, e := range eps {
 			at[e.Node] = i

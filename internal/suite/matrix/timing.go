@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -47,14 +48,14 @@ func CycleTimes(o suite.Options, n int) ([]time.Duration, error) {
 		return nil, fmt.Errorf("suite %s: %d nodes: want at least two", SuiteName, n)
 	}
 	switch m.Plan {
-	case PlanAll:
+	case pairplan.PlanAll:
 		rounds := 2 * (n - 1)
 		if n%2 == 1 {
 			rounds = 2 * n
 		}
 		return []time.Duration{time.Duration(rounds) * m.roundTime()}, nil
-	case PlanSample:
-		out := make([]time.Duration, Window(n, m.Peers))
+	case pairplan.PlanSample:
+		out := make([]time.Duration, pairplan.Window(n, m.Peers))
 		for i := range out {
 			out[i] = time.Duration(SampleRoundCount(n, m.Peers, m.Cycle+i)) * m.roundTime()
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/stats"
 	"github.com/cnperf/cnperf/internal/suite"
@@ -110,7 +111,7 @@ func TestStatementStatesEveryCycleRounds(t *testing.T) {
 			ring[i] = i
 		}
 		lo, hi, all := 1<<30, 0, 0
-		for c := 0; c < Window(tc.n, tc.k); c++ {
+		for c := 0; c < pairplan.Window(tc.n, tc.k); c++ {
 			got := len(SampleRounds(ring, tc.k, c))
 			if r := SampleRoundCount(tc.n, tc.k, c); r != got {
 				t.Fatalf("n=%d k=%d cycle %d: SampleRoundCount %d, SampleRounds made %d", tc.n, tc.k, c, r, got)
@@ -121,8 +122,8 @@ func TestStatementStatesEveryCycleRounds(t *testing.T) {
 		if hi > lo {
 			want = fmt.Sprintf("in %d to %d rounds", lo, hi)
 		}
-		want2 := fmt.Sprintf("within %d cycles (%d rounds)", Window(tc.n, tc.k), all)
-		if st := Statement(PlanSample, tc.n, tc.k, 1, 0); !strings.Contains(st, want) || !strings.Contains(st, want2) {
+		want2 := fmt.Sprintf("within %d cycles (%d rounds)", pairplan.Window(tc.n, tc.k), all)
+		if st := Statement(pairplan.PlanSample, tc.n, tc.k, 1, 0); !strings.Contains(st, want) || !strings.Contains(st, want2) {
 			t.Errorf("n=%d k=%d: statement %q, want %q and %q", tc.n, tc.k, st, want, want2)
 		}
 	}

@@ -2,67 +2,9 @@ package matrix
 
 import (
 	"fmt"
-	"slices"
+
+	"github.com/cnperf/cnperf/internal/pairplan"
 )
-
-// PlanZones measures every ordered pair inside a zone (nodes sharing a
-// node label's value) each cycle, and across zones one representative a
-// zone, rotating, so that every node speaks for its zone within the
-// largest zone's size in cycles (Pingmesh's full mesh in a rack,
-// representatives between racks).
-const PlanZones = "zones"
-
-// DefaultZoneLabel is the node label plan=zones groups nodes by.
-const DefaultZoneLabel = "topology.kubernetes.io/zone"
-
-// Zones groups node indexes by zone (zone[i] is node i's), zones in name
-// order, each zone's nodes in ring order (Ring), so a zone's
-// representatives rotate in an order not tied to the names.
-func Zones(names, zone []string) [][]int {
-	ring := Ring(names)
-	by := map[string][]int{}
-	for _, i := range ring {
-		by[zone[i]] = append(by[zone[i]], i)
-	}
-	keys := make([]string, 0, len(by))
-	for k := range by {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([][]int, len(keys))
-	for i, k := range keys {
-		out[i] = by[k]
-	}
-	return out
-}
-
-// ZoneWindow is the number of cycles within which every node of zones
-// represents its zone: the largest zone's size (1 with a single zone,
-// whose full mesh is measured every cycle).
-func ZoneWindow(zones [][]int) int {
-	w := 1
-	if len(zones) < 2 {
-		return w
-	}
-	for _, z := range zones {
-		w = max(w, len(z))
-	}
-	return w
-}
-
-// Representatives are each zone's node that measures across zones in
-// cycle c: the zone's (c mod size)-th node.
-func Representatives(zones [][]int, cycle int) []int {
-	out := make([]int, len(zones))
-	for i, z := range zones {
-		k := cycle % len(z)
-		if k < 0 {
-			k += len(z)
-		}
-		out[i] = z[k]
-	}
-	return out
-}
 
 // ZoneRounds are cycle c's pairs of the zones plan in rounds of disjoint
 // pairs: the zones' full meshes side by side (the round method's round r
@@ -83,7 +25,7 @@ func ZoneRounds(zones [][]int, cycle int) [][][2]int {
 	if len(zones) < 2 {
 		return out
 	}
-	reps := Representatives(zones, cycle)
+	reps := pairplan.Representatives(zones, cycle)
 	for _, round := range Rounds(len(reps)) {
 		var r [][2]int
 		for _, p := range round {
@@ -103,7 +45,7 @@ func ZoneStatement(label string, zones [][]int, cycles, firstCycle int) string {
 		inside += len(z) * (len(z) - 1)
 	}
 	across := len(zones) * (len(zones) - 1)
-	w := ZoneWindow(zones)
+	w := pairplan.ZoneWindow(zones)
 	return fmt.Sprintf("plan zones: %d nodes in %d zones by %s; each cycle every ordered pair inside a zone (%d) and one representative a zone to each other zone's (%d) in %d rounds; every node represents its zone within %d cycles; this run: cycles %d to %d, %s",
 		n, len(zones), label, inside, across, len(ZoneRounds(zones, firstCycle)), w, firstCycle, firstCycle+cycles-1, share(cycles, w))
 }

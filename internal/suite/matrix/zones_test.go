@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/pairplan"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -24,11 +25,11 @@ func TestZonesCoverWithinWindow(t *testing.T) {
 					zone = append(zone, fmt.Sprintf("zone-%c", 'a'+zi))
 				}
 			}
-			zones := Zones(names, zone)
+			zones := pairplan.Zones(names, zone)
 			if len(zones) != len(sizes) {
 				t.Fatalf("%d zones, want %d", len(zones), len(sizes))
 			}
-			w := ZoneWindow(zones)
+			w := pairplan.ZoneWindow(zones)
 			for _, c0 := range []int{0, 1, 7} {
 				out := map[[2]int]bool{} // node → zone it measured to (and from, as [zone, node] negated)
 				for c := c0; c < c0+w; c++ {
