@@ -71,6 +71,24 @@ func Set(dev string, offloads map[string]bool) error {
 	return nil
 }
 
+// Link reads whether dev has a link (ETHTOOL_GLINK). Asking settles a
+// link state change the kernel's link watcher has not handled yet
+// (ethtool_op_get_link syncs it): the device's operational state and, on
+// carrier, its transmit queue are brought up to date at once instead of
+// up to a second later.
+func Link(dev string) (bool, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("link of %s: socket: %w", dev, err)
+	}
+	defer unix.Close(fd)
+	v, err := value(fd, dev, unix.ETHTOOL_GLINK, 0)
+	if err != nil {
+		return false, fmt.Errorf("link of %s: %w", dev, err)
+	}
+	return v != 0, nil
+}
+
 // value runs one ethtool command on a struct ethtool_value and returns
 // its data.
 func value(fd int, dev string, cmd, data uint32) (uint32, error) {

@@ -288,7 +288,11 @@ func Up(ctx context.Context, cfg Config, log *slog.Logger) (*Lab, error) {
 		return nil, err
 	}
 	start := time.Now()
-	if err := build(ctx, l); err != nil {
+	err := build(ctx, l)
+	if err == nil {
+		err = waitLinksCarry(ctx, l)
+	}
+	if err != nil {
 		_, derr := down(ctx, cfg.Name, cfg.StateDir, log, l)
 		if derr != nil {
 			return nil, errors.Join(fmt.Errorf("lab up %s: %w", cfg.Name, err), fmt.Errorf("remove half-made lab: %w", derr))

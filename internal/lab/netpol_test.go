@@ -63,10 +63,14 @@ func TestPolicies(t *testing.T) {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	dial := func() (net.Conn, error) {
+	// A connection the rules allow gets a busy machine's time; one they
+	// refuse is given half a second (its SYNs are dropped, so it waits
+	// whatever it is given).
+	const allowed, refused = 10 * time.Second, 500 * time.Millisecond
+	dial := func(timeout time.Duration) (net.Conn, error) {
 		var c net.Conn
 		err := Do(src.NS, func() (err error) {
-			c, err = net.DialTimeout("tcp", ln.Addr().String(), 500*time.Millisecond)
+			c, err = net.DialTimeout("tcp", ln.Addr().String(), timeout)
 			return err
 		})
 		return c, err
@@ -87,7 +91,7 @@ func TestPolicies(t *testing.T) {
 	if _, err := l.AddPolicies(ctx, dst.Name, Policies{Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	old, err := dial()
+	old, err := dial(allowed)
 	if err != nil {
 		t.Fatalf("before any policy: %v", err)
 	}
@@ -97,7 +101,7 @@ func TestPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := dial(); err == nil {
+	if c, err := dial(refused); err == nil {
 		c.Close()
 		t.Error("a new connection passed a deny policy")
 	}
@@ -118,7 +122,7 @@ func TestPolicies(t *testing.T) {
 	if n, err := l.PolicyChainRules(ctx, dst.Name); err != nil || n != 103 {
 		t.Errorf("%d rules (%v), want 103: established, 100 policies, drop, the jump", n, err)
 	}
-	c, err := dial()
+	c, err := dial(allowed)
 	if err != nil {
 		t.Errorf("a policy allowing n2-p1 refused it: %v", err)
 	} else {
