@@ -74,6 +74,33 @@ func (s *Server) agentIndex(ctx context.Context) (*agentIndex, error) {
 	return &agentIndex{ctx: ctx, st: s.st, byUID: map[string]store.Agent{}}, nil
 }
 
+// prefetch reads the agents refs name by pod uid in one query per few
+// hundred (a run's endpoints), so that resolve finds them without a
+// round trip each; refs that name no agent's uid are looked up by resolve
+// as before.
+func (ix *agentIndex) prefetch(refs []string) error {
+	var want []string
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if _, ok := ix.byUID[r]; ok || seen[r] || r == "" {
+			continue
+		}
+		seen[r] = true
+		want = append(want, r)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	as, err := ix.st.GetAgents(ix.ctx, want)
+	if err != nil {
+		return fmt.Errorf("look up agents: %w", err)
+	}
+	for _, a := range as {
+		ix.byUID[a.PodUID] = a
+	}
+	return nil
+}
+
 func (ix *agentIndex) resolve(field, ref string, byName bool) (store.Agent, error) {
 	if a, ok := ix.byUID[ref]; ok {
 		return a, nil

@@ -39,6 +39,14 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
+	refs := make([]string, 0, 2*len(rc.Tasks))
+	for _, rt := range rc.Tasks {
+		refs = append(refs, rt.Src, rt.Dst)
+	}
+	if err := ix.prefetch(refs); err != nil {
+		s.fail(w, r, false, err)
+		return
+	}
 	ts := make([]store.Task, 0, len(rc.Tasks))
 	for i, rt := range rc.Tasks {
 		t, err := s.v2Task(fmt.Sprintf("tasks[%d].", i), rt, ix)

@@ -83,6 +83,14 @@ func (s *Server) handleTaskCreateV1(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, true, err)
 		return
 	}
+	refs := make([]string, 0, 2*len(tcs))
+	for _, tc := range tcs {
+		refs = append(refs, tc.SrcPodUID, tc.DstPodUID)
+	}
+	if err := ix.prefetch(refs); err != nil {
+		s.fail(w, r, true, err)
+		return
+	}
 	ts := make([]store.Task, 0, len(tcs))
 	for i, tc := range tcs {
 		t, err := s.v1Task(fmt.Sprintf("[%d].", i), tc, ix)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -260,6 +261,37 @@ func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
 		return Agent{}, fmt.Errorf("get agent %s: %w", podUID, err)
 	}
 	return a, nil
+}
+
+// batchRows is how many rows one statement reads or inserts by key
+// (within every dialect's limit on a statement's parameters).
+const batchRows = 500
+
+func (s *sqlStore) GetAgents(ctx context.Context, podUIDs []string) ([]Agent, error) {
+	var out []Agent
+	for chunk := range slices.Chunk(podUIDs, batchRows) {
+		args := make([]any, len(chunk))
+		for i, u := range chunk {
+			args[i] = u
+		}
+		rows, err := s.r.QueryContext(ctx, s.d.rebind("SELECT "+agentCols+" FROM agents WHERE pod_uid IN ("+placeholders(len(chunk))+")"), args...)
+		if err != nil {
+			return nil, fmt.Errorf("get agents: %w", err)
+		}
+		for rows.Next() {
+			a, err := scanAgent(rows)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("get agents: %w", err)
+			}
+			out = append(out, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("get agents: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func (s *sqlStore) ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error) {

@@ -322,6 +322,10 @@ type Store interface {
 	TouchAgents(ctx context.Context, touches []Touch) (int, error)
 	// GetAgent returns the agent with this pod UID, or ErrNotFound.
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
+	// GetAgents returns the agents with these pod UIDs, those that exist,
+	// in no particular order, in one query per few hundred UIDs (a run's
+	// endpoints, read at its creation).
+	GetAgents(ctx context.Context, podUIDs []string) ([]Agent, error)
 	// ListAgents returns the agents matching f, ordered by ID.
 	ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error)
 	// SetPresence records sessions opened and ended on the replica whose

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,12 +64,15 @@ func (s *sqlStore) CreateTasks(ctx context.Context, runID string, tasks []Task, 
 func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, tasks []Task, now time.Time) ([]Task, error) {
 	out := make([]Task, len(tasks))
 	seen := make(map[string]int, len(tasks))
+	var given []string // task ids the caller chose: they may exist
 	for i, t := range tasks {
 		if err := validateTask(i, t); err != nil {
 			return nil, err
 		}
 		if t.TaskID == "" {
 			t.TaskID = uuid.NewString()
+		} else {
+			given = append(given, t.TaskID)
 		}
 		if j, dup := seen[t.TaskID]; dup {
 			return nil, fmt.Errorf("task %d: %w: task_id %s repeats task %d", i, ErrConflict, t.TaskID, j)
@@ -81,28 +87,83 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 	if len(out) == 0 {
 		return out, nil
 	}
-	stmt, err := tx.PrepareContext(ctx, s.insertKeySQL(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
-	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`, "id"))
-	if err != nil {
-		return nil, fmt.Errorf("prepare task insert: %w", err)
+	// A task id the caller chose that exists is named by its index (a
+	// failed insert of many rows would not say which).
+	for chunk := range slices.Chunk(given, batchRows) {
+		existing, err := s.taskIDs(ctx, tx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if len(existing) > 0 {
+			first := slices.MinFunc(slices.Collect(maps.Keys(existing)), func(a, b string) int { return seen[a] - seen[b] })
+			return nil, fmt.Errorf("task %d: %w: task_id %s exists", seen[first], ErrConflict, first)
+		}
 	}
-	defer stmt.Close()
 	var run any
 	if runID != "" {
 		run = runID
 	}
 	ts := s.d.timeArg(now)
-	for i := range out {
-		t := &out[i]
-		t.ID, err = s.newKey(ctx, stmt, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
-			t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+	// A few hundred rows a statement, then their keys read back by task
+	// id: two round trips for a run's tasks, not one per task (the create
+	// call is on every task's dispatch latency).
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"
+	for start := 0; start < len(out); start += batchRows {
+		chunk := out[start:min(start+batchRows, len(out))]
+		var args []any
+		ids := make([]string, len(chunk))
+		for i := range chunk {
+			t := &chunk[i]
+			ids[i] = t.TaskID
+			args = append(args, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
+				t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+		}
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
+	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
+VALUES `+strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", ")), args...)
 		if err != nil {
 			if s.d.isUnique(err) {
-				return nil, fmt.Errorf("task %d: %w: task_id %s exists", i, ErrConflict, t.TaskID)
+				return nil, fmt.Errorf("tasks %d-%d: %w: a task_id exists", start, start+len(chunk)-1, ErrConflict)
 			}
-			return nil, fmt.Errorf("task %d: insert: %w", i, err)
+			return nil, fmt.Errorf("tasks %d-%d: insert: %w", start, start+len(chunk)-1, err)
 		}
+		keys, err := s.taskIDs(ctx, tx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for i := range chunk {
+			k, ok := keys[chunk[i].TaskID]
+			if !ok {
+				return nil, fmt.Errorf("task %d: inserted, but its row is not found", start+i)
+			}
+			chunk[i].ID = k
+		}
+	}
+	return out, nil
+}
+
+// taskIDs returns the keys of the tasks with these task ids that exist.
+func (s *sqlStore) taskIDs(ctx context.Context, tx *sql.Tx, taskIDs []string) (map[string]int64, error) {
+	args := make([]any, len(taskIDs))
+	for i, id := range taskIDs {
+		args[i] = id
+	}
+	rows, err := tx.QueryContext(ctx, s.d.rebind("SELECT id, task_id FROM tasks WHERE task_id IN ("+placeholders(len(taskIDs))+")"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read task keys: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int64, len(taskIDs))
+	for rows.Next() {
+		var id int64
+		var taskID string
+		if err := rows.Scan(&id, &taskID); err != nil {
+			return nil, fmt.Errorf("read task keys: %w", err)
+		}
+		out[taskID] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read task keys: %w", err)
 	}
 	return out, nil
 }

@@ -47,6 +47,8 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	st := open(t)
 	// Subtests share the database; each uses its own agent uids.
 	t.Run("agents", func(t *testing.T) { testAgents(t, st) })
+	t.Run("agents by uid", func(t *testing.T) { testGetAgents(t, st) })
+	t.Run("many tasks at once", func(t *testing.T) { testManyTasks(t, st) })
 	t.Run("register batch", func(t *testing.T) { testRegisterBatch(t, st) })
 	t.Run("life cycle", func(t *testing.T) { testLifeCycle(t, st) })
 	t.Run("nothing stored half-way", func(t *testing.T) { testAtomicCreate(t, st) })
