@@ -145,7 +145,7 @@ func PacketRate(limitPPS, offeredPPS, receivedPPS float64) Judgement {
 	case receivedPPS < (1-Tolerance)*limitPPS:
 		return Judgement{Caveat, fmt.Sprintf("held below the limit: %.0f packets/s arrived against %.0f asked (%+.0f %%)", receivedPPS, limitPPS, 100*(receivedPPS/limitPPS-1))}
 	}
-	return Judgement{Works, fmt.Sprintf("held at %.0f packets/s (%+.1f %%) of %.0f offered", receivedPPS, 100*(receivedPPS/limitPPS-1), offeredPPS)}
+	return Judgement{Works, fmt.Sprintf("held at %.0f packets/s (%+.1f %%, within %.0f %%) of %.0f offered", receivedPPS, 100*(receivedPPS/limitPPS-1), 100*Tolerance, offeredPPS)}
 }
 
 // ConnSlack is how many connections a held connection limit may be off
@@ -167,7 +167,7 @@ func Connections(limit float64, attempts, held, refused, timedOut int) Judgement
 	case float64(held) < limit-ConnSlack:
 		return Judgement{Caveat, "held below the limit: " + figure}
 	}
-	return Judgement{Works, "held: " + figure}
+	return Judgement{Works, fmt.Sprintf("held within %d: %s", ConnSlack, figure)}
 }
 
 // DSCP judges a mark that should reach an address leaving the cluster
