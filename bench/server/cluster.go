@@ -163,7 +163,7 @@ func startReplica(ctx context.Context, c config, dsn, dir string, idx, maxAgents
 	}
 	srvCtx, srvCancel := context.WithCancel(context.WithoutCancel(ctx))
 	cmd := exec.CommandContext(srvCtx, c.bin, "server", "--listen", addr, "--db", dsn, "--log-level", "warn",
-		"--max-agents", strconv.Itoa(maxAgents),
+		"--max-agents", strconv.Itoa(maxAgents), "--session-keepalive", c.holdKA.String(),
 		"--plain-http", "--trust-agent-addrs") // loopback, simulated agents: TLS and their addresses are not what is measured
 	cmd.Env = append(os.Environ(), "CNPERF_USER_TOKEN="+userTok, "CNPERF_AGENT_TOKEN="+agentTok)
 	cmd.Stdout, cmd.Stderr = logf, logf

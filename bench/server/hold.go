@@ -51,6 +51,7 @@ type clusterFigures struct {
 	reasons                 map[string]int64 // why sessions ended or failed to open (the simulators')
 	disp                    *dispatchFigures // the matrix dispatch in the window (nil: none)
 	answered, answerErr     int64            // tasks the simulators started and reported, and failed to
+	periods                 map[string]int64 // open sessions by the keep-alive period asked of them (s), at the end
 }
 
 // sim is one simulator child.
@@ -301,8 +302,11 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		df := disp.figures(arrivals)
 		f.disp = &df
 	}
-	f.reasons = map[string]int64{}
+	f.reasons, f.periods = map[string]int64{}, map[string]int64{}
 	for _, r := range rs {
+		for k, v := range r.Periods {
+			f.periods[k] += v
+		}
 		for k, v := range r.DownReasons {
 			f.reasons[k] += v
 		}
@@ -409,6 +413,14 @@ func (f clusterFigures) print() {
 		for _, k := range keys[:min(len(keys), 5)] {
 			fmt.Printf("  %7d  %s\n", f.reasons[k], k)
 		}
+	}
+	if len(f.periods) > 0 {
+		keys := slices.SortedFunc(maps.Keys(f.periods), func(a, b string) int { return cmp.Compare(f.periods[b], f.periods[a]) })
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s s: %d", k, f.periods[k]))
+		}
+		fmt.Printf("keep-alive period asked (open sessions at the end): %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Printf("keep-alive latency:                  p50 %s  p99 %s  p99.9 %s  max %s\n", ms(f.ka[0]), ms(f.ka[1]), ms(f.ka[2]), ms(f.ka[3]))
 	fmt.Printf("false offline (reaper marks):        %d in the %.0f s window (%d during the ramp)\n", f.falseOff, f.window.Seconds(), f.rampMarks)

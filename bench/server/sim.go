@@ -50,7 +50,10 @@ type simReport struct {
 	DownReasons map[string]int64 `json:"down_reasons,omitempty"`
 	// Arrivals is when each task offered since the start reached its
 	// agent (task id → Unix nanoseconds), with "report".
-	Arrivals  map[string]int64 `json:"arrivals,omitempty"`
+	Arrivals map[string]int64 `json:"arrivals,omitempty"`
+	// Periods counts the open sessions by the keep-alive period their
+	// server asks of them now (seconds), with "report".
+	Periods   map[string]int64 `json:"periods,omitempty"`
 	Answered  int64            `json:"answered"`      // tasks started and reported
 	AnswerErr int64            `json:"answer_errors"` // starts or reports that failed
 }
@@ -66,7 +69,8 @@ type simState struct {
 	kaErrors   atomic.Int64
 	answered   atomic.Int64
 	answerErr  atomic.Int64
-	mu         sync.Mutex // guards rtts, reasons and arrivals
+	open       []atomic.Pointer[client.Session] // each agent's open session (by index from simFirst)
+	mu         sync.Mutex                       // guards rtts, reasons and arrivals
 	rtts       []int64
 	reasons    map[string]int64
 	arrivals   map[string]int64
@@ -88,14 +92,15 @@ func runSimChild(c config) error {
 		}
 		clients = append(clients, cl)
 	}
-	st := &simState{upPer: make([]atomic.Int64, len(servers)), reasons: map[string]int64{}, arrivals: map[string]int64{}}
+	st := &simState{upPer: make([]atomic.Int64, len(servers)), reasons: map[string]int64{}, arrivals: map[string]int64{},
+		open: make([]atomic.Pointer[client.Session], c.simCount)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	for k := range c.simCount {
 		i := c.simFirst + k
 		delay := time.Duration(float64(c.holdRamp) * float64(k) / float64(c.simCount))
-		wg.Go(func() { st.hold(ctx, clients[i%len(clients)], i%len(clients), i, delay) })
+		wg.Go(func() { st.hold(ctx, clients[i%len(clients)], i%len(clients), i, &st.open[k], delay) })
 	}
 	enc := json.NewEncoder(os.Stdout)
 	sc := bufio.NewScanner(os.Stdin)
@@ -145,6 +150,12 @@ func (st *simState) report(withRTT bool) simReport {
 	if withRTT {
 		r.RTTMicros = append([]int64(nil), st.rtts...)
 		r.Arrivals = maps.Clone(st.arrivals)
+		r.Periods = map[string]int64{}
+		for i := range st.open {
+			if s := st.open[i].Load(); s != nil {
+				r.Periods[fmt.Sprint(s.KeepalivePeriod().Seconds())]++
+			}
+		}
 	}
 	r.Answered, r.AnswerErr = st.answered.Load(), st.answerErr.Load()
 	r.DownReasons = maps.Clone(st.reasons)
@@ -153,7 +164,7 @@ func (st *simState) report(withRTT bool) simReport {
 }
 
 // hold keeps agent i's session on one server, from delay on.
-func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, delay time.Duration) {
+func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, open *atomic.Pointer[client.Session], delay time.Duration) {
 	hello := api.Heartbeat{PodName: "bench-pod-" + fmt.Sprint(i), PodNamespace: "bench", PodUID: uid(i), PodIP: podIP(i),
 		NodeName: fmt.Sprintf("node-%d", i/20), NodeIP: podIP(i), ResponderAddr: podIP(i) + ":5201", Version: "bench",
 		BootID: fmt.Sprintf("bench-boot-%d", i),
@@ -186,6 +197,7 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 			go st.answer(ctx, s, i, ids)
 		},
 		OnUp: func(s *client.Session) {
+			open.Store(s)
 			up.Store(true)
 			st.up.Add(1)
 			st.upPer[server].Add(1)
@@ -196,6 +208,7 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 			if err != nil && ctx.Err() == nil {
 				st.reason(err)
 			}
+			open.Store(nil)
 			wasUp := up.Swap(false)
 			if wasUp {
 				st.up.Add(-1)
