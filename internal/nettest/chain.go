@@ -68,6 +68,9 @@ func MakeChain() (*Chain, func() error, error) {
 	if err := vethBetween(c.B, c.R, "eth2", [2]netip.Addr{c.AddrB, c.AddrRB}, [2]netip.Addr{c.Addr6B, c.Addr6RB}); err != nil {
 		return nil, cleanup, err
 	}
+	if err := errors.Join(c.A.waitCarry("eth0"), c.R.waitCarry("eth1"), c.B.waitCarry("eth0"), c.R.waitCarry("eth2")); err != nil {
+		return nil, cleanup, err
+	}
 	if err := defaultRoutes(c.A, c.AddrRA, c.Addr6RA); err != nil {
 		return nil, cleanup, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnperf/cnperf/internal/ethtool"
 	"github.com/cnperf/cnperf/internal/nsthread"
 )
 
@@ -86,6 +87,39 @@ func (n *NS) WaitAddr(t testing.TB, a netip.Addr) {
 			t.Fatalf("address %s in netns %s not usable: %v", a, n.Name, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// carryBound bounds the wait for a new link to carry traffic.
+const carryBound = 30 * time.Second
+
+// waitCarry returns when n's device dev is operationally up. The kernel
+// turns a new link's operational state and transmit queue on
+// asynchronously (its link watcher, up to a second later, more on a busy
+// machine) and drops what is sent there until then; asking the link
+// whether it has a link (ethtool.Link) settles that at once.
+func (n *NS) waitCarry(dev string) error {
+	deadline := time.Now().Add(carryBound)
+	for {
+		var state netlink.LinkOperState
+		err := n.Do(func() error {
+			_, _ = ethtool.Link(dev) // settles; the state below decides
+			l, err := netlink.LinkByName(dev)
+			if err == nil {
+				state = l.Attrs().OperState
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("link %s in %s: %w", dev, n.Name, err)
+		}
+		if state == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s in %s is %v after %v, want up", dev, n.Name, state, carryBound)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -155,6 +189,9 @@ func MakePair() (*Pair, func() error, error) {
 		AddrA: netip.MustParseAddr("198.18.0.1"), AddrB: netip.MustParseAddr("198.18.0.2"),
 		Addr6A: netip.MustParseAddr("fd63:6e70::1"), Addr6B: netip.MustParseAddr("fd63:6e70::2")}
 	if err := p.link(); err != nil {
+		return nil, cleanup, err
+	}
+	if err := errors.Join(p.A.waitCarry("eth0"), p.B.waitCarry("eth0")); err != nil {
 		return nil, cleanup, err
 	}
 	return p, cleanup, nil

@@ -105,3 +105,32 @@ func TestAddressesUsableAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksCarryAtOnce: every veth of a new pair and chain is
+// operationally up when it is returned. The kernel turns a new link's
+// operational state and transmit queue on asynchronously; until then
+// what is sent there is dropped (a first SYN waited a second for its
+// retransmission). Several, as one may be ready by chance.
+func TestLinksCarryAtOnce(t *testing.T) {
+	for i := 0; i < 4; i++ {
+		p := NewPair(t)
+		c := NewChain(t)
+		for _, ns := range []*NS{p.A, p.B, c.A, c.R, c.B} {
+			err := ns.Do(func() error {
+				links, err := netlink.LinkList()
+				if err != nil {
+					return err
+				}
+				for _, l := range links {
+					if a := l.Attrs(); a.Name != "lo" && a.OperState != netlink.OperUp {
+						return fmt.Errorf("%s is %v", a.Name, a.OperState)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("netns %s: %v", ns.Name, err)
+			}
+		}
+	}
+}
