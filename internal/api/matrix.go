@@ -2,17 +2,54 @@ package api
 
 import "time"
 
-// MatrixCoverage is the answer of GET /api/v2/matrix/coverage: every
-// ordered pair of the nodes known (the agents', online or not, and those
-// of kept measurements) with its latest matrix measurement, whichever run
-// and pair plan made it.
+// MatrixCoverage is a page of the answer of GET /api/v2/matrix/coverage:
+// the ordered pairs of the nodes known (the agents', online or not, and
+// those of kept measurements) with their latest matrix measurement,
+// whichever run and pair plan made it. A page holds whole senders' rows
+// of the matrix, in node order; Next asks for the following page.
 type MatrixCoverage struct {
 	// At is the server's time of the answer; ages are counted from it.
 	At    time.Time `json:"at"`
 	Nodes []string  `json:"nodes"`
 	// Pairs are in node order, sender first; a pair never measured has
-	// no measured_at.
+	// no measured_at. With only_overdue, only the overdue ones.
 	Pairs []PairCoverage `json:"pairs"`
+	// Next is the after= of the next page; empty on the last.
+	Next string `json:"next,omitempty"`
+	// Tally counts every pair, on the first page only (no after=).
+	Tally *CoverageTally `json:"tally,omitempty"`
+}
+
+// CoverageTally counts the ordered pairs of the whole matrix.
+type CoverageTally struct {
+	Pairs    int `json:"pairs"`    // ordered pairs of the nodes known
+	Measured int `json:"measured"` // those with a kept measurement
+	// Overdue are never measured or measured longer than overdue ago.
+	Overdue  int      `json:"overdue"`
+	OverdueS float64  `json:"overdue_s"`          // the overdue asked
+	OldestS  *float64 `json:"oldest_s,omitempty"` // the oldest measured pair's age
+}
+
+// Coverage pages: a page holds whole senders' rows, at most
+// MaxCoverageLimit pairs (DefaultCoverageLimit unless limit= says), but
+// always one sender's row.
+const (
+	DefaultCoverageLimit = 5000
+	MaxCoverageLimit     = 50000
+)
+
+// CoverageQuery asks for a page of the coverage (the query of GET
+// /api/v2/matrix/coverage).
+type CoverageQuery struct {
+	// After is the last sender of the previous page (after=).
+	After string
+	// Limit bounds the page's pairs (limit=; 0: DefaultCoverageLimit).
+	Limit int
+	// Overdue is when a pair is overdue (overdue=; 0: 24h).
+	Overdue time.Duration
+	// OnlyOverdue keeps only the overdue pairs in the page
+	// (only_overdue=1); the page still spans Limit pairs of the matrix.
+	OnlyOverdue bool
 }
 
 // PairCoverage is one ordered node pair's coverage.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/api/client"
 	"github.com/cnperf/cnperf/internal/lab"
 	"github.com/cnperf/cnperf/internal/labrun"
@@ -85,14 +85,14 @@ Needs root (CAP_NET_ADMIN).`,
 			}
 			// The matrix's coverage, read from the lab's server before
 			// the lab goes.
-			var covers []api.MatrixCoverage
+			var covers []*bytes.Buffer
 			if f.suite.Name() == matrix.SuiteName {
 				lc.Done = func(ctx context.Context, c *client.Client) error {
-					cov, err := c.MatrixCoverage(ctx)
-					if err != nil {
+					var b bytes.Buffer
+					if _, err := printCoverage(ctx, &b, c.MatrixCoverage, 24*time.Hour, false); err != nil {
 						return fmt.Errorf("matrix coverage: %w", err)
 					}
-					covers = append(covers, cov)
+					covers = append(covers, &b)
 					return nil
 				}
 			}
@@ -107,7 +107,7 @@ Needs root (CAP_NET_ADMIN).`,
 			}
 			for _, cov := range covers {
 				fmt.Fprintln(w, "\nMatrix coverage (cnperf matrix coverage):")
-				printCoverage(w, cov, 24*time.Hour, false)
+				_, _ = cov.WriteTo(w)
 			}
 			if db != "" {
 				fmt.Fprintf(st.Err, "runs kept in %s: cnperf server --db sqlite:%s, or cnperf matrix coverage --db sqlite:%s\n", db, db, db)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/server"
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -113,4 +114,41 @@ func coverageAge(out, src, dst string) (age time.Duration, overdue, ok bool) {
 		return age, len(f) > 4 && f[4] == "OVERDUE", true
 	}
 	return 0, false, false
+}
+
+// TestPrintCoverageFollowsPages: the coverage is read a page at a time,
+// each asked after the previous page's last sender, until a page has no
+// next; every page's pairs are printed and counted, and a page whose next
+// does not move on is an error rather than a loop.
+func TestPrintCoverageFollowsPages(t *testing.T) {
+	now := time.Now()
+	old := now.Add(-30 * time.Hour)
+	pages := map[string]api.MatrixCoverage{
+		"":   {At: now, Nodes: []string{"a", "b", "c"}, Next: "a", Pairs: []api.PairCoverage{{Src: "a", Dst: "b", MeasuredAt: &now}, {Src: "a", Dst: "c", MeasuredAt: &now}}},
+		"a":  {At: now, Nodes: []string{"a", "b", "c"}, Next: "b", Pairs: []api.PairCoverage{{Src: "b", Dst: "a", MeasuredAt: &old}, {Src: "b", Dst: "c"}}},
+		"b":  {At: now, Nodes: []string{"a", "b", "c"}, Pairs: []api.PairCoverage{{Src: "c", Dst: "a", MeasuredAt: &now}, {Src: "c", Dst: "b", MeasuredAt: &now}}},
+		"xx": {At: now, Next: "xx"},
+	}
+	var asked []string
+	page := func(_ context.Context, q api.CoverageQuery) (api.MatrixCoverage, error) {
+		asked = append(asked, q.After)
+		return pages[q.After], nil
+	}
+	var out bytes.Buffer
+	late, err := printCoverage(context.Background(), &out, page, 24*time.Hour, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(asked, ",") != ",a,b" || late != 2 {
+		t.Errorf("asked after %q, %d late; want pages after \"\", a, b and 2 late", asked, late)
+	}
+	for _, want := range []string{"c         a ", "never", "5 of 6 ordered pairs of 3 nodes measured", "2 overdue"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	pages[""] = api.MatrixCoverage{At: now, Next: "xx"}
+	if _, err := printCoverage(context.Background(), &out, page, time.Hour, false); err == nil || !strings.Contains(err.Error(), "does not move on") {
+		t.Errorf("a page whose next repeats: err %v, want it refused", err)
+	}
 }

@@ -64,7 +64,9 @@ func (s *Server) table() []route {
 		{method: "GET", path: "/api/v2/agents", auth: user, handler: s.handleAgentsV2,
 			summary: "List agents", query: []param{{"all", "1 to include offline agents", false}, {"node", "node name", false}}, answer: []api.Agent{}},
 		{method: "GET", path: "/api/v2/matrix/coverage", auth: user, handler: s.handleMatrixCoverage,
-			summary: "Every ordered node pair's latest matrix measurement (time, kinds, figures), whichever run and plan made it; pairs never measured without a time", answer: api.MatrixCoverage{}},
+			summary: "A page of the ordered node pairs' latest matrix measurements (time, kinds, figures), whichever run and plan made them, whole senders' rows; pairs never measured without a time; the first page tallies the whole matrix",
+			query: []param{{"limit", "pairs a page (1-50000, default 5000; at least one sender's row)", false}, {"after", "next of the previous page", false},
+				{"overdue", "a pair not measured within this duration is overdue (default 24h)", false}, {"only_overdue", "1: only the overdue pairs", false}}, answer: api.MatrixCoverage{}},
 
 		{method: "POST", path: "/api/v2/schedules", auth: user, handler: s.handleScheduleCreate, status: http.StatusCreated,
 			summary: "Create a schedule: the server runs the suite every `every`, first at once, never two at once", body: api.ScheduleCreate{}, answer: api.Schedule{}},

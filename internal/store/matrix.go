@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -75,10 +76,24 @@ func recordPairSQL(d dialect) string {
 		" figures = excluded.figures WHERE matrix_pairs.measured_at <= excluded.measured_at")
 }
 
-// ListMatrixPairs returns every kept pair measurement, by source,
-// destination and measure.
-func (s *sqlStore) ListMatrixPairs(ctx context.Context) ([]MatrixPair, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT src_node, dst_node, measure, run_id, measured_at, figures FROM matrix_pairs ORDER BY src_node, dst_node, measure")
+// MaxMatrixSenders bounds the sending nodes one ListMatrixPairs call
+// reads: its answer is one page of the coverage, never the whole N².
+const MaxMatrixSenders = 500
+
+// ListMatrixPairs returns the kept measurements of the pairs sent from
+// srcs (1 to MaxMatrixSenders node names), by source, destination and
+// measure.
+func (s *sqlStore) ListMatrixPairs(ctx context.Context, srcs []string) ([]MatrixPair, error) {
+	if len(srcs) == 0 || len(srcs) > MaxMatrixSenders {
+		return nil, fmt.Errorf("list matrix pairs: %w: %d sending nodes, want 1 to %d", ErrInvalid, len(srcs), MaxMatrixSenders)
+	}
+	args := make([]any, len(srcs))
+	for i, n := range srcs {
+		args[i] = n
+	}
+	q := "SELECT src_node, dst_node, measure, run_id, measured_at, figures FROM matrix_pairs WHERE src_node IN (?" +
+		strings.Repeat(", ?", len(srcs)-1) + ") ORDER BY src_node, dst_node, measure"
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list matrix pairs: %w", err)
 	}
@@ -93,4 +108,52 @@ func (s *sqlStore) ListMatrixPairs(ctx context.Context) ([]MatrixPair, error) {
 		return nil, fmt.Errorf("list matrix pairs: %w", err)
 	}
 	return out, nil
+}
+
+// MatrixNodes returns the nodes of the kept measurements, senders and
+// receivers, in no set order. It skips from one node to the next along
+// an index (the primary key's first column, matrix_pairs_dst), so it
+// reads an index entry a node, not a row a measurement.
+func (s *sqlStore) MatrixNodes(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, col := range []string{"src_node", "dst_node"} {
+		q := "WITH RECURSIVE s(n) AS (SELECT MIN(" + col + ") FROM matrix_pairs" +
+			" UNION ALL SELECT (SELECT MIN(" + col + ") FROM matrix_pairs WHERE " + col + " > s.n) FROM s WHERE s.n IS NOT NULL)" +
+			" SELECT n FROM s WHERE n IS NOT NULL"
+		rows, err := s.r.QueryContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("matrix nodes: %w", err)
+		}
+		nodes, err := collect(rows, func(r rowScanner) (string, error) {
+			var n string
+			return n, r.Scan(&n)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("matrix nodes: %w", err)
+		}
+		out = append(out, nodes...)
+	}
+	return out, nil
+}
+
+// MatrixTally counts the kept ordered pairs: those measured, those whose
+// oldest kind was measured before a time, and the oldest of them.
+type MatrixTally struct {
+	Pairs, Before int
+	Oldest        *time.Time // nil: no pair kept
+}
+
+// TallyMatrixPairs counts the kept pairs in the database (one row of
+// answer, whatever N), those measured before before among them (a pair
+// is as old as its oldest kind).
+func (s *sqlStore) TallyMatrixPairs(ctx context.Context, before time.Time) (MatrixTally, error) {
+	q := s.d.rebind("SELECT COUNT(*), COALESCE(SUM(CASE WHEN m < ? THEN 1 ELSE 0 END), 0), MIN(m)" +
+		" FROM (SELECT MIN(measured_at) AS m FROM matrix_pairs GROUP BY src_node, dst_node) t")
+	var t MatrixTally
+	var oldest tsScan
+	if err := s.r.QueryRowContext(ctx, q, s.d.timeArg(micro(before))).Scan(&t.Pairs, &t.Before, &oldest); err != nil {
+		return MatrixTally{}, fmt.Errorf("tally matrix pairs: %w", err)
+	}
+	t.Oldest = oldest.ptr()
+	return t, nil
 }

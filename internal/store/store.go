@@ -502,8 +502,15 @@ type Store interface {
 	// RecordMatrixPair keeps a matrix measurement as its pair's latest of
 	// its kind (an older one does not replace a newer).
 	RecordMatrixPair(ctx context.Context, p MatrixPair) error
-	// ListMatrixPairs returns every kept pair measurement.
-	ListMatrixPairs(ctx context.Context) ([]MatrixPair, error)
+	// ListMatrixPairs returns the kept measurements of the pairs sent
+	// from srcs (1 to MaxMatrixSenders nodes): a page of the coverage.
+	ListMatrixPairs(ctx context.Context, srcs []string) ([]MatrixPair, error)
+	// MatrixNodes returns the senders and receivers of the kept
+	// measurements (a node may come twice).
+	MatrixNodes(ctx context.Context) ([]string, error)
+	// TallyMatrixPairs counts the kept pairs, and those measured before
+	// a time.
+	TallyMatrixPairs(ctx context.Context, before time.Time) (MatrixTally, error)
 
 	// Ping checks that the database answers (for /readyz).
 	Ping(ctx context.Context) error

@@ -18,8 +18,12 @@ const defaultOverdue = 24 * time.Hour
 // the overdue pairs.
 const maxHeatNodes = 120
 
-// maxListedOverdue bounds the overdue pairs the coverage page lists.
-const maxListedOverdue = 100
+// maxListedOverdue bounds the overdue pairs the coverage page lists;
+// maxOverduePages the pages of the coverage it reads to find them.
+const (
+	maxListedOverdue = 100
+	maxOverduePages  = 4
+)
 
 type coveragePage struct {
 	page
@@ -52,28 +56,42 @@ func (d *Dashboard) handleCoverage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
 	defer cancel()
-	cov, err := d.opts.API.MatrixCoverage(ctx)
+	// The first page: the tally of the whole matrix and, up to
+	// maxHeatNodes nodes (fewer pairs than a page holds), every pair.
+	q := api.CoverageQuery{Overdue: overdue, Limit: api.MaxCoverageLimit}
+	cov, err := d.opts.API.MatrixCoverage(ctx, q)
 	if err != nil {
 		d.failAPI(w, r, "matrix coverage", err)
 		return
 	}
-	p := coveragePage{page: d.basePage(r, "Matrix coverage"), Overdue: overdue, Pairs: len(cov.Pairs), At: cov.At}
-	for _, pc := range cov.Pairs {
-		if age, ok := pc.Age(cov.At); ok {
-			p.Measured++
-			p.Oldest = max(p.Oldest, age)
+	p := coveragePage{page: d.basePage(r, "Matrix coverage"), Overdue: overdue, At: cov.At, Nodes: len(cov.Nodes)}
+	if t := cov.Tally; t != nil {
+		p.Pairs, p.Measured, p.Late = t.Pairs, t.Measured, t.Overdue
+		if t.OldestS != nil {
+			p.Oldest = time.Duration(*t.OldestS * float64(time.Second))
 		}
-		if pc.Overdue(cov.At, overdue) {
-			p.Late++
-			if len(p.Listed) < maxListedOverdue {
+	}
+	p.TooMany = p.Nodes > maxHeatNodes || cov.Next != ""
+	if !p.TooMany && p.Nodes > 1 {
+		p.Chart = report.HeatMap("coverage", report.CoverageMatrix(cov, overdue))
+	}
+	// The overdue pairs listed: the first found, a page at a time, at
+	// most maxOverduePages pages of the matrix read.
+	q.OnlyOverdue = true
+	for pages := 0; ; pages++ {
+		for _, pc := range cov.Pairs {
+			if len(p.Listed) < maxListedOverdue && pc.Overdue(cov.At, overdue) {
 				p.Listed = append(p.Listed, pc)
 			}
 		}
-	}
-	p.Nodes = len(cov.Nodes)
-	p.TooMany = p.Nodes > maxHeatNodes
-	if p.Nodes > 1 && !p.TooMany {
-		p.Chart = report.HeatMap("coverage", report.CoverageMatrix(cov, overdue))
+		if cov.Next == "" || len(p.Listed) >= maxListedOverdue || pages+1 >= maxOverduePages {
+			break
+		}
+		q.After = cov.Next
+		if cov, err = d.opts.API.MatrixCoverage(ctx, q); err != nil {
+			d.failAPI(w, r, "matrix coverage", err)
+			return
+		}
 	}
 	p.Refresh = 30
 	d.render(w, r, http.StatusOK, "coverage", p)

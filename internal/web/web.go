@@ -41,7 +41,7 @@ type API interface {
 	CreateRun(ctx context.Context, rc api.RunCreate) (api.Run, error)
 	CancelRun(ctx context.Context, id, reason string) (api.Run, error)
 	ListSchedules(ctx context.Context) ([]api.Schedule, error)
-	MatrixCoverage(ctx context.Context) (api.MatrixCoverage, error)
+	MatrixCoverage(ctx context.Context, q api.CoverageQuery) (api.MatrixCoverage, error)
 }
 
 // Options configure a Dashboard. API and UserToken are required.

@@ -607,9 +607,22 @@ func (c *Client) DeleteSchedule(ctx context.Context, id string) (api.Schedule, e
 	return out, c.v2(ctx, http.MethodDelete, "/api/v2/schedules/"+url.PathEscape(id), nil, nil, &out)
 }
 
-// MatrixCoverage answers every ordered node pair's latest matrix
-// measurement.
-func (c *Client) MatrixCoverage(ctx context.Context) (api.MatrixCoverage, error) {
+// MatrixCoverage answers a page of the matrix's coverage: whole
+// senders' rows after q.After; follow Next for the rest.
+func (c *Client) MatrixCoverage(ctx context.Context, q api.CoverageQuery) (api.MatrixCoverage, error) {
+	v := url.Values{}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Overdue > 0 {
+		v.Set("overdue", q.Overdue.String())
+	}
+	if q.OnlyOverdue {
+		v.Set("only_overdue", "1")
+	}
 	var out api.MatrixCoverage
-	return out, c.v2(ctx, http.MethodGet, "/api/v2/matrix/coverage", nil, nil, &out)
+	return out, c.v2(ctx, http.MethodGet, "/api/v2/matrix/coverage", v, nil, &out)
 }
