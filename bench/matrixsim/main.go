@@ -44,6 +44,7 @@ import (
 
 type config struct {
 	nodes, peers, repeat, bad, storeReps, budget, cycles int
+	dispatchPairs                                        int
 	time, overhead                                       time.Duration
 	seed                                                 uint64
 	dir                                                  string
@@ -60,11 +61,13 @@ func main() {
 	flag.IntVar(&c.storeReps, "store-reps", 1, "results of a pair's measure a cycle written to the store: its first n repetitions (the server writes every one, to the same row)")
 	flag.IntVar(&c.budget, "metrics-pair-budget", metrics.DefaultPairBudget, "the server's --metrics-pair-budget")
 	flag.IntVar(&c.cycles, "cycles", 0, "cycles to run (0: the plan's window; fewer leave coverage and the bad pairs unchecked)")
+	flag.IntVar(&c.dispatchPairs, "dispatch-pairs", 20, "pairs of each cycle's first round whose TCP measurement goes through the server (a run created over the API, offered over an agent's session, answered; 0: none)")
 	flag.StringVar(&c.dir, "dir", "", "directory for the SQLite store (default: the temp dir; /dev/shm keeps a busy disk out of the figures)")
 	flag.Uint64Var(&c.seed, "seed", 1, "random seed")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	memprof := flag.String("memprofile", "", "write a heap profile to this file at the end")
 	flag.Parse()
-	if c.nodes < 3 || c.peers < 1 || c.repeat < 1 || c.storeReps < 1 || c.budget < 1 || c.cycles < 0 || c.bad < 0 || c.bad > c.nodes*(c.nodes-1)/2 {
+	if c.nodes < 3 || c.peers < 1 || c.repeat < 1 || c.storeReps < 1 || c.budget < 1 || c.cycles < 0 || c.dispatchPairs < 0 || c.bad < 0 || c.bad > c.nodes*(c.nodes-1)/2 {
 		log.Fatalf("matrixsim: want -nodes of 3 or more, -peers, -repeat, -store-reps and -metrics-pair-budget of 1 or more, and -bad of 0 to half the pairs")
 	}
 	if *cpuprof != "" {
@@ -78,6 +81,16 @@ func main() {
 	}
 	ok, unchecked, err := run(c)
 	pprof.StopCPUProfile()
+	if *memprof != "" {
+		f, err := os.Create(*memprof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			log.Fatal(err)
+		}
+		f.Close()
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -175,6 +188,15 @@ func run(c config) (bool, int, error) {
 		eps[i] = suite.Endpoint{ID: "uid-" + node, Name: "cnperf-" + node, Node: node, IP: "10.0.0.1", ResponderAddr: "10.0.0.1:5201"}
 	}
 	w := pairplan.Window(n, c.peers)
+	var disp *dispatcher
+	if c.dispatchPairs > 0 {
+		t := time.Now()
+		if disp, err = startDispatch(ctx, st, eps); err != nil {
+			return false, 0, err
+		}
+		defer disp.stop()
+		fmt.Printf("server: %d simulated agents' sessions open in %s\n", n, time.Since(t).Round(time.Second))
+	}
 	// As a schedule runs it (--every a cycle): one cycle a run, the
 	// scheduler setting "cycle" to the run's number.
 	opts := func(cycle int) suite.Options {
@@ -218,7 +240,7 @@ func run(c config) (bool, int, error) {
 	coveredAt := -1
 	found, confirmed := map[[2]string]int{}, map[[2]string]int{}
 	overlaps, results, stored, rounds := 0, 0, 0, 0
-	var storeTime, storeCPU, simTime, summaryTime, coverTime time.Duration
+	var storeTime, storeCPU, dispatchCPU, simTime, summaryTime, coverTime time.Duration
 	var shortest, longest time.Duration // a cycle's simulated time, its re-measures in
 	var longestPlain time.Duration      // a cycle's simulated time without them
 	minRounds, maxRounds := 0, 0
@@ -243,8 +265,10 @@ func run(c config) (bool, int, error) {
 			own += roundTime(ph, c.overhead)
 		}
 		longestPlain = max(longestPlain, own)
+		firstRound := true
 		for len(phases) > 0 {
 			for _, ph := range phases {
+				var viaServer []dispatched
 				rounds++
 				simTime += roundTime(ph, c.overhead)
 				busy := map[string]string{}
@@ -259,12 +283,13 @@ func run(c config) (bool, int, error) {
 					r := answer(stp.Measure, badPairs[pair], rng)
 					outs = append(outs, suite.Outcome{Step: stp, Result: r})
 					results++
-					if i, j := index[pair[0]], index[pair[1]]; !covered[i*n+j] {
-						covered[i*n+j] = true
-						if left--; left == 0 {
-							coveredAt = cycle
-						}
+					if firstRound && disp != nil && stp.Measure == suite.MeasureTCP && stp.Repeat == 0 && len(viaServer) < c.dispatchPairs {
+						// Through the server, which keeps it as coverage.
+						viaServer = append(viaServer, dispatched{step: stp, result: marshalResult(r)})
+						covered, left, coveredAt = cover(covered, left, coveredAt, index, pair, n, cycle)
+						continue
 					}
+					covered, left, coveredAt = cover(covered, left, coveredAt, index, pair, n, cycle)
 					if stp.Repeat >= c.storeReps {
 						continue
 					}
@@ -284,6 +309,14 @@ func run(c config) (bool, int, error) {
 					}
 					stored++
 				}
+				if len(viaServer) > 0 {
+					c0 := cpuTime()
+					if err := disp.round(ctx, viaServer); err != nil {
+						return false, 0, err
+					}
+					dispatchCPU += cpuTime() - c0
+				}
+				firstRound = false
 			}
 			// The re-measures of the cycle's suspects, in the same run.
 			if phases, err = s.Follow(eps, o, suite.Caps{}, outs); err != nil {
@@ -382,12 +415,26 @@ func run(c config) (bool, int, error) {
 	fmt.Printf("store writes (server.KeepMatrixResult, SQLite in %s, one writer): %d (the first %d of %d repetitions of each pair's measures a cycle), %.0f µs wall and %.0f µs CPU a write; p50 %s, p99 %s, max %s (of every 16th)\n",
 		filepath.Dir(dir)+"/", stored, min(c.storeReps, c.repeat), c.repeat, us(storeTime, stored), us(storeCPU, stored), pct(0.5), pct(0.99), pct(1))
 	fmt.Printf("schedule run records (the summary of each run's rows, as the scheduler keeps them): %.1f ms a run\n", float64(summaryTime.Microseconds())/1e3/float64(w))
-	judge := cpu - storeCPU
+	judge := cpu - storeCPU - dispatchCPU
 	fmt.Printf("planning and judging (Plan, Follow, Rows, as the server's scheduler runs them): %.1f µs CPU a result\n", us(judge, results))
 	fmt.Printf("server CPU a result (judging + one store write, as the server writes each result): %.1f µs; allocated %.0f bytes a result; heap %d MB after, peak RSS %d MB; %s wall, %s CPU in all\n",
 		us(judge, results)+us(storeCPU, stored), float64(ms.TotalAlloc-ms0.TotalAlloc)/float64(results), ms.HeapAlloc>>20, maxRSS()>>20, elapsed.Round(time.Second), cpu.Round(time.Second))
-	fmt.Println("dispatch: not simulated here (tasks are answered in process); make bench-server measures dispatch latency")
+	if disp != nil {
+		disp.report(dispatchCPU)
+	}
 	return !v.failed, v.unchecked, nil
+}
+
+// cover marks pair measured in cycle, noting the cycle the last pair
+// was.
+func cover(covered []bool, left, coveredAt int, index map[string]int, pair [2]string, n, cycle int) ([]bool, int, int) {
+	if i, j := index[pair[0]], index[pair[1]]; !covered[i*n+j] {
+		covered[i*n+j] = true
+		if left--; left == 0 {
+			coveredAt = cycle
+		}
+	}
+	return covered, left, coveredAt
 }
 
 func us(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(max(n, 1)) }
