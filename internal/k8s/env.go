@@ -58,6 +58,10 @@ type Env struct {
 	// fills them from the cluster's facts).
 	PathMTU int
 	Encap   string
+	// MetadataTunnels are the nodes' VXLAN devices in metadata mode (Open
+	// fills them from the facts): tos inherit does nothing there, so
+	// suite.CapVXLANTOS is refused with the reason.
+	MetadataTunnels []string
 	// CNI is the cluster's CNI as the session's facts found it (Open
 	// fills it); the stored environment names it.
 	CNI CNI
@@ -130,6 +134,12 @@ func (e *Env) Caps() suite.Caps {
 	default:
 		have(suite.CapNodeQdisc, e.AllowNodeQdisc, nodeQdiscWhy)
 		have(suite.CapVXLANTOS, e.AllowNodeQdisc, nodeVXLANWhy)
+	}
+	if len(e.MetadataTunnels) > 0 {
+		// Opting in changes nothing: the device ignores tos inherit.
+		caps.MetadataTunnels = slices.Clone(e.MetadataTunnels)
+		caps.Have = slices.DeleteFunc(caps.Have, func(c suite.Cap) bool { return c == suite.CapVXLANTOS })
+		caps.Why[suite.CapVXLANTOS] = qosspec.MetadataTunnelWhy(e.MetadataTunnels...)
 	}
 	return e.withKernels(caps)
 }

@@ -122,6 +122,9 @@ type Facts struct {
 	PodMTU    int      `json:"pod_mtu,omitempty"`
 	NodeMTU   int      `json:"node_mtu,omitempty"`
 	Kernel    string   `json:"kernel"`
+	// MetadataTunnels are the inspected node's VXLAN devices in metadata
+	// mode (NodeReport.MetadataTunnels).
+	MetadataTunnels []string `json:"metadata_tunnels,omitempty"`
 }
 
 // Facts gathers the cluster's facts: the API server's version, the nodes
@@ -173,6 +176,7 @@ func (c *Client) Facts(ctx context.Context, cniConfDir string, timeout time.Dura
 		}
 		rp = &r
 		f.ProxyMode, f.PodMTU, f.NodeMTU = r.ProxyMode, r.VethMTU, r.NodeMTU
+		f.MetadataTunnels = r.MetadataTunnels
 	} else {
 		// Under Pod Security restricted no inspector may run: what only a
 		// node's own network namespace tells stays unknown, and says why.

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -250,6 +251,16 @@ func TestVXLANInheritOnACluster(t *testing.T) {
 				t.Errorf("phases %+v: no vxlan-tos change", phases)
 			}
 		})
+	}
+	// A metadata-mode tunnel (Cilium's cilium_vxlan) ignores tos inherit:
+	// refused with that reason even with the opt-in.
+	md := &Env{Sets: AgentSets{Host: true, QoS: true}, AllowNodeQdisc: true, Encap: suite.EncapVXLAN, MetadataTunnels: []string{"cilium_vxlan"}}
+	caps := md.Caps()
+	if err := caps.Lacks("qos-priority", suite.CapVXLANTOS); err == nil || !strings.Contains(err.Error(), "cilium_vxlan is a metadata-mode VXLAN device") {
+		t.Errorf("metadata-mode tunnel: refusal %v, want one naming cilium_vxlan and why", err)
+	}
+	if !slices.Equal(caps.MetadataTunnels, []string{"cilium_vxlan"}) || !caps.Has(suite.CapNodeQdisc) {
+		t.Errorf("metadata-mode tunnel: caps %+v, want the device named and node qdiscs still offered", caps)
 	}
 	src, dst, err := holdEnds(holdAgents, suite.Change{What: suite.CapVXLANTOS, Member: "n2"})
 	if err != nil || src.UID != "u-h2" || dst.UID != "u-h1" {

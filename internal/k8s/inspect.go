@@ -34,9 +34,12 @@ type NodeReport struct {
 	// Tunnels are the node's VXLAN devices by name ("cilium_vxlan",
 	// "vxlan.calico", "flannel.1"): Cilium says its routing mode nowhere
 	// cnperf may read, so its backend is read off the datapath.
-	Tunnels   []string `json:"tunnels,omitempty"`
-	Links     []LinkTC `json:"links,omitempty"`
-	Truncated bool     `json:"truncated,omitempty"`
+	Tunnels []string `json:"tunnels,omitempty"`
+	// MetadataTunnels are those of Tunnels in metadata mode (collect_md,
+	// "external": Cilium's), whose outer TOS no device setting changes.
+	MetadataTunnels []string `json:"metadata_tunnels,omitempty"`
+	Links           []LinkTC `json:"links,omitempty"`
+	Truncated       bool     `json:"truncated,omitempty"`
 }
 
 // CNIConfig is the network configuration kubelet's runtime uses: the
@@ -126,6 +129,9 @@ func InspectLocal(ctx context.Context, o InspectOptions) (NodeReport, error) {
 		}
 		if l.Type() == "vxlan" {
 			r.Tunnels = append(r.Tunnels, l.Attrs().Name)
+			if v, ok := l.(*netlink.Vxlan); ok && v.FlowBased {
+				r.MetadataTunnels = append(r.MetadataTunnels, v.Name)
+			}
 		}
 	}
 	want := map[int]bool{}

@@ -2,9 +2,13 @@ package k8s
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnperf/cnperf/internal/nettest"
 	"github.com/cnperf/cnperf/internal/qos"
@@ -52,5 +56,36 @@ func TestInspectLocalReadsQdiscsAsShow(t *testing.T) {
 	}
 	if got.Kind != "tbf" || got.RateBps != want.RateBps || got.Burst != want.BurstBytes || got.Limit != want.LimitBytes || want.RateBps != 10e6 {
 		t.Errorf("inspector's root qdisc %+v; qos.Show's %+v", got, want)
+	}
+}
+
+// TestInspectLocalNamesMetadataTunnels: the inspector lists a node's
+// VXLAN devices and names those in metadata mode (ip link add ... type
+// vxlan external, as Cilium makes cilium_vxlan) apart from a classic one.
+func TestInspectLocalNamesMetadataTunnels(t *testing.T) {
+	p := nettest.NewPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.A.Do(func() error {
+		if err := netlink.LinkAdd(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: "vxplain"}, VxlanId: 7, Port: 4789}); err != nil {
+			return fmt.Errorf("add vxlan: %w", err)
+		}
+		return netlink.LinkAdd(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: "vxmd"}, Port: 8472, FlowBased: true})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var r NodeReport
+	if err := p.A.Do(func() error {
+		var err error
+		r, err = InspectLocal(ctx, InspectOptions{ProxyMetrics: "127.0.0.1:1"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Tunnels, []string{"vxplain", "vxmd"}) && !slices.Equal(r.Tunnels, []string{"vxmd", "vxplain"}) {
+		t.Errorf("tunnels %v, want vxplain and vxmd", r.Tunnels)
+	}
+	if !slices.Equal(r.MetadataTunnels, []string{"vxmd"}) {
+		t.Errorf("metadata tunnels %v, want [vxmd]", r.MetadataTunnels)
 	}
 }

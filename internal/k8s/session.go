@@ -102,7 +102,7 @@ func Open(ctx context.Context, c *Client, o OpenOptions) (*Session, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	env.PathMTU, env.Encap = facts.PodMTU, facts.Encap()
+	env.PathMTU, env.Encap, env.MetadataTunnels = facts.PodMTU, facts.Encap(), facts.MetadataTunnels
 	env.CNI = CNI{Name: facts.CNIName, Version: facts.CNIVersion, Mode: facts.Backend, From: facts.CNIFrom}
 	fw, err := c.ForwardServer(ctx, 30*time.Second)
 	if err != nil {

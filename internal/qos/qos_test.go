@@ -701,3 +701,43 @@ func TestVXLANInheritSetup(t *testing.T) {
 		t.Errorf("after remove: %v (%v), want %v", got, err, before)
 	}
 }
+
+// TestVXLANInheritRefusesMetadataMode: on a node with a metadata-mode
+// VXLAN device (ip link add ... type vxlan external, as Cilium makes
+// cilium_vxlan), vxlan-inherit is refused naming the device and why, and
+// no device is changed (the plain one beside it keeps its TOS);
+// VXLANMetadata names the device.
+func TestVXLANInheritRefusesMetadataMode(t *testing.T) {
+	p := newPair(t)
+	nh := nsHandle(t, p.A)
+	eth, err := nh.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.A.Path()
+	if err := nh.LinkAdd(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: "vxq0"}, VxlanId: 42, Port: 4789, VtepDevIndex: eth.Attrs().Index}); err != nil {
+		t.Fatalf("add vxlan: %v", err)
+	}
+	if err := nh.LinkAdd(&netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: "vxmd"}, Port: 8472, FlowBased: true}); err != nil {
+		t.Fatalf("add metadata-mode vxlan: %v", err)
+	}
+	md, err := VXLANMetadata(ns)
+	if err != nil || len(md) != 1 || md[0] != "vxmd" {
+		t.Fatalf("VXLANMetadata = %v (%v), want [vxmd]", md, err)
+	}
+	s, err := Build(Spec{Setup: SpecVXLANInherit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Apply(context.Background(), Target{NetNS: ns, Link: "eth0"}, s)
+	if err == nil || !strings.Contains(err.Error(), "vxmd is a metadata-mode VXLAN device") || !strings.Contains(err.Error(), "tunnel key") {
+		t.Fatalf("apply with a metadata-mode device: %v, want a refusal naming vxmd and why", err)
+	}
+	got, err := VXLANTOS(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["vxq0"] != 0 || got["vxmd"] != 0 {
+		t.Errorf("after the refusal: %v, want every device untouched (tos 0)", got)
+	}
+}

@@ -6,12 +6,16 @@ import (
 	"sort"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cnperf/cnperf/internal/qosspec"
 )
 
 // VXLANInherit makes every VXLAN device of the namespace copy the inner
 // packet's TOS to the outer header (tos inherit), the remedy for a DSCP
 // mark lost at encapsulation, and restores each device's own setting on
-// removal. It touches no qdisc: the link it is applied "on" only names
+// removal. A node with a metadata-mode VXLAN device (Cilium's
+// cilium_vxlan) is refused before anything is changed: tos inherit does
+// nothing there (qosspec.MetadataTunnelWhy). It touches no qdisc: the link it is applied "on" only names
 // the namespace. It keeps what it changed between apply and remove, so
 // the same value must be given to both (a pointer, as Build returns).
 type VXLANInherit struct {
@@ -31,6 +35,9 @@ func (v *VXLANInherit) apply(c *conn, _ netlink.Link) error {
 	links, err := c.h.LinkList()
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
+	}
+	if md := metadataDevices(links); len(md) > 0 {
+		return fmt.Errorf("vxlan-inherit refused: %s", qosspec.MetadataTunnelWhy(md...))
 	}
 	v.changed = map[string]uint8{}
 	found := 0

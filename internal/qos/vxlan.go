@@ -34,6 +34,32 @@ func VXLANTOS(nsPath string) (map[string]uint8, error) {
 	return out, nil
 }
 
+// VXLANMetadata lists the metadata-mode VXLAN devices in namespace
+// nsPath, by name.
+func VXLANMetadata(nsPath string) ([]string, error) {
+	c, err := openConn(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	links, err := c.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	return metadataDevices(links), nil
+}
+
+// metadataDevices names the metadata-mode VXLAN devices among links.
+func metadataDevices(links []netlink.Link) []string {
+	var out []string
+	for _, l := range links {
+		if v, ok := l.(*netlink.Vxlan); ok && v.FlowBased {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
 // SetVXLANTOS sets the outer TOS of the vxlan device dev in nsPath (0 or
 // TOSInherit, or a fixed TOS byte). Only that attribute is sent, so the
 // device keeps everything else (its VNI, port, FDB).

@@ -2,6 +2,7 @@ package qosspec
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Set-up names a Spec accepts.
@@ -27,6 +28,22 @@ const (
 	// TOS to the outer header (tos inherit) and restores them after.
 	SpecVXLANInherit = "vxlan-inherit"
 )
+
+// MetadataTunnelWhy says why SpecVXLANInherit cannot carry a mark
+// across the metadata-mode (collect_md, "external") VXLAN devices named,
+// such as Cilium's cilium_vxlan: the outer header of what they send is
+// built from the tunnel key their owner's BPF program sets per packet
+// (bpf_skb_set_tunnel_key, its TOS included), and the kernel's VXLAN
+// transmit takes the TOS from that key, never from the device's setting.
+func MetadataTunnelWhy(devs ...string) string {
+	what := "is a metadata-mode VXLAN device"
+	if len(devs) > 1 {
+		what = "are metadata-mode VXLAN devices"
+	}
+	return fmt.Sprintf("%s %s (external, collect_md): the outer header's TOS comes from the tunnel key the CNI's BPF program sets "+
+		"per packet, and the kernel ignores the device's tos inherit for such transmits, so no setting of the device carries the mark",
+		strings.Join(devs, ", "), what)
+}
 
 // SpecSetups lists the set-ups a Spec can name.
 var SpecSetups = []string{SpecPfifoFast, SpecHTBPriority, SpecTBF, SpecBottleneck, SpecBandwidth, SpecPolice, SpecVXLANInherit}

@@ -112,6 +112,11 @@ type Caps struct {
 	// cluster's facts): a suite that tries a CNI's own features (cni-qos)
 	// picks them by its name and release.
 	CNI CNIInfo
+	// MetadataTunnels names the nodes' VXLAN devices in metadata mode
+	// (collect_md, as read off a node): their outer TOS is what the CNI's
+	// datapath writes per packet, and no setting of the device (tos
+	// inherit, CapVXLANTOS) carries a mark across them.
+	MetadataTunnels []string
 	// KernelTC holds the traffic-control features the nodes' kernels
 	// were tried for (detected, not assumed): "" when every node has it,
 	// else the kernel's reason. Nil when nothing was tried.

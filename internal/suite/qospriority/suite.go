@@ -195,7 +195,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 					}
 					ph := suite.Phase{Name: fmt.Sprintf("%s %s %s: %s, #%d", s.Name(), pl, v, strings.Join(names, " beside "), rep+1), Concurrent: true,
 						Steps: qosSteps(q, v, rep*len(groups)+k, g, pair, conn, o.Backend)}
-					ph.Steps = withWireWatch(ph.Steps, agents, pair, rep*len(groups)+k, q)
+					ph.Steps = withWireWatch(withTunnel(ph.Steps, caps), agents, pair, rep*len(groups)+k, q)
 					ph.Changes = setups[v].Changes(pair)
 					phases = append(phases, ph)
 				}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
@@ -39,6 +40,34 @@ const (
 // with the phase) are open first; the background runs a second longer
 // than the foregrounds, so they still run inside it.
 const wireLead = 250 * time.Millisecond
+
+// Labels of a phase's steps on a path whose tunnel the environment
+// described (Caps): the CNI's name and the metadata-mode tunnel devices
+// read off the nodes. Rows keep them as the texts wire_dscp.cni and
+// wire_dscp.metadata_tunnels, so the remedy a verdict names is the path's.
+const (
+	labelTunnelCNI = "tunnel_cni"
+	labelTunnelMD  = "tunnel_metadata"
+	wireCNIKey     = "wire_dscp.cni"
+	wireMDKey      = "wire_dscp.metadata_tunnels"
+)
+
+// withTunnel labels steps with what caps says of the path's tunnel
+// (nothing where it says nothing).
+func withTunnel(steps []suite.Step, caps suite.Caps) []suite.Step {
+	if caps.CNI.Name == "" && len(caps.MetadataTunnels) == 0 {
+		return steps
+	}
+	for i := range steps {
+		if caps.CNI.Name != "" {
+			steps[i].Labels[labelTunnelCNI] = caps.CNI.Name
+		}
+		if len(caps.MetadataTunnels) > 0 {
+			steps[i].Labels[labelTunnelMD] = strings.Join(caps.MetadataTunnels, ",")
+		}
+	}
+	return steps
+}
 
 // Row figures of the watches: at the sending node's underlay (the
 // bottleneck's side) under wire_dscp, at the receiving node's under
@@ -126,8 +155,25 @@ func wireFigures(o suite.Outcome) map[string]float64 {
 }
 
 // setWireEncap puts the encapsulation the sending node's watch saw on
-// each row (the first repetition's that saw packets).
+// each row (the first repetition's that saw packets), and the path's
+// tunnel as its steps' labels say it.
 func setWireEncap(rows []suite.Row, outcomes []suite.Outcome) {
+	for _, o := range outcomes {
+		for i := range rows {
+			r := &rows[i]
+			if r.Labels[LabelVariant] != o.Step.Labels[LabelVariant] || r.Labels[LabelMarking] != o.Step.Labels[LabelMarking] {
+				continue
+			}
+			for label, key := range map[string]string{labelTunnelCNI: wireCNIKey, labelTunnelMD: wireMDKey} {
+				if v := o.Step.Labels[label]; v != "" {
+					if r.Texts == nil {
+						r.Texts = map[string]string{}
+					}
+					r.Texts[key] = v
+				}
+			}
+		}
+	}
 	for _, o := range outcomes {
 		if o.Step.Measure != MeasureWire || o.Step.Labels[labelWireAt] != wireAtSrc || o.Result == nil ||
 			o.Result.WireDSCP == nil || o.Result.WireDSCP.Encap == "" {
@@ -158,29 +204,61 @@ func wireOuter(r suite.Row) string {
 }
 
 // wireNote says where a marked row's mark was on the sending node's
-// wire: "mark lost at encapsulation (outer 0, inner 46; the remedy ...)"
-// naming the vxlan-inherit variant where it was not the one run, "mark lost
-// before the wire (outer 0, sent 46)" or "mark on the wire (outer 46)";
-// seen is false when no watch saw the row's packets.
+// wire (MarkWhere) and, where it was lost at encapsulation, what
+// carries it: "mark lost at encapsulation (outer 0, inner 46; the remedy
+// ...)" naming the vxlan-inherit variant where it was not the one run and
+// tos inherit can carry the mark, else what does (suite.MarkCarrier: on
+// a metadata-mode tunnel no device setting); seen is false when no watch
+// saw the row's packets.
 func wireNote(r suite.Row) (note string, lost, seen bool) {
+	note, atEncap, lost, seen := MarkWhere(r)
+	switch {
+	case !atEncap:
+		return note, lost, seen
+	case r.Texts[wireMDKey] != "":
+		carrier, _ := suite.MarkCarrier(r.Texts[wireCNIKey], suite.EncapVXLAN, strings.Split(r.Texts[wireMDKey], ","))
+		note = strings.TrimSuffix(note, ")") + "; " + carrier + ")"
+	case r.Labels[LabelVariant] != VariantVXLANInherit:
+		note = strings.TrimSuffix(note, ")") + fmt.Sprintf("; the remedy, tos inherit: --set variants=%s)", VariantVXLANInherit)
+	}
+	return note, lost, seen
+}
+
+// MarkWhere says where a marked row's mark (its figure dscp) was on the
+// sending node's wire, from the watch's figures alone: "mark on the wire
+// (outer 46)", "mark lost at encapsulation (outer 0, inner 46)" (atEncap)
+// or "mark lost before the wire (outer 0, sent 46)"; seen is false when
+// no watch saw the row's packets.
+func MarkWhere(r suite.Row) (note string, atEncap, lost, seen bool) {
 	outer := suite.Fig(r, wireKey+"outer")
 	sent := suite.Fig(r, "dscp")
 	if outer == nil || sent == nil {
-		return "", false, false
+		return "", false, false, false
 	}
 	inner := suite.Fig(r, wireKey+"inner")
 	switch {
 	case *outer == *sent:
-		return fmt.Sprintf("mark on the wire (outer %.0f)", *outer), false, true
-	case inner != nil && *inner == *sent && r.Labels[LabelVariant] != VariantVXLANInherit:
-		return fmt.Sprintf("mark lost at encapsulation (outer %.0f, inner %.0f; the remedy, tos inherit: --set variants=%s)", *outer, *inner, VariantVXLANInherit), true, true
+		return fmt.Sprintf("mark on the wire (outer %.0f)", *outer), false, false, true
 	case inner != nil && *inner == *sent:
-		return fmt.Sprintf("mark lost at encapsulation (outer %.0f, inner %.0f)", *outer, *inner), true, true
+		return fmt.Sprintf("mark lost at encapsulation (outer %.0f, inner %.0f)", *outer, *inner), true, true, true
 	}
-	return fmt.Sprintf("mark lost before the wire (outer %.0f, sent %.0f)", *outer, *sent), true, true
+	return fmt.Sprintf("mark lost before the wire (outer %.0f, sent %.0f)", *outer, *sent), false, true, true
 }
 
 // MarkOnWire says where a marked row's mark was on the sending node's
-// wire (as the verdicts say it): note, whether it was lost there, and
-// whether a watch saw the row's packets at all.
+// wire (as the verdicts say it, remedy included): note, whether it was
+// lost there, and whether a watch saw the row's packets at all.
 func MarkOnWire(r suite.Row) (note string, lost, seen bool) { return wireNote(r) }
+
+// WithWireWatch gives each marked step of steps whose Measure is
+// MeasureForeground a fixed source port and adds a watch of it (Measure
+// MeasureWire, lasting d) on the host-network agents of both of p's
+// nodes, as qos-priority's phases have; idx keeps phases' ports apart.
+func WithWireWatch(steps []suite.Step, agents []suite.Endpoint, p suite.Pair, idx int, d time.Duration) []suite.Step {
+	return withWireWatch(steps, agents, p, idx, Options{Time: d})
+}
+
+// WireFigures are a watch outcome's figures for its row (wire_dscp.*
+// from the sending node's, wire_dscp.arrival.* from the receiving
+// node's), as MarkWhere reads them.
+func WireFigures(o suite.Outcome) map[string]float64 { return wireFigures(o) }

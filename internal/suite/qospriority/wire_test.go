@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
+	"github.com/cnperf/cnperf/internal/suite/suitetest"
 )
 
 // TestWireVerdicts: the watch's DSCPs on the sending node's wire name
@@ -88,5 +90,52 @@ func TestWireRows(t *testing.T) {
 	}
 	if strings.Contains(suite.PresentationOf(Suite{}).RowName(rows[0]), "wire") {
 		t.Errorf("the row's name %q carries the wire figures", suite.PresentationOf(Suite{}).RowName(rows[0]))
+	}
+}
+
+// TestWireVerdictOnAMetadataTunnel: where the path's tunnel is a
+// metadata-mode device (Cilium's cilium_vxlan, as Caps reads it off the
+// nodes), a mark lost at encapsulation names no tos inherit remedy but
+// why none works and what the CNI has for it; the tunnel travels from
+// Plan's caps through the steps' labels to the rows.
+func TestWireVerdictOnAMetadataTunnel(t *testing.T) {
+	caps := suitetest.VXLANLabCaps()
+	caps.Encap, caps.AsIs, caps.CNI, caps.MetadataTunnels = suite.EncapVXLAN, true, suite.CNIInfo{Name: "cilium"}, []string{"cilium_vxlan"}
+	phases, err := Suite{}.Plan(suitetest.LabAgents(), suite.Options{Time: time.Second, Repeat: 1,
+		Set: map[string]string{"variants": VariantAsIs, "placement": PlacementCrossNode, "markings": "none,EF"}}, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []suite.Outcome
+	for _, ph := range phases {
+		for _, st := range ph.Steps {
+			res := &probe.Result{Kind: st.Spec.Kind, LatencyMs: &probe.Summary{P99: 12}}
+			if st.Spec.TOS != nil && st.Measure == MeasureForeground {
+				res.LatencyMs = &probe.Summary{P99: 11.9}
+			}
+			if st.Measure == MeasureWire {
+				res.WireDSCP = &probe.WireDSCP{WireDirection: probe.WireDirection{Packets: 100, Encap: "vxlan", Outer: probe.Int(0), Inner: probe.Int(46)}}
+			}
+			outcomes = append(outcomes, suite.Outcome{Step: st, Result: res})
+		}
+	}
+	rows := Suite{}.Rows(outcomes)
+	seen := false
+	for _, r := range rows {
+		if r.Labels[LabelMarking] != "EF" {
+			continue
+		}
+		seen = true
+		v := r.Labels[LabelVerdict]
+		if strings.Contains(v, "variants=vxlan-inherit") || !strings.Contains(v, "cilium_vxlan is a metadata-mode VXLAN device") ||
+			!strings.Contains(v, "no setting of Cilium carries it") {
+			t.Errorf("verdict %q: want no tos inherit remedy, the metadata-mode device named and Cilium's lack of a setting", v)
+		}
+		if r.Texts[wireMDKey] != "cilium_vxlan" || r.Texts[wireCNIKey] != "cilium" {
+			t.Errorf("row texts %v, want the tunnel named", r.Texts)
+		}
+	}
+	if !seen {
+		t.Fatalf("no EF row in %+v", rows)
 	}
 }
