@@ -277,7 +277,7 @@ func (a *Agent) heartbeat() api.Heartbeat {
 	a.beats.Add(1)
 	return api.Heartbeat{
 		PodName: a.id.PodName, PodNamespace: a.id.PodNamespace, PodUID: a.id.PodUID, PodIP: a.id.PodIP,
-		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork,
+		NodeName: a.id.NodeName, NodeIP: a.id.NodeIP, HostNetwork: a.id.HostNetwork, NodeLabels: a.id.NodeLabels,
 		ResponderAddr: a.ResponderAddr(), Version: a.opts.Version, Running: a.jobIDs(), BootID: a.bootID,
 		ResponderKey: hex.EncodeToString(a.secret),
 		Undelivered:  a.out.taskIDs(maxUndeliveredListed),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/cnperf/cnperf/internal/api"
 )
 
 // Identity is who the agent is: the pod and node it runs on. On Kubernetes
@@ -19,6 +21,10 @@ type Identity struct {
 	// HostNetwork marks the node's host-network agent (its pod IP is the
 	// node's IP); node-node tests run between such agents.
 	HostNetwork bool
+	// NodeLabels are labels of the node the agent reports (its zone:
+	// topology.kubernetes.io/zone or a rack label), for the pair plans
+	// by zone on the server's own schedules and mesh.
+	NodeLabels map[string]string
 }
 
 // Environment variables read by IdentityFromEnv (the names the seed's
@@ -30,6 +36,8 @@ const (
 	EnvPodIP        = "POD_IP"
 	EnvNodeName     = "NODE_NAME"
 	EnvNodeIP       = "NODE_IP"
+	// EnvNodeLabels holds KEY=VALUE pairs, comma-separated.
+	EnvNodeLabels = "CNPERF_NODE_LABELS"
 )
 
 // IdentityFromEnv reads the identity from environment variables through
@@ -39,10 +47,21 @@ func IdentityFromEnv(lookup func(string) (string, bool)) Identity {
 		v, _ := lookup(k)
 		return strings.TrimSpace(v)
 	}
-	return Identity{
+	id := Identity{
 		PodName: get(EnvPodName), PodNamespace: get(EnvPodNamespace), PodUID: get(EnvPodUID),
 		PodIP: get(EnvPodIP), NodeName: get(EnvNodeName), NodeIP: get(EnvNodeIP),
 	}
+	for _, kv := range strings.Split(get(EnvNodeLabels), ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		if id.NodeLabels == nil {
+			id.NodeLabels = map[string]string{}
+		}
+		k, v, _ := strings.Cut(kv, "=") // a pair without "=" is refused by Complete
+		id.NodeLabels[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return id
 }
 
 // Complete fills what can be derived (a host-network agent's pod IP is its
@@ -70,6 +89,14 @@ func (id *Identity) Complete() error {
 	}
 	if id.NodeIP != "" && net.ParseIP(id.NodeIP) == nil {
 		errs = append(errs, fmt.Errorf("node IP %q is not an IP address (%s / --node-ip)", id.NodeIP, EnvNodeIP))
+	}
+	if len(id.NodeLabels) > api.MaxNodeLabels {
+		errs = append(errs, fmt.Errorf("%d node labels (%s / --node-label): at most %d", len(id.NodeLabels), EnvNodeLabels, api.MaxNodeLabels))
+	}
+	for k, v := range id.NodeLabels {
+		if k == "" || v == "" || len(v) > 63 {
+			errs = append(errs, fmt.Errorf("node label %q=%q (%s / --node-label): want KEY=VALUE, the value 1-63 characters", k, v, EnvNodeLabels))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("agent identity: %w", err)

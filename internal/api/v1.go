@@ -158,6 +158,9 @@ type Task struct {
 	UpdateTime     time.Time `json:"UpdateTime"`
 }
 
+// MaxNodeLabels bounds the node labels a heartbeat reports.
+const MaxNodeLabels = 8
+
 // Heartbeat is what an agent says about itself once a second (the seed's
 // "client global context"), on both API versions.
 type Heartbeat struct {
@@ -170,6 +173,10 @@ type Heartbeat struct {
 	HostNetwork   bool   `json:"host_network,omitempty"`
 	ResponderAddr string `json:"responder_addr,omitempty"`
 	Version       string `json:"version,omitempty"`
+	// NodeLabels are labels of the agent's node it reports (its zone
+	// labels: topology.kubernetes.io/zone and the one it is told), for
+	// the pair plans by zone; at most MaxNodeLabels.
+	NodeLabels map[string]string `json:"node_labels,omitempty"`
 	// Running lists the task ids the agent is executing now.
 	Running []string `json:"running,omitempty"`
 	// BootID is chosen by the agent at start. A new one means the agent

@@ -72,6 +72,9 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 			override("node-name", &ident.NodeName, id.NodeName)
 			override("node-ip", &ident.NodeIP, id.NodeIP)
 			ident.HostNetwork = id.HostNetwork
+			if fl.Changed("node-label") {
+				ident.NodeLabels = id.NodeLabels
+			}
 			if err := ident.Complete(); err != nil {
 				return err
 			}
@@ -140,6 +143,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.StringVar(&id.PodIP, "pod-ip", "", "pod IP, where the responder listens (default $POD_IP)")
 	fl.StringVar(&id.NodeName, "node-name", "", "node name (default $NODE_NAME)")
 	fl.StringVar(&id.NodeIP, "node-ip", "", "node IP (default $NODE_IP)")
+	fl.StringToStringVar(&id.NodeLabels, "node-label", nil, "KEY=VALUE label of this node to report for the pair plans by zone, e.g. topology.kubernetes.io/zone=eu-1a (repeat or comma list; default $CNPERF_NODE_LABELS)")
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")

@@ -63,6 +63,16 @@ func validateHeartbeat(hb api.Heartbeat) error {
 	if len(hb.Undelivered) > 1000 {
 		return api.BadRequest("undelivered", "more than 1000 task ids")
 	}
+	if len(hb.NodeLabels) > api.MaxNodeLabels {
+		return api.BadRequest("node_labels", "%d labels: at most %d", len(hb.NodeLabels), api.MaxNodeLabels)
+	}
+	for k, v := range hb.NodeLabels {
+		// Kubernetes' bounds: a key is a prefix (a DNS name) and a name of
+		// 63; a value 63.
+		if k == "" || len(k) > MaxNameLen+64 || len(v) > 63 {
+			return api.BadRequest("node_labels", "label %.80q=%.80q: want a non-empty key of at most %d bytes and a value of at most 63", k, v, MaxNameLen+64)
+		}
+	}
 	return nil
 }
 
@@ -75,7 +85,7 @@ func (s *Server) heartbeat(ctx context.Context, hb api.Heartbeat) (api.Heartbeat
 	a := store.Agent{
 		PodUID: hb.PodUID, PodName: hb.PodName, PodNamespace: hb.PodNamespace, PodIP: hb.PodIP,
 		NodeName: hb.NodeName, NodeIP: hb.NodeIP, HostNetwork: hb.HostNetwork,
-		ResponderAddr: hb.ResponderAddr, Version: hb.Version, Status: store.AgentFree,
+		ResponderAddr: hb.ResponderAddr, Version: hb.Version, NodeLabels: hb.NodeLabels, Status: store.AgentFree,
 	}
 	if len(hb.Running) > 0 {
 		a.Status = store.AgentBusy

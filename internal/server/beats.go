@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -35,7 +36,8 @@ func newBeatCache() *beatCache { return &beatCache{m: map[string]*beat{}} }
 func sameIdentity(a, b store.Agent) bool {
 	return a.PodUID == b.PodUID && a.PodName == b.PodName && a.PodNamespace == b.PodNamespace &&
 		a.PodIP == b.PodIP && a.NodeName == b.NodeName && a.NodeIP == b.NodeIP &&
-		a.HostNetwork == b.HostNetwork && a.ResponderAddr == b.ResponderAddr && a.Version == b.Version
+		a.HostNetwork == b.HostNetwork && a.ResponderAddr == b.ResponderAddr && a.Version == b.Version &&
+		maps.Equal(a.NodeLabels, b.NodeLabels)
 }
 
 // touch records a heartbeat in memory when the agent is known, online and

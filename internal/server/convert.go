@@ -19,7 +19,7 @@ func agentV2(a store.Agent) api.Agent {
 	return api.Agent{
 		ID: a.ID, PodUID: a.PodUID, PodName: a.PodName, PodNamespace: a.PodNamespace, PodIP: a.PodIP,
 		NodeName: a.NodeName, NodeIP: a.NodeIP, HostNetwork: a.HostNetwork, ResponderAddr: a.ResponderAddr,
-		Version: a.Version, Status: a.Status.String(), RegisterTime: a.RegisterTime, LastHeartbeat: a.LastHeartbeat,
+		Version: a.Version, NodeLabels: a.NodeLabels, Status: a.Status.String(), RegisterTime: a.RegisterTime, LastHeartbeat: a.LastHeartbeat,
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,8 +14,8 @@ import (
 // The heartbeat upsert: every column is written on insert; a known pod_uid
 // keeps its id and register_time.
 var (
-	agentWriteCols  = []string{"pod_uid", "pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "register_time", "last_heartbeat"}
-	agentUpdateCols = []string{"pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "last_heartbeat"}
+	agentWriteCols  = []string{"pod_uid", "pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "register_time", "last_heartbeat", "node_labels"}
+	agentUpdateCols = []string{"pod_name", "pod_namespace", "pod_ip", "node_name", "node_ip", "host_network", "responder_addr", "version", "status", "last_heartbeat", "node_labels"}
 )
 
 // heartbeatArgs checks a and returns the arguments of the upsert, in
@@ -30,9 +31,20 @@ func (s *sqlStore) heartbeatArgs(a Agent, now time.Time) ([]any, error) {
 	default:
 		return nil, fmt.Errorf("heartbeat from %s: %w: status %d is not free (1) or busy (2)", a.PodUID, ErrInvalid, a.Status)
 	}
+	labels := ""
+	if len(a.NodeLabels) > 0 {
+		raw, err := json.Marshal(a.NodeLabels)
+		if err != nil {
+			return nil, fmt.Errorf("heartbeat from %s: node labels: %w", a.PodUID, err)
+		}
+		if len(raw) > MaxNodeLabelsLen {
+			return nil, fmt.Errorf("heartbeat from %s: %w: node labels take %d bytes, over %d", a.PodUID, ErrInvalid, len(raw), MaxNodeLabelsLen)
+		}
+		labels = string(raw)
+	}
 	ts := s.d.timeArg(now)
 	return []any{a.PodUID, a.PodName, a.PodNamespace, a.PodIP, a.NodeName, a.NodeIP, a.HostNetwork,
-		a.ResponderAddr, a.Version, int64(a.Status), ts, ts}, nil
+		a.ResponderAddr, a.Version, int64(a.Status), ts, ts, labels}, nil
 }
 
 func (s *sqlStore) UpsertHeartbeat(ctx context.Context, a Agent, now time.Time) (Agent, error) {
@@ -111,7 +123,7 @@ func (s *sqlStore) RegisterAgents(ctx context.Context, agents []Agent, now time.
 }
 
 // registerChunk bounds the agents of one multi-row registration upsert
-// (12 arguments each, far below SQLite's and PostgreSQL's limits).
+// (13 arguments each, far below SQLite's and PostgreSQL's limits).
 const registerChunk = 200
 
 // registerRows writes a registration batch with multi-row upserts that

@@ -45,7 +45,7 @@ func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
 }
 
 const (
-	agentCols = "id, pod_uid, pod_name, pod_namespace, pod_ip, node_name, node_ip, host_network, responder_addr, version, status, register_time, last_heartbeat"
+	agentCols = "id, pod_uid, pod_name, pod_namespace, pod_ip, node_name, node_ip, host_network, responder_addr, version, status, register_time, last_heartbeat, node_labels"
 	taskCols  = "id, task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip, type, param, spec, state, reason, raw_size, result, exclusive, timeout_ns, deadline, created_at, dispatched_at, started_at, finished_at, updated_at, report_id, late_reason"
 	runCols   = "seq, id, suite, params, state, allow_concurrency, created_at, updated_at, finished_at"
 
@@ -112,9 +112,15 @@ func scanAgent(r rowScanner) (Agent, error) {
 	var a Agent
 	var reg, hb tsScan
 	var status int64
+	var labels string
 	err := r.Scan(&a.ID, &a.PodUID, &a.PodName, &a.PodNamespace, &a.PodIP, &a.NodeName, &a.NodeIP,
-		&a.HostNetwork, &a.ResponderAddr, &a.Version, &status, &reg, &hb)
+		&a.HostNetwork, &a.ResponderAddr, &a.Version, &status, &reg, &hb, &labels)
 	a.Status, a.RegisterTime, a.LastHeartbeat = AgentStatus(status), reg.t, hb.t
+	if err == nil && labels != "" {
+		if jerr := json.Unmarshal([]byte(labels), &a.NodeLabels); jerr != nil {
+			err = fmt.Errorf("agent %s: node labels: %w", a.PodUID, jerr)
+		}
+	}
 	return a, err
 }
 

@@ -89,10 +89,16 @@ type Agent struct {
 	HostNetwork   bool
 	ResponderAddr string // HOST:PORT of the agent's cnperf responder
 	Version       string
+	// NodeLabels are labels of its node the agent reported (its zone
+	// labels), at most MaxNodeLabelsLen bytes as JSON.
+	NodeLabels    map[string]string
 	Status        AgentStatus
 	RegisterTime  time.Time // first heartbeat; kept across offline periods
 	LastHeartbeat time.Time // the seed's UpdateTime
 }
+
+// MaxNodeLabelsLen bounds an agent's node labels as stored (JSON).
+const MaxNodeLabelsLen = 2048
 
 // Touch is one heartbeat for TouchAgents.
 type Touch struct {

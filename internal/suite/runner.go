@@ -101,7 +101,9 @@ func (r *Runner) Plan(ctx context.Context, s Suite, o Options) ([]Endpoint, []Ph
 			byNode[node] = &nl
 		}
 		for i := range eps {
-			eps[i].NodeLabels = byNode[eps[i].Node]
+			if l, ok := byNode[eps[i].Node]; ok {
+				eps[i].NodeLabels = l // else keep what the agent reported
+			}
 		}
 	}
 	caps := r.caps()

@@ -148,15 +148,20 @@ func (s Step) Task() api.RunTask {
 }
 
 // Endpoints turns the server's agents into endpoints, leaving out offline
-// ones.
+// ones, with the node labels the agents reported.
 func Endpoints(agents []api.Agent) []Endpoint {
 	var out []Endpoint
 	for _, a := range agents {
 		if a.Status == "offline" {
 			continue
 		}
-		out = append(out, Endpoint{ID: a.PodUID, Name: a.PodName, Node: a.NodeName, IP: a.PodIP,
-			ResponderAddr: a.ResponderAddr, HostNetwork: a.HostNetwork})
+		e := Endpoint{ID: a.PodUID, Name: a.PodName, Node: a.NodeName, IP: a.PodIP,
+			ResponderAddr: a.ResponderAddr, HostNetwork: a.HostNetwork}
+		if len(a.NodeLabels) > 0 {
+			l := NodeLabels(a.NodeLabels)
+			e.NodeLabels = &l
+		}
+		out = append(out, e)
 	}
 	return out
 }
