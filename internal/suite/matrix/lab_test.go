@@ -91,7 +91,7 @@ func TestMatrixLabSampleCoverage(t *testing.T) {
 		t.Errorf("%d pair rows, want 56", pairs)
 	}
 	_, c := cnperftest.ServeDB(t, db)
-	cov, err := c.MatrixCoverage(context.Background())
+	cov, err := c.MatrixCoverage(context.Background(), api.CoverageQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
