@@ -118,6 +118,13 @@ func (o *offers) overdue(uid string, held map[string]bool, cutoff time.Time) []a
 	return out
 }
 
+// holds reports whether any offer to uid is unacknowledged.
+func (o *offers) holds(uid string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.m[uid]) > 0
+}
+
 // len counts the offers held (tests, metrics).
 func (o *offers) len() int {
 	o.mu.Lock()

@@ -127,6 +127,8 @@ type agentSession struct {
 
 	pull    atomic.Bool // the agent has room for tasks
 	reoffer atomic.Bool // the next dispatch pass looks for unacknowledged offers
+	// reofferTimer: a look at the offers is scheduled (at most one at a time)
+	reofferTimer atomic.Bool
 
 	// Dispatch passes run in a goroutine started on demand (kick), not in
 	// one parked per session: 50,000 sessions keep one goroutine each.
@@ -693,7 +695,11 @@ func (s *Server) dispatchPasses(a *agentSession) {
 // scheduleReoffer makes a dispatch pass look for unacknowledged offers
 // once they are due.
 func (s *Server) scheduleReoffer(a *agentSession) {
+	if !a.reofferTimer.CompareAndSwap(false, true) {
+		return
+	}
 	time.AfterFunc(s.opts.ReofferAfter+100*time.Millisecond, func() {
+		a.reofferTimer.Store(false)
 		a.reoffer.Store(true)
 		a.wakeUp()
 	})
@@ -762,5 +768,11 @@ func (s *Server) reofferSession(ctx context.Context, a *agentSession) {
 		// The offer never reached the agent as far as the server can
 		// tell: the pull it answered is still owed.
 		a.pull.Store(true)
+	}
+	// Offers not yet due (a long poll that claimed tasks after the
+	// session opened and whose answer was lost) are looked at again, as
+	// long as any is unacknowledged.
+	if s.offers.holds(a.uid) {
+		s.scheduleReoffer(a)
 	}
 }
