@@ -6,7 +6,9 @@
 // against the agents the server holds, through the server's own API.
 //
 // A schedule never runs twice at once: a due time that comes while its
-// previous run is still going is recorded as skipped, with the reason. Every
+// previous run is still going is recorded as skipped, with the reason, or,
+// for a suite that cycles through a plan (the matrix), started as soon as
+// that run ends. Every
 // due time leaves a record (package store: ScheduleRun) holding the ids of
 // the runs it made and a summary of its rows, outliers and SLO verdict,
 // which /metrics (package metrics) and the dashboard read. The running
