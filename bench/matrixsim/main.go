@@ -199,16 +199,11 @@ func run(c config) (bool, int, error) {
 	}
 	// As a schedule runs it (--every a cycle): one cycle a run, the
 	// scheduler setting "cycle" to the run's number.
-	// A run measures one cycle ("cycles" 1, as the scheduler sets it):
-	// without it a run's Follow plans the cycles after it too, to the
-	// window's end.
 	opts := func(cycle int) suite.Options {
-		return suite.Options{Time: c.time, Repeat: c.repeat, Set: map[string]string{"plan": "sample", "peers": strconv.Itoa(c.peers), "cycle": strconv.Itoa(cycle), "cycles": "1"}}
+		return suite.Options{Time: c.time, Repeat: c.repeat, Set: map[string]string{"plan": "sample", "peers": strconv.Itoa(c.peers), "cycle": strconv.Itoa(cycle)}}
 	}
 	s := matrix.Suite{}
-	whole := opts(0)
-	delete(whole.Set, "cycles")
-	fmt.Println(s.Announce(eps, whole))
+	fmt.Println(s.Announce(eps, opts(0)))
 	phases, err := s.Plan(eps, opts(0), suite.Caps{})
 	if err != nil {
 		return false, 0, err

@@ -34,6 +34,7 @@ func (e *Env) applyAnnotated(ctx context.Context, c suite.Change) (func(context.
 		e.standIns = map[string]suite.Endpoint{}
 	}
 	e.standIns[member.UID] = si.ep
+	e.standIn(member.IP, si.ep.IP)
 	e.applied = &suite.Applied{By: limitMaker(si.links)}
 	e.shaped = append(e.shaped, Shaped{Pod: si.agent.Pod.Name, Node: si.agent.Node, Links: si.links, Set: maps.Clone(c.PodAnnotations)})
 	e.mu.Unlock()

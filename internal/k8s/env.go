@@ -70,10 +70,12 @@ type Env struct {
 
 	mu       sync.Mutex                // guards the fields below
 	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for
-	applied  *suite.Applied
-	shaped   []Shaped
-	holds    []Hold
-	kernels  []KernelTC // what Probe found on each node
+	// standInIPs maps a stood-in pod's address to its stand-in's.
+	standInIPs map[string]string
+	applied    *suite.Applied
+	shaped     []Shaped
+	holds      []Hold
+	kernels    []KernelTC // what Probe found on each node
 }
 
 // Shaped is a shaped agent pod the environment started: the annotations,
@@ -208,6 +210,7 @@ func (e *Env) Apply(ctx context.Context, c suite.Change) (func(context.Context) 
 		e.standIns = map[string]suite.Endpoint{}
 	}
 	e.standIns[member.UID] = ep
+	e.standIn(member.IP, ep.IP)
 	e.applied = &suite.Applied{By: shaperOf(links), QoS: &applied}
 	e.shaped = append(e.shaped, sh)
 	e.mu.Unlock()
@@ -248,6 +251,13 @@ func (e *Env) startStandIn(ctx context.Context, uid string, o ShapedOptions) (st
 	}
 	undo := func(ctx context.Context) error {
 		e.mu.Lock()
+		if in, ok := e.standIns[uid]; ok {
+			for orig, ip := range e.standInIPs {
+				if ip == in.IP {
+					delete(e.standInIPs, orig)
+				}
+			}
+		}
 		delete(e.standIns, uid)
 		e.mu.Unlock()
 		return e.Client.DeletePod(ctx, sa.Pod.Name)
@@ -304,7 +314,32 @@ func (e *Env) Rewrite(st suite.Step) suite.Step {
 			st.Applied = e.applied
 		}
 	}
+	// A wire watch looks for the stood-in pod's flow by address: the
+	// stand-in's address, as its flow now comes from it.
+	if w := st.Spec.Watch; w != nil {
+		for orig, in := range e.standInIPs {
+			if w.Src == orig || w.Dst == orig {
+				cp := *w
+				if cp.Src == orig {
+					cp.Src = in
+				}
+				if cp.Dst == orig {
+					cp.Dst = in
+				}
+				st.Spec.Watch, w = &cp, &cp
+			}
+		}
+	}
 	return st
+}
+
+// standIn records that the pod at orig is stood in for by the one at
+// in (e.mu held).
+func (e *Env) standIn(orig, in string) {
+	if e.standInIPs == nil {
+		e.standInIPs = map[string]string{}
+	}
+	e.standInIPs[orig] = in
 }
 
 // registered waits until the shaped pod's agent is online on the server

@@ -3,6 +3,7 @@ package k8s
 import (
 	"testing"
 
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/qosspec"
 	"github.com/cnperf/cnperf/internal/suite"
 )
@@ -27,6 +28,20 @@ func TestRewriteStandsInTheShapedPod(t *testing.T) {
 	}
 	if got := e.Rewrite(suite.Step{Src: peer, Dst: peer}); got.Applied != nil || got.Src.ID != "u-peer" {
 		t.Errorf("a step without the shaped pod changed: %+v", got)
+	}
+}
+
+// TestRewriteWatchesTheStandIn: a wire watch of the stood-in pod's flow
+// (on a host agent, by address) looks for the stand-in's address; the
+// step's own watch is not changed in place.
+func TestRewriteWatchesTheStandIn(t *testing.T) {
+	e := &Env{}
+	e.standIn("10.0.2.5", "10.0.2.9")
+	host := suite.Endpoint{ID: "u-host", Name: "cnperf-agent-host-a", Node: "n2", HostNetwork: true}
+	w := &probe.WatchFlow{Proto: "udp", Src: "10.0.2.5", Dst: "10.0.1.7", SrcPort: 61000, DstPort: 5201}
+	got := e.Rewrite(suite.Step{Src: host, Dst: host, Spec: probe.Spec{Kind: probe.KindWire, Watch: w}})
+	if got.Spec.Watch == nil || got.Spec.Watch.Src != "10.0.2.9" || got.Spec.Watch.Dst != "10.0.1.7" || got.Spec.Watch.SrcPort != 61000 || w.Src != "10.0.2.5" {
+		t.Errorf("watch %+v (the step's own %+v), want the stand-in's address as the source", got.Spec.Watch, w)
 	}
 }
 

@@ -236,6 +236,7 @@ func TestRealCluster(t *testing.T) {
 			t.Run("vxlan inherit", func(t *testing.T) { runVXLANInherit(t, cl, cnp, cniDir, want) })
 			t.Run("evaluate", func(t *testing.T) { bundles = append(bundles, runEvaluate(ctx, t, kc, cnp, cniDir, want)) })
 			t.Run("cni qos", func(t *testing.T) { runCNIQoS(ctx, t, kc, cnp, cniDir, want, &rec) })
+			t.Run("cni qos remedy", func(t *testing.T) { runCNIQoSRemedy(t, cl, cnp, cniDir, want) })
 			if i == 0 {
 				// On the first backend only, to keep the harness short.
 				t.Run("policing 1M ingress 100M offered", func(t *testing.T) { runPolicing(ctx, t, kc, cnp, cniDir, want, &rec) })

@@ -39,7 +39,7 @@ func agents() []suite.Endpoint {
 // with a reason: a kind, a way to ask, one row per name, and the facts
 // the issue names (Calico's annotations, Flannel's single row).
 func TestTableIsWhole(t *testing.T) {
-	kinds := []string{ClassBandwidth, ClassPacketRate, ClassDSCP, ClassPriority, ClassConnections, ClassNone}
+	kinds := []string{ClassBandwidth, ClassPacketRate, ClassDSCP, ClassPriority, ClassConnections, ClassNone, ClassTunnelMark}
 	seen := map[string]bool{}
 	for _, f := range Table {
 		key := f.CNI + "/" + f.Name
@@ -56,7 +56,9 @@ func TestTableIsWhole(t *testing.T) {
 			t.Errorf("%s: asked for by annotation but sets none", key)
 		case f.Via == ViaResource && f.Resource == "":
 			t.Errorf("%s: asked for by a resource but names none", key)
-		case f.Via != ViaAnnotation && f.Via != ViaResource:
+		case f.Via == ViaDatapath && (len(f.Set) > 0 || f.Resource != ""):
+			t.Errorf("%s: the datapath as made, yet something is asked for", key)
+		case f.Via != ViaAnnotation && f.Via != ViaResource && f.Via != ViaDatapath:
 			t.Errorf("%s: via %q", key, f.Via)
 		}
 		if (f.Class == ClassBandwidth || f.Class == ClassPacketRate) && f.Value <= 0 {
@@ -74,8 +76,8 @@ func TestTableIsWhole(t *testing.T) {
 			t.Errorf("calico: no feature sets qos.projectcalico.org/%s", k)
 		}
 	}
-	if fl := For("flannel"); len(fl) != 1 || fl[0].Class != ClassNone {
-		t.Errorf("flannel: %+v, want one row of class none", fl)
+	if fl := For("flannel"); len(fl) != 2 || fl[0].Class != ClassNone || fl[1].Class != ClassTunnelMark {
+		t.Errorf("flannel: %+v, want its row of class none and the mark across its tunnel", fl)
 	}
 }
 
@@ -204,7 +206,9 @@ func TestPlanCalico(t *testing.T) {
 		}
 	}
 	dscp := byName["dscp/leaving"]
-	if len(dscp.Steps) != 2 || !dscp.Steps[0].Dst.HostNetwork || dscp.Steps[0].Dst.Node != "node2" || dscp.Steps[1].Dst.HostNetwork {
+	// Each flow with its watches on both nodes' wire.
+	if len(dscp.Steps) != 6 || !dscp.Steps[0].Dst.HostNetwork || dscp.Steps[0].Dst.Node != "node2" || dscp.Steps[3].Dst.HostNetwork ||
+		dscp.Steps[1].Spec.Kind != probe.KindWire || dscp.Steps[4].Spec.Watch == nil || dscp.Steps[4].Spec.Watch.SrcPort == dscp.Steps[1].Spec.Watch.SrcPort {
 		t.Errorf("dscp steps %+v", dscp.Steps)
 	}
 	// The connection limit: twice the limit of connects from the
@@ -298,6 +302,13 @@ func TestCalicoRows(t *testing.T) {
 				r.DSCPReceived = probe.Int(34)
 			case "dscp/pod":
 				r.DSCPReceived = probe.Int(0)
+			case "dscp/wire":
+				// Marked leaving the cluster, not to a pod (over VXLAN).
+				w := probe.WireDirection{Packets: 10, Encap: "none", Outer: probe.Int(34)}
+				if st.Labels[labelWireOf] == rolePod {
+					w = probe.WireDirection{Packets: 10, Encap: "vxlan", Outer: probe.Int(0), Inner: probe.Int(0)}
+				}
+				r.WireDSCP = &probe.WireDSCP{WireDirection: w}
 			}
 			outcomes = append(outcomes, suite.Outcome{Step: st, Result: r})
 		}
@@ -307,15 +318,137 @@ func TestCalicoRows(t *testing.T) {
 			t.Errorf("%s: offered %v packets/s, want the 15000 the sender counted", r.Labels[LabelFeature], r.Median["offered_pps"])
 		}
 	}
-	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Works}
+	want := map[string]string{"egressBandwidth": Caveat, "ingressBandwidth": Caveat, "egressPacketRate": Works, "ingressPacketRate": Works, "dscp": Works, "egressMaxConnections": Works,
+		"tunnel-mark": Untried}
 	for _, r := range (Suite{}).Rows(outcomes) {
 		f := r.Labels[LabelFeature]
 		if r.Labels[LabelVerdict] != want[f] {
 			t.Errorf("%s: %s (%s), want %s", f, r.Labels[LabelVerdict], r.Labels[LabelWhy], want[f])
+		}
+		if f == "dscp" && (r.Median["wire_dscp.leaving.outer"] != 34 || r.Median["wire_dscp.pod.inner"] != 0 ||
+			!strings.Contains(r.Labels[LabelWhy], "on the sending node's wire: leaving outer 34, to a pod outer 0 inner 0")) {
+			t.Errorf("dscp: the marks on the wire not in the row: %v %v", r.Labels[LabelWhy], r.Median)
 		}
 		delete(want, f)
 	}
 	if len(want) > 0 {
 		t.Errorf("no rows for %v", want)
 	}
+}
+
+// TestTunnelMark: on a VXLAN mode the mark a pod sets itself is watched
+// on both nodes' wire (qos-priority's watch), and where the outer header
+// loses it the row names what carries it. Calico without the node
+// opt-in: the remedy row says tos inherit carries it and how to opt in;
+// with it, a phase applies tos inherit on both nodes and its row says
+// whether the outer header then carried the mark. Cilium's metadata-mode
+// tunnel: no tos inherit remedy, and no setting of Cilium carries it.
+// Without a tunnel the feature cannot be tried.
+func TestTunnelMark(t *testing.T) {
+	vxlanCaps := func(cni string, optIn bool, metadata ...string) suite.Caps {
+		c := clusterCaps(cni, "v3.31.0", "6.18.44", noFq)
+		if cni == "cilium" {
+			c.CNI.Version = "v1.20.2"
+		}
+		c.Encap, c.MetadataTunnels = suite.EncapVXLAN, metadata
+		c.Why = map[suite.Cap]string{suite.CapVXLANTOS: "opt in with --set allow-node-qdisc=true"}
+		if optIn {
+			c.Have, c.Why = append(c.Have, suite.CapVXLANTOS), nil
+		}
+		if len(metadata) > 0 {
+			c.Why = map[suite.Cap]string{suite.CapVXLANTOS: "metadata mode"}
+		}
+		return c
+	}
+	// run plans tunnel-mark and answers: outer as given without tos
+	// inherit, the mark itself with it.
+	run := func(t *testing.T, caps suite.Caps, outer int) (map[string]suite.Row, []suite.Phase) {
+		o := suite.Options{Time: time.Second, Repeat: 1, Backend: "vxlan", Set: map[string]string{"features": "tunnel-mark"}}
+		phases, err := Suite{}.Plan(agents(), o, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outcomes []suite.Outcome
+		for _, ph := range phases {
+			inherit := len(ph.Changes) > 0
+			for _, st := range ph.Steps {
+				r := &probe.Result{Kind: st.Spec.Kind}
+				switch {
+				case st.Measure == "wire":
+					o := outer
+					if inherit {
+						o = 46
+					}
+					r.WireDSCP = &probe.WireDSCP{WireDirection: probe.WireDirection{Packets: 10, Encap: "vxlan", Outer: probe.Int(o), Inner: probe.Int(46)}}
+				case st.Labels[labelRole] == roleFlow:
+					r.DSCPReceived = probe.Int(46)
+				}
+				outcomes = append(outcomes, suite.Outcome{Step: st, Result: r})
+			}
+		}
+		got := map[string]suite.Row{}
+		for _, r := range (Suite{}).Rows(outcomes) {
+			got[r.Labels[LabelFeature]] = r
+		}
+		return got, phases
+	}
+	t.Run("calico without the opt-in", func(t *testing.T) {
+		got, _ := run(t, vxlanCaps("calico", false), 0)
+		r := got["tunnel-mark"]
+		if r.Labels[LabelVerdict] != NoEffect || !strings.Contains(r.Labels[LabelWhy], "mark lost at encapsulation (outer 0, inner 46)") ||
+			!strings.Contains(r.Labels[LabelWhy], "tos inherit on vxlan.calico carries it") || r.Median["wire_dscp.outer"] != 0 || r.Median["wire_dscp.inner"] != 46 {
+			t.Errorf("tunnel-mark: %v %v", r.Labels, r.Median)
+		}
+		rem := got["tunnel-mark"+RemedySuffix]
+		if rem.Labels[LabelVerdict] != Untried || !strings.Contains(rem.Labels[LabelWhy], "allow-node-qdisc=true") {
+			t.Errorf("remedy: %v", rem.Labels)
+		}
+	})
+	t.Run("calico with the opt-in", func(t *testing.T) {
+		got, phases := run(t, vxlanCaps("calico", true), 0)
+		var tos []string
+		for _, ph := range phases {
+			for _, c := range ph.Changes {
+				if c.What == suite.CapVXLANTOS {
+					tos = append(tos, c.Member)
+				}
+			}
+		}
+		if !slices.Equal(tos, []string{"node1", "node2"}) {
+			t.Errorf("tos inherit on %v, want both nodes", tos)
+		}
+		rem := got["tunnel-mark"+RemedySuffix]
+		if rem.Labels[LabelVerdict] != Works || !strings.Contains(rem.Labels[LabelWhy], "mark on the wire (outer 46)") || rem.Median["wire_dscp.outer"] != 46 {
+			t.Errorf("remedy: %v %v", rem.Labels, rem.Median)
+		}
+	})
+	t.Run("cilium metadata-mode tunnel", func(t *testing.T) {
+		got, phases := run(t, vxlanCaps("cilium", true, "cilium_vxlan"), 0)
+		for _, ph := range phases {
+			if len(ph.Changes) > 0 {
+				t.Errorf("phase %s changes %v: no device setting works here", ph.Name, ph.Changes)
+			}
+		}
+		r, rem := got["tunnel-mark"], got["tunnel-mark"+RemedySuffix]
+		if r.Labels[LabelVerdict] != NoEffect || strings.Contains(r.Labels[LabelWhy], "tos inherit on") || !strings.Contains(r.Labels[LabelWhy], "cilium_vxlan is a metadata-mode VXLAN device") {
+			t.Errorf("tunnel-mark: %v", r.Labels)
+		}
+		if rem.Labels[LabelVerdict] != None || !strings.Contains(rem.Labels[LabelWhy], "no setting of Cilium carries it") {
+			t.Errorf("remedy: %v", rem.Labels)
+		}
+	})
+	t.Run("flannel, the mark on the wire", func(t *testing.T) {
+		got, _ := run(t, vxlanCaps("flannel", false), 46)
+		if r := got["tunnel-mark"]; r.Labels[LabelVerdict] != Works || !strings.Contains(r.Labels[LabelWhy], "outer 46") {
+			t.Errorf("tunnel-mark: %v", r.Labels)
+		}
+	})
+	t.Run("no tunnel", func(t *testing.T) {
+		caps := vxlanCaps("calico", true)
+		caps.Encap = suite.EncapNone
+		got, _ := run(t, caps, 46)
+		if r := got["tunnel-mark"]; r.Labels[LabelVerdict] != Untried || !strings.Contains(r.Labels[LabelWhy], "no tunnel") {
+			t.Errorf("tunnel-mark: %v", r.Labels)
+		}
+	})
 }

@@ -34,6 +34,15 @@ const (
 	// once: twice the limit of TCP connects, held open (the connect
 	// probe's Count), and how many were open at once.
 	ClassConnections = "connections"
+	// ClassTunnelMark is a pod's own DSCP mark carried across the CNI's
+	// tunnel: a marked flow to a pod on another node, the mark on the
+	// sending node's wire (outer and inner header) and on arrival. Where
+	// the outer header loses it, a second row says what carries it
+	// (suite.TunnelRemedies, with the nodes' metadata-mode devices as
+	// read) and, with the allow-node-qdisc opt-in, tries the tunnel
+	// device's tos inherit and says whether the outer header then
+	// carries the mark.
+	ClassTunnelMark = "tunnel-mark"
 	// ClassNone is a CNI without QoS of its own (one row says so).
 	ClassNone = "none"
 )
@@ -48,6 +57,7 @@ const (
 const (
 	ViaAnnotation = "annotation" // pod annotations (Feature.Set)
 	ViaResource   = "resource"   // a custom resource (Feature.Resource)
+	ViaDatapath   = "datapath"   // nothing to ask: the datapath as the CNI made it
 )
 
 // A Feature is one QoS knob of a CNI, as data: how it is asked for, what
@@ -102,6 +112,7 @@ const (
 	// 100 packets to a run (1.25 % of an 8 s one).
 	packetBurst = 100
 	dscpAF41    = 34
+	dscpEF      = 46
 )
 
 const (
@@ -158,6 +169,15 @@ var Table = []Feature{
 
 	{CNI: "flannel", Name: "none", Class: ClassNone,
 		Promise: "no QoS of its own; a chained CNI bandwidth plugin honours kubernetes.io/*-bandwidth (the shaping suite measures it)"},
+
+	// A pod's own mark across each CNI's tunnel; what carries it where
+	// the tunnel loses it is suite.TunnelRemedies.
+	{CNI: "calico", Name: "tunnel-mark", Class: ClassTunnelMark, Direction: DirEgress, Via: ViaDatapath, Value: dscpEF, From: calicoChecked,
+		Promise: "a pod's own DSCP mark (EF) reaches the other node, on the VXLAN outer header too"},
+	{CNI: "cilium", Name: "tunnel-mark", Class: ClassTunnelMark, Direction: DirEgress, Via: ViaDatapath, Value: dscpEF, From: ciliumChecked,
+		Promise: "a pod's own DSCP mark (EF) reaches the other node, on the VXLAN outer header too"},
+	{CNI: "flannel", Name: "tunnel-mark", Class: ClassTunnelMark, Direction: DirEgress, Via: ViaDatapath, Value: dscpEF, From: "v0.28.10",
+		Promise: "a pod's own DSCP mark (EF) reaches the other node, on the VXLAN outer header too"},
 
 	{CNI: "ovn-kubernetes", Name: "NetworkQoS", Class: ClassDSCP, Direction: DirEgress, Via: ViaResource,
 		Resource: "NetworkQoS k8s.ovn.org/v1alpha1", Promise: "selected pods' egress carries a DSCP and a rate limit (its tunnel does not inherit the mark by default)",

@@ -115,6 +115,9 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 		if ok && f.Class == ClassDSCP && ends.host == nil {
 			ok, why = false, fmt.Sprintf("no host-network agent on %s to receive on the underlay (deploy with --host-agents)", ends.dst.Node)
 		}
+		if ok && f.Class == ClassTunnelMark && !hostOn(agents, ends.src.Node, ends.dst.Node) {
+			ok, why = false, fmt.Sprintf("no host-network agents on %s and %s to watch the nodes' wire (deploy with --host-agents)", ends.src.Node, ends.dst.Node)
+		}
 		if ok && f.Class == ClassPriority && ends.flooder == nil {
 			ok, why = false, fmt.Sprintf("no second pod agent on %s to flood beside the prioritised pod", ends.src.Node)
 		}
@@ -129,12 +132,32 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 			notes.Steps = append(notes.Steps, st)
 			continue
 		}
-		phases = append(phases, featurePhases(s.Name(), f, o, ends, mtu)...)
+		switch f.Class {
+		case ClassTunnelMark:
+			ph, ns := tunnelMarkPhases(s.Name(), f, o, ends, agents, caps)
+			phases, notes.Steps = append(phases, ph...), append(notes.Steps, ns...)
+		case ClassDSCP:
+			for _, ph := range featurePhases(s.Name(), f, o, ends, mtu) {
+				phases = append(phases, watchDSCP(ph, agents))
+			}
+		default:
+			phases = append(phases, featurePhases(s.Name(), f, o, ends, mtu)...)
+		}
 	}
 	if len(notes.Steps) > 0 {
 		phases = append(phases, notes)
 	}
 	return phases, nil
+}
+
+// hostOn says whether every node named has a host-network agent.
+func hostOn(agents []suite.Endpoint, nodes ...string) bool {
+	for _, n := range nodes {
+		if !slices.ContainsFunc(agents, func(a suite.Endpoint) bool { return a.HostNetwork && a.Node == n }) {
+			return false
+		}
+	}
+	return true
 }
 
 // ends are the pods a feature is tried between: src gets the feature,
@@ -285,7 +308,15 @@ func featureRow(os []suite.Outcome) suite.Row {
 			LabelSet: first.Labels[LabelSet]}}
 	value, _ := strconv.ParseFloat(first.Labels[labelValue], 64)
 	role := map[string]suite.Outcome{}
+	var wires []suite.Outcome
 	for _, o := range os {
+		if o.Step.Labels[labelRole] == roleWire {
+			wires = append(wires, o)
+			if o.Err != "" {
+				r.Errors = append(r.Errors, fmt.Sprintf("wire watch of %s: %s", o.Step.Labels[labelWireOf], o.Err))
+			}
+			continue
+		}
 		role[o.Step.Labels[labelRole]] = o
 		if o.Err != "" {
 			r.Errors = append(r.Errors, fmt.Sprintf("%s: %s", o.Step.Labels[labelRole], o.Err))
@@ -310,7 +341,11 @@ func featureRow(os []suite.Outcome) suite.Row {
 		r.Median["limit_connections"], r.Median["attempted"], r.Median["held"] = value, float64(tl.Attempts), float64(*tl.Held)
 		r.Median["reset"], r.Median["timed_out"] = float64(tl.Outcomes[probe.ConnectRefused]), float64(tl.Outcomes[probe.ConnectTimeout])
 		j = Connections(value, tl.Attempts, *tl.Held, tl.Outcomes[probe.ConnectRefused], tl.Outcomes[probe.ConnectTimeout])
+	case first.Labels[LabelClass] == ClassTunnelMark:
+		wireRow(&r, wires, false)
+		j = tunnelMark(&r, flow, hasFlow, value)
 	case first.Labels[LabelClass] == ClassDSCP:
+		wireRow(&r, wires, true)
 		got := func(k string) *int {
 			if o, ok := role[k]; ok && o.Result != nil && o.Result.DSCPReceived != nil {
 				return o.Result.DSCPReceived
@@ -328,6 +363,7 @@ func featureRow(os []suite.Outcome) suite.Row {
 		} else {
 			j = DSCP(int(value), leaving, pod)
 		}
+		j.Why += dscpWire(r)
 		if o, ok := role[roleLeaving]; ok {
 			r.Dst = o.Step.Dst.Name
 		}

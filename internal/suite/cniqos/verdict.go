@@ -29,6 +29,9 @@ func Tryable(f Feature, caps suite.Caps) (bool, string) {
 	if f.Class == ClassNone {
 		return false, f.Promise
 	}
+	if f.Class == ClassTunnelMark && caps.Encap != suite.EncapVXLAN {
+		return false, "no tunnel between the nodes in this mode: a pod's mark travels in the packet's own header"
+	}
 	if f.From == "" {
 		return false, fmt.Sprintf("no %s release has it yet (%s)", f.CNI, f.Ref)
 	}
