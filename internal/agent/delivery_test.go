@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -296,5 +298,34 @@ func TestFailedFetchesBackOff(t *testing.T) {
 		t.Errorf("%d fetches in 2 s while each was refused 503, want at most 5 (backing off)", n)
 	} else {
 		t.Logf("%d fetches in 2 s while each was refused", n)
+	}
+}
+
+// unreachable is a reporter whose server never answers: every report
+// fails after a millisecond.
+type unreachable struct{}
+
+func (unreachable) Report(context.Context, api.Report) (api.ReportReply, error) {
+	time.Sleep(time.Millisecond)
+	return api.ReportReply{}, errors.New("connection refused")
+}
+
+// TestOutboxDrainWhileRetrying: drain (the agent's shutdown) asks for
+// retries at once while the delivery loop schedules them; with -race the
+// two must not touch a report's schedule unsynchronised (it raced beside
+// a CPU hog). Many failing reports keep the loop busy through drain.
+func TestOutboxDrainWhileRetrying(t *testing.T) {
+	o := newOutbox(unreachable{}, testLogger(t), "")
+	for i := range 100 {
+		o.add(api.Report{TaskID: fmt.Sprintf("t-%d", i), PodUID: "uid-a", ReportID: fmt.Sprintf("r-%d", i), State: api.StateSucceeded})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.run(ctx) }()
+	o.drain(time.Second)
+	cancel()
+	<-done
+	if n := o.len(); n != 100 {
+		t.Errorf("%d reports queued after failed deliveries, want all 100 kept", n)
 	}
 }

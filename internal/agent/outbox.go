@@ -56,9 +56,9 @@ type outbox struct {
 
 type delivery struct {
 	rep      api.Report
-	file     string // its file in dir, "" when not on disk
-	attempts int
-	next     time.Time
+	file     string    // its file in dir, "" when not on disk
+	attempts int       // send's alone
+	next     time.Time // guarded by the outbox's mu
 }
 
 func newOutbox(cl reporter, log *slog.Logger, dir string) *outbox {
@@ -337,7 +337,9 @@ func (o *outbox) send(ctx context.Context, d *delivery) {
 	d.attempts++
 	wait := retryMin << min(d.attempts-1, 5)
 	wait = min(wait, retryMax)
+	o.mu.Lock() // drain sets next too
 	d.next = time.Now().Add(wait)
+	o.mu.Unlock()
 	if d.attempts == 1 || d.attempts%10 == 0 {
 		log.Warn("result delivery failed; retrying", "attempts", d.attempts, "retry_in", wait, "err", err)
 	}
