@@ -414,7 +414,7 @@ func run(c config) (bool, int, error) {
 	}
 	fmt.Printf("store writes (server.KeepMatrixResult, SQLite in %s, one writer): %d (the first %d of %d repetitions of each pair's measures a cycle), %.0f µs wall and %.0f µs CPU a write; p50 %s, p99 %s, max %s (of every 16th)\n",
 		filepath.Dir(dir)+"/", stored, min(c.storeReps, c.repeat), c.repeat, us(storeTime, stored), us(storeCPU, stored), pct(0.5), pct(0.99), pct(1))
-	fmt.Printf("schedule run records (the summary of each run's rows, as the scheduler keeps them): %.1f ms a run\n", float64(summaryTime.Microseconds())/1e3/float64(w))
+	fmt.Printf("schedule run records (the summary of each run's rows, as the scheduler keeps them): %.1f ms a run\n", float64(summaryTime.Microseconds())/1e3/float64(runs))
 	judge := cpu - storeCPU - dispatchCPU
 	fmt.Printf("planning and judging (Plan, Follow, Rows, as the server's scheduler runs them): %.1f µs CPU a result\n", us(judge, results))
 	fmt.Printf("server CPU a result (judging + one store write, as the server writes each result): %.1f µs; allocated %.0f bytes a result; heap %d MB after, peak RSS %d MB; %s wall, %s CPU in all\n",
