@@ -43,6 +43,14 @@ for t in "${targets[@]}"; do
     cat "$log" >&2
   fi
   execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+' || echo 0)
+  if [ "$result" = ok ] && [ "$execs" = 0 ]; then
+    # On a busy machine the engine can spend all of FUZZTIME gathering its
+    # baseline coverage: the seeds were replayed, nothing new was tried.
+    # That is empty evidence, not a pass: say so (a failure would punish
+    # the machine, not the code).
+    result=no-runs
+    echo "fuzz: $name: ran no new inputs in $fuzztime (only its seed corpus replayed; the machine was too busy for the engine's baseline)" >&2
+  fi
   summary+=("$(printf '%-7s %-40s %-22s %12s execs' "$result" "./$dir" "$name" "$execs")")
   rm -f "$log"
 done
