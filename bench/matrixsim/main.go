@@ -55,7 +55,7 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 1000, "simulated nodes")
 	flag.IntVar(&c.peers, "peers", 3, "peers a node per cycle (the sample plan's k)")
 	flag.DurationVar(&c.time, "time", 5*time.Second, "the matrix's --time (TCP and UDP measurement length)")
-	flag.IntVar(&c.repeat, "repeat", 3, "the matrix's --repeat (each pair measured this often a cycle)")
+	flag.IntVar(&c.repeat, "repeat", 2, "the matrix's --repeat (each pair measured this often a cycle; 2, docs/matrix.md's default at 1,000 nodes)")
 	flag.DurationVar(&c.overhead, "task-overhead", 500*time.Millisecond, "simulated time a task costs beyond its measurement (dispatch, connect, report)")
 	flag.IntVar(&c.bad, "bad", 6, "pairs made bad on purpose (half slow, half lossy)")
 	flag.IntVar(&c.storeReps, "store-reps", 1, "results of a pair's measure a cycle written to the store: its first n repetitions (the server writes every one, to the same row)")
@@ -128,7 +128,7 @@ func stepTime(st suite.Step, overhead time.Duration) time.Duration {
 	if d == 0 && st.Spec.Count > 0 {
 		d = time.Duration(st.Spec.Count) * st.Spec.IntervalOr(time.Second)
 	}
-	return d + overhead
+	return st.Spec.StartDelay.D() + d + overhead // the pair's jitter, if any, first
 }
 
 // roundTime is a phase's simulated length: its longest pair's steps one
@@ -199,11 +199,16 @@ func run(c config) (bool, int, error) {
 	}
 	// As a schedule runs it (--every a cycle): one cycle a run, the
 	// scheduler setting "cycle" to the run's number.
+	// A run measures one cycle ("cycles" 1, as the scheduler sets it):
+	// without it a run's Follow plans the cycles after it too, to the
+	// window's end.
 	opts := func(cycle int) suite.Options {
-		return suite.Options{Time: c.time, Repeat: c.repeat, Set: map[string]string{"plan": "sample", "peers": strconv.Itoa(c.peers), "cycle": strconv.Itoa(cycle)}}
+		return suite.Options{Time: c.time, Repeat: c.repeat, Set: map[string]string{"plan": "sample", "peers": strconv.Itoa(c.peers), "cycle": strconv.Itoa(cycle), "cycles": "1"}}
 	}
 	s := matrix.Suite{}
-	fmt.Println(s.Announce(eps, opts(0)))
+	whole := opts(0)
+	delete(whole.Set, "cycles")
+	fmt.Println(s.Announce(eps, whole))
 	phases, err := s.Plan(eps, opts(0), suite.Caps{})
 	if err != nil {
 		return false, 0, err
