@@ -16,14 +16,9 @@ const TOSInherit = 1
 // TOS setting (0: the underlay sees TOS 0; TOSInherit: copied from the
 // inner packet).
 func VXLANTOS(nsPath string) (map[string]uint8, error) {
-	c, err := openConn(nsPath)
+	links, err := listLinks(nsPath)
 	if err != nil {
 		return nil, err
-	}
-	defer c.close()
-	links, err := c.h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
 	}
 	out := map[string]uint8{}
 	for _, l := range links {
@@ -37,6 +32,15 @@ func VXLANTOS(nsPath string) (map[string]uint8, error) {
 // VXLANMetadata lists the metadata-mode VXLAN devices in namespace
 // nsPath, by name.
 func VXLANMetadata(nsPath string) ([]string, error) {
+	links, err := listLinks(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	return metadataDevices(links), nil
+}
+
+// listLinks lists the links of namespace nsPath.
+func listLinks(nsPath string) ([]netlink.Link, error) {
 	c, err := openConn(nsPath)
 	if err != nil {
 		return nil, err
@@ -46,7 +50,7 @@ func VXLANMetadata(nsPath string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
-	return metadataDevices(links), nil
+	return links, nil
 }
 
 // metadataDevices names the metadata-mode VXLAN devices among links.
