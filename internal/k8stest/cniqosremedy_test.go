@@ -22,20 +22,7 @@ import (
 // that no setting of Cilium carries the mark. Without a tunnel the
 // feature cannot be tried.
 func runCNIQoSRemedy(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want CNIFacts) {
-	before := map[string]map[string]uint8{}
-	var metadata []string
-	for _, n := range cl.Nodes {
-		tos, err := qos.VXLANTOS(n.NetNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[n.Name] = tos
-		md, err := qos.VXLANMetadata(n.NetNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		metadata = append(metadata, md...)
-	}
+	before, metadata := nodeVXLAN(t, cl)
 	t0 := time.Now()
 	out, errOut, err := cnp(10*time.Minute, "run", "cni-qos", "--k8s", "--time", "2s", "--repeat", "1",
 		"--set", "features=tunnel-mark", "--set", "allow-node-qdisc=true", "--cni-conf-dir", cniDir, "--json")

@@ -25,20 +25,7 @@ func runVXLANInherit(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want
 	if want.Backend != "vxlan" {
 		t.Skipf("%s: no VXLAN between the nodes", want)
 	}
-	before := map[string]map[string]uint8{}
-	var metadata []string
-	for _, n := range cl.Nodes {
-		tos, err := qos.VXLANTOS(n.NetNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[n.Name] = tos
-		md, err := qos.VXLANMetadata(n.NetNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		metadata = append(metadata, md...)
-	}
+	before, metadata := nodeVXLAN(t, cl)
 	t.Logf("%s: VXLAN devices %v, in metadata mode %v", want, before, metadata)
 	refused := func(errOut string) bool {
 		if len(metadata) == 0 {
@@ -124,4 +111,24 @@ func runVXLANInherit(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want
 		}
 	}
 	t.Logf("qos-priority %s on the cluster in %v", variants, time.Since(t0).Round(time.Second))
+}
+
+// nodeVXLAN reads each node's VXLAN devices with their outer TOS setting,
+// by node name, and the names of those in metadata mode.
+func nodeVXLAN(t *testing.T, cl *Cluster) (tos map[string]map[string]uint8, metadata []string) {
+	t.Helper()
+	tos = map[string]map[string]uint8{}
+	for _, n := range cl.Nodes {
+		devs, err := qos.VXLANTOS(n.NetNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tos[n.Name] = devs
+		md, err := qos.VXLANMetadata(n.NetNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metadata = append(metadata, md...)
+	}
+	return tos, metadata
 }
