@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/pairplan"
 )
 
 // Identity is who the agent is: the pod and node it runs on. On Kubernetes
@@ -38,6 +39,20 @@ const (
 	EnvNodeIP       = "NODE_IP"
 	// EnvNodeLabels holds KEY=VALUE pairs, comma-separated.
 	EnvNodeLabels = "CNPERF_NODE_LABELS"
+	// EnvZone and EnvRegion hold the node's zone and region, which the
+	// installs fill from the pod's own labels of the same keys
+	// (LabelZone, LabelRegion): Kubernetes' PodTopologyLabels admission
+	// copies them from the Node at binding, so agents need no access to
+	// Nodes. Empty (an older cluster, or the node has no such label)
+	// means no label.
+	EnvZone   = "CNPERF_ZONE"
+	EnvRegion = "CNPERF_REGION"
+)
+
+// The node labels EnvZone and EnvRegion report.
+const (
+	LabelZone   = pairplan.DefaultZoneLabel
+	LabelRegion = "topology.kubernetes.io/region"
 )
 
 // IdentityFromEnv reads the identity from environment variables through
@@ -51,17 +66,35 @@ func IdentityFromEnv(lookup func(string) (string, bool)) Identity {
 		PodName: get(EnvPodName), PodNamespace: get(EnvPodNamespace), PodUID: get(EnvPodUID),
 		PodIP: get(EnvPodIP), NodeName: get(EnvNodeName), NodeIP: get(EnvNodeIP),
 	}
+	topo := map[string]string{}
+	for env, label := range map[string]string{EnvZone: LabelZone, EnvRegion: LabelRegion} {
+		if v := get(env); v != "" {
+			topo[label] = v
+		}
+	}
+	id.AddNodeLabels(topo)
+	explicit := map[string]string{}
 	for _, kv := range strings.Split(get(EnvNodeLabels), ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
 			continue
 		}
+		k, v, _ := strings.Cut(kv, "=") // a pair without "=" is refused by Complete
+		explicit[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	id.AddNodeLabels(explicit) // EnvNodeLabels wins over EnvZone and EnvRegion
+	return id
+}
+
+// AddNodeLabels adds labels to the node labels the agent reports, each
+// replacing one of the same key: the more explicit source is added last
+// (--node-label after CNPERF_NODE_LABELS after CNPERF_ZONE/CNPERF_REGION).
+func (id *Identity) AddNodeLabels(labels map[string]string) {
+	for k, v := range labels {
 		if id.NodeLabels == nil {
 			id.NodeLabels = map[string]string{}
 		}
-		k, v, _ := strings.Cut(kv, "=") // a pair without "=" is refused by Complete
-		id.NodeLabels[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		id.NodeLabels[k] = v
 	}
-	return id
 }
 
 // Complete fills what can be derived (a host-network agent's pod IP is its

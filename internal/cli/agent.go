@@ -36,7 +36,8 @@ func newAgentCommand(g *globalOptions, st Streams) *cobra.Command {
 		Use:   "agent --server URL",
 		Short: "Run a test agent: heartbeat, responder, task pool, result delivery",
 		Long: `Run a cnperf agent. Its identity comes from the Downward API environment
-(POD_NAME, POD_NAMESPACE, POD_UID, POD_IP, NODE_NAME, NODE_IP); the flags
+(POD_NAME, POD_NAMESPACE, POD_UID, POD_IP, NODE_NAME, NODE_IP, and the
+node's zone and region from CNPERF_ZONE, CNPERF_REGION); the flags
 override it. It keeps a probe responder on POD_IP:--responder-port (which
 also reflects STAMP) and a STAMP reflector on POD_IP:--stamp-port, beats
 once a second, runs the server's tasks (at most --max-parallel at once) and
@@ -72,9 +73,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 			override("node-name", &ident.NodeName, id.NodeName)
 			override("node-ip", &ident.NodeIP, id.NodeIP)
 			ident.HostNetwork = id.HostNetwork
-			if fl.Changed("node-label") {
-				ident.NodeLabels = id.NodeLabels
-			}
+			ident.AddNodeLabels(id.NodeLabels) // --node-label wins over the environment, key by key
 			if err := ident.Complete(); err != nil {
 				return err
 			}
@@ -143,7 +142,7 @@ token, re-read before every request (the kubelet rotates it); no join.`,
 	fl.StringVar(&id.PodIP, "pod-ip", "", "pod IP, where the responder listens (default $POD_IP)")
 	fl.StringVar(&id.NodeName, "node-name", "", "node name (default $NODE_NAME)")
 	fl.StringVar(&id.NodeIP, "node-ip", "", "node IP (default $NODE_IP)")
-	fl.StringToStringVar(&id.NodeLabels, "node-label", nil, "KEY=VALUE label of this node to report for the pair plans by zone, e.g. topology.kubernetes.io/zone=eu-1a (repeat or comma list; default $CNPERF_NODE_LABELS)")
+	fl.StringToStringVar(&id.NodeLabels, "node-label", nil, "KEY=VALUE label of this node to report for the pair plans by zone, e.g. topology.kubernetes.io/zone=eu-1a (repeat or comma list; added to $CNPERF_NODE_LABELS and to $CNPERF_ZONE, $CNPERF_REGION as topology.kubernetes.io/zone, region, winning key by key)")
 	fl.BoolVar(&id.HostNetwork, "host-network", false, "this is the node's host-network agent (pod IP defaults to the node IP)")
 	fl.IntVar(&port, "responder-port", agent.DefaultResponderPort, "responder TCP and UDP port (0: any free port)")
 	fl.IntVar(&stampPort, "stamp-port", stamp.DefaultPort, "STAMP reflector UDP port (0: none; the responder port reflects STAMP too)")

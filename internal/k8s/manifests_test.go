@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	manifests "github.com/cnperf/cnperf/deploy/kubernetes"
+	"github.com/cnperf/cnperf/internal/agent"
 )
 
 // TestManifestsDecodeStrictly decodes every document of every manifest
@@ -236,6 +237,42 @@ func TestBaseContents(t *testing.T) {
 	}
 	if server.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("server strategy %s: SQLite on a RWO volume needs Recreate", server.Spec.Strategy.Type)
+	}
+}
+
+// TestAgentsReportZone: every agent DaemonSet `cnperf k8s deploy` and
+// `kubectl apply -k` install (the base's pod agents and the host-network
+// one) passes the node's zone and region from the pod's topology labels
+// (Downward API) to the agent, for the server's pair plans by zone.
+func TestAgentsReportZone(t *testing.T) {
+	fieldOf := map[string]string{
+		agent.EnvZone:   "metadata.labels['" + agent.LabelZone + "']",
+		agent.EnvRegion: "metadata.labels['" + agent.LabelRegion + "']",
+	}
+	for _, o := range []DeployOptions{{}, {TLS: true, HostAgents: true, QoSAgents: true}} {
+		var n, host int
+		for _, obj := range render(t, o) {
+			ds, ok := obj.(*appsv1.DaemonSet)
+			if !ok {
+				continue
+			}
+			n++
+			if ds.Spec.Template.Spec.HostNetwork {
+				host++
+			}
+			env := map[string]corev1.EnvVar{}
+			for _, e := range ds.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e
+			}
+			for name, fp := range fieldOf {
+				if e, ok := env[name]; !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != fp {
+					t.Errorf("%+v: %s: env %s must come from the Downward API field %s, got %+v", o, ds.Name, name, fp, e)
+				}
+			}
+		}
+		if want := map[bool]int{true: 1}[o.HostAgents]; n != 2+want || host != want {
+			t.Errorf("%+v: %d DaemonSets (%d host network): want %d (%d)", o, n, host, 2+want, want)
+		}
 	}
 }
 

@@ -55,6 +55,33 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   valueFrom:
     fieldRef:
       fieldPath: status.hostIP
+{{- /* The node's zone and region: the pod's copies of the Node's topology
+labels (PodTopologyLabels admission, Kubernetes 1.35 on). Empty: none. */}}
+- name: CNPERF_ZONE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['topology.kubernetes.io/zone']
+- name: CNPERF_REGION
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.labels['topology.kubernetes.io/region']
+{{- with .Values.agents.nodeLabels }}
+- name: CNPERF_NODE_LABELS
+  value: {{ include "cnperf.nodeLabels" . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* agents.nodeLabels as KEY=VALUE,... in key order; fails on a bad pair. */}}
+{{- define "cnperf.nodeLabels" -}}
+{{- $pairs := list }}
+{{- range $k, $v := . }}
+{{- $v = toString $v }}
+{{- if or (not $k) (not $v) (gt (len $v) 63) (contains "," $k) (contains "=" $k) (contains "," $v) }}
+{{- fail (printf "agents.nodeLabels %q=%q: want a key and a value of 1-63 characters, without commas" $k $v) }}
+{{- end }}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
 {{- end -}}
 
 
