@@ -160,10 +160,14 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	}
 	p50, p99 := lat[0].startPct(0.50), lat[0].startPct(0.99)
 	ref50 := lat[1].startPct(0.50)
-	// Crossing replicas adds a NOTIFY and the other replica's wake-up:
-	// about a millisecond, whatever the load.
-	if p50 > ref50+10*time.Millisecond {
-		t.Errorf("cross-replica dispatch p50 %v against %v on the same replica: crossing replicas costs more than 10ms", p50, ref50)
+	// Crossing replicas adds a NOTIFY and the other replica's wake-up: a
+	// millisecond on a quiet machine, tens on a loaded one. A task found
+	// only by a periodic pass instead (the sweeper's second, the
+	// re-offer's 2 s) would wait half that period at the median:
+	// crossHopBound tells the two apart at any load; the figures
+	// themselves are the benchmark's.
+	if p50 > ref50+crossHopBound {
+		t.Errorf("cross-replica dispatch p50 %v against %v on the same replica: crossing replicas costs more than %v, as if the task waited for a periodic pass rather than the NOTIFY", p50, ref50, crossHopBound)
 	}
 	verdict := "met"
 	if p50 >= 10*time.Millisecond || p99 >= 100*time.Millisecond {
@@ -328,6 +332,10 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 		t.Errorf("agents of the killed replica held sessions on another within %v, not moved: %v; want all within 10s", lastOr(moves), notMoved)
 	}
 }
+
+// crossHopBound bounds what crossing replicas may add to the median
+// dispatch: a quarter of the sweeper's period (sweepEvery, 1 s).
+const crossHopBound = 250 * time.Millisecond
 
 // dispatchTimes are the latencies of tasks created one at a time: the
 // create's answer, the offer and the agent's start, each from the create
