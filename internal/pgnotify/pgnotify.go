@@ -66,10 +66,17 @@ func New(dsn, self string, log *slog.Logger) *Notifier {
 // Ready is closed once the notifier listens (tests wait for it).
 func (n *Notifier) Ready() <-chan struct{} { return n.ready }
 
-// Publish queues msg for the other replicas and returns at once.
-func (n *Notifier) Publish(msg string) {
+// Publish queues msgs for the other replicas and returns at once. The
+// messages of one call are queued together, so they go in one NOTIFY
+// (as far as maxPayload allows): the sender takes the whole queue when it
+// wakes, and a call that queued its messages one by one could have its
+// first sent alone and the rest a round trip later.
+func (n *Notifier) Publish(msgs ...string) {
+	if len(msgs) == 0 {
+		return
+	}
 	n.mu.Lock()
-	n.queue = append(n.queue, msg)
+	n.queue = append(n.queue, msgs...)
 	n.mu.Unlock()
 	select {
 	case n.kick <- struct{}{}:

@@ -26,10 +26,11 @@ import (
 //     (store.HoldLease, lease.go).
 
 // Bus carries short messages between the replicas sharing a database.
-// Publish must not block; Run delivers the other replicas' messages (never
-// this one's own) until ctx ends.
+// Publish must not block, and sends the messages of one call together
+// (a run's wake-ups in one NOTIFY, not one after another); Run delivers
+// the other replicas' messages (never this one's own) until ctx ends.
 type Bus interface {
-	Publish(msg string)
+	Publish(msgs ...string)
 	Run(ctx context.Context, deliver func(msgs []string)) error
 }
 
@@ -53,16 +54,19 @@ type clusterMsg struct {
 	Data  string `json:"d,omitempty"`
 }
 
-// publish sends m to the other replicas (nothing without a bus).
-func (s *Server) publish(m clusterMsg) {
-	if s.opts.Bus == nil {
+// publish sends ms, together, to the other replicas (nothing without a
+// bus).
+func (s *Server) publish(ms ...clusterMsg) {
+	if s.opts.Bus == nil || len(ms) == 0 {
 		return
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return
+	raw := make([]string, 0, len(ms))
+	for _, m := range ms {
+		if b, err := json.Marshal(m); err == nil {
+			raw = append(raw, string(b))
+		}
 	}
-	s.opts.Bus.Publish(string(b))
+	s.opts.Bus.Publish(raw...)
 }
 
 // runBus applies the other replicas' messages until ctx ends.

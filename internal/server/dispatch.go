@@ -25,7 +25,7 @@ type dispatcher struct {
 	// had (cluster.go): addPending, wakePending and stopTask call it, so
 	// an agent whose long poll (or session) is held by another replica
 	// is woken too. Set before serving; never changed after.
-	share func(clusterMsg)
+	share func(...clusterMsg)
 }
 
 // wakeHook is a session's wake-up: called, under the dispatcher's lock,
@@ -97,11 +97,22 @@ func (d *dispatcher) notify(uid string) {
 	d.notifyLocked(uid)
 }
 
-// addPending records that uid has pending tasks and wakes it, here and on
-// the other replicas.
-func (d *dispatcher) addPending(uid string) {
-	d.addPendingLocal(uid)
-	d.tell(clusterMsg{Kind: msgPending, Agent: uid})
+// addPending records that each of uids has pending tasks and wakes it,
+// here and on the other replicas: their messages go in one share, so the
+// replica holding the last source's session hears of it no later than the
+// first's (a run of 50 tasks is one NOTIFY, not one and then 49).
+func (d *dispatcher) addPending(uids ...string) {
+	ms := make([]clusterMsg, 0, len(uids))
+	seen := make(map[string]bool, len(uids))
+	for _, uid := range uids {
+		if seen[uid] {
+			continue
+		}
+		seen[uid] = true
+		d.addPendingLocal(uid)
+		ms = append(ms, clusterMsg{Kind: msgPending, Agent: uid})
+	}
+	d.tell(ms...)
 }
 
 func (d *dispatcher) addPendingLocal(uid string) {
@@ -111,10 +122,10 @@ func (d *dispatcher) addPendingLocal(uid string) {
 	d.notifyLocked(uid)
 }
 
-// tell shares m with the other replicas, if there are any.
-func (d *dispatcher) tell(m clusterMsg) {
-	if d.share != nil {
-		d.share(m)
+// tell shares ms, together, with the other replicas, if there are any.
+func (d *dispatcher) tell(ms ...clusterMsg) {
+	if d.share != nil && len(ms) > 0 {
+		d.share(ms...)
 	}
 }
 

@@ -319,10 +319,12 @@ func (s *Server) seedPending(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		srcs := make([]string, 0, len(ts))
 		for _, t := range ts {
-			s.disp.addPending(t.SrcPodUID)
+			srcs = append(srcs, t.SrcPodUID)
 			after = t.ID
 		}
+		s.disp.addPending(srcs...)
 		if len(ts) < store.MaxPageLimit {
 			return nil
 		}
