@@ -69,53 +69,28 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 	if grace < 0 {
 		return nil, fmt.Errorf("claim tasks for %s: %w: grace %s is negative", agentUID, ErrInvalid, grace)
 	}
-	// Cheap read first: most polls find nothing and need no write lock.
-	var pending int
-	err := s.r.QueryRowContext(ctx, s.d.rebind("SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE src_pod_uid = ? AND state = 'pending' LIMIT 1) p"), agentUID).Scan(&pending)
+	// The candidates are read first, on the read pool: most claims find
+	// none and need no write lock, and one that finds some does not read
+	// them again inside its transaction (each statement is a round trip
+	// on the task's dispatch latency). They may be read before their
+	// nodes are locked: the update claims a task only while it is still
+	// pending.
+	cands, err := s.claimCandidates(ctx, agentUID)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
 	}
-	if pending == 0 {
+	if len(cands) == 0 {
 		return []Task{}, nil
+	}
+	anyExclusive := false
+	for _, c := range cands {
+		anyExclusive = anyExclusive || c.exclusive
 	}
 	now = micro(now)
 	out := []Task{}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.d.lockClaims(ctx, tx); err != nil {
 			return fmt.Errorf("lock claims: %w", err)
-		}
-		// The candidates may be read before their nodes are locked: the
-		// update claims a task only while it is still pending.
-		rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
-	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
-FROM tasks t
-JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
-LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
-LEFT JOIN runs r ON r.id = t.run_id
-WHERE t.src_pod_uid = ? AND t.state = 'pending'
-ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
-		if err != nil {
-			return fmt.Errorf("find pending tasks: %w", err)
-		}
-		var cands []claimCandidate
-		anyExclusive := false
-		for rows.Next() {
-			var c claimCandidate
-			var timeout int64
-			var srcNode, dstNode sql.NullString
-			var src, dst string
-			if err := rows.Scan(&c.id, &timeout, &c.exclusive, &srcNode, &src, &dstNode, &dst); err != nil {
-				rows.Close()
-				return fmt.Errorf("find pending tasks: %w", err)
-			}
-			c.timeout = time.Duration(timeout)
-			c.nodes = []string{nodeKey(srcNode, src), nodeKey(dstNode, dst)}
-			anyExclusive = anyExclusive || c.exclusive
-			cands = append(cands, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find pending tasks: %w", err)
 		}
 		busy := map[string]bool{}
 		if anyExclusive {
@@ -162,6 +137,40 @@ ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
 		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
 	}
 	return out, nil
+}
+
+// claimCandidates reads the agent's pending tasks whose destination is
+// online, oldest first, at most maxClaimScan.
+func (s *sqlStore) claimCandidates(ctx context.Context, agentUID string) ([]claimCandidate, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
+	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
+FROM tasks t
+JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
+LEFT JOIN runs r ON r.id = t.run_id
+WHERE t.src_pod_uid = ? AND t.state = 'pending'
+ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
+	if err != nil {
+		return nil, fmt.Errorf("find pending tasks: %w", err)
+	}
+	defer rows.Close()
+	var cands []claimCandidate
+	for rows.Next() {
+		var c claimCandidate
+		var timeout int64
+		var srcNode, dstNode sql.NullString
+		var src, dst string
+		if err := rows.Scan(&c.id, &timeout, &c.exclusive, &srcNode, &src, &dstNode, &dst); err != nil {
+			return nil, fmt.Errorf("find pending tasks: %w", err)
+		}
+		c.timeout = time.Duration(timeout)
+		c.nodes = []string{nodeKey(srcNode, src), nodeKey(dstNode, dst)}
+		cands = append(cands, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find pending tasks: %w", err)
+	}
+	return cands, nil
 }
 
 // busyNodes returns the node keys of every endpoint of an exclusive

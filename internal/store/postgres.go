@@ -41,14 +41,16 @@ func (postgresDialect) jsonArg(raw json.RawMessage) any           { return []byt
 func (postgresDialect) forUpdate() string                         { return " FOR UPDATE" }
 func (postgresDialect) lockClaims(context.Context, *sql.Tx) error { return nil }
 func (postgresDialect) lockNodes(ctx context.Context, tx *sql.Tx, nodes []string) error {
-	// In one order for every claim, so two claims never wait for each
-	// other's locks in a cycle.
-	for _, k := range nodeLockKeys(nodes) {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", int32(nodeLockClass), k); err != nil {
-			return err
-		}
+	keys := nodeLockKeys(nodes)
+	if len(keys) == 0 {
+		return nil
 	}
-	return nil
+	// One statement for all of them (each statement is a round trip on
+	// the claim), taken in the array's order as unnest yields its rows:
+	// sorted, the same order for every claim, so two claims never wait
+	// for each other's locks in a cycle.
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k", int32(nodeLockClass), keys)
+	return err
 }
 func (postgresDialect) isUnique(err error) bool {
 	var pe *pgconn.PgError
