@@ -190,7 +190,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(e.tasks, prometheus.GaugeValue, float64(n), string(s))
 	}
 	for _, s := range []store.RunState{store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunCancelled} {
-		_, n, err := e.st.ListRuns(ctx, store.RunFilter{State: s}, store.Page{Limit: 1})
+		n, err := e.st.CountRuns(ctx, store.RunFilter{State: s})
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(e.runs, fmt.Errorf("count %s runs: %w", s, err))
 			return

@@ -290,7 +290,7 @@ func (l Limits) checkRunCreate(rc api.RunCreate) error {
 // Two creates racing may both pass: the limit is a bound on load, not an
 // exact count.)
 func (s *Server) checkRunsInFlight(ctx context.Context) error {
-	_, n, err := s.st.ListRuns(ctx, store.RunFilter{State: store.RunRunning}, store.Page{Limit: 1})
+	n, err := s.st.CountRuns(ctx, store.RunFilter{State: store.RunRunning})
 	if err != nil {
 		return fmt.Errorf("count runs in flight: %w", err)
 	}

@@ -107,18 +107,9 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, in
 	if err != nil {
 		return nil, 0, fmt.Errorf("list runs: %w", err)
 	}
-	var w where
-	if f.State != "" {
-		if !f.State.Valid() {
-			return nil, 0, fmt.Errorf("list runs: %w: unknown run state %q", ErrInvalid, f.State)
-		}
-		w.add("state = ?", string(f.State))
-	}
-	if f.Suite != "" {
-		w.add("suite = ?", f.Suite)
-	}
-	if !f.CreatedSince.IsZero() {
-		w.add("created_at >= ?", s.d.timeArg(micro(f.CreatedSince)))
+	w, err := s.runWhere(f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list runs: %w", err)
 	}
 	runs, total, err := listPage(ctx, s, "runs", runCols, "seq", w, p.AfterID, limit, scanRun)
 	if err != nil {
@@ -128,6 +119,36 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, in
 		return nil, 0, err
 	}
 	return runs, total, nil
+}
+
+func (s *sqlStore) CountRuns(ctx context.Context, f RunFilter) (int, error) {
+	w, err := s.runWhere(f)
+	if err != nil {
+		return 0, fmt.Errorf("count runs: %w", err)
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, s.d.rebind("SELECT COUNT(*) FROM runs"+w.sql()), w.args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count runs: %w", err)
+	}
+	return n, nil
+}
+
+// runWhere is the condition of f.
+func (s *sqlStore) runWhere(f RunFilter) (where, error) {
+	var w where
+	if f.State != "" {
+		if !f.State.Valid() {
+			return w, fmt.Errorf("%w: unknown run state %q", ErrInvalid, f.State)
+		}
+		w.add("state = ?", string(f.State))
+	}
+	if f.Suite != "" {
+		w.add("suite = ?", f.Suite)
+	}
+	if !f.CreatedSince.IsZero() {
+		w.add("created_at >= ?", s.d.timeArg(micro(f.CreatedSince)))
+	}
+	return w, nil
 }
 
 // lockRun reads a run for change inside tx; what names the operation in

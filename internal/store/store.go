@@ -360,6 +360,8 @@ type Store interface {
 	// ListRuns returns one page of runs matching f ordered by Seq, with
 	// their counts, and the total number of matching runs.
 	ListRuns(ctx context.Context, f RunFilter, p Page) ([]Run, int, error)
+	// CountRuns returns the number of runs matching f, in one query.
+	CountRuns(ctx context.Context, f RunFilter) (int, error)
 	// UpdateRunState moves a running run to a terminal state (stamping
 	// FinishedAt). Setting the state it already has is a no-op; any other
 	// change of a finished run is ErrConflict. The store also finishes a

@@ -71,6 +71,9 @@ func testPaging(t *testing.T, st store.Store) {
 	if err != nil || len(rest) != 1 || rest[0].ID != runIDs[2] {
 		t.Errorf("run page 2: %v, %v", rest, err)
 	}
+	if n, err := st.CountRuns(ctx, store.RunFilter{Suite: "pg-suite", State: store.RunRunning}); err != nil || n != 3 {
+		t.Errorf("running runs of pg-suite counted: %d, %v; want 3", n, err)
+	}
 
 	bad := []struct {
 		name string
@@ -83,6 +86,7 @@ func testPaging(t *testing.T, st store.Store) {
 			return err
 		}},
 		{"unknown run state", func() error { _, _, err := st.ListRuns(ctx, store.RunFilter{State: "bogus"}, store.Page{}); return err }},
+		{"unknown run state counted", func() error { _, err := st.CountRuns(ctx, store.RunFilter{State: "bogus"}); return err }},
 	}
 	for _, b := range bad {
 		if err := b.list(); !errors.Is(err, store.ErrInvalid) {
