@@ -104,9 +104,10 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 		run = runID
 	}
 	ts := s.d.timeArg(now)
-	// A few hundred rows a statement, then their keys read back by task
-	// id: two round trips for a run's tasks, not one per task (the create
-	// call is on every task's dispatch latency).
+	// A few hundred rows a statement, their keys returned by it (or,
+	// without RETURNING, read back by task id): one round trip for a
+	// run's tasks, not one per task (the create call is on every task's
+	// dispatch latency).
 	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"
 	for start := 0; start < len(out); start += batchRows {
 		chunk := out[start:min(start+batchRows, len(out))]
@@ -118,18 +119,21 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 			args = append(args, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
 				t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
 		}
-		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
+		insert := s.d.rebind(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
 	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
-VALUES `+strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", ")), args...)
+VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", "))
+		var keys map[string]int64
+		var err error
+		if s.d.returning() {
+			keys, err = readKeys(tx.QueryContext(ctx, insert+" RETURNING id, task_id", args...))
+		} else if _, err = tx.ExecContext(ctx, insert, args...); err == nil {
+			keys, err = s.taskIDs(ctx, tx, ids)
+		}
 		if err != nil {
 			if s.d.isUnique(err) {
 				return nil, fmt.Errorf("tasks %d-%d: %w: a task_id exists", start, start+len(chunk)-1, ErrConflict)
 			}
 			return nil, fmt.Errorf("tasks %d-%d: insert: %w", start, start+len(chunk)-1, err)
-		}
-		keys, err := s.taskIDs(ctx, tx, ids)
-		if err != nil {
-			return nil, err
 		}
 		for i := range chunk {
 			k, ok := keys[chunk[i].TaskID]
@@ -148,24 +152,29 @@ func (s *sqlStore) taskIDs(ctx context.Context, tx *sql.Tx, taskIDs []string) (m
 	for i, id := range taskIDs {
 		args[i] = id
 	}
-	rows, err := tx.QueryContext(ctx, s.d.rebind("SELECT id, task_id FROM tasks WHERE task_id IN ("+placeholders(len(taskIDs))+")"), args...)
+	keys, err := readKeys(tx.QueryContext(ctx, s.d.rebind("SELECT id, task_id FROM tasks WHERE task_id IN ("+placeholders(len(taskIDs))+")"), args...))
 	if err != nil {
 		return nil, fmt.Errorf("read task keys: %w", err)
 	}
+	return keys, nil
+}
+
+// readKeys reads rows of (id, task_id) into a map by task id.
+func readKeys(rows *sql.Rows, err error) (map[string]int64, error) {
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	out := make(map[string]int64, len(taskIDs))
+	out := map[string]int64{}
 	for rows.Next() {
 		var id int64
 		var taskID string
 		if err := rows.Scan(&id, &taskID); err != nil {
-			return nil, fmt.Errorf("read task keys: %w", err)
+			return nil, err
 		}
 		out[taskID] = id
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read task keys: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 func (s *sqlStore) TaskOutput(ctx context.Context, taskID string) (string, error) {
