@@ -66,7 +66,8 @@ type Env struct {
 	// fills it); the stored environment names it.
 	CNI CNI
 
-	svc services // the Services made for the current phase (service.go)
+	svc services    // the Services made for the current phase (service.go)
+	pol policyPairs // the pods labelled for policies (netpol.go)
 
 	mu       sync.Mutex                // guards the fields below
 	standIns map[string]suite.Endpoint // shaped pod, by the uid of the pod it stands in for

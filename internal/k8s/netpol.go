@@ -7,16 +7,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/suite"
 )
 
@@ -46,33 +54,23 @@ const (
 )
 
 // CreatePolicies makes the set's NetworkPolicies in cnperf's namespace
-// (suite.PolicySet: those that select the pod dst, each allowing TCP from
-// the pod src to the port, the others selecting no pod and allowing
-// TEST-NET addresses, and with Deny one that selects dst and allows
-// nothing), labelling dst and src so the policies can select them. It
-// returns the set's id and its removal, which deletes the policies by
-// label and takes the labels off the pods; on failure what was made is
-// removed.
-func (c *Client) CreatePolicies(ctx context.Context, dst, src string, p suite.PolicySet) (string, func(context.Context) error, error) {
+// (suite.PolicySet: those that select the destination pod by
+// PolicyTargetLabel, each allowing TCP from the pod labelled
+// PolicySourceLabel to the port, the others selecting no pod and allowing
+// TEST-NET addresses, and with Deny one that selects the destination and
+// allows nothing). The pods are labelled apart (LabelPolicyPods), once
+// for a run. It returns the set's id and its removal, which deletes the
+// policies by label; on failure what was made is removed.
+func (c *Client) CreatePolicies(ctx context.Context, p suite.PolicySet) (string, func(context.Context) error, error) {
 	if err := p.Check(); err != nil {
 		return "", nil, err
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // crypto/rand.Read does not fail on Linux
 	id := hex.EncodeToString(b)
-	remove := func(ctx context.Context) error { return c.DeletePolicies(ctx, id, dst, src) }
+	remove := func(ctx context.Context) error { return c.DeletePolicies(ctx, id) }
 	fail := func(err error) (string, func(context.Context) error, error) {
 		return id, nil, errors.Join(err, remove(context.WithoutCancel(ctx)))
-	}
-	if p.Selecting > 0 || p.Deny {
-		if err := c.labelPodWith(ctx, dst, PolicyTargetLabel, "true"); err != nil {
-			return fail(err)
-		}
-	}
-	if p.Selecting > 0 {
-		if err := c.labelPodWith(ctx, src, PolicySourceLabel, "true"); err != nil {
-			return fail(err)
-		}
 	}
 	pols := policyObjects(c.NS(), id, p)
 	kube := c.fasterKube()
@@ -115,9 +113,8 @@ func (c *Client) CreatePolicies(ctx context.Context, dst, src string, p suite.Po
 	return id, remove, nil
 }
 
-// DeletePolicies deletes the set id's policies by label and takes the
-// policy labels off the pods dst and src (a pod already gone is no error).
-func (c *Client) DeletePolicies(ctx context.Context, id, dst, src string) error {
+// DeletePolicies deletes the set id's policies by label.
+func (c *Client) DeletePolicies(ctx context.Context, id string) error {
 	var errs []error
 	sel := metav1.ListOptions{LabelSelector: PolicySetLabel + "=" + id}
 	nps := c.Kube.NetworkingV1().NetworkPolicies(c.NS())
@@ -133,23 +130,40 @@ func (c *Client) DeletePolicies(ctx context.Context, id, dst, src string) error 
 	left, err := nps.List(rctx, sel)
 	cancel()
 	if err != nil {
-		errs = append(errs, c.explain(err, "list networkpolicies "+sel.LabelSelector))
-	} else {
-		errs = nil // the collection delete's error, if any, is now moot
-		for _, np := range left.Items {
-			rctx, cancel := context.WithTimeout(ctx, c.timeout())
-			err := nps.Delete(rctx, np.Name, metav1.DeleteOptions{})
-			cancel()
-			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, c.explain(err, "delete networkpolicy "+np.Name))
-			}
+		return errors.Join(append(errs, c.explain(err, "list networkpolicies "+sel.LabelSelector))...)
+	}
+	errs = nil // the collection delete's error, if any, is now moot
+	for _, np := range left.Items {
+		rctx, cancel := context.WithTimeout(ctx, c.timeout())
+		err := nps.Delete(rctx, np.Name, metav1.DeleteOptions{})
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, c.explain(err, "delete networkpolicy "+np.Name))
 		}
 	}
-	for pod, key := range map[string]string{dst: PolicyTargetLabel, src: PolicySourceLabel} {
-		if pod == "" {
+	return errors.Join(errs...)
+}
+
+// LabelPolicyPods puts PolicyTargetLabel on the pod dst and
+// PolicySourceLabel on the pod src ("" for none), which the policies
+// select them by.
+func (c *Client) LabelPolicyPods(ctx context.Context, dst, src string) error {
+	return c.policyLabels(ctx, dst, src, "true")
+}
+
+// UnlabelPolicyPods takes the policy labels off the pods dst and src (a
+// pod already gone is no error).
+func (c *Client) UnlabelPolicyPods(ctx context.Context, dst, src string) error {
+	return c.policyLabels(ctx, dst, src, "")
+}
+
+func (c *Client) policyLabels(ctx context.Context, dst, src, value string) error {
+	var errs []error
+	for _, pk := range [][2]string{{dst, PolicyTargetLabel}, {src, PolicySourceLabel}} {
+		if pk[0] == "" {
 			continue
 		}
-		if err := c.labelPodWith(ctx, pod, key, ""); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.labelPodWith(ctx, pk[0], pk[1], value); err != nil && (value != "" || !apierrors.IsNotFound(err)) {
 			errs = append(errs, err)
 		}
 	}
@@ -242,9 +256,33 @@ func (c *Client) labelPodWith(ctx context.Context, pod, key, value string) error
 	return nil
 }
 
+// policyRemovalTimeout bounds the wait, after the last policy set on a
+// pod is removed, for a new connection from its pair's source to be
+// allowed again (a variable for tests); policyLabelTimeout the wait for
+// the CNI to take the pair's new labels.
+var policyRemovalTimeout = 30 * time.Second
+
+const policyLabelTimeout = 2 * time.Minute
+
+// policyPairs are the policy labels the environment put on pods for the
+// suite run, and the policy sets in place per destination pod.
+type policyPairs struct {
+	mu       sync.Mutex        // guards the fields below
+	labelled map[string]string // pod → the policy label put on it
+	sets     map[string]int    // destination pod → its sets in place
+}
+
 // applyPolicies makes the change's NetworkPolicies (CreatePolicies) for
-// the agent pod c.Member, allowing the agent pod c.Policy.From; the undo
-// deletes them. It refuses when the CNI enforces no policies.
+// the agent pod c.Member, allowing the agent pod c.Policy.From. The pair
+// is labelled once for the whole run (Finish takes the labels off): a
+// label change gives a pod a new security identity, which a CNI may take
+// long to use (Cilium resolves it after a random delay of up to 30 s
+// and a 5 s grace period, and defers every policy change of the pod
+// meanwhile), so labelling per set would leave a set not yet enforced or
+// a removed one still in force. The undo deletes the set's policies and,
+// once no set is left on the pod, waits until a new connection from From
+// is allowed again (waitAllowed). It refuses when the CNI enforces no
+// policies.
 func (e *Env) applyPolicies(ctx context.Context, c suite.Change) (func(context.Context) error, error) {
 	if ok, why := e.CNI.EnforcesNetworkPolicy(); !ok {
 		return nil, errors.New(why)
@@ -252,20 +290,206 @@ func (e *Env) applyPolicies(ctx context.Context, c suite.Change) (func(context.C
 	if c.Policy == nil {
 		return nil, errors.New("network-policy change without policies")
 	}
+	if err := c.Policy.Check(); err != nil {
+		return nil, err
+	}
 	agents, err := e.Client.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if agentNamed(agents, c.Member) == nil {
+	dst := agentNamed(agents, c.Member)
+	if dst == nil {
 		return nil, fmt.Errorf("no agent pod %s to make policies for", c.Member)
 	}
-	src := ""
-	if c.Policy.Selecting > 0 {
-		if agentNamed(agents, c.Policy.From) == nil {
+	var src *Agent
+	if c.Policy.From != "" {
+		if src = agentNamed(agents, c.Policy.From); src == nil {
 			return nil, fmt.Errorf("no agent pod %s to allow", c.Policy.From)
 		}
-		src = c.Policy.From
 	}
-	_, undo, err := e.Client.CreatePolicies(ctx, c.Member, src, *c.Policy)
-	return undo, err
+	if err := e.labelPair(ctx, dst.Name, c.Policy.From); err != nil {
+		return nil, err
+	}
+	id, remove, err := e.Client.CreatePolicies(ctx, *c.Policy)
+	if err != nil {
+		return nil, err
+	}
+	e.countSets(dst.Name, 1)
+	set := fmt.Sprintf("policy set %s (%d policies, %d selecting %s, deny %v)", id, c.Policy.Count, c.Policy.Selecting, dst.Name, c.Policy.Deny)
+	return func(ctx context.Context) error {
+		err := remove(ctx)
+		if left := e.countSets(dst.Name, -1); err != nil || left > 0 || src == nil {
+			return err
+		}
+		return e.waitAllowed(ctx, *src, *dst, c.Policy.Port, set)
+	}, nil
+}
+
+// countSets adds d to the sets in place on pod and returns how many are.
+func (e *Env) countSets(pod string, d int) int {
+	e.pol.mu.Lock()
+	defer e.pol.mu.Unlock()
+	if e.pol.sets == nil {
+		e.pol.sets = map[string]int{}
+	}
+	e.pol.sets[pod] += d
+	return e.pol.sets[pod]
+}
+
+// labelPair puts the policy labels on dst and src ("" for none) unless
+// this run put them already, and waits until the CNI uses them.
+func (e *Env) labelPair(ctx context.Context, dst, src string) error {
+	e.pol.mu.Lock()
+	if e.pol.labelled == nil {
+		e.pol.labelled = map[string]string{}
+	}
+	fresh := map[string]string{}
+	for pod, key := range map[string]string{dst: PolicyTargetLabel, src: PolicySourceLabel} {
+		if pod == "" {
+			continue
+		}
+		if had, ok := e.pol.labelled[pod]; ok {
+			if had != key {
+				e.pol.mu.Unlock()
+				return fmt.Errorf("pod %s is labelled %s for this run's policies, not %s: a pod is either the destination or the source", pod, had, key)
+			}
+			continue
+		}
+		fresh[pod] = key
+		e.pol.labelled[pod] = key
+	}
+	e.pol.mu.Unlock()
+	if len(fresh) == 0 {
+		return nil
+	}
+	var d, s string
+	for pod, key := range fresh {
+		if key == PolicyTargetLabel {
+			d = pod
+		} else {
+			s = pod
+		}
+	}
+	if err := e.Client.LabelPolicyPods(ctx, d, s); err != nil {
+		return err
+	}
+	return e.labelsInEffect(ctx, fresh)
+}
+
+// Finish implements suite.Finisher: it takes off the policy labels this
+// run put on pods.
+func (e *Env) Finish(ctx context.Context) error {
+	e.pol.mu.Lock()
+	labelled := e.pol.labelled
+	e.pol.labelled, e.pol.sets = nil, nil
+	e.pol.mu.Unlock()
+	var errs []error
+	for pod, key := range labelled {
+		d, s := pod, ""
+		if key == PolicySourceLabel {
+			d, s = "", pod
+		}
+		errs = append(errs, e.Client.UnlabelPolicyPods(ctx, d, s))
+	}
+	return errors.Join(errs...)
+}
+
+// ciliumEndpoints are Cilium's CiliumEndpoint objects: an agent pod's
+// endpoint, its state and the labels of the security identity it uses.
+var ciliumEndpoints = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumendpoints"}
+
+// labelsInEffect waits, on Cilium, until each pod's CiliumEndpoint is
+// ready with an identity that carries the pod's new label (key=true):
+// only then does the datapath select the pod by it. Other CNIs take a
+// label at once (Calico's Felix) and are not waited for; a cluster whose
+// CiliumEndpoints cnperf may not read is not either.
+func (e *Env) labelsInEffect(ctx context.Context, pods map[string]string) error {
+	if e.CNI.Name != "cilium" || e.Client.Dynamic == nil {
+		return nil
+	}
+	deadline := time.Now().Add(policyLabelTimeout)
+	for pod, key := range pods {
+		want := "k8s:" + key + "=true"
+		for {
+			rctx, cancel := context.WithTimeout(ctx, e.Client.timeout())
+			ep, err := e.Client.Dynamic.Resource(ciliumEndpoints).Namespace(e.Client.NS()).Get(rctx, pod, metav1.GetOptions{})
+			cancel()
+			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+				break // nothing to read (no CiliumEndpoints, or not ours to read): the removal check still stands
+			}
+			var state string
+			var ids []string
+			if err == nil {
+				state, _, _ = unstructured.NestedString(ep.Object, "status", "state")
+				ids, _, _ = unstructured.NestedStringSlice(ep.Object, "status", "identity", "labels")
+				if state == "ready" && slices.Contains(ids, want) {
+					break
+				}
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("pod %s labelled %s: Cilium does not use it within %v (its CiliumEndpoint: state %q, identity labels %v, %v)",
+					pod, key, policyLabelTimeout, state, ids, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// waitAllowed runs short connect samplers from src to dst's responder
+// port until one connects: the pair is allowed again once a set's
+// removal is in effect. Not within policyRemovalTimeout is an error
+// naming the pair and the set.
+func (e *Env) waitAllowed(ctx context.Context, src, dst Agent, port int, set string) error {
+	deadline := time.Now().Add(policyRemovalTimeout)
+	excl := false
+	target := net.JoinHostPort(dst.IP, strconv.Itoa(port))
+	spec := probe.Spec{Kind: probe.KindConnect, Target: target, Duration: probe.Duration(500 * time.Millisecond),
+		Interval: probe.Duration(20 * time.Millisecond), Timeout: probe.Duration(400 * time.Millisecond)}
+	last := "none tried"
+	for try := 1; ; try++ {
+		run, err := e.Server.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: src.UID, Dst: dst.UID,
+			Type: api.TypeProbe, Spec: &spec, Exclusive: &excl}}})
+		if err != nil {
+			return fmt.Errorf("%s removed: check %s → %s: %w", set, src.Name, dst.Name, err)
+		}
+		run, err = e.waitRun(ctx, run, policyRemovalTimeout)
+		ok, why := connected(run, err)
+		if ok {
+			return nil
+		}
+		last = why
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s removed, but %s still cannot open a connection to %s (%s) after %v, %d tries (last: %s)",
+				set, src.Name, dst.Name, target, policyRemovalTimeout, try, last)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// connected says whether a connect sampler's run connected at least
+// once, and if not, why.
+func connected(run api.Run, err error) (bool, string) {
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case len(run.Tasks) != 1:
+		return false, fmt.Sprintf("%d tasks", len(run.Tasks))
+	case run.Tasks[0].State != api.StateSucceeded:
+		return false, run.Tasks[0].State + ": " + run.Tasks[0].Reason
+	}
+	var r probe.Result
+	if err := json.Unmarshal(run.Tasks[0].Result, &r); err != nil || r.Connects == nil {
+		return false, fmt.Sprintf("no connect timeline (%v)", err)
+	}
+	if r.Connects.Outcomes[probe.ConnectOK] > 0 {
+		return true, ""
+	}
+	return false, fmt.Sprintf("connects %v", r.Connects.Outcomes)
 }

@@ -35,10 +35,10 @@ func listPolicies(t *testing.T, kc *fake.Clientset) []networkingv1.NetworkPolicy
 }
 
 // TestCreatePolicies: a set makes Count NetworkPolicies, Selecting of
-// them selecting the destination pod by a label put on it and allowing
-// TCP to the port from the source pod by its label, the others selecting
-// no pod; Deny adds one that selects the pod and allows nothing. The
-// removal deletes every policy of the set and takes the labels off.
+// them selecting the destination pod by its label and allowing TCP to the
+// port from the source pod by its label, the others selecting no pod;
+// Deny adds one that selects the pod and allows nothing. The removal
+// deletes every policy of the set and leaves the pods' labels alone.
 func TestCreatePolicies(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -54,11 +54,10 @@ func TestCreatePolicies(t *testing.T) {
 			kc := fake.NewClientset(dst, src)
 			c := NewForInterfaces(kc, nil)
 			ctx := context.Background()
-			from := ""
-			if tc.set.Selecting > 0 {
-				from = src.Name
+			if err := c.LabelPolicyPods(ctx, dst.Name, src.Name); err != nil {
+				t.Fatal(err)
 			}
-			_, remove, err := c.CreatePolicies(ctx, dst.Name, from, tc.set)
+			_, remove, err := c.CreatePolicies(ctx, tc.set)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,10 +83,6 @@ func TestCreatePolicies(t *testing.T) {
 			if len(pols) != tc.want || selecting != tc.selectin {
 				t.Errorf("%d policies, %d selecting the pod; want %d, %d", len(pols), selecting, tc.want, tc.selectin)
 			}
-			p, _ := kc.CoreV1().Pods(Namespace).Get(ctx, dst.Name, metav1.GetOptions{})
-			if (p.Labels[PolicyTargetLabel] == "true") != (tc.selectin > 0) {
-				t.Errorf("destination labels %v", p.Labels)
-			}
 			if n, err := c.CountPolicies(ctx); err != nil || n != tc.want {
 				t.Errorf("CountPolicies = %d, %v", n, err)
 			}
@@ -96,6 +91,12 @@ func TestCreatePolicies(t *testing.T) {
 			}
 			if left := listPolicies(t, kc); len(left) != 0 {
 				t.Errorf("%d policies left after removal", len(left))
+			}
+			if p, _ := kc.CoreV1().Pods(Namespace).Get(ctx, dst.Name, metav1.GetOptions{}); p.Labels[PolicyTargetLabel] != "true" {
+				t.Errorf("the set's removal took the destination's label: %v", p.Labels)
+			}
+			if err := c.UnlabelPolicyPods(ctx, dst.Name, src.Name); err != nil {
+				t.Fatal(err)
 			}
 			for _, name := range []string{dst.Name, src.Name} {
 				p, _ := kc.CoreV1().Pods(Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -121,16 +122,12 @@ func TestCreatePoliciesFailureRemovesWhatWasMade(t *testing.T) {
 	})
 	c := NewForInterfaces(kc, nil)
 	ctx := context.Background()
-	_, remove, err := c.CreatePolicies(ctx, dst.Name, src.Name, suite.PolicySet{Count: 50, Selecting: 5, From: src.Name, Port: 5201})
+	_, remove, err := c.CreatePolicies(ctx, suite.PolicySet{Count: 50, Selecting: 5, From: src.Name, Port: 5201})
 	if err == nil || !strings.Contains(err.Error(), "quota exceeded") || remove != nil {
 		t.Fatalf("err %v (remove %v), want the API's refusal", err, remove != nil)
 	}
 	if left := listPolicies(t, kc); len(left) != 0 {
 		t.Errorf("%d policies left after a failed set", len(left))
-	}
-	p, _ := kc.CoreV1().Pods(Namespace).Get(ctx, dst.Name, metav1.GetOptions{})
-	if p.Labels[PolicyTargetLabel] != "" {
-		t.Errorf("destination keeps %v", p.Labels)
 	}
 }
 

@@ -251,8 +251,19 @@ type Env interface {
 	Caps() Caps
 	// Apply makes the change and returns how to undo it. The undo gets a
 	// context that is not yet cancelled; it must tolerate being called
-	// once only, after Apply succeeded.
+	// once only, after Apply succeeded. The undo of the last policy set
+	// (CapNetworkPolicy) on a pod whose PolicySet names From returns once
+	// a new connection from From to the pod is allowed again, or an error
+	// naming the pair and the set when it is not within a bound.
 	Apply(ctx context.Context, c Change) (undo func(context.Context) error, err error)
+}
+
+// A Finisher is an environment that keeps something for the whole suite
+// run (a cluster's policy labels on the pair's pods: a label change costs
+// a CNI a new security identity) and removes it once the last phase is
+// done; the Runner calls Finish at the end of Run, also on failure.
+type Finisher interface {
+	Finish(ctx context.Context) error
 }
 
 // A NodeLabeler is an environment that knows its nodes' labels (a
@@ -313,7 +324,9 @@ func needs(phases []Phase) []Cap {
 // to Port; the others select and allow only addresses of no pod of the
 // run (they cost the datapath a lookup, not a verdict). Deny, with
 // Selecting 0, makes one more policy that selects the destination and
-// allows nothing: every new connection to it is refused.
+// allows nothing: every new connection to it is refused. From and Port,
+// also given with Selecting 0, name the pair the environment prepares
+// once for the run and checks after the set's removal (Env.Apply).
 type PolicySet struct {
 	Count     int    `json:"count"`
 	Selecting int    `json:"selecting"`
@@ -334,6 +347,8 @@ func (p PolicySet) Check() error {
 		return fmt.Errorf("selecting %d: want 0-%d (the policies in all)", p.Selecting, p.Count)
 	case p.Selecting > 0 && (p.From == "" || p.Port < 1 || p.Port > 65535):
 		return fmt.Errorf("policies selecting the pod need the source pod and a port 1-65535 (from %q, port %d)", p.From, p.Port)
+	case p.From != "" && (p.Port < 1 || p.Port > 65535):
+		return fmt.Errorf("policies naming the source pod %s need its port 1-65535 (port %d)", p.From, p.Port)
 	case p.Deny && p.Selecting > 0:
 		return errors.New("a deny-all policy beside policies that allow the source would allow it: deny takes selecting 0")
 	}

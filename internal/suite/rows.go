@@ -25,11 +25,15 @@ type Outcome struct {
 // ChangeMade is a change made while a phase's steps ran: when the Runner
 // asked the environment for it and when the environment returned, by the
 // Runner's clock (a suite that sets them beside an agent's timestamps
-// needs the clocks to agree).
+// needs the clocks to agree); and when the Runner asked to undo it after
+// the steps ended and when the undo returned (an environment's undo of a
+// policy set returns once its pair connects again: Env).
 type ChangeMade struct {
-	Change Change    `json:"change"`
-	Asked  time.Time `json:"asked"`
-	Made   time.Time `json:"made"`
+	Change  Change    `json:"change"`
+	Asked   time.Time `json:"asked"`
+	Made    time.Time `json:"made"`
+	Undone  time.Time `json:"undone,omitzero"`
+	Removed time.Time `json:"removed,omitzero"`
 }
 
 // Figure is one figure a measurement puts in a row: the probe result's

@@ -151,12 +151,21 @@ func (r *Runner) check(ctx context.Context, suite string, caps Caps, phases []Ph
 // ends; when ctx ends the current run is cancelled on the server and the
 // changes are still undone. A step that failed is in its row's Errors; Run
 // fails only when the suite could not be run at all.
-func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
+func (r *Runner) Run(ctx context.Context, s Suite, o Options) (rep Report, err error) {
+	if f, ok := r.Env.(Finisher); ok {
+		defer func() {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+			defer cancel()
+			if ferr := f.Finish(tctx); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("suite %s: finish: %w", s.Name(), ferr))
+			}
+		}()
+	}
 	log := r.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rep := Report{Suite: s.Name(), Options: o}
+	rep = Report{Suite: s.Name(), Options: o}
 	eps, phases, err := r.Plan(ctx, s, o)
 	if err != nil {
 		return rep, err
@@ -224,9 +233,11 @@ func (r *Runner) Run(ctx context.Context, s Suite, o Options) (Report, error) {
 }
 
 // runPhase makes the phase's changes, creates its run, waits for it and
-// undoes the changes again, in reverse order, whatever happened.
+// undoes the changes again, in reverse order, whatever happened. When
+// the run ended, the undos run before the outcomes are made, so those
+// of the changes made while it ran carry when each was undone.
 func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *progress, done int) (outs []Outcome, run api.Run, err error) {
-	var undos []func(context.Context) error
+	var undos []undoOf
 	defer func() {
 		if len(undos) > 0 {
 			err = errors.Join(err, r.undo(ctx, undos))
@@ -250,7 +261,7 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 			return nil, api.Run{}, fmt.Errorf("set up %s: %w", c, err)
 		}
 		if undo != nil {
-			undos = append(undos, undo)
+			undos = append(undos, undoOf{undo: undo})
 		}
 	}
 	if rw, ok := r.Env.(Rewriter); ok && len(ph.Changes) > 0 {
@@ -289,6 +300,9 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	if lerr != nil {
 		return nil, run, lerr
 	}
+	uerr := r.undo(ctx, undos)
+	undos = nil
+	defer func() { err = errors.Join(err, uerr) }()
 	outs, err = outcomes(run, ph.Steps)
 	for i := range outs {
 		outs[i].Made = made
@@ -304,18 +318,30 @@ func (r *Runner) runPhase(ctx context.Context, ph Phase, params RunParams, pr *p
 	return outs, run, err
 }
 
+// undoOf is an undo to run and, for a change made while the run ran,
+// its record, which gets when it was undone.
+type undoOf struct {
+	undo func(context.Context) error
+	made *ChangeMade
+}
+
 // applyLater makes each change at its After from now, in a goroutine of
 // its own, until stop is called (a change not yet due then is not made).
 // done waits for them and returns the undos of those made, in the order
-// they were made, when each was asked for and made, and why any failed.
-func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(), done func() ([]func(context.Context) error, []ChangeMade, error)) {
+// they were asked for, when each was asked for and made (the undos point
+// into these records), and why any failed.
+func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(), done func() ([]undoOf, []ChangeMade, error)) {
 	lctx, cancel := context.WithCancel(ctx)
+	type later struct {
+		m    ChangeMade
+		undo func(context.Context) error
+		ok   bool
+	}
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // guards undos, made and errs
-		undos []func(context.Context) error
-		made  []ChangeMade
-		errs  []error
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards all and errs
+		all  []later
+		errs []error
 	)
 	for _, c := range changes {
 		wg.Add(1)
@@ -330,23 +356,37 @@ func (r *Runner) applyLater(ctx context.Context, changes []Change) (stop func(),
 			}
 			asked := time.Now()
 			undo, err := r.Env.Apply(ctx, c)
-			m := ChangeMade{Change: c, Asked: asked, Made: time.Now()}
+			l := later{m: ChangeMade{Change: c, Asked: asked, Made: time.Now()}, undo: undo, ok: err == nil}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("set up %s after %v: %w", c, c.After, err))
-			} else {
-				made = append(made, m)
 			}
-			if undo != nil {
-				undos = append(undos, undo)
-			}
+			all = append(all, l)
 		}()
 	}
-	return cancel, func() ([]func(context.Context) error, []ChangeMade, error) {
+	return cancel, func() ([]undoOf, []ChangeMade, error) {
 		wg.Wait()
 		cancel()
-		slices.SortFunc(made, func(a, b ChangeMade) int { return a.Asked.Compare(b.Asked) })
+		slices.SortFunc(all, func(a, b later) int { return a.m.Asked.Compare(b.m.Asked) })
+		made := make([]ChangeMade, 0, len(all))
+		for _, l := range all {
+			if l.ok {
+				made = append(made, l.m)
+			}
+		}
+		var undos []undoOf
+		i := 0
+		for _, l := range all {
+			u := undoOf{undo: l.undo}
+			if l.ok {
+				u.made = &made[i]
+				i++
+			}
+			if u.undo != nil {
+				undos = append(undos, u)
+			}
+		}
 		return undos, made, errors.Join(errs...)
 	}
 }
@@ -368,17 +408,24 @@ func phaseLength(ph Phase) time.Duration {
 	return longest
 }
 
-// undoTimeout bounds undoing a phase's changes.
-const undoTimeout = 30 * time.Second
+// undoTimeout bounds undoing a phase's changes (an environment's undo of
+// a policy set waits up to 30 s for its pair to connect again).
+const undoTimeout = 90 * time.Second
 
 // undo undoes changes in reverse order with a fresh bounded context, so
-// that an interrupted run still undoes its network changes.
-func (r *Runner) undo(ctx context.Context, undos []func(context.Context) error) error {
+// that an interrupted run still undoes its network changes; a change
+// made while the run ran gets when it was undone.
+func (r *Runner) undo(ctx context.Context, undos []undoOf) error {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	var errs []error
 	for i := len(undos) - 1; i >= 0; i-- {
-		errs = append(errs, undos[i](tctx))
+		asked := time.Now()
+		err := undos[i].undo(tctx)
+		if m := undos[i].made; m != nil && err == nil {
+			m.Undone, m.Removed = asked, time.Now()
+		}
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tear down: %w", err)

@@ -104,6 +104,20 @@ type fakeEnv struct {
 	checked []string
 	fors    []time.Duration // each applied change's For
 	t       *testing.T
+	// late is how long the undo of a change made while the run ran takes
+	// (a removal that takes effect late: the undo waits for it); undoErr,
+	// when set, is its error (it never took effect).
+	late     time.Duration
+	undoErr  string
+	finished int
+}
+
+// Finish implements suite.Finisher.
+func (e *fakeEnv) Finish(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.finished++
+	return nil
 }
 
 func (e *fakeEnv) Caps() suite.Caps {
@@ -122,6 +136,12 @@ func (e *fakeEnv) Apply(_ context.Context, c suite.Change) (func(context.Context
 	return func(ctx context.Context) error {
 		if ctx.Err() != nil {
 			e.t.Error("undo got a cancelled context")
+		}
+		if c.After > 0 {
+			time.Sleep(e.late)
+			if e.undoErr != "" {
+				return errors.New(e.undoErr)
+			}
 		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -212,6 +232,43 @@ func TestRunnerTellsWhenLaterChangesWereMade(t *testing.T) {
 	_, outs, err := suite.OutcomesFromRun(rep.Runs[0])
 	if err != nil || len(outs) == 0 || len(outs[0].Made) != 1 || !outs[0].Made[0].Asked.Equal(rep.Outcomes[0].Made[0].Asked) {
 		t.Errorf("outcomes from the run %+v (%v), want the change's times", outs, err)
+	}
+}
+
+// TestRunnerTimesTheUndoOfLaterChanges: a change made while the steps
+// ran is undone once they end, before the outcomes are made, and its
+// record says when the undo was asked for and when it returned (an
+// environment's undo returns once the removal is in effect: here 150 ms
+// late), also in the run's params; an undo that fails fails the run
+// naming the phase, and the environment is finished once either way.
+func TestRunnerTimesTheUndoOfLaterChanges(t *testing.T) {
+	f := suitetest.NewFakeAPI()
+	env := &fakeEnv{t: t, late: 150 * time.Millisecond}
+	s := phasedSuite{changes: []suite.Change{{What: suite.CapNodeQdisc, Member: "node2"},
+		{What: suite.CapPodQdisc, Member: "n2-p1", After: 5 * time.Millisecond}}}
+	rep, err := (&suite.Runner{API: f, Env: env, Poll: 10 * time.Millisecond}).Run(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outcomes) == 0 || len(rep.Runs) != 1 {
+		t.Fatalf("%d outcomes, %d runs", len(rep.Outcomes), len(rep.Runs))
+	}
+	m := rep.Outcomes[0].Made
+	if len(m) != 1 || m[0].Undone.Before(m[0].Made) || m[0].Removed.Sub(m[0].Undone) < 150*time.Millisecond {
+		t.Errorf("made %+v, want undone after made and removed 150 ms or more after undone", m)
+	}
+	_, outs, err := suite.OutcomesFromRun(rep.Runs[0])
+	if err != nil || len(outs) == 0 || len(outs[0].Made) != 1 || !outs[0].Made[0].Removed.Equal(m[0].Removed) {
+		t.Errorf("outcomes from the run %+v (%v), want the undo's times", outs, err)
+	}
+	if env.finished != 1 {
+		t.Errorf("finished %d times, want once", env.finished)
+	}
+
+	env = &fakeEnv{t: t, undoErr: "pod n2-p1 still cannot connect"}
+	_, err = (&suite.Runner{API: suitetest.NewFakeAPI(), Env: env, Poll: 10 * time.Millisecond}).Run(context.Background(), s, suite.Options{Time: time.Second, Repeat: 1})
+	if err == nil || !strings.Contains(err.Error(), "still cannot connect") || !strings.Contains(err.Error(), "phase") || env.finished != 1 {
+		t.Errorf("err %v, finished %d; want the undo's error with the phase, finished once", err, env.finished)
 	}
 }
 

@@ -30,6 +30,10 @@ func TestNetpolLab(t *testing.T) {
 	}
 	ap50, aok := cnperftest.Num(enf, netpol.FigAllowP50)
 	figure.Check(t, ok && aok, "enforcement latency: deny p50 %.1f ms, allow p50 %.1f ms (errors %v)", p50, ap50, enf["errors"])
+	// The Runner times each deny's removal after its phase.
+	if rm, ok := cnperftest.Num(enf, netpol.FigRemovalP50); !ok || rm < 0 {
+		t.Errorf("enforcement row %v: removal latency %v (%v), want it timed", enf, rm, ok)
+	}
 	deny := rows[5]
 	if deny[netpol.LabelPolicies] != netpol.PoliciesDeny || deny[netpol.LabelNew] != "refused" {
 		t.Errorf("deny row %v: want new connections refused once the deny is made", deny)

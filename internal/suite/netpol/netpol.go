@@ -7,7 +7,8 @@
 // against the no-policy figure; whether a deny made mid-run cuts an
 // established connection; and the enforcement latency: from asking for a
 // deny (then an allow) to the first connect it changes, sampled every
-// 5 ms. It runs where the environment enforces
+// 5 ms, and from asking to remove the deny to a connection allowed again.
+// It runs where the environment enforces
 // NetworkPolicy (suite.CapNetworkPolicy: the lab's policy controller; a
 // cluster whose CNI enforces them); elsewhere it is refused with the
 // environment's reason (Flannel enforces none).
@@ -209,7 +210,7 @@ func (s Suite) Plan(agents []suite.Endpoint, o suite.Options, caps suite.Caps) (
 	}
 	var phases []suite.Phase
 	for rep := 0; rep < o.Repeat; rep++ {
-		phases = append(phases, phase(c, p, rep, o.Backend, 0, SelectNone, port), denyPhase(p, rep, o.Backend))
+		phases = append(phases, phase(c, p, rep, o.Backend, 0, SelectNone, port), denyPhase(p, rep, o.Backend, port))
 		for _, n := range c.Counts {
 			for _, sel := range c.Selects {
 				phases = append(phases, phase(c, p, rep, o.Backend, n, sel, port))
@@ -251,8 +252,9 @@ func phase(c Options, p suite.Pair, rep int, backend string, n int, sel string, 
 // deny to after it, and crr connections try after it (they should be
 // refused). A policy that selects no pod is made first, so the
 // environment tracks connections from the start, as a CNI's datapath
-// does.
-func denyPhase(p suite.Pair, rep int, backend string) suite.Phase {
+// does; it names the pair, so the environment prepares it (a cluster
+// labels the pods) before the run rather than at the deny.
+func denyPhase(p suite.Pair, rep int, backend string, port int) suite.Phase {
 	labels := map[string]string{LabelPolicies: PoliciesDeny, LabelSelect: SelectPair}
 	held := probe.Spec{Kind: probe.KindRR, Target: p.Dst.ResponderAddr, Proto: "tcp", Duration: probe.Duration(heldFor),
 		Interval: probe.Duration(10 * time.Millisecond), Timeout: probe.Duration(2 * time.Second)}
@@ -265,14 +267,16 @@ func denyPhase(p suite.Pair, rep int, backend string) suite.Phase {
 	return suite.Phase{Name: fmt.Sprintf("%s deny mid-test, #%d", SuiteName, rep+1),
 		Steps: []suite.Step{step(MeasureHeld, held), step(MeasureNew, fresh)},
 		Changes: []suite.Change{
-			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1}},
-			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1, Deny: true}, After: denyAfter},
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1, From: p.Src.Name, Port: port}},
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Count: 1, Deny: true, From: p.Src.Name, Port: port}, After: denyAfter},
 		}}
 }
 
 // enforcePhase measures how long a deny, then an allow, takes to change
 // new connections: a connect sampler runs through both; the Runner tells
-// the rows when each was asked for (suite.Outcome.Made).
+// the rows when each was asked for (suite.Outcome.Made), and when the
+// deny's removal after the run was asked for and in effect (the
+// environment's undo returns once the pair connects again).
 func enforcePhase(p suite.Pair, rep, i int, backend string, port int) suite.Phase {
 	labels := map[string]string{LabelPolicies: PoliciesEnforce, LabelSelect: SelectPair}
 	spec := probe.Spec{Kind: probe.KindConnect, Target: p.Dst.ResponderAddr, Duration: probe.Duration(enforceFor),
@@ -281,7 +285,7 @@ func enforcePhase(p suite.Pair, rep, i int, backend string, port int) suite.Phas
 		Steps: []suite.Step{{Connection: suite.PodPodCrossNode, Backend: backend, Measure: MeasureEnforce, Repeat: rep,
 			Src: p.Src, Dst: p.Dst, Spec: spec, Labels: labels}},
 		Changes: []suite.Change{
-			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Deny: true}, After: enforceDeny},
+			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, Policy: &suite.PolicySet{Deny: true, From: p.Src.Name, Port: port}, After: enforceDeny},
 			{What: suite.CapNetworkPolicy, Member: p.Dst.Name, After: enforceAllow,
 				Policy: &suite.PolicySet{Count: 1, Selecting: 1, From: p.Src.Name, Port: port}},
 		}}

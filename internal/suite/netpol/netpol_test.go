@@ -49,7 +49,8 @@ func TestPlan(t *testing.T) {
 			t.Fatalf("enforcement phase %+v: want a connect sampler, a deny and an allow", ph)
 		}
 		deny, allow, run := ph.Changes[0], ph.Changes[1], ph.Steps[0].Spec.Duration.D()
-		if !deny.Policy.Deny || allow.Policy.Selecting != 1 || allow.Policy.From != ph.Steps[0].Src.Name ||
+		if !deny.Policy.Deny || deny.Policy.From != ph.Steps[0].Src.Name || deny.Policy.Port != 5201 ||
+			allow.Policy.Selecting != 1 || allow.Policy.From != ph.Steps[0].Src.Name ||
 			deny.After <= 0 || allow.After <= deny.After || run <= allow.After {
 			t.Errorf("enforcement phase: deny %+v after %v, allow %+v after %v, sampler for %v: want the deny, then the allow of the source, while it runs",
 				*deny.Policy, deny.After, *allow.Policy, allow.After, run)
@@ -59,6 +60,13 @@ func TestPlan(t *testing.T) {
 	if len(deny.Changes) != 2 || deny.Changes[0].After != 0 || deny.Changes[1].After <= 0 || !deny.Changes[1].Policy.Deny ||
 		len(deny.Steps) != 2 || deny.Steps[0].Measure != netpol.MeasureHeld || deny.Steps[1].Measure != netpol.MeasureNew {
 		t.Fatalf("deny phase %+v: want a held rr and a later crr, a policy first and a deny made mid-run", deny)
+	}
+	// Both sets name the pair, so the environment prepares it (labels the
+	// pods) before the run, not at the deny, and checks it after.
+	for _, c := range deny.Changes {
+		if c.Policy.From != deny.Steps[0].Src.Name || c.Policy.Port != 5201 || c.Policy.Check() != nil {
+			t.Errorf("deny phase set %+v: want it to name the pair", *c.Policy)
+		}
 	}
 	held, fresh := deny.Steps[0].Spec, deny.Steps[1].Spec
 	if held.Duration.D() <= fresh.StartDelay.D() || fresh.StartDelay.D() <= deny.Changes[1].After {
@@ -163,7 +171,8 @@ func TestDenyRow(t *testing.T) {
 
 // TestEnforcementRow: each sample's deny latency is from asking for the
 // deny to the first connect that failed, its allow latency from asking
-// for the allow to the first that succeeded; p50 and p99 over the
+// for the allow to the first that succeeded, its removal latency from
+// asking to remove the deny to the undo's return; p50 and p99 over the
 // samples; a sampler that started after the deny measures none and says
 // why.
 func TestEnforcementRow(t *testing.T) {
@@ -178,6 +187,9 @@ func TestEnforcementRow(t *testing.T) {
 	// Per sample: the deny and allow latencies the timeline shows, in
 	// 5 ms steps; the last sample's sampler starts after the deny.
 	lat := [][2]int{{15, 40}, {5, 20}, {30, 10}, {0, 0}}
+	// How long each deny's removal after the run took (the environment's
+	// undo returns once the pair connects again); the last says nothing.
+	removal := []int{300, 1100, 700, 0}
 	var outs []suite.Outcome
 	n := 0
 	for _, ph := range phases {
@@ -204,6 +216,10 @@ func TestEnforcementRow(t *testing.T) {
 		}
 		made := []suite.ChangeMade{{Change: ph.Changes[0], Asked: denyAt, Made: denyAt.Add(time.Millisecond)},
 			{Change: ph.Changes[1], Asked: allowAt, Made: allowAt.Add(time.Millisecond)}}
+		if rm := removal[n]; rm > 0 {
+			made[0].Undone, made[0].Removed = ms(12100), ms(12100+rm)
+			made[1].Undone, made[1].Removed = ms(12050), ms(12060)
+		}
 		outs = append(outs, suite.Outcome{Step: st, Made: made,
 			Result: &probe.Result{Kind: probe.KindConnect, Connects: connect.Timeline(starts, outcomes)}})
 		n++
@@ -216,7 +232,8 @@ func TestEnforcementRow(t *testing.T) {
 	if r.Labels[netpol.LabelPolicies] != netpol.PoliciesEnforce || r.Repetitions != 4 {
 		t.Fatalf("row %+v, want the enforcement row over 4 samples", r)
 	}
-	want := map[string]float64{netpol.FigDenyP50: 15, netpol.FigDenyP99: 30, netpol.FigAllowP50: 20, netpol.FigAllowP99: 40}
+	want := map[string]float64{netpol.FigDenyP50: 15, netpol.FigDenyP99: 30, netpol.FigAllowP50: 20, netpol.FigAllowP99: 40,
+		netpol.FigRemovalP50: 700, netpol.FigRemovalP99: 1100}
 	for f, v := range want {
 		if got, ok := r.Median[f]; !ok || math.Abs(got-v) > 1e-9 {
 			t.Errorf("%s = %v (%v), want %v", f, got, ok, v)

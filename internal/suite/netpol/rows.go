@@ -28,6 +28,12 @@ const (
 	FigDenyP99  = "deny_latency_p99_ms"
 	FigAllowP50 = "allow_latency_p50_ms"
 	FigAllowP99 = "allow_latency_p99_ms"
+	// Removal latency: from asking to remove the deny after the phase to
+	// the environment's undo returning, which on a cluster is once a new
+	// connection of the pair is allowed again (a check about every
+	// second: an upper bound), in the lab once its rules are gone.
+	FigRemovalP50 = "removal_latency_p50_ms"
+	FigRemovalP99 = "removal_latency_p99_ms"
 )
 
 func figures(o suite.Outcome) (map[string]float64, map[string][]float64) {
@@ -89,7 +95,7 @@ func enforceRow(outs []suite.Outcome) suite.Row {
 		Src: suite.EndpointLabel(outs[0].Step.Src), Dst: suite.EndpointLabel(outs[0].Step.Dst),
 		Labels: map[string]string{LabelPolicies: PoliciesEnforce, LabelSelect: SelectPair},
 		Median: map[string]float64{}, Min: map[string]float64{}, Max: map[string]float64{}}
-	var deny, allow []float64
+	var deny, allow, removal []float64
 	for i, o := range outs {
 		d, a, err := Enforcement(o)
 		if err != nil {
@@ -101,12 +107,15 @@ func enforceRow(outs []suite.Outcome) suite.Row {
 		if a >= 0 {
 			allow = append(allow, float64(a)/1e6)
 		}
+		if rm := Removal(o); rm >= 0 {
+			removal = append(removal, float64(rm)/1e6)
+		}
 	}
 	r.Repetitions = len(outs)
 	for _, f := range []struct {
 		vs       []float64
 		p50, p99 string
-	}{{deny, FigDenyP50, FigDenyP99}, {allow, FigAllowP50, FigAllowP99}} {
+	}{{deny, FigDenyP50, FigDenyP99}, {allow, FigAllowP50, FigAllowP99}, {removal, FigRemovalP50, FigRemovalP99}} {
 		if len(f.vs) == 0 {
 			continue
 		}
@@ -161,6 +170,18 @@ func Enforcement(o suite.Outcome) (deny, allow time.Duration, err error) {
 		return deny, allow, errors.New("no connect succeeded after the allow: it was not enforced while the sampler ran")
 	}
 	return deny, at.Sub(allowAt), nil
+}
+
+// Removal reads how long the removal of a sample's deny took, from the
+// Runner asking for it to the environment's undo returning; -1 when the
+// run does not say (a run read back from before removals were timed).
+func Removal(o suite.Outcome) time.Duration {
+	for _, m := range o.Made {
+		if m.Change.Policy != nil && m.Change.Policy.Deny && !m.Undone.IsZero() && !m.Removed.IsZero() {
+			return m.Removed.Sub(m.Undone)
+		}
+	}
+	return -1
 }
 
 // denyRow says, over the repetitions, whether the connection held
@@ -237,7 +258,8 @@ func costRows(outs []suite.Outcome) []suite.Row {
 
 // RowMetrics implements suite.MetricLister.
 func (Suite) RowMetrics() []string {
-	return []string{FigThroughput, FigRR, FigCRR, FigThroughputVsNone, FigRRVsNone, FigCRRVsNone, FigDenyP50, FigDenyP99, FigAllowP50, FigAllowP99}
+	return []string{FigThroughput, FigRR, FigCRR, FigThroughputVsNone, FigRRVsNone, FigCRRVsNone, FigDenyP50, FigDenyP99, FigAllowP50, FigAllowP99,
+		FigRemovalP50, FigRemovalP99}
 }
 
 // Presentation implements suite.Presenter.
@@ -257,5 +279,7 @@ func (Suite) Presentation() suite.Presentation {
 		{Head: "p99", Metric: FigDenyP99, Format: "%.1f", Optional: true},
 		{Head: "allow ms p50", Metric: FigAllowP50, Format: "%.1f", Optional: true},
 		{Head: "p99", Metric: FigAllowP99, Format: "%.1f", Optional: true},
+		{Head: "removal ms p50", Metric: FigRemovalP50, Format: "%.0f", Optional: true},
+		{Head: "p99", Metric: FigRemovalP99, Format: "%.0f", Optional: true},
 	}}}}
 }
