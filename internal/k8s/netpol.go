@@ -446,8 +446,9 @@ func (e *Env) labelsInEffect(ctx context.Context, pods map[string]string) error 
 func (e *Env) waitAllowed(ctx context.Context, src, dst Agent, port int, set string) error {
 	deadline := time.Now().Add(policyRemovalTimeout)
 	excl := false
+	// The server aims the task at dst's responder (port).
 	target := net.JoinHostPort(dst.IP, strconv.Itoa(port))
-	spec := probe.Spec{Kind: probe.KindConnect, Target: target, Duration: probe.Duration(500 * time.Millisecond),
+	spec := probe.Spec{Kind: probe.KindConnect, Duration: probe.Duration(500 * time.Millisecond),
 		Interval: probe.Duration(20 * time.Millisecond), Timeout: probe.Duration(400 * time.Millisecond)}
 	last := "none tried"
 	for try := 1; ; try++ {
