@@ -18,7 +18,8 @@ import (
 // cluster's CNI) it gives a row for 0, 10, 100 and 1,000 policies, each
 // selecting the pair and not, the deny row and the enforcement row
 // (latencies or why none were measured), and leaves no NetworkPolicy
-// and no policy label behind, also when the run failed. Elsewhere
+// and no policy label behind, also when the run failed; a removal the
+// pair does not get through fails the run (Env.Apply's undo). Elsewhere
 // (Flannel) the suite is refused with the reason, before anything is
 // made. The figures are logged and recorded, not asserted.
 func runNetpol(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, cniDir string, want CNIFacts, rec *clusterRecord) {
@@ -65,8 +66,9 @@ func runNetpol(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc, c
 			}
 		case netpol.PoliciesEnforce:
 			_, ok := r.Median[netpol.FigDenyP50]
-			t.Logf("netpol enforcement latency over %v samples: deny p50 %.1f ms p99 %.1f ms, allow p50 %.1f ms p99 %.1f ms (errors %v)",
-				raw.Rows[i]["repetitions"], r.Median[netpol.FigDenyP50], r.Median[netpol.FigDenyP99], r.Median[netpol.FigAllowP50], r.Median[netpol.FigAllowP99], errs)
+			t.Logf("netpol enforcement latency over %v samples: deny p50 %.1f ms p99 %.1f ms, allow p50 %.1f ms p99 %.1f ms, removal p50 %.0f ms p99 %.0f ms (errors %v)",
+				raw.Rows[i]["repetitions"], r.Median[netpol.FigDenyP50], r.Median[netpol.FigDenyP99], r.Median[netpol.FigAllowP50], r.Median[netpol.FigAllowP99],
+				r.Median[netpol.FigRemovalP50], r.Median[netpol.FigRemovalP99], errs)
 			if !ok && errs == nil {
 				t.Errorf("enforcement row %v: neither latencies nor why none were measured", r.Median)
 			}
