@@ -49,6 +49,9 @@ type dialect interface {
 	rebind(query string) string
 	// returning reports whether INSERT and UPDATE take a RETURNING clause.
 	returning() bool
+	// insertsInWith reports whether a statement's WITH may INSERT (with
+	// RETURNING): a run and its tasks are then one statement.
+	insertsInWith() bool
 	// upsert returns "INSERT INTO table (cols) VALUES (?, …)" that, when a
 	// row with the same unique key column exists, sets its update columns
 	// to the new values instead.

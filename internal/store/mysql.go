@@ -41,6 +41,7 @@ type mysqlDialect struct{}
 func (mysqlDialect) name() string               { return "mysql" }
 func (mysqlDialect) rebind(query string) string { return query }
 func (mysqlDialect) returning() bool            { return false }
+func (mysqlDialect) insertsInWith() bool        { return false }
 func (mysqlDialect) upsert(table, key string, cols, update []string) string {
 	set := make([]string, len(update))
 	for i, c := range update {

@@ -33,6 +33,7 @@ type postgresDialect struct{}
 func (postgresDialect) name() string               { return "postgres" }
 func (postgresDialect) rebind(query string) string { return rebindDollar(query) }
 func (postgresDialect) returning() bool            { return true }
+func (postgresDialect) insertsInWith() bool        { return true }
 func (postgresDialect) upsert(table, key string, cols, update []string) string {
 	return onConflictUpsert(table, key, cols, update)
 }

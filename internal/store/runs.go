@@ -24,6 +24,15 @@ func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.
 	}
 	now = micro(now)
 	r.State, r.CreatedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
+	if s.d.insertsInWith() && len(tasks) > 0 && len(tasks) <= batchRows {
+		out, _, given, err := newTasks(r.ID, tasks, now)
+		if err != nil {
+			return Run{}, nil, err
+		}
+		if len(given) == 0 {
+			return s.createRunAtOnce(ctx, r, out)
+		}
+	}
 	var out []Task
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
@@ -47,6 +56,48 @@ func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.
 	if len(out) > 0 {
 		r.Counts[TaskPending] = len(out)
 	}
+	return r, out, nil
+}
+
+// createRunAtOnce inserts run r and its tasks, checked and with fresh
+// task ids (newTasks), in one statement: one round trip, where a
+// transaction of the run's INSERT and its tasks' takes four (BEGIN,
+// COMMIT), on every task's dispatch latency.
+func (s *sqlStore) createRunAtOnce(ctx context.Context, r Run, out []Task) (Run, []Task, error) {
+	ts := s.d.timeArg(r.CreatedAt)
+	tasks, targs := s.taskInsert(out, r.ID, r.CreatedAt)
+	args := append([]any{r.ID, r.Suite, s.jsOrNil(r.Params), string(r.State), r.AllowConcurrency, ts, ts}, targs...)
+	rows, err := s.w.QueryContext(ctx, s.d.rebind(`WITH r AS (INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq),
+t AS (`+tasks+` RETURNING id, task_id)
+SELECT r.seq, t.id, t.task_id FROM r, t`), args...)
+	if err == nil {
+		defer rows.Close()
+	}
+	keys := map[string]int64{}
+	for err == nil && rows.Next() {
+		var id int64
+		var taskID string
+		err = rows.Scan(&r.Seq, &id, &taskID)
+		keys[taskID] = id
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		if s.d.isUnique(err) {
+			return Run{}, nil, fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
+		}
+		return Run{}, nil, fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	for i := range out {
+		k, ok := keys[out[i].TaskID]
+		if !ok {
+			return Run{}, nil, fmt.Errorf("create run %s: task %d: inserted, but its row is not found", r.ID, i)
+		}
+		out[i].ID = k
+	}
+	r.Counts = map[TaskState]int{TaskPending: len(out)}
 	return r, out, nil
 }
 

@@ -40,6 +40,7 @@ type sqliteDialect struct{}
 func (sqliteDialect) name() string               { return "sqlite" }
 func (sqliteDialect) rebind(query string) string { return query }
 func (sqliteDialect) returning() bool            { return true }
+func (sqliteDialect) insertsInWith() bool        { return false }
 func (sqliteDialect) upsert(table, key string, cols, update []string) string {
 	return onConflictUpsert(table, key, cols, update)
 }

@@ -61,13 +61,15 @@ func (s *sqlStore) CreateTasks(ctx context.Context, runID string, tasks []Task, 
 	return out, nil
 }
 
-func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, tasks []Task, now time.Time) ([]Task, error) {
-	out := make([]Task, len(tasks))
-	seen := make(map[string]int, len(tasks))
-	var given []string // task ids the caller chose: they may exist
+// newTasks checks tasks and returns them as they are inserted into run
+// runID (ids, state and times set), their indexes by task id, and the
+// task ids the caller chose (which may exist).
+func newTasks(runID string, tasks []Task, now time.Time) (out []Task, seen map[string]int, given []string, err error) {
+	out = make([]Task, len(tasks))
+	seen = make(map[string]int, len(tasks))
 	for i, t := range tasks {
 		if err := validateTask(i, t); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if t.TaskID == "" {
 			t.TaskID = uuid.NewString()
@@ -75,7 +77,7 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 			given = append(given, t.TaskID)
 		}
 		if j, dup := seen[t.TaskID]; dup {
-			return nil, fmt.Errorf("task %d: %w: task_id %s repeats task %d", i, ErrConflict, t.TaskID, j)
+			return nil, nil, nil, fmt.Errorf("task %d: %w: task_id %s repeats task %d", i, ErrConflict, t.TaskID, j)
 		}
 		seen[t.TaskID] = i
 		t.RunID = runID
@@ -83,6 +85,33 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 		t.Deadline, t.DispatchedAt, t.StartedAt, t.FinishedAt = nil, nil, nil, nil
 		t.CreatedAt, t.UpdatedAt = now, now
 		out[i] = t
+	}
+	return out, seen, given, nil
+}
+
+// taskInsert is the INSERT of chunk ("?" placeholders, unbound) and its
+// arguments.
+func (s *sqlStore) taskInsert(chunk []Task, runID string, now time.Time) (string, []any) {
+	var run any
+	if runID != "" {
+		run = runID
+	}
+	ts := s.d.timeArg(now)
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"
+	args := make([]any, 0, 13*len(chunk))
+	for _, t := range chunk {
+		args = append(args, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
+			t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+	}
+	return `INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
+	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
+VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", "), args
+}
+
+func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, tasks []Task, now time.Time) ([]Task, error) {
+	out, seen, given, err := newTasks(runID, tasks, now)
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return out, nil
@@ -99,31 +128,19 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 			return nil, fmt.Errorf("task %d: %w: task_id %s exists", seen[first], ErrConflict, first)
 		}
 	}
-	var run any
-	if runID != "" {
-		run = runID
-	}
-	ts := s.d.timeArg(now)
 	// A few hundred rows a statement, their keys returned by it (or,
 	// without RETURNING, read back by task id): one round trip for a
 	// run's tasks, not one per task (the create call is on every task's
 	// dispatch latency).
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"
 	for start := 0; start < len(out); start += batchRows {
 		chunk := out[start:min(start+batchRows, len(out))]
-		var args []any
 		ids := make([]string, len(chunk))
 		for i := range chunk {
-			t := &chunk[i]
-			ids[i] = t.TaskID
-			args = append(args, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
-				t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+			ids[i] = chunk[i].TaskID
 		}
-		insert := s.d.rebind(`INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
-	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
-VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", "))
+		query, args := s.taskInsert(chunk, runID, now)
+		insert := s.d.rebind(query)
 		var keys map[string]int64
-		var err error
 		if s.d.returning() {
 			keys, err = readKeys(tx.QueryContext(ctx, insert+" RETURNING id, task_id", args...))
 		} else if _, err = tx.ExecContext(ctx, insert, args...); err == nil {

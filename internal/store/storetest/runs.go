@@ -28,6 +28,16 @@ func testRuns(t *testing.T, st store.Store) {
 	if runs, _, _ := st.ListRuns(ctx, store.RunFilter{Suite: "x"}, store.Page{}); len(runs) != 0 {
 		t.Errorf("half-made run stored: %v", runs)
 	}
+	// A run ID that exists is a conflict, and its tasks are not stored.
+	if _, _, err := st.CreateRun(ctx, store.Run{ID: run.ID, Suite: "x"}, []store.Task{mkTask("ru-src", "ru-dst", "probe")}, at(0)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("run with an existing ID: %v, want ErrConflict", err)
+	}
+	if _, n, _ := st.ListTasks(ctx, store.TaskFilter{AgentUID: "ru-src"}, store.Page{}); n != 2 {
+		t.Errorf("%d tasks of ru-src after a refused run, want 2", n)
+	}
+	if got, err := st.GetRun(ctx, run.ID); err != nil || got.Seq != run.Seq || got.Suite != "baseline" || got.Counts[store.TaskPending] != 2 {
+		t.Errorf("run read back: %+v, %v; want seq %d, suite baseline, 2 pending", got, err, run.Seq)
+	}
 	claimed, _ := st.ClaimTasks(ctx, "ru-src", at(1), 10, time.Second)
 	if len(claimed) != 2 {
 		t.Fatalf("claimed %d", len(claimed))
