@@ -64,7 +64,14 @@ type Node struct {
 	CNIDir  string // its CNI configuration directory
 	Socket  string // its containerd socket
 	PodCIDR string
+	// Zone is its topology.kubernetes.io/zone label (every node its own
+	// zone; the region is harnessRegion), which the API server copies
+	// onto the pods bound to it (PodTopologyLabelsAdmission).
+	Zone string
 }
+
+// harnessRegion is every node's topology.kubernetes.io/region label.
+const harnessRegion = "kcn-region"
 
 // Cluster is a running cluster.
 type Cluster struct {
@@ -166,7 +173,8 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	for i := 1; i <= o.Nodes; i++ {
 		name := fmt.Sprintf("%s-node%d", prefix, i)
 		c.Nodes = append(c.Nodes, &Node{Name: name, NetNS: name, IP: fmt.Sprintf("10.250.0.%d", 10+i),
-			CNIDir: filepath.Join(c.RunDir, name, "cni"), Socket: filepath.Join(c.SockDir, name, "containerd.sock")})
+			CNIDir: filepath.Join(c.RunDir, name, "cni"), Socket: filepath.Join(c.SockDir, name, "containerd.sock"),
+			Zone: fmt.Sprintf("kcn-zone-%d", i)})
 	}
 	c.CNIConfDir = func(node string) string { return filepath.Join(c.RunDir, node, "cni") }
 	for _, s := range c.stages() {

@@ -220,6 +220,7 @@ func TestRealCluster(t *testing.T) {
 				t.Run("agent identity", func(t *testing.T) { agentIdentity(ctx, t, kc, agents) })
 				// The server answers HTTPS only; agents and the CLI verify it.
 				t.Run("tls", func(t *testing.T) { serverTLS(ctx, t, kc, cnp, agents) })
+				t.Run("agent zones", func(t *testing.T) { agentZones(ctx, t, cl, kc) })
 			}
 			t.Run("baseline", func(t *testing.T) {
 				baselines[backend] = runBaseline(ctx, t, kc, cnp, cniDir, want, &rec)

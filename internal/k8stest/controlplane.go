@@ -50,6 +50,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--kubelet-client-certificate="+p("kubelet-client.crt"), "--kubelet-client-key="+p("kubelet-client.key"),
 		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC",
+		// Pods get their node's zone and region labels at binding (beta,
+		// on by default, from 1.35), which agents report.
+		"--feature-gates=PodTopologyLabelsAdmission=true",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
 		"--allow-privileged=true", "--profiling=false", "--enable-priority-and-fairness=false",

@@ -152,6 +152,7 @@ func (c *Cluster) startKubelets(ctx context.Context) error {
 		_, err := c.start(n.Name+"-kubelet", nsenter(n.NetNS, filepath.Join(c.BinDir, "kubelet"),
 			"--config="+cfgPath, "--kubeconfig="+c.kubeconfigPath(n.Name),
 			"--hostname-override="+n.Name, "--node-ip="+n.IP,
+			"--node-labels=topology.kubernetes.io/zone="+n.Zone+",topology.kubernetes.io/region="+harnessRegion,
 			"--root-dir="+filepath.Join(dir, "kubelet"), "--cert-dir="+filepath.Join(dir, "kubelet-pki"), "--v=1")...)
 		if err != nil {
 			return err
