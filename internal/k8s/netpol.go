@@ -457,7 +457,7 @@ func (e *Env) waitAllowed(ctx context.Context, src, dst Agent, port int, set str
 		if err != nil {
 			return fmt.Errorf("%s removed: check %s → %s: %w", set, src.Name, dst.Name, err)
 		}
-		run, err = e.waitRun(ctx, run, policyRemovalTimeout)
+		run, err = e.waitRun(ctx, run, policyRemovalTimeout, "policy removal check")
 		ok, why := connected(run, err)
 		if ok {
 			return nil

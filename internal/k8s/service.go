@@ -237,7 +237,7 @@ func (e *Env) serviceReady(ctx context.Context, peer, member Agent, svc RunServi
 		if err != nil {
 			return fmt.Errorf("service %s: check it from %s: %w", svc.Name, peer.Name, err)
 		}
-		run, err = e.waitRun(ctx, run, 30*time.Second)
+		run, err = e.waitRun(ctx, run, 30*time.Second, "service check")
 		switch {
 		case err != nil:
 			last = err.Error()
@@ -257,13 +257,14 @@ func (e *Env) serviceReady(ctx context.Context, peer, member Agent, svc RunServi
 	}
 }
 
-// waitRun polls a run until it is final, cancelling it after bound.
-func (e *Env) waitRun(ctx context.Context, run api.Run, bound time.Duration) (api.Run, error) {
+// waitRun polls a run until it is final, cancelling it after bound
+// (what names the check, for the cancellation's reason).
+func (e *Env) waitRun(ctx context.Context, run api.Run, bound time.Duration, what string) (api.Run, error) {
 	deadline := time.Now().Add(bound)
 	for run.State == "" || run.State == api.RunRunning {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_, _ = e.Server.CancelRun(cctx, run.ID, "service check took too long")
+			_, _ = e.Server.CancelRun(cctx, run.ID, what+" took too long")
 			cancel()
 			return run, fmt.Errorf("run %s did not finish within %v", run.ID, bound)
 		}
