@@ -173,6 +173,11 @@ func (s *Server) handleFetch(w http.ResponseWriter, r *http.Request) {
 				tasks = []api.AgentTask{}
 			}
 			s.offers.handed(uid, tasks, s.now())
+			if a := s.sessions.get(uid); a != nil && len(tasks) > 0 {
+				// The agent moved to its session and may have dropped
+				// this poll: the session looks at the offer once due.
+				s.scheduleReoffer(a)
+			}
 			writeJSON(w, http.StatusOK, api.FetchReply{Tasks: tasks, Serve: serve, Cancel: cancel})
 			return
 		}

@@ -311,6 +311,13 @@ func (ss *sessionSet) count() int {
 	return len(ss.m)
 }
 
+// get returns the agent's open session on this replica, or nil.
+func (ss *sessionSet) get(uid string) *agentSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.m[uid]
+}
+
 // Sessions counts the agents holding a session now.
 func (s *Server) Sessions() int { return s.sessions.count() }
 

@@ -172,50 +172,62 @@ func testSessionReoffer(t *testing.T, dsn string) {
 // TestSessionReofferLostPoll: a task a REST long poll claimed after the
 // agent's session opened, whose answer was lost (the agent had moved to
 // the session and dropped its poll), is offered on the session once due,
-// not left dispatched until its deadline (it timed out, when a replica
-// died beside a busy machine, because the session looked at its offers
-// only once, right after it opened).
+// not left dispatched until its deadline or the next heartbeat: whether
+// the poll claims it before the session's first look at its offers or
+// after it (a loaded machine: that look came and found nothing, and
+// nothing looked again).
 func TestSessionReofferLostPoll(t *testing.T) { storetest.ForEach(t, testSessionReofferLostPoll) }
 
 func testSessionReofferLostPoll(t *testing.T, dsn string) {
-	f := sessionFixture(t, dsn)
-	ctx := context.Background()
-	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
-	onOffer, offers := offerSink()
-	s, err := f.agent.OpenSession(ctx, "uid-a", helloOf("uid-a", "pod-a", "10.244.1.12", "node-1"), onOffer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// After the session's first look at its offers is scheduled, the
-	// poll claims the task; its answer is dropped.
-	time.Sleep(f.srv.opts.ReofferAfter / 2)
-	ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fr, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil || len(fr.Tasks) != 1 {
-		t.Fatalf("poll: %+v %v, want the task", fr, err)
-	}
-	lost := time.Now()
-	if err := s.Pull(); err != nil {
-		t.Fatal(err)
-	}
-	fr := nextOffer(t, offers, 10*time.Second)
-	if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != ids[0] {
-		t.Fatalf("offer %+v, want task %s again", fr, ids[0])
-	}
-	t.Logf("the lost poll's task offered on the session after %v", time.Since(lost))
-	if err := s.Ack([]string{ids[0]}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Pull(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case fr := <-offers:
-		t.Fatalf("offered again after the ack: %+v", fr)
-	case <-time.After(4 * f.srv.opts.ReofferAfter):
+	for _, tc := range []struct {
+		name string
+		// pollAfter: how long after the session opened the poll claims
+		// the task, in ReofferAfters (its first look comes at 1 and
+		// 100 ms).
+		pollAfter float64
+	}{
+		{"before the session's first look", 0.5},
+		{"after the session's first look", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := sessionFixture(t, dsn)
+			ctx := context.Background()
+			f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
+			onOffer, offers := offerSink()
+			s, err := f.agent.OpenSession(ctx, "uid-a", helloOf("uid-a", "pod-a", "10.244.1.12", "node-1"), onOffer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			time.Sleep(time.Duration(tc.pollAfter * float64(f.srv.opts.ReofferAfter)))
+			ids, err := f.user.CreateTasks(ctx, []api.TaskCreate{pingTask("-c 1")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fr, err := f.agent.Fetch(ctx, "uid-a", 0); err != nil || len(fr.Tasks) != 1 {
+				t.Fatalf("poll: %+v %v, want the task", fr, err)
+			}
+			lost := time.Now()
+			if err := s.Pull(); err != nil {
+				t.Fatal(err)
+			}
+			fr := nextOffer(t, offers, 10*time.Second)
+			if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != ids[0] {
+				t.Fatalf("offer %+v, want task %s again", fr, ids[0])
+			}
+			t.Logf("the lost poll's task offered on the session after %v", time.Since(lost))
+			if err := s.Ack([]string{ids[0]}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Pull(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case fr := <-offers:
+				t.Fatalf("offered again after the ack: %+v", fr)
+			case <-time.After(4 * f.srv.opts.ReofferAfter):
+			}
+		})
 	}
 }
 
