@@ -333,6 +333,28 @@ func storedReport(ctx context.Context, t *testing.T, kc *k8s.Client, cnp cnpFunc
 	return fromServer(ctx, t, kc, cnp, "report", runID)
 }
 
+// serverAPI opens a port-forward to the server in the cluster and
+// returns it (the caller closes it), the user token from the cluster's
+// Secret and an HTTP client that trusts the server's certificate.
+func serverAPI(ctx context.Context, t *testing.T, kc *k8s.Client) (*k8s.Forward, string, *http.Client) {
+	t.Helper()
+	fw, err := kc.ForwardServer(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := kc.Tokens(ctx)
+	if err != nil {
+		fw.Close()
+		t.Fatal(err)
+	}
+	hc, err := fw.HTTPClient(30 * time.Second)
+	if err != nil {
+		fw.Close()
+		t.Fatal(err)
+	}
+	return fw, tok, hc
+}
+
 // fromServer runs a cnperf verb that reads stored runs (report, compare)
 // against the server in the cluster through a port-forward, with the user
 // token from the cluster's Secret.
@@ -406,19 +428,8 @@ func (r *row) UnmarshalJSON(b []byte) error {
 // a port-forward to the server pod: the clients list with the pods'
 // Downward API identity, a ping and an iperf task, their results.
 func seedWorkflow(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k8s.Agent) {
-	fw, err := kc.ForwardServer(ctx, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fw, tok, hc := serverAPI(ctx, t, kc)
 	defer fw.Close()
-	tok, _, err := kc.Tokens(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc, err := fw.HTTPClient(30 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	v1 := func(method, path string, body, data any) {
 		t.Helper()
 		var rd io.Reader

@@ -33,19 +33,8 @@ func agentIdentity(ctx context.Context, t *testing.T, kc *k8s.Client, agents []k
 	if _, ok := sec.Data["agent-token"]; ok || len(sec.Data) != 1 {
 		t.Errorf("secret %s holds %d keys (agent-token %v): want the user token only", k8s.TokensSecret, len(sec.Data), ok)
 	}
-	fw, err := kc.ForwardServer(ctx, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fw, userTok, hc := serverAPI(ctx, t, kc)
 	defer fw.Close()
-	userTok, _, err := kc.Tokens(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc, err := fw.HTTPClient(30 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	call := func(method, path, token string, body any) (int, string) {
 		t.Helper()
 		var rd io.Reader

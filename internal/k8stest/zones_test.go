@@ -18,19 +18,8 @@ import (
 // binds (PodTopologyLabelsAdmission), and the server lists every agent of
 // every node, pod and host-network alike, with that node's labels.
 func agentZones(ctx context.Context, t *testing.T, cl *Cluster, kc *k8s.Client) {
-	fw, err := kc.ForwardServer(ctx, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fw, tok, hc := serverAPI(ctx, t, kc)
 	defer fw.Close()
-	tok, _, err := kc.Tokens(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc, err := fw.HTTPClient(30 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, fw.URL+"/api/v2/agents", nil)

@@ -151,22 +151,8 @@ func testSessionReoffer(t *testing.T, dsn string) {
 	if err := s2.Pull(); err != nil {
 		t.Fatal(err)
 	}
-	fr := nextOffer(t, offers, 5*time.Second)
-	if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != ids[0] {
-		t.Fatalf("re-offer %+v, want task %s", fr, ids[0])
-	}
-	t.Logf("lost offer re-offered after %v", time.Since(lost))
-	if err := s2.Ack([]string{ids[0]}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Pull(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case fr := <-offers:
-		t.Fatalf("offered again after the ack: %+v", fr)
-	case <-time.After(4 * f.srv.opts.ReofferAfter):
-	}
+	at := reofferedOnce(t, s2, offers, ids[0], 5*time.Second, f.srv.opts.ReofferAfter)
+	t.Logf("lost offer re-offered after %v", at.Sub(lost))
 }
 
 // TestSessionReofferLostPoll: a task a REST long poll claimed after the
@@ -211,24 +197,34 @@ func testSessionReofferLostPoll(t *testing.T, dsn string) {
 			if err := s.Pull(); err != nil {
 				t.Fatal(err)
 			}
-			fr := nextOffer(t, offers, 10*time.Second)
-			if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != ids[0] {
-				t.Fatalf("offer %+v, want task %s again", fr, ids[0])
-			}
-			t.Logf("the lost poll's task offered on the session after %v", time.Since(lost))
-			if err := s.Ack([]string{ids[0]}); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Pull(); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case fr := <-offers:
-				t.Fatalf("offered again after the ack: %+v", fr)
-			case <-time.After(4 * f.srv.opts.ReofferAfter):
-			}
+			at := reofferedOnce(t, s, offers, ids[0], 10*time.Second, f.srv.opts.ReofferAfter)
+			t.Logf("the lost poll's task offered on the session after %v", at.Sub(lost))
 		})
 	}
+}
+
+// reofferedOnce checks that the session is offered the task id within
+// limit, acknowledges it, pulls, and that nothing is offered again for
+// four re-offer periods. It returns when the offer came.
+func reofferedOnce(t *testing.T, s *client.Session, offers chan api.FetchReply, id string, limit, reofferAfter time.Duration) time.Time {
+	t.Helper()
+	fr := nextOffer(t, offers, limit)
+	at := time.Now()
+	if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != id {
+		t.Fatalf("offer %+v, want task %s again", fr, id)
+	}
+	if err := s.Ack([]string{id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pull(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case fr := <-offers:
+		t.Fatalf("offered again after the ack: %+v", fr)
+	case <-time.After(4 * reofferAfter):
+	}
+	return at
 }
 
 // TestSessionIdentity: a session acts for its own agent only, exactly as
