@@ -362,16 +362,10 @@ func (e *Env) labelPair(ctx context.Context, dst, src string) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	var d, s string
 	for pod, key := range fresh {
-		if key == PolicyTargetLabel {
-			d = pod
-		} else {
-			s = pod
+		if err := e.Client.labelPodWith(ctx, pod, key, "true"); err != nil {
+			return err
 		}
-	}
-	if err := e.Client.LabelPolicyPods(ctx, d, s); err != nil {
-		return err
 	}
 	return e.labelsInEffect(ctx, fresh)
 }
@@ -385,11 +379,9 @@ func (e *Env) Finish(ctx context.Context) error {
 	e.pol.mu.Unlock()
 	var errs []error
 	for pod, key := range labelled {
-		d, s := pod, ""
-		if key == PolicySourceLabel {
-			d, s = "", pod
+		if err := e.Client.labelPodWith(ctx, pod, key, ""); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err) // a pod already gone is no error
 		}
-		errs = append(errs, e.Client.UnlabelPolicyPods(ctx, d, s))
 	}
 	return errors.Join(errs...)
 }

@@ -310,6 +310,16 @@ func (s *Server) loop(ctx context.Context, every time.Duration, fn func(context.
 	}
 }
 
+// addPendingOf has the dispatcher wake the tasks' sources, here and on
+// the other replicas, in one share (dispatcher.addPending).
+func (s *Server) addPendingOf(ts []store.Task) {
+	srcs := make([]string, 0, len(ts))
+	for _, t := range ts {
+		srcs = append(srcs, t.SrcPodUID)
+	}
+	s.disp.addPending(srcs...)
+}
+
 // seedPending remembers which agents have pending tasks, so that they are
 // woken when a node frees up after a restart.
 func (s *Server) seedPending(ctx context.Context) error {
@@ -319,15 +329,11 @@ func (s *Server) seedPending(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		srcs := make([]string, 0, len(ts))
-		for _, t := range ts {
-			srcs = append(srcs, t.SrcPodUID)
-			after = t.ID
-		}
-		s.disp.addPending(srcs...)
+		s.addPendingOf(ts)
 		if len(ts) < store.MaxPageLimit {
 			return nil
 		}
+		after = ts[len(ts)-1].ID
 	}
 }
 

@@ -61,11 +61,7 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	srcs := make([]string, 0, len(created))
-	for _, t := range created {
-		srcs = append(srcs, t.SrcPodUID)
-	}
-	s.disp.addPending(srcs...)
+	s.addPendingOf(created)
 	s.log.Info("run created", "run_id", run.ID, "tasks", len(created))
 	if run.Counts == nil {
 		run.Counts = map[store.TaskState]int{store.TaskPending: len(created)}

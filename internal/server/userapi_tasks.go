@@ -106,13 +106,11 @@ func (s *Server) handleTaskCreateV1(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := make([]string, 0, len(created))
-	srcs := make([]string, 0, len(created))
 	for _, t := range created {
 		ids = append(ids, t.TaskID)
-		srcs = append(srcs, t.SrcPodUID)
 		s.log.Info("task created", "task_id", t.TaskID, "type", t.Type, "src", t.SrcPodUID, "dst", t.DstPodUID)
 	}
-	s.disp.addPending(srcs...)
+	s.addPendingOf(created)
 	s.okV1(w, ids)
 }
 

@@ -24,17 +24,14 @@ func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.
 	}
 	now = micro(now)
 	r.State, r.CreatedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
-	if s.d.insertsInWith() && len(tasks) > 0 && len(tasks) <= batchRows {
-		out, _, given, err := newTasks(r.ID, tasks, now)
-		if err != nil {
-			return Run{}, nil, err
-		}
-		if len(given) == 0 {
-			return s.createRunAtOnce(ctx, r, out)
-		}
+	out, seen, given, err := newTasks(r.ID, tasks, now)
+	if err != nil {
+		return Run{}, nil, err
 	}
-	var out []Task
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	if s.d.insertsInWith() && len(out) > 0 && len(out) <= batchRows && len(given) == 0 {
+		return s.createRunAtOnce(ctx, r, out)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`, "seq")
 		ts := s.d.timeArg(now)
@@ -46,7 +43,7 @@ func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.
 			}
 			return fmt.Errorf("create run %s: %w", r.ID, err)
 		}
-		out, err = s.insertTasks(ctx, tx, r.ID, tasks, now)
+		out, err = s.insertNewTasks(ctx, tx, r.ID, out, seen, given, now)
 		return err
 	})
 	if err != nil {

@@ -113,6 +113,13 @@ func (s *sqlStore) insertTasks(ctx context.Context, tx *sql.Tx, runID string, ta
 	if err != nil {
 		return nil, err
 	}
+	return s.insertNewTasks(ctx, tx, runID, out, seen, given, now)
+}
+
+// insertNewTasks inserts the tasks newTasks made of a run's (out, seen,
+// given).
+func (s *sqlStore) insertNewTasks(ctx context.Context, tx *sql.Tx, runID string, out []Task, seen map[string]int, given []string, now time.Time) ([]Task, error) {
+	var err error
 	if len(out) == 0 {
 		return out, nil
 	}
