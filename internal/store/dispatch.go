@@ -252,15 +252,26 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		switch {
 		case t.SrcPodUID != r.AgentUID:
 			return fmt.Errorf("task %s of agent %s: %w", r.TaskID, r.AgentUID, ErrNotFound)
-		case t.ReportID == r.ReportID, same:
-			// The same report again, or the same result under another
-			// report id (the agent ran a re-offered task twice, or lost
-			// the id): delivered once, nothing written.
-			out, dup = t, true
+		case t.ReportID == r.ReportID:
+			out, dup = t, true // the same report again
+			return nil
+		case t.State.Terminal() && r.State == TaskCancelled && t.StoppedAt != nil:
+			out, dup = t, true // acknowledged already
 			return nil
 		case t.State.Terminal() && r.State == TaskCancelled:
 			// The agent stopped a task that had ended already (the
-			// server told it to): nothing to store, nothing lost.
+			// server told it to), and removed its set-up: the outcome
+			// stays, the acknowledgement is kept.
+			ts := s.d.timeArg(now)
+			out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "stopped_at = ?, stop_reason = ?, updated_at = ?", ts, r.Reason, ts), scanTask)
+			if err != nil {
+				return fmt.Errorf("acknowledge the stop of task %s: %w", r.TaskID, err)
+			}
+			return nil
+		case same:
+			// The same result under another report id (the agent ran a
+			// re-offered task twice, or lost the id): delivered once,
+			// nothing written.
 			out, dup = t, true
 			return nil
 		case t.State.Terminal() && !endedForAbsence(t):
@@ -280,8 +291,12 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 			late = t.Reason // ended for the agent's absence: the result is late
 		}
 		ts := s.d.timeArg(now)
-		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_size = ?, result = ?, report_id = ?, late_reason = ?, finished_at = ?, updated_at = ?",
-			string(r.State), r.Reason, int64(len(r.RawResult)), s.jsOrNil(r.Result), r.ReportID, late, ts, ts), scanTask)
+		var stopped any // the agent stopped it itself (shutting down)
+		if r.State == TaskCancelled {
+			stopped = ts
+		}
+		out, err = updateOne(ctx, s, tx, taskUpdate(t.ID, "state = ?, reason = ?, raw_size = ?, result = ?, report_id = ?, late_reason = ?, finished_at = ?, updated_at = ?, stopped_at = ?",
+			string(r.State), r.Reason, int64(len(r.RawResult)), s.jsOrNil(r.Result), r.ReportID, late, ts, ts, stopped), scanTask)
 		if err != nil {
 			return fmt.Errorf("complete task %s: %w", r.TaskID, err)
 		}
@@ -293,7 +308,7 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 	if err != nil {
 		return Task{}, false, err
 	}
-	if !dup {
+	if !dup && out.ReportID == r.ReportID {
 		if err := s.settleRuns(ctx, []Task{out}, now); err != nil {
 			return out, false, err
 		}

@@ -46,7 +46,7 @@ func newSQLStore(d dialect, w, r *sql.DB) *sqlStore {
 
 const (
 	agentCols = "id, pod_uid, pod_name, pod_namespace, pod_ip, node_name, node_ip, host_network, responder_addr, version, status, register_time, last_heartbeat, node_labels"
-	taskCols  = "id, task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip, type, param, spec, state, reason, raw_size, result, exclusive, timeout_ns, deadline, created_at, dispatched_at, started_at, finished_at, updated_at, report_id, late_reason"
+	taskCols  = "id, task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip, type, param, spec, state, reason, raw_size, result, exclusive, timeout_ns, deadline, created_at, dispatched_at, started_at, finished_at, updated_at, report_id, late_reason, stopped_at, stop_reason"
 	runCols   = "seq, id, suite, params, state, allow_concurrency, created_at, updated_at, finished_at"
 
 	activeStates = "('dispatched', 'running')"
@@ -130,10 +130,10 @@ func scanTask(r rowScanner) (Task, error) {
 	var spec, result []byte
 	var state string
 	var timeout int64
-	var deadline, created, dispatched, started, finished, updated tsScan
+	var deadline, created, dispatched, started, finished, updated, stopped tsScan
 	err := r.Scan(&t.ID, &t.TaskID, &runID, &t.SrcPodUID, &t.SrcPodIP, &t.DstPodUID, &t.DstPodIP,
 		&t.Type, &t.Param, &spec, &state, &t.Reason, &t.RawSize, &result, &t.Exclusive, &timeout,
-		&deadline, &created, &dispatched, &started, &finished, &updated, &t.ReportID, &t.LateReason)
+		&deadline, &created, &dispatched, &started, &finished, &updated, &t.ReportID, &t.LateReason, &stopped, &t.StopReason)
 	if err != nil {
 		return Task{}, err
 	}
@@ -142,6 +142,7 @@ func scanTask(r rowScanner) (Task, error) {
 	t.State = TaskState(state)
 	t.Timeout = time.Duration(timeout)
 	t.Deadline, t.DispatchedAt, t.StartedAt, t.FinishedAt = deadline.ptr(), dispatched.ptr(), started.ptr(), finished.ptr()
+	t.StoppedAt = stopped.ptr()
 	t.CreatedAt, t.UpdatedAt = created.t, updated.t
 	return t, nil
 }

@@ -216,6 +216,12 @@ type Task struct {
 	// ReasonDeadlinePassed): the reason it was first ended with. The
 	// result is stored all the same (Complete); "" for a result in time.
 	LateReason string
+	// StoppedAt is when the agent acknowledged the end of a task it was
+	// told to stop: its cancelled report, which it sends once it has
+	// stopped the task and removed any QoS set-up (Complete); nil until
+	// then. StopReason is that report's reason.
+	StoppedAt  *time.Time
+	StopReason string
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields match everything.
@@ -421,8 +427,12 @@ type Store interface {
 	// with LateReason = the reason it was ended with, and a finished run
 	// of it is judged again (succeeded when all its tasks now succeeded).
 	// A cancelled report for a task that is already terminal (the agent
-	// stopped a task the server had ended) writes nothing and is
-	// duplicate = true. Another agent's task: ErrNotFound.
+	// stopped a task the server had ended) is the agent's acknowledgement:
+	// the first sets StoppedAt = now and StopReason and is duplicate =
+	// false, the state, reason, result and ReportID untouched; later ones
+	// write nothing and are duplicate = true. A cancelled report stored as
+	// the task's result sets StoppedAt too. Another agent's task:
+	// ErrNotFound.
 	Complete(ctx context.Context, r Report, now time.Time) (t Task, duplicate bool, err error)
 	// Cancel moves a pending, dispatched or running task to cancelled with
 	// the reason (ReasonCancelled when empty). Already cancelled: a no-op

@@ -13,7 +13,7 @@ import (
 // for the agent's absence (failed "agent went offline", timed out
 // "deadline passed") is stored, with the reason it was ended with, and its
 // run is judged again; a result for a task ended otherwise still
-// conflicts; a cancelled report for an ended task changes nothing. Times
+// conflicts; a cancelled report for an ended task changes no outcome. Times
 // lie before every other subtest's (ExpireDeadlines works on the whole
 // database).
 func testLateResults(t *testing.T, st store.Store) {
@@ -82,10 +82,11 @@ func testLateResults(t *testing.T, st store.Store) {
 	if err != nil || got.State != store.TaskFailed || got.LateReason != store.ReasonDeadlinePassed {
 		t.Errorf("late result of a timed-out task: %s late %q (%v)", got.State, got.LateReason, err)
 	}
-	// A cancelled report for an ended task writes nothing.
-	got, dup, err = st.Complete(ctx, report(more[1].TaskID, "late-c", store.TaskCancelled, ""), at(-7000))
-	if err != nil || !dup || got.State != store.TaskTimedOut || got.ReportID != "" {
-		t.Errorf("cancelled report for a timed-out task: %s report %q dup %v (%v), want timed_out untouched", got.State, got.ReportID, dup, err)
+	// A cancelled report for an ended task is only the agent's
+	// acknowledgement (testStopAcks): the outcome stays.
+	got, _, err = st.Complete(ctx, report(more[1].TaskID, "late-c", store.TaskCancelled, ""), at(-7000))
+	if err != nil || got.State != store.TaskTimedOut || got.ReportID != "" || got.StoppedAt == nil {
+		t.Errorf("cancelled report for a timed-out task: %s report %q stopped_at %v (%v), want timed_out untouched, stopped", got.State, got.ReportID, got.StoppedAt, err)
 	}
 
 	// A task ended for another reason (cancelled by its user) refuses it.

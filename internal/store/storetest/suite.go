@@ -58,6 +58,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("offline and deadlines", func(t *testing.T) { testOfflineAndDeadlines(t, st) })
 	t.Run("pending tasks of gone agents", func(t *testing.T) { testGoneAgents(t, st) })
 	t.Run("late results", func(t *testing.T) { testLateResults(t, st) })
+	t.Run("stop acknowledgements", func(t *testing.T) { testStopAcks(t, st) })
 	t.Run("output chunks", func(t *testing.T) { testOutputChunks(t, st) })
 	t.Run("runs", func(t *testing.T) { testRuns(t, st) })
 	t.Run("runs ended by two writers at once", func(t *testing.T) { testConcurrentRunEnd(t, st) })
