@@ -165,7 +165,12 @@ func (a *Agent) runJob(j *job) {
 	if t.Type == api.TypeQoSHold {
 		res, err := a.hold(ctx, log, t)
 		if errors.Is(err, errNotStarted) {
+			// The server ended the task before it started, and the
+			// set-up is removed again: the cancelled report tells the
+			// server so (its acknowledgement, see store.Complete).
 			log.Info("task not started", "err", err)
+			rep.State, rep.Reason = api.StateCancelled, storableText(err.Error())
+			a.out.add(rep)
 			return
 		}
 		a.finish(ctx, log, j, rep, res, "", err)
@@ -183,16 +188,22 @@ func (a *Agent) runJob(j *job) {
 }
 
 // errNotStarted: the server refused a task's start (it was cancelled or
-// ended meanwhile), so nothing is reported.
+// ended meanwhile), so no result is reported.
 var errNotStarted = errors.New("the server refused the start")
+
+// errRemoveFailed: removing a task's QoS set-up failed; a cancelled
+// task's report says so in its reason (api.ReasonRemoveFailed).
+var errRemoveFailed = errors.New(api.ReasonRemoveFailed)
 
 // hold runs a qos-hold task: it applies the set-up first and only then
 // tells the server the task started, so a running hold is one whose
 // set-up is in place; it keeps the set-up until the spec's duration has
 // passed (succeeded) or the task ends otherwise (cancelled when its
 // environment is done with it, timed out, the agent stopping), and
-// removes it. The duration and the task's timeout bound the set-up's
-// life on the agent itself, whatever becomes of whoever asked for it.
+// removes it before the task's report is queued: a report, cancelled
+// included, means the set-up is gone (or says that removing it failed).
+// The duration and the task's timeout bound the set-up's life on the
+// agent itself, whatever becomes of whoever asked for it.
 func (a *Agent) hold(ctx context.Context, log *slog.Logger, t api.AgentTask) (*probe.Result, error) {
 	if t.QoS == nil || t.Spec == nil || t.Spec.Duration <= 0 {
 		return nil, errors.New("qos-hold task without a set-up or a duration")
@@ -203,7 +214,7 @@ func (a *Agent) hold(ctx context.Context, log *slog.Logger, t api.AgentTask) (*p
 	}
 	if err := a.markStarted(ctx, t.TaskID); err != nil {
 		if uerr := undo(); uerr != nil {
-			log.Warn("qos remove after a refused start failed", "err", uerr)
+			return nil, fmt.Errorf("%w: %v; %w: %w", errNotStarted, err, errRemoveFailed, uerr)
 		}
 		return nil, fmt.Errorf("%w: %v", errNotStarted, err)
 	}
@@ -216,8 +227,8 @@ func (a *Agent) hold(ctx context.Context, log *slog.Logger, t api.AgentTask) (*p
 	}
 	res := &probe.Result{Notes: []string{note, fmt.Sprintf("qos: held for %.1f s", time.Since(start).Seconds())}}
 	if uerr := undo(); uerr != nil {
-		res.Notes = append(res.Notes, "qos: removing the set-up failed: "+uerr.Error())
-		return res, fmt.Errorf("qos: remove the set-up: %w", uerr)
+		res.Notes = append(res.Notes, api.ReasonRemoveFailed+": "+uerr.Error())
+		return res, fmt.Errorf("%w: %w", errRemoveFailed, uerr)
 	}
 	return res, nil
 }
@@ -278,6 +289,9 @@ func (a *Agent) finish(ctx context.Context, log *slog.Logger, j *job, rep api.Re
 	switch {
 	case cause != nil && (errors.Is(cause, errCancelledByServer) || errors.Is(cause, errShutdown)):
 		rep.State, rep.Reason = api.StateCancelled, cause.Error()
+		if errors.Is(err, errRemoveFailed) {
+			rep.Reason += ": " + err.Error()
+		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || deadlinePassed(ctx):
 		// (A probe whose socket deadline, set from ctx's, fired a moment
 		// before ctx's own timer still ran out of time.)
@@ -321,11 +335,12 @@ func (a *Agent) executeWithQoS(ctx context.Context, log *slog.Logger, t api.Agen
 	if res != nil {
 		res.Notes = append(res.Notes, note)
 		if uerr != nil {
-			res.Notes = append(res.Notes, "qos: removing the set-up failed: "+uerr.Error())
+			res.Notes = append(res.Notes, api.ReasonRemoveFailed+": "+uerr.Error())
 		}
 	}
-	if uerr != nil && res == nil {
-		err = errors.Join(err, fmt.Errorf("qos: remove the set-up: %w", uerr))
+	if uerr != nil && (res == nil || ctx.Err() != nil) {
+		// (A task that ended early reports it in its reason.)
+		err = errors.Join(err, fmt.Errorf("%w: %w", errRemoveFailed, uerr))
 	}
 	return res, raw, err
 }

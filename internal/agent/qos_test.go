@@ -328,15 +328,29 @@ func TestAgentHoldsQoS(t *testing.T) {
 			t.Errorf("%s: cancelled hold ended %s (%s)", src, got.State, got.Reason)
 		}
 		// The agent hears of the cancellation with its next heartbeat or
-		// fetch (about a second) and removes the tree.
+		// fetch (about a second), removes the tree, and only then
+		// acknowledges: once the task shows stopped_at, the tree is gone.
 		t0 := time.Now()
-		for rootIs(t, target, "htb") {
+		for {
+			got, err := e.user.GetTask(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.StoppedAt != nil {
+				if rootIs(t, target, "htb") {
+					t.Errorf("%s: the agent acknowledged the stop (%q) with htb still on %s", src, got.StopReason, link)
+				}
+				if got.State != api.StateCancelled || got.Reason != "phase done" || got.StopReason != "cancelled by the server" {
+					t.Errorf("%s: acknowledged hold %s %q, stop reason %q", src, got.State, got.Reason, got.StopReason)
+				}
+				break
+			}
 			if time.Since(t0) > 10*time.Second {
-				t.Fatalf("%s: htb still on %s 10s after the hold was cancelled", src, link)
+				t.Fatalf("%s: no acknowledgement 10s after the hold was cancelled (htb still there: %v)", src, rootIs(t, target, "htb"))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		t.Logf("%s: htb removed %v after the cancel", src, time.Since(t0).Round(time.Millisecond))
+		t.Logf("%s: removal acknowledged %v after the cancel", src, time.Since(t0).Round(time.Millisecond))
 	}
 	// A node's interface with a root qdisc of its own is left alone.
 	if err := qos.Apply(ctx, target, qos.TBF{Rate: 50_000_000, BurstBytes: 32000}); err != nil {

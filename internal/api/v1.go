@@ -99,6 +99,11 @@ const (
 	TypeQoSHold = "qos-hold"
 )
 
+// ReasonRemoveFailed is in the reason of an agent's report when removing
+// a task's QoS set-up failed, so a stopped task's StopReason tells a
+// set-up left in place from one removed.
+const ReasonRemoveFailed = "qos: removing the set-up failed"
+
 // V1Types lists the task types of the v1 API.
 var V1Types = []string{TypePing, TypeIperf, TypeIperf3, TypeTraceroute}
 

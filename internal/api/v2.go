@@ -101,6 +101,12 @@ type TaskV2 struct {
 	FinishedAt   *time.Time      `json:"finished_at,omitempty"`
 	Deadline     *time.Time      `json:"deadline,omitempty"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	// StoppedAt: when the source agent acknowledged the end of a task it
+	// was told to stop (its cancelled report, sent once it has stopped the
+	// task and removed any QoS set-up); StopReason is that report's
+	// reason. Absent until then.
+	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
+	StopReason string     `json:"stop_reason,omitempty"`
 }
 
 // Agent is an agent as v2 answers it.

@@ -54,6 +54,9 @@ type Env struct {
 	// HoldSlack is what a held qdisc may outlive its phase's longest step
 	// (DefaultHoldSlack when 0); see hold.go.
 	HoldSlack time.Duration
+	// HoldStopWait bounds the wait of a hold's undo for its agent's
+	// acknowledgement (DefaultHoldStopWait when 0); see hold.go.
+	HoldStopWait time.Duration
 	// PathMTU and Encap describe the pods' path for suite.Caps (Open
 	// fills them from the cluster's facts).
 	PathMTU int

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
@@ -16,8 +17,10 @@ import (
 // held by the agent that owns the interface, for the whole phase: the
 // environment gives that agent a qos-hold task (api.TypeQoSHold) through
 // the server, waits until it runs (the agent applies the set-up before it
-// reports the start), and cancels it in the undo (the agent removes the
-// set-up when it hears of the cancellation, within about a second). The
+// reports the start), and cancels it in the undo. The agent removes the
+// set-up when it hears of the cancellation (within about a second) and
+// then acknowledges it (the task's stopped_at); the undo waits for that,
+// at most HoldStopWait, so the next phase starts without the set-up. The
 // hold's duration, the phase's need (Change.For) plus HoldSlack, bounds
 // its life on the agent itself: a run that dies leaves nothing behind for
 // longer.
@@ -25,6 +28,11 @@ import (
 // DefaultHoldSlack is what a hold may outlive its phase's longest step:
 // dispatch, the phase's polling, a loaded node.
 const DefaultHoldSlack = time.Minute
+
+// DefaultHoldStopWait is how long the undo of a hold waits for its
+// agent's acknowledgement that the set-up is removed: the agent hears of
+// the cancellation within about a second, on a loaded node later.
+const DefaultHoldStopWait = 30 * time.Second
 
 // nodeQdiscWhy says what a node qdisc would change, for the refusal
 // without the opt-in.
@@ -121,7 +129,7 @@ func (e *Env) holdOn(ctx context.Context, c suite.Change, src, dst Agent) (func(
 	if err != nil {
 		return nil, fmt.Errorf("%s: create the hold on %s: %w", c, src.Name, err)
 	}
-	where := src.Name
+	where := fmt.Sprintf("%s (node %s)", src.Name, src.Node)
 	switch c.What {
 	case suite.CapVXLANTOS:
 		where = fmt.Sprintf("%s (node %s, its VXLAN devices)", src.Name, src.Node)
@@ -131,10 +139,11 @@ func (e *Env) holdOn(ctx context.Context, c suite.Change, src, dst Agent) (func(
 	end := func(ctx context.Context, why string) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := e.Server.CancelRun(cctx, run.ID, why); err != nil {
+		got, err := e.Server.CancelRun(cctx, run.ID, why)
+		if err != nil {
 			return fmt.Errorf("%s: end the hold on %s (run %s): %w", c, where, run.ID, err)
 		}
-		return nil
+		return e.awaitStop(ctx, c, where, got)
 	}
 	timeout := e.waitTimeout()
 	deadline := time.Now().Add(timeout)
@@ -176,6 +185,39 @@ func (e *Env) holdUndo(c suite.Change, where, runID string, end func(context.Con
 			return fmt.Errorf("%s: the hold on %s ended (%s: %s) before its phase did, so part of the phase ran without it", c, where, t.State, t.Reason)
 		}
 		return end(ctx, "phase done")
+	}
+}
+
+// awaitStop waits until the agent acknowledged the end of the cancelled
+// hold (its task's stopped_at: the set-up is removed), at most
+// HoldStopWait; a hold that was never dispatched, or that its agent ended
+// by itself (its report came after the removal), needs no wait.
+func (e *Env) awaitStop(ctx context.Context, c suite.Change, where string, run api.Run) error {
+	wait := e.HoldStopWait
+	if wait <= 0 {
+		wait = DefaultHoldStopWait
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	for {
+		if len(run.Tasks) != 1 {
+			return fmt.Errorf("%s: the hold's run %s has %d tasks, want 1", c, run.ID, len(run.Tasks))
+		}
+		t := run.Tasks[0]
+		switch {
+		case t.StoppedAt != nil && strings.Contains(t.StopReason, api.ReasonRemoveFailed):
+			return fmt.Errorf("%s: the agent %s could not remove the set-up of task %s: %s", c, where, t.TaskID, t.StopReason)
+		case t.StoppedAt != nil, t.State != api.StateCancelled, t.DispatchedAt == nil:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: the hold on %s (task %s) was cancelled, but its agent did not acknowledge removing the set-up within %v: it may still be in place", c, where, t.TaskID, wait)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if got, err := e.Server.GetRun(ctx, run.ID); err == nil {
+			run = got
+		}
 	}
 }
 

@@ -55,16 +55,22 @@ func TestHoldEnds(t *testing.T) {
 }
 
 // holdServer is a server whose hold task runs after startAfter polls
-// (or ends with endState), and is cancelled by CancelRun.
+// (or ends with endState), and is cancelled by CancelRun; its agent
+// acknowledges the cancellation ackAfter polls later (never when
+// negative), with stopReason.
 type holdServer struct {
 	suite.API
-	mu         sync.Mutex
-	created    []api.RunCreate
-	polls      int
-	startAfter int
-	endState   string // the task ends so instead of running
-	state      string
-	cancelled  []string
+	mu          sync.Mutex
+	created     []api.RunCreate
+	polls       int
+	startAfter  int
+	endState    string // the task ends so instead of running
+	state       string
+	cancelled   []string
+	ackAfter    int
+	stopReason  string
+	sinceCancel int        // polls since the cancellation
+	stoppedAt   *time.Time // the acknowledgement
 }
 
 func (s *holdServer) CreateRun(_ context.Context, rc api.RunCreate) (api.Run, error) {
@@ -76,13 +82,26 @@ func (s *holdServer) CreateRun(_ context.Context, rc api.RunCreate) (api.Run, er
 }
 
 func (s *holdServer) run() api.Run {
-	return api.Run{ID: "r1", State: api.RunRunning, Tasks: []api.TaskV2{{TaskID: "t1", State: s.state, Reason: "because"}}}
+	t := api.TaskV2{TaskID: "t1", State: s.state, Reason: "because", StoppedAt: s.stoppedAt}
+	if s.state != "" {
+		t.DispatchedAt = &time.Time{}
+	}
+	if s.stoppedAt != nil {
+		t.StopReason = s.stopReason
+	}
+	return api.Run{ID: "r1", State: api.RunRunning, Tasks: []api.TaskV2{t}}
 }
 
 func (s *holdServer) GetRun(context.Context, string) (api.Run, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polls++
+	if len(s.cancelled) > 0 {
+		s.sinceCancel++
+		if s.ackAfter >= 0 && s.sinceCancel >= s.ackAfter && s.stoppedAt == nil {
+			s.stoppedAt = &time.Time{}
+		}
+	}
 	if s.polls >= s.startAfter && s.state == api.StateDispatched {
 		s.state = api.StateRunning
 		if s.endState != "" {
@@ -110,7 +129,7 @@ func TestHoldOn(t *testing.T) {
 	src, dst := holdAgents[3], holdAgents[1]
 	ctx := context.Background()
 
-	s := &holdServer{startAfter: 2}
+	s := &holdServer{startAfter: 2, ackAfter: 3, stopReason: "cancelled by the server"}
 	e := &Env{Server: s, HoldSlack: 10 * time.Second}
 	undo, err := e.holdOn(ctx, c, src, dst)
 	if err != nil {
@@ -123,11 +142,35 @@ func TestHoldOn(t *testing.T) {
 	if len(s.cancelled) != 0 {
 		t.Fatalf("cancelled before the undo: %v", s.cancelled)
 	}
-	if err := undo(ctx); err != nil || len(s.cancelled) != 1 {
-		t.Errorf("undo: %v, cancelled %v", err, s.cancelled)
+	if err := undo(ctx); err != nil || len(s.cancelled) != 1 || s.stoppedAt == nil {
+		t.Errorf("undo: %v, cancelled %v, returned before the agent acknowledged: %v", err, s.cancelled, s.stoppedAt == nil)
 	}
 	if h := e.Holds(); len(h) != 1 || h[0].Agent != src.Name || h[0].RunID != "r1" {
 		t.Errorf("holds %+v", h)
+	}
+
+	// The agent never acknowledges, or could not remove the set-up: the
+	// undo says so, naming the node and the task, within HoldStopWait.
+	for _, tc := range []struct {
+		s    *holdServer
+		want string
+	}{
+		{&holdServer{startAfter: 1, ackAfter: -1}, "did not acknowledge removing the set-up within 300ms"},
+		{&holdServer{startAfter: 1, ackAfter: 1, stopReason: "cancelled by the server: " + api.ReasonRemoveFailed + ": EBUSY"}, "could not remove the set-up of task t1: cancelled by the server: " + api.ReasonRemoveFailed},
+	} {
+		e = &Env{Server: tc.s, HoldStopWait: 300 * time.Millisecond}
+		undo, err := e.holdOn(ctx, c, src, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		err = undo(ctx)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "node n2") || !strings.Contains(err.Error(), "t1") {
+			t.Errorf("undo: %v, want an error naming node n2, task t1 and %q", err, tc.want)
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("undo took %v, bound 300ms", d)
+		}
 	}
 
 	s = &holdServer{startAfter: 1, endState: api.StateFailed}
@@ -147,7 +190,7 @@ func TestHoldOn(t *testing.T) {
 		t.Errorf("undo of a hold that ended by itself: %v", err)
 	}
 
-	s = &holdServer{startAfter: 1 << 30}
+	s = &holdServer{startAfter: 1 << 30, ackAfter: 1}
 	e = &Env{Server: s, Timeout: 300 * time.Millisecond}
 	if _, err := e.holdOn(ctx, c, src, dst); err == nil || !strings.Contains(err.Error(), "did not start") || len(s.cancelled) != 1 {
 		t.Errorf("hold that never starts: %v, cancelled %v", err, s.cancelled)

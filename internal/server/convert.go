@@ -43,7 +43,7 @@ func taskV2(t store.Task) api.TaskV2 {
 		State: string(t.State), Reason: t.Reason, LateReason: t.LateReason, Exclusive: t.Exclusive, TimeoutS: t.Timeout.Seconds(),
 		RawSize: t.RawSize, Result: t.Result, CreatedAt: t.CreatedAt, DispatchedAt: t.DispatchedAt,
 		StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline, UpdatedAt: t.UpdatedAt,
-		QoS: storedQoS(t.Spec),
+		QoS: storedQoS(t.Spec), StoppedAt: t.StoppedAt, StopReason: t.StopReason,
 	}
 }
 
