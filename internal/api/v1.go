@@ -223,9 +223,12 @@ type Report struct {
 
 // ReportReply acknowledges a report.
 type ReportReply struct {
-	TaskID    string `json:"task_id"`
-	State     string `json:"state"`
-	Duplicate bool   `json:"duplicate"`
+	TaskID string `json:"task_id"`
+	State  string `json:"state"`
+	// Duplicate: the report stored no result, the task's outcome was
+	// there already (the same report again, or a cancelled report that
+	// only acknowledges the end of a task ended before).
+	Duplicate bool `json:"duplicate"`
 }
 
 // AgentTask is a task as handed to its source agent.

@@ -55,8 +55,10 @@ func (s *Server) report(ctx context.Context, rep api.Report) (api.ReportReply, e
 	}
 	s.offers.ack(rep.PodUID, t.TaskID)
 	if !dup && t.ReportID != rep.ReportID {
-		// Only the agent's acknowledgement of a task ended before.
+		// Only the agent's acknowledgement of a task ended before: no
+		// result stored, so the reply says duplicate.
 		s.log.Info("task stop acknowledged", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "agent_reason", t.StopReason)
+		dup = true
 	} else if !dup {
 		if t.LateReason != "" {
 			s.log.Info("late result stored", "task_id", t.TaskID, "run_id", t.RunID, "state", t.State, "ended_before_for", t.LateReason)

@@ -16,7 +16,8 @@ import (
 // acknowledges the cancellation (its cancelled report, sent after it
 // stopped the task and removed its set-up); then stopped_at and
 // stop_reason say when and what the agent said, the outcome stays the
-// server's, and the report again is a duplicate.
+// server's (the reply says duplicate: no result stored), and the report
+// again changes nothing.
 func TestStopAcknowledged(t *testing.T) { storetest.ForEach(t, testStopAcknowledged) }
 
 func testStopAcknowledged(t *testing.T, dsn string) {
@@ -46,17 +47,22 @@ func testStopAcknowledged(t *testing.T, dsn string) {
 	f.clock.Add(1500 * time.Millisecond)
 	rep := api.Report{TaskID: id, PodUID: "uid-a", ReportID: "ack", State: api.StateCancelled, Reason: "cancelled by the server"}
 	reply, err := f.agent.Report(ctx, rep)
-	if err != nil || reply.Duplicate || reply.State != api.StateCancelled {
-		t.Fatalf("acknowledgement: %+v (%v), want cancelled, not a duplicate", reply, err)
+	if err != nil || !reply.Duplicate || reply.State != api.StateCancelled {
+		t.Fatalf("acknowledgement: %+v (%v), want cancelled, a duplicate (no result stored)", reply, err)
 	}
+	stopped := f.clock.Now()
 	tk, err := f.user.GetTask(ctx, id)
-	if err != nil || tk.StoppedAt == nil || !tk.StoppedAt.Equal(f.clock.Now()) || tk.StopReason != rep.Reason || tk.Reason != "phase done" || tk.State != api.StateCancelled {
+	if err != nil || tk.StoppedAt == nil || !tk.StoppedAt.Equal(stopped) || tk.StopReason != rep.Reason || tk.Reason != "phase done" || tk.State != api.StateCancelled {
 		t.Errorf("acknowledged task: %s %q stopped_at %v stop_reason %q (%v)", tk.State, tk.Reason, tk.StoppedAt, tk.StopReason, err)
 	}
 	if r, err := f.user.GetRun(ctx, run.ID); err != nil || len(r.Tasks) != 1 || r.Tasks[0].StoppedAt == nil {
 		t.Errorf("run's task: %+v (%v), want stopped_at", r.Tasks, err)
 	}
+	f.clock.Add(time.Second)
 	if reply, err := f.agent.Report(ctx, rep); err != nil || !reply.Duplicate {
 		t.Errorf("acknowledgement again: %+v (%v), want a duplicate", reply, err)
+	}
+	if tk, err := f.user.GetTask(ctx, id); err != nil || tk.StoppedAt == nil || !tk.StoppedAt.Equal(stopped) {
+		t.Errorf("after the acknowledgement again: stopped_at %v (%v), want %v kept", tk.StoppedAt, err, stopped)
 	}
 }
