@@ -2,7 +2,6 @@ package k8stest
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,30 +69,18 @@ func runCNIQoSRemedy(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want
 			t.Errorf("%s: remedy %v outer %v (%v), want works with outer 46", want, remedy.Labels, o, ok)
 		}
 	}
-	// The run's end cancels the hold on the server; the node's agent
-	// hears of it and restores each device's setting a moment later
-	// (longer on a loaded machine), so the check waits, bounded.
+	// The run's end cancels the hold and waits for the node's agent to
+	// acknowledge that it restored each device's setting (the task's
+	// stopped_at), so the settings are back when the run returns.
 	for _, n := range cl.Nodes {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			after, err := qos.VXLANTOS(n.NetNS)
-			if err != nil {
-				t.Fatal(err)
+		after, err := qos.VXLANTOS(n.NetNS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for dev, tos := range before[n.Name] {
+			if after[dev] != tos {
+				t.Errorf("node %s: %s tos %d after the run, was %d", n.Name, dev, after[dev], tos)
 			}
-			var differ []string
-			for dev, tos := range before[n.Name] {
-				if after[dev] != tos {
-					differ = append(differ, fmt.Sprintf("%s tos %d, was %d", dev, after[dev], tos))
-				}
-			}
-			if len(differ) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("node %s: 30s after the run %s", n.Name, strings.Join(differ, ", "))
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	t.Logf("cni-qos tunnel-mark on %s in %v", want, time.Since(t0).Round(time.Second))
