@@ -94,6 +94,10 @@ type Exporter struct {
 	latest  map[pathKey]*figures
 	evicted float64
 
+	summaryMu sync.Mutex                // guards summaries
+	summaries map[string]summaryMetrics // by schedule ID (schedules.go)
+	gatherer  *sharedGatherer           // its registry's, shared by every Handler
+
 	agents, nodes, tasks, runs *prometheus.Desc
 	tput, rtt, loss, jitter    *prometheus.Desc
 	measuredAt, evictedDesc    *prometheus.Desc
@@ -119,7 +123,7 @@ func New(st store.Store, opts Options) *Exporter {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	pl := []string{"src_node", "dst_node", "path"}
-	return &Exporter{st: st, opts: opts, log: opts.Logger, latest: map[pathKey]*figures{}, sched: newScheduleDescs(),
+	e := &Exporter{st: st, opts: opts, log: opts.Logger, latest: map[pathKey]*figures{}, sched: newScheduleDescs(),
 		agents: prometheus.NewDesc("cnperf_agents", "Agents known to the server, by status (free, busy, offline).", []string{"status"}, nil),
 		nodes:  prometheus.NewDesc("cnperf_nodes_online", "Nodes with at least one agent online.", nil, nil),
 		tasks:  prometheus.NewDesc("cnperf_tasks", "Tasks in the store, by state.", []string{"state"}, nil),
@@ -139,16 +143,18 @@ func New(st store.Store, opts Options) *Exporter {
 		evictedDesc: prometheus.NewDesc("cnperf_paths_evicted_total",
 			"Node pairs dropped because more than the maximum were measured.", nil, nil),
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
+	e.gatherer = &sharedGatherer{g: reg}
+	return e
 }
 
 // Handler serves the exporter's own registry in the Prometheus text
 // format, with the Go runtime's, the process's and the build's metrics
 // (go_*, process_*, go_build_info) beside cnperf's, as Prometheus users
-// expect of any exporter.
+// expect of any exporter. Concurrent scrapes share one gathering.
 func (e *Exporter) Handler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: e.opts.Timeout + 5*time.Second})
+	return promhttp.HandlerFor(e.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Timeout: e.opts.Timeout + 5*time.Second})
 }
 
 // Describe sends the descriptors of every metric.

@@ -63,16 +63,30 @@ func (d scheduleDescs) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// summaryMetrics are the metrics of one schedule run's summary, kept
+// until a later run of the schedule succeeds: a large matrix's summary
+// is megabytes to read and decode, and it changes once a run.
+type summaryMetrics struct {
+	record  int64 // the schedule run record they come from
+	metrics []prometheus.Metric
+}
+
 // collectSchedules reads each schedule's latest finished runs and sends
-// their metrics.
+// their metrics: a few small reads a schedule, whatever the matrix's
+// size; the summary of a schedule's latest succeeded run is read and
+// turned into metrics once, when it is new.
 func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Metric) error {
 	scs, err := e.st.ListSchedules(ctx)
 	if err != nil {
 		return fmt.Errorf("list schedules: %w", err)
 	}
+	e.summaryMu.Lock()
+	defer e.summaryMu.Unlock()
+	kept := make(map[string]summaryMetrics, len(scs))
+	defer func() { e.summaries = kept }() // a deleted schedule's go
 	d := e.sched
 	for _, sc := range scs {
-		runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1})
+		runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1, NoSummary: true})
 		if err != nil {
 			return fmt.Errorf("schedule %s's runs: %w", sc.ID, err)
 		}
@@ -90,7 +104,7 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 		}
 		if last.State != store.ScheduleSucceeded {
 			// The figures stay those of the latest run that succeeded.
-			good, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded, Limit: 1})
+			good, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded, Limit: 1, NoSummary: true})
 			if err != nil {
 				return fmt.Errorf("schedule %s's runs: %w", sc.ID, err)
 			}
@@ -99,25 +113,52 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 			}
 			last = good[0]
 		}
-		sum, err := schedule.DecodeSummary(last.Summary)
-		if err != nil {
-			e.log.Debug("metrics: unreadable schedule summary", "schedule", sc.ID, "record", last.ID, "err", err)
-		} else if sum != nil {
-			e.collectSummary(ch, sc, *sum)
+		sm, ok2 := e.summaries[sc.ID]
+		if !ok2 || sm.record != last.ID {
+			if sm, err = e.readSummary(ctx, sc); err != nil {
+				return err
+			}
+		}
+		kept[sc.ID] = sm
+		for _, m := range sm.metrics {
+			ch <- m
 		}
 	}
 	return nil
 }
 
-func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule, sum api.ScheduleSummary) {
+// readSummary reads the summary of sc's latest succeeded run and turns
+// it into metrics.
+func (e *Exporter) readSummary(ctx context.Context, sc store.Schedule) (summaryMetrics, error) {
+	runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded, Limit: 1})
+	if err != nil {
+		return summaryMetrics{}, fmt.Errorf("schedule %s's runs: %w", sc.ID, err)
+	}
+	if len(runs) == 0 { // deleted since
+		return summaryMetrics{}, nil
+	}
+	sm := summaryMetrics{record: runs[0].ID}
+	sum, err := schedule.DecodeSummary(runs[0].Summary)
+	if err != nil {
+		e.log.Debug("metrics: unreadable schedule summary", "schedule", sc.ID, "record", runs[0].ID, "err", err)
+	} else if sum != nil {
+		sm.metrics = e.summaryMetrics(sc, *sum)
+	}
+	return sm, nil
+}
+
+// summaryMetrics turns a run's summary into its metrics: the SLO
+// verdict, each node's aggregates and the budgeted pairs' figures.
+func (e *Exporter) summaryMetrics(sc store.Schedule, sum api.ScheduleSummary) []prometheus.Metric {
 	d := e.sched
+	var out []prometheus.Metric
 	if v := sum.SLO; v != nil {
 		pass := 0.0
 		if v.Pass {
 			pass = 1
 		}
-		ch <- prometheus.MustNewConstMetric(d.sloPass, prometheus.GaugeValue, pass, sc.ID, sc.Suite)
-		ch <- prometheus.MustNewConstMetric(d.sloFailed, prometheus.GaugeValue, float64(v.Failed), sc.ID, sc.Suite)
+		out = append(out, prometheus.MustNewConstMetric(d.sloPass, prometheus.GaugeValue, pass, sc.ID, sc.Suite),
+			prometheus.MustNewConstMetric(d.sloFailed, prometheus.GaugeValue, float64(v.Failed), sc.ID, sc.Suite))
 	}
 	var pairs []api.SummaryRow
 	for _, r := range sum.Rows {
@@ -126,14 +167,14 @@ func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule
 		}
 	}
 	if len(pairs) == 0 {
-		return
+		return out
 	}
-	ch <- prometheus.MustNewConstMetric(d.pairsDesc, prometheus.GaugeValue, float64(len(pairs)), sc.ID)
-	e.collectNodes(ch, sc, pairs)
+	out = append(out, prometheus.MustNewConstMetric(d.pairsDesc, prometheus.GaugeValue, float64(len(pairs)), sc.ID))
+	out = e.nodeMetrics(out, sc, pairs)
 	for _, r := range budgeted(pairs, e.opts.PairBudget) {
 		src, dst := r.Labels[matrix.LabelSrc], r.Labels[matrix.LabelDst]
 		gauge := func(desc *prometheus.Desc, v float64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{sc.ID, src, dst}, extra...)...)
+			out = append(out, prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{sc.ID, src, dst}, extra...)...))
 		}
 		if v, ok := r.Median["throughput_bps.receiver"]; ok {
 			gauge(d.pairTput, v/8)
@@ -148,12 +189,13 @@ func (e *Exporter) collectSummary(ch chan<- prometheus.Metric, sc store.Schedule
 		if v, ok := r.Median["udp.loss_pct"]; ok {
 			gauge(d.pairLoss, v/100)
 		}
-		out := 0.0
+		flagged := 0.0
 		if r.Labels[matrix.LabelOutlier] != "" {
-			out = 1
+			flagged = 1
 		}
-		gauge(d.pairOutlier, out)
+		gauge(d.pairOutlier, flagged)
 	}
+	return out
 }
 
 // budgeted are at most n of pairs: the outliers first, then the slowest
@@ -183,9 +225,9 @@ func tputOr(r api.SummaryRow) float64 {
 	return math.Inf(1)
 }
 
-// collectNodes sends each node's aggregates over its pairs: throughput
+// nodeMetrics appends each node's aggregates over its pairs: throughput
 // out and in and RR p50 out and in, the median and the worst peer's.
-func (e *Exporter) collectNodes(ch chan<- prometheus.Metric, sc store.Schedule, pairs []api.SummaryRow) {
+func (e *Exporter) nodeMetrics(out []prometheus.Metric, sc store.Schedule, pairs []api.SummaryRow) []prometheus.Metric {
 	d := e.sched
 	type acc struct{ tput, rtt map[string][]float64 }
 	nodes := map[string]*acc{}
@@ -209,13 +251,14 @@ func (e *Exporter) collectNodes(ch chan<- prometheus.Metric, sc store.Schedule, 
 	for node, a := range nodes {
 		for _, dir := range []string{"out", "in"} {
 			if vs := a.tput[dir]; len(vs) > 0 {
-				ch <- prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median")
-				ch <- prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, slices.Min(vs), sc.ID, node, dir, "worst")
+				out = append(out, prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median"))
+				out = append(out, prometheus.MustNewConstMetric(d.nodeTput, prometheus.GaugeValue, slices.Min(vs), sc.ID, node, dir, "worst"))
 			}
 			if vs := a.rtt[dir]; len(vs) > 0 {
-				ch <- prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median")
-				ch <- prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, slices.Max(vs), sc.ID, node, dir, "worst")
+				out = append(out, prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, suite.Median(vs), sc.ID, node, dir, "median"))
+				out = append(out, prometheus.MustNewConstMetric(d.nodeRTT, prometheus.GaugeValue, slices.Max(vs), sc.ID, node, dir, "worst"))
 			}
 		}
 	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +75,10 @@ type ScheduleRunFilter struct {
 	// State: only those in this state (empty: any).
 	State ScheduleRunState
 	Limit int // newest first; 0: DefaultPageLimit, capped at MaxPageLimit
+	// NoSummary leaves each record's Summary nil, unread: a large
+	// matrix's summary is megabytes, and a caller that only wants to
+	// know which record is the latest need not read it.
+	NoSummary bool
 }
 
 const (
@@ -322,7 +327,11 @@ func (s *sqlStore) ListScheduleRuns(ctx context.Context, f ScheduleRunFilter) ([
 	if err != nil {
 		return nil, fmt.Errorf("list schedule runs: %w", err)
 	}
-	q := "SELECT " + scheduleRunCols + " FROM schedule_runs WHERE schedule_id = ?"
+	cols := scheduleRunCols
+	if f.NoSummary {
+		cols = strings.TrimSuffix(cols, "summary") + "NULL"
+	}
+	q := "SELECT " + cols + " FROM schedule_runs WHERE schedule_id = ?"
 	args := []any{f.ScheduleID}
 	if f.Finished {
 		q += " AND state IN ('succeeded', 'failed')"
