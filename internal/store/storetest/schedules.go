@@ -152,6 +152,10 @@ func testSchedules(t *testing.T, st store.Store) {
 	if ok, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded}); err != nil || len(ok) != 1 || ok[0].ID != first.ID {
 		t.Errorf("succeeded ones: %+v, %v; want the first", ok, err)
 	}
+	if ok, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: store.ScheduleSucceeded, NoSummary: true}); err != nil || len(ok) != 1 ||
+		ok[0].ID != first.ID || ok[0].Summary != nil || !slices.Equal(ok[0].RunIDs, []string{"run-a", "run-b"}) || ok[0].FinishedAt == nil {
+		t.Errorf("succeeded ones without their summary: %+v, %v; want the first, its summary unread, the rest read", ok, err)
+	}
 	if _, err := st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, State: "done"}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("history in an unknown state: %v, want invalid", err)
 	}
