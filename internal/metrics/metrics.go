@@ -10,12 +10,14 @@
 // tasks. The exporter reads the store at scrape time; it follows finished
 // tasks with a cursor, so a scrape reads only what is new (at most
 // ScanLimit tasks per scrape; after a restart it catches up over several
-// scrapes).
+// scrapes). Concurrent scrapes share one gathering (gather.go).
 //
 // Schedules (schedules.go): per schedule, its latest finished run and SLO
-// verdict; and the matrix's figures per node pair of the latest succeeded
-// run of each schedule only, so those series are bounded by one run's
-// pairs per schedule and a pair that is gone leaves with the next run.
+// verdict; and the matrix's per-node aggregates and budgeted pairs of the
+// latest succeeded run of each schedule only, so a pair that is gone
+// leaves with the next run. A run's summary is read and turned into
+// metrics once, at the first scrape after the run: later scrapes make a
+// few small reads a schedule, whatever the matrix's size.
 package metrics
 
 import (
