@@ -82,8 +82,7 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 	}
 	e.summaryMu.Lock()
 	defer e.summaryMu.Unlock()
-	kept := make(map[string]summaryMetrics, len(scs))
-	defer func() { e.summaries = kept }() // a deleted schedule's go
+	kept := make(map[string]summaryMetrics, len(scs)) // a deleted schedule's go
 	d := e.sched
 	for _, sc := range scs {
 		runs, err := e.st.ListScheduleRuns(ctx, store.ScheduleRunFilter{ScheduleID: sc.ID, Finished: true, Limit: 1, NoSummary: true})
@@ -124,6 +123,7 @@ func (e *Exporter) collectSchedules(ctx context.Context, ch chan<- prometheus.Me
 			ch <- m
 		}
 	}
+	e.summaries = kept
 	return nil
 }
 
