@@ -140,12 +140,6 @@ func (s *Server) shareSecret(uid string, secret []byte, changed bool) {
 	}
 }
 
-// askSecret asks the other replicas for a destination's secret this
-// replica does not know.
-func (s *Server) askSecret(uid string) {
-	s.publish(clusterMsg{Kind: msgWantSecret, Agent: uid})
-}
-
 // Leader lease.
 
 // Defaults of the leader lease.

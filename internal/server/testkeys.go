@@ -22,20 +22,30 @@ import (
 
 // testKeys holds each online agent's responder secret, in memory only
 // (never stored, logged or answered): after a server restart the next
-// heartbeat brings it back.
+// heartbeat brings it back. A fetch that needs a secret this replica does
+// not hold waits for it with wait: set wakes it the moment the secret
+// arrives (over the bus, from the replica the destination beats on).
 type testKeys struct {
-	mu sync.Mutex // guards m
-	m  map[string][]byte
+	mu    sync.Mutex // guards m and waits
+	m     map[string][]byte
+	waits map[string][]chan struct{} // uid → waiters, woken (closed) by set
 }
 
-func newTestKeys() *testKeys { return &testKeys{m: map[string][]byte{}} }
+func newTestKeys() *testKeys {
+	return &testKeys{m: map[string][]byte{}, waits: map[string][]chan struct{}{}}
+}
 
-// set records uid's secret and reports whether it is new or changed.
+// set records uid's secret, wakes those waiting for it, and reports
+// whether it is new or changed.
 func (k *testKeys) set(uid string, secret []byte) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	changed := !bytes.Equal(k.m[uid], secret)
 	k.m[uid] = secret
+	for _, c := range k.waits[uid] {
+		close(c)
+	}
+	delete(k.waits, uid)
 	return changed
 }
 
@@ -43,6 +53,38 @@ func (k *testKeys) get(uid string) []byte {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.m[uid]
+}
+
+// wait returns uid's secret once it is known, or nil when ctx ends first.
+func (k *testKeys) wait(ctx context.Context, uid string) []byte {
+	k.mu.Lock()
+	if s := k.m[uid]; s != nil {
+		k.mu.Unlock()
+		return s
+	}
+	c := make(chan struct{})
+	k.waits[uid] = append(k.waits[uid], c)
+	k.mu.Unlock()
+	select {
+	case <-c:
+		return k.get(uid)
+	case <-ctx.Done():
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ws := k.waits[uid]
+	for i, w := range ws {
+		if w == c {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(k.waits, uid)
+	} else {
+		k.waits[uid] = ws
+	}
+	return k.m[uid] // set may have come between ctx's end and the lock
 }
 
 // forget drops the secret of an agent that went offline.
@@ -60,29 +102,31 @@ const secretWait = 3 * time.Second
 // giveTestKeys sets the test key of every probe task in ts that targets a
 // responder (tcp, udp, rr, stamp).
 func (s *Server) giveTestKeys(ctx context.Context, ts []api.AgentTask) {
-	missing := map[string]bool{} // destinations waited for in vain
+	// The secrets this replica does not hold are asked for all at once
+	// (one bus message), then waited for together: each wait ends when its
+	// secret arrives, so a miss costs one bus round trip.
+	var ask []clusterMsg
+	asked := map[string]bool{}
+	for i := range ts {
+		t := &ts[i]
+		if needsTestKey(*t) && !asked[t.DstPodUID] && s.keys.get(t.DstPodUID) == nil {
+			asked[t.DstPodUID] = true
+			ask = append(ask, clusterMsg{Kind: msgWantSecret, Agent: t.DstPodUID}) // it may beat on another replica
+		}
+	}
+	s.publish(ask...)
+	wctx, cancel := context.WithTimeout(ctx, secretWait)
+	defer cancel()
 	for i := range ts {
 		t := &ts[i]
 		// Derived afresh at every hand-out (a re-offer too): a destination
 		// that restarted since has a new secret.
 		t.TestKey = ""
-		if t.Type != api.TypeProbe || t.Spec == nil {
+		if !needsTestKey(*t) {
 			continue
 		}
-		switch t.Spec.Kind {
-		case probe.KindPing, probe.KindTrace:
-			continue
-		}
-		secret := s.keys.get(t.DstPodUID)
-		if secret == nil && !missing[t.DstPodUID] {
-			s.askSecret(t.DstPodUID) // it may beat on another replica
-		}
-		for until := time.Now().Add(secretWait); secret == nil && !missing[t.DstPodUID] && time.Now().Before(until) && ctx.Err() == nil; {
-			time.Sleep(50 * time.Millisecond)
-			secret = s.keys.get(t.DstPodUID)
-		}
+		secret := s.keys.wait(wctx, t.DstPodUID)
 		if secret == nil {
-			missing[t.DstPodUID] = true
 			// The responder will refuse the session and the task fail,
 			// saying it carried no key.
 			s.log.Warn("no responder secret known for a task's destination; the task gets no test key", "task_id", t.TaskID, "dst", t.DstPodUID)
@@ -100,4 +144,17 @@ func (s *Server) giveTestKeys(ctx context.Context, ts []api.AgentTask) {
 		}
 		t.TestKey = probe.DeriveTestKey(secret, t.TaskID, expires, probe.BoundsOf(*t.Spec, defaultRate))
 	}
+}
+
+// needsTestKey reports whether t is a probe task aimed at a responder
+// (tcp, udp, rr, stamp), whose source needs a test key.
+func needsTestKey(t api.AgentTask) bool {
+	if t.Type != api.TypeProbe || t.Spec == nil {
+		return false
+	}
+	switch t.Spec.Kind {
+	case probe.KindPing, probe.KindTrace:
+		return false
+	}
+	return true
 }
