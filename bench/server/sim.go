@@ -184,9 +184,13 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 		OnOffer: func(s *client.Session, fr api.FetchReply) {
 			got := time.Now().UnixNano()
 			ids := make([]string, 0, len(fr.Tasks))
+			var runFor time.Duration
 			st.mu.Lock()
 			for _, t := range fr.Tasks {
 				ids = append(ids, t.TaskID)
+				if t.Spec != nil {
+					runFor = max(runFor, time.Duration(t.Spec.Duration))
+				}
 				st.arrivals[t.TaskID] = got
 			}
 			st.mu.Unlock()
@@ -194,7 +198,7 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 				return
 			}
 			_ = s.Ack(ids)
-			go st.answer(ctx, s, i, ids)
+			go st.answer(ctx, s, i, ids, runFor)
 		},
 		OnUp: func(s *client.Session) {
 			open.Store(s)
@@ -237,12 +241,19 @@ func (st *simState) hold(ctx context.Context, cl *client.Client, server, i int, 
 	})
 }
 
-// answer starts each task and reports a synthetic TCP result over the
+// answer starts each task and, once the test's duration has passed (as
+// an agent's test takes it), reports a synthetic TCP result over the
 // session (the matrix's figures: 10 Gbit/s each way), then asks for more.
-func (st *simState) answer(ctx context.Context, s *client.Session, i int, ids []string) {
+func (st *simState) answer(ctx context.Context, s *client.Session, i int, ids []string, runFor time.Duration) {
 	for _, id := range ids {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second+runFor)
 		err := s.Start(cctx, id)
+		if err == nil {
+			select {
+			case <-cctx.Done():
+			case <-time.After(runFor):
+			}
+		}
 		if err == nil {
 			now := time.Now()
 			res, _ := json.Marshal(probe.Result{Kind: probe.KindTCP, Tool: "cnperf", Src: podIP(i), StartedAt: now.Add(-time.Second), DurationS: 1,
