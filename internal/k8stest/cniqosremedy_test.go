@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnperf/cnperf/internal/qos"
 	"github.com/cnperf/cnperf/internal/suite/cniqos"
 )
 
@@ -72,17 +71,7 @@ func runCNIQoSRemedy(t *testing.T, cl *Cluster, cnp cnpFunc, cniDir string, want
 	// The run's end cancels the hold and waits for the node's agent to
 	// acknowledge that it restored each device's setting (the task's
 	// stopped_at), so the settings are back when the run returns.
-	for _, n := range cl.Nodes {
-		after, err := qos.VXLANTOS(n.NetNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for dev, tos := range before[n.Name] {
-			if after[dev] != tos {
-				t.Errorf("node %s: %s tos %d after the run, was %d", n.Name, dev, after[dev], tos)
-			}
-		}
-	}
+	checkVXLANRestored(t, cl, before)
 	t.Logf("cni-qos tunnel-mark on %s in %v", want, time.Since(t0).Round(time.Second))
 }
 

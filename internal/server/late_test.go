@@ -21,16 +21,7 @@ func TestLateResultIsStored(t *testing.T) { storetest.ForEach(t, testLateResultI
 func testLateResultIsStored(t *testing.T, dsn string) {
 	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
-	f.twoAgents()
-	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: "uid-a", Dst: "uid-b", Spec: &probe.Spec{Kind: "ping"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := f.agent.Fetch(ctx, "uid-a", 0)
-	if err != nil || len(fr.Tasks) != 1 {
-		t.Fatalf("fetch: %+v %v", fr, err)
-	}
-	id := fr.Tasks[0].TaskID
+	runID, id := f.dispatchedRunTask()
 	// Agent a is away (a partition, a server restart) for 12 s.
 	for range 4 {
 		f.clock.Add(3 * time.Second)
@@ -60,7 +51,7 @@ func testLateResultIsStored(t *testing.T, dsn string) {
 	if v1.TaskResult != "5 packets" || v1.TaskLateReason != store.ReasonAgentOffline {
 		t.Errorf("v1 task: result %q late %q", v1.TaskResult, v1.TaskLateReason)
 	}
-	if r, _ := f.user.GetRun(ctx, run.ID); r.State != api.RunSucceeded {
+	if r, _ := f.user.GetRun(ctx, runID); r.State != api.RunSucceeded {
 		t.Errorf("run after the late result: %s, want succeeded", r.State)
 	}
 	// Delivered again (the agent did not see the answer): a duplicate.

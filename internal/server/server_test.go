@@ -126,6 +126,24 @@ func (f *fixture) dispatchedTask() string {
 	return ids[0]
 }
 
+// dispatchedRunTask registers agents "a" and "b", creates a run of one
+// ping task and lets agent a fetch it; it returns the run's id and the
+// task's.
+func (f *fixture) dispatchedRunTask() (runID, taskID string) {
+	f.t.Helper()
+	f.twoAgents()
+	ctx := context.Background()
+	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: "uid-a", Dst: "uid-b", Spec: &probe.Spec{Kind: "ping"}}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	fr, err := f.agent.Fetch(ctx, "uid-a", 0)
+	if err != nil || len(fr.Tasks) != 1 {
+		f.t.Fatalf("fetch: %+v %v", fr, err)
+	}
+	return run.ID, fr.Tasks[0].TaskID
+}
+
 func (f *fixture) do(method, path, token string, body []byte) (int, []byte) {
 	f.t.Helper()
 	req, _ := http.NewRequest(method, f.ts.URL+path, bytes.NewReader(body))

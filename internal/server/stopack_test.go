@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
-	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store/storetest"
 )
 
@@ -23,21 +22,12 @@ func TestStopAcknowledged(t *testing.T) { storetest.ForEach(t, testStopAcknowled
 func testStopAcknowledged(t *testing.T, dsn string) {
 	f := newFixture(t, dsn, nil)
 	ctx := context.Background()
-	f.twoAgents()
-	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: "uid-a", Dst: "uid-b", Spec: &probe.Spec{Kind: "ping"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := f.agent.Fetch(ctx, "uid-a", 0)
-	if err != nil || len(fr.Tasks) != 1 {
-		t.Fatalf("fetch: %+v %v", fr, err)
-	}
-	id := fr.Tasks[0].TaskID
+	runID, id := f.dispatchedRunTask()
 	if err := f.agent.Start(ctx, id, "uid-a"); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Add(time.Second)
-	if _, err := f.user.CancelRun(ctx, run.ID, "phase done"); err != nil {
+	if _, err := f.user.CancelRun(ctx, runID, "phase done"); err != nil {
 		t.Fatal(err)
 	}
 	code, body := f.do(http.MethodGet, "/api/v2/tasks/"+id, userTok, nil)
@@ -55,7 +45,7 @@ func testStopAcknowledged(t *testing.T, dsn string) {
 	if err != nil || tk.StoppedAt == nil || !tk.StoppedAt.Equal(stopped) || tk.StopReason != rep.Reason || tk.Reason != "phase done" || tk.State != api.StateCancelled {
 		t.Errorf("acknowledged task: %s %q stopped_at %v stop_reason %q (%v)", tk.State, tk.Reason, tk.StoppedAt, tk.StopReason, err)
 	}
-	if r, err := f.user.GetRun(ctx, run.ID); err != nil || len(r.Tasks) != 1 || r.Tasks[0].StoppedAt == nil {
+	if r, err := f.user.GetRun(ctx, runID); err != nil || len(r.Tasks) != 1 || r.Tasks[0].StoppedAt == nil {
 		t.Errorf("run's task: %+v (%v), want stopped_at", r.Tasks, err)
 	}
 	f.clock.Add(time.Second)
