@@ -237,7 +237,7 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 		return Task{}, false, fmt.Errorf("report for task %s: %w: result is not valid JSON", r.TaskID, ErrInvalid)
 	}
 	var out Task
-	dup := false
+	dup, acked := false, false // acked: only the agent's acknowledgement was stored
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		t, err := s.lockTask(ctx, tx, r.TaskID)
 		if err != nil {
@@ -267,6 +267,7 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 			if err != nil {
 				return fmt.Errorf("acknowledge the stop of task %s: %w", r.TaskID, err)
 			}
+			acked = true
 			return nil
 		case same:
 			// The same result under another report id (the agent ran a
@@ -308,7 +309,7 @@ func (s *sqlStore) Complete(ctx context.Context, r Report, now time.Time) (Task,
 	if err != nil {
 		return Task{}, false, err
 	}
-	if !dup && out.ReportID == r.ReportID {
+	if !dup && !acked { // the outcome changed: its runs may end
 		if err := s.settleRuns(ctx, []Task{out}, now); err != nil {
 			return out, false, err
 		}
