@@ -36,14 +36,16 @@ type Bus interface {
 
 // Kinds of cluster message.
 const (
-	msgPending     = "pending" // Agent has pending tasks: wake it
-	msgWakePending = "wake"    // a node freed or an agent came online: wake agents with pending tasks
-	msgStop        = "stop"    // Agent must stop Task
-	msgOffline     = "offline" // the leader marked Agent offline (its tasks failed): forget it
-	msgSecret      = "secret"  // Agent's responder secret is Data (hex)
-	msgWantSecret  = "want"    // a replica needs Agent's responder secret
-	msgServe       = "serve"   // Agent (a destination) must start a server for Task: Data is the api.ServeRequest
-	msgServed      = "served"  // Agent answered the server request of Task: Data is the api.Serving
+	msgPending     = "pending"   // Agent has pending tasks: wake it
+	msgWakePending = "wake"      // a node freed or an agent came online: wake agents with pending tasks
+	msgStop        = "stop"      // Agent must stop Task
+	msgOffline     = "offline"   // the leader marked Agent offline (its tasks failed): forget it
+	msgSecret      = "secret"    // Agent's responder secret is Data (hex)
+	msgWantSecret  = "want"      // a replica needs Agent's responder secret
+	msgServe       = "serve"     // Agent (a destination) must start a server for Task: Data is the api.ServeRequest
+	msgServed      = "served"    // Agent answered the server request of Task: Data is the api.Serving
+	msgOffer       = "offer"     // Task, claimed at its creation, goes to its source Agent: Data is the api.AgentTask
+	msgUnoffered   = "unoffered" // Task is still dispatched long after its claim: Data is the api.AgentTask (handout.go)
 )
 
 // clusterMsg is one message between replicas.
@@ -107,6 +109,8 @@ func (s *Server) applyRemote(m clusterMsg) {
 		if json.Unmarshal([]byte(m.Data), &sv) == nil {
 			s.disp.served(m.Task, m.Agent, sv.Port, sv.Error)
 		}
+	case msgOffer, msgUnoffered:
+		s.applyOffer(m)
 	case msgOffline:
 		s.forgetAgent(m.Agent, "destination agent went offline before starting its server")
 	case msgSecret:

@@ -286,6 +286,13 @@ func (d *dispatcher) requeue(uid string, t api.AgentTask) {
 	d.notifyLocked(uid)
 }
 
+// hasMail reports whether tasks wait in the agent's mail.
+func (d *dispatcher) hasMail(uid string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.tasks[uid]) > 0
+}
+
 // mail takes what is waiting for the agent.
 func (d *dispatcher) mail(uid string) (tasks []api.AgentTask, serve []api.ServeRequest, cancel []string) {
 	d.mu.Lock()

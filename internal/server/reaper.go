@@ -82,6 +82,9 @@ func (s *Server) Reap(ctx context.Context) (ReapResult, error) {
 	}
 	res.TimedOut = exp
 	s.disp.expire(now)
+	if err := s.announceUnoffered(ctx, now); err != nil {
+		errs = append(errs, fmt.Errorf("reaper: look for tasks dispatched and not offered: %w", err))
+	}
 	if len(res.Failed) > 0 || len(res.TimedOut) > 0 || len(res.Offline) > 0 || len(res.Gone) > 0 {
 		s.disp.wakePending()
 	}

@@ -77,6 +77,23 @@ func (o *offers) handed(uid string, ts []api.AgentTask, now time.Time) {
 	}
 }
 
+// seed records t as handed to uid long ago, unless an offer of it is
+// held; it reports whether it recorded one.
+func (o *offers) seed(uid string, t api.AgentTask) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.m[uid]
+	if m == nil {
+		m = map[string]*offerItem{}
+		o.m[uid] = m
+	}
+	if m[t.TaskID] != nil {
+		return false
+	}
+	m[t.TaskID] = &offerItem{task: t}
+	return true
+}
+
 // ack forgets the offer of a task (started, reported, ended).
 func (o *offers) ack(uid, taskID string) {
 	o.mu.Lock()

@@ -727,13 +727,19 @@ func (s *Server) dispatchPass(ctx context.Context, a *agentSession) {
 		s.offer(ctx, a, nil, serve, cancel)
 		return
 	}
-	claimed, err := s.claim(ctx, a.uid)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("session claim failed", "pod_uid", a.uid, "err", err)
-			a.cancel(err)
+	// Tasks in the mail (claimed at their creation, re-offers, hand-offs
+	// ready) answer the pull without a claim of its own: a claim is a
+	// store transaction, and the next pull makes one.
+	var claimed []api.AgentTask
+	if !s.disp.hasMail(a.uid) {
+		var err error
+		if claimed, err = s.claim(ctx, a.uid); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("session claim failed", "pod_uid", a.uid, "err", err)
+				a.cancel(err)
+			}
+			return
 		}
-		return
 	}
 	mailed, serve, cancel := s.disp.mail(a.uid)
 	s.offer(ctx, a, append(claimed, mailed...), serve, cancel)

@@ -61,10 +61,11 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	s.addPendingOf(created)
+	s.handOutCreated(r.Context(), created)
 	s.log.Info("run created", "run_id", run.ID, "tasks", len(created))
-	if run.Counts == nil {
-		run.Counts = map[store.TaskState]int{store.TaskPending: len(created)}
+	run.Counts = map[store.TaskState]int{}
+	for _, t := range created {
+		run.Counts[t.State]++
 	}
 	writeJSON(w, http.StatusCreated, runV2(run, created))
 }

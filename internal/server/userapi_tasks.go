@@ -110,7 +110,7 @@ func (s *Server) handleTaskCreateV1(w http.ResponseWriter, r *http.Request) {
 		ids = append(ids, t.TaskID)
 		s.log.Info("task created", "task_id", t.TaskID, "type", t.Type, "src", t.SrcPodUID, "dst", t.DstPodUID)
 	}
-	s.addPendingOf(created)
+	s.handOutCreated(r.Context(), created)
 	s.okV1(w, ids)
 }
 

@@ -2,17 +2,19 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // claimCandidate is a pending task with what the exclusive rule needs.
 type claimCandidate struct {
 	id        int64
+	src       string // its source agent's pod UID
 	timeout   time.Duration
 	exclusive bool     // exclusive and its run does not allow concurrency
 	nodes     []string // node keys of its endpoints
@@ -63,11 +65,8 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 	if agentUID == "" {
 		return nil, fmt.Errorf("claim tasks: %w: agent pod_uid is empty", ErrInvalid)
 	}
-	if limit <= 0 {
-		return nil, fmt.Errorf("claim tasks for %s: %w: limit %d is not positive", agentUID, ErrInvalid, limit)
-	}
-	if grace < 0 {
-		return nil, fmt.Errorf("claim tasks for %s: %w: grace %s is negative", agentUID, ErrInvalid, grace)
+	if err := checkClaim(limit, grace); err != nil {
+		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
 	}
 	// The candidates are read first, on the read pool: most claims find
 	// none and need no write lock, and one that finds some does not read
@@ -75,10 +74,73 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 	// on the task's dispatch latency). They may be read before their
 	// nodes are locked: the update claims a task only while it is still
 	// pending.
-	cands, err := s.claimCandidates(ctx, agentUID)
+	cands, err := s.readCandidates(ctx, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
+LEFT JOIN runs r ON r.id = t.run_id
+WHERE t.src_pod_uid = ? AND t.state = 'pending'
+ORDER BY t.id LIMIT ?`, agentUID, maxClaimScan)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
 	}
+	out, err := s.claim(ctx, cands, now, limit, grace)
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) ClaimCreated(ctx context.Context, ids []int64, now time.Time, limit int, grace time.Duration) ([]Task, error) {
+	if err := checkClaim(limit, grace); err != nil {
+		return nil, fmt.Errorf("claim created tasks: %w", err)
+	}
+	if len(ids) == 0 {
+		return []Task{}, nil
+	}
+	if len(ids) > maxClaimScan {
+		return nil, fmt.Errorf("claim created tasks: %w: %d tasks, at most %d at once", ErrInvalid, len(ids), maxClaimScan)
+	}
+	in := "(" + placeholders(len(ids)) + ")"
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, s.d.timeArg(micro(now)))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	// Read on the write pool: the tasks were created a moment ago, and a
+	// read pool may be a replica behind the primary.
+	cands, err := s.readCandidatesOn(ctx, s.w, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+JOIN agents sa ON sa.pod_uid = t.src_pod_uid AND sa.status IN (1, 2)
+JOIN leases pl ON pl.name = sa.presence_lease AND pl.expires_at > ?
+LEFT JOIN runs r ON r.id = t.run_id
+WHERE t.id IN `+in+` AND t.state = 'pending'
+ORDER BY t.id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim created tasks: %w", err)
+	}
+	out, err := s.claim(ctx, cands, now, limit, grace)
+	if err != nil {
+		return nil, fmt.Errorf("claim created tasks: %w", err)
+	}
+	return out, nil
+}
+
+// checkClaim checks a claim's limit and grace.
+func checkClaim(limit int, grace time.Duration) error {
+	if limit <= 0 {
+		return fmt.Errorf("%w: limit %d is not positive", ErrInvalid, limit)
+	}
+	if grace < 0 {
+		return fmt.Errorf("%w: grace %s is negative", ErrInvalid, grace)
+	}
+	return nil
+}
+
+// claim moves to dispatched, in one transaction, the candidates that may
+// start: at most limit per source, exclusive ones only on nodes no other
+// exclusive task holds (counting those claimed here). A candidate no
+// longer pending (cancelled meanwhile) is left out. The update is one
+// statement per distinct timeout (a matrix round's tasks share one), not
+// one per task.
+func (s *sqlStore) claim(ctx context.Context, cands []claimCandidate, now time.Time, limit int, grace time.Duration) ([]Task, error) {
 	if len(cands) == 0 {
 		return []Task{}, nil
 	}
@@ -88,7 +150,7 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 	}
 	now = micro(now)
 	out := []Task{}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.d.lockClaims(ctx, tx); err != nil {
 			return fmt.Errorf("lock claims: %w", err)
 		}
@@ -103,53 +165,63 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 			if err := s.d.lockNodes(ctx, tx, nodes); err != nil {
 				return fmt.Errorf("lock nodes: %w", err)
 			}
+			var err error
 			if busy, err = s.busyNodes(ctx, tx); err != nil {
 				return err
 			}
 		}
+		perSource := map[string]int{}
+		byTimeout := map[time.Duration][]any{}
+		var timeouts []time.Duration
 		for _, c := range cands {
-			if len(out) >= limit {
-				break
+			if perSource[c.src] >= limit {
+				continue
 			}
 			if c.exclusive && (busy[c.nodes[0]] || busy[c.nodes[1]]) {
 				continue
 			}
-			deadline := now.Add(c.timeout + grace)
-			ts := s.d.timeArg(now)
-			t, err := updateOne(ctx, s, tx, update{table: "tasks", key: "id", cols: taskCols,
-				set: "state = 'dispatched', dispatched_at = ?, updated_at = ?, deadline = ?", setArgs: []any{ts, ts, s.d.timeArg(deadline)},
-				where: "id = ? AND state = 'pending'", whereArgs: []any{c.id},
-			}, scanTask)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue // cancelled meanwhile
-			}
-			if err != nil {
-				return fmt.Errorf("dispatch task %d: %w", c.id, err)
-			}
 			if c.exclusive {
 				busy[c.nodes[0]], busy[c.nodes[1]] = true, true
 			}
-			out = append(out, t)
+			perSource[c.src]++
+			if _, ok := byTimeout[c.timeout]; !ok {
+				timeouts = append(timeouts, c.timeout)
+			}
+			byTimeout[c.timeout] = append(byTimeout[c.timeout], c.id)
+		}
+		ts := s.d.timeArg(now)
+		for _, timeout := range timeouts {
+			ids := byTimeout[timeout]
+			got, err := updateReturning(ctx, s, tx, update{table: "tasks", key: "id", cols: taskCols,
+				set: "state = 'dispatched', dispatched_at = ?, updated_at = ?, deadline = ?", setArgs: []any{ts, ts, s.d.timeArg(now.Add(timeout + grace))},
+				where: "id IN (" + placeholders(len(ids)) + ") AND state = 'pending'", whereArgs: ids,
+			}, scanTask)
+			if err != nil {
+				return fmt.Errorf("dispatch %d tasks: %w", len(ids), err)
+			}
+			out = append(out, got...)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim tasks for %s: %w", agentUID, err)
+		return nil, err
 	}
+	slices.SortFunc(out, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-// claimCandidates reads the agent's pending tasks whose destination is
-// online, oldest first, at most maxClaimScan.
-func (s *sqlStore) claimCandidates(ctx context.Context, agentUID string) ([]claimCandidate, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
+// readCandidates reads claim candidates on the read pool: the rest of
+// the query after its FROM tasks t, and its arguments.
+func (s *sqlStore) readCandidates(ctx context.Context, rest string, args ...any) ([]claimCandidate, error) {
+	return s.readCandidatesOn(ctx, s.r, rest, args...)
+}
+
+// readCandidatesOn reads claim candidates with q.
+func (s *sqlStore) readCandidatesOn(ctx context.Context, q querier, rest string, args ...any) ([]claimCandidate, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
 	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
 FROM tasks t
-JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
-LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
-LEFT JOIN runs r ON r.id = t.run_id
-WHERE t.src_pod_uid = ? AND t.state = 'pending'
-ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
+`+rest), args...)
 	if err != nil {
 		return nil, fmt.Errorf("find pending tasks: %w", err)
 	}
@@ -159,12 +231,12 @@ ORDER BY t.id LIMIT ?`), agentUID, maxClaimScan)
 		var c claimCandidate
 		var timeout int64
 		var srcNode, dstNode sql.NullString
-		var src, dst string
-		if err := rows.Scan(&c.id, &timeout, &c.exclusive, &srcNode, &src, &dstNode, &dst); err != nil {
+		var dst string
+		if err := rows.Scan(&c.id, &timeout, &c.exclusive, &srcNode, &c.src, &dstNode, &dst); err != nil {
 			return nil, fmt.Errorf("find pending tasks: %w", err)
 		}
 		c.timeout = time.Duration(timeout)
-		c.nodes = []string{nodeKey(srcNode, src), nodeKey(dstNode, dst)}
+		c.nodes = []string{nodeKey(srcNode, c.src), nodeKey(dstNode, dst)}
 		cands = append(cands, c)
 	}
 	if err := rows.Err(); err != nil {

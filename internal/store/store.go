@@ -230,6 +230,8 @@ type TaskFilter struct {
 	State    TaskState
 	AgentUID string // tasks whose source or destination is this pod UID
 	Type     string
+	// DispatchedBefore, when set, keeps tasks dispatched before it.
+	DispatchedBefore time.Time
 }
 
 // Page asks for one page of a listing ordered by ascending ID.
@@ -409,6 +411,15 @@ type Store interface {
 	// (counting the tasks claimed in the same call). Concurrent calls never
 	// return the same task twice. No match: an empty slice, no error.
 	ClaimTasks(ctx context.Context, agentUID string, now time.Time, limit int, grace time.Duration) ([]Task, error)
+	// ClaimCreated claims, as ClaimTasks does (the same exclusive rule, at
+	// most limit per source, oldest first), among the tasks with these ids
+	// (at most 1,000; tasks just created), those that can go to their
+	// source now: pending, the destination online, and the source online
+	// and held by a live presence lease (an open session). The others
+	// stay pending for their source's own claim. The server calls it
+	// right after creating tasks, so that a run's tasks cost one claim
+	// transaction, not one per source.
+	ClaimCreated(ctx context.Context, ids []int64, now time.Time, limit int, grace time.Duration) ([]Task, error)
 	// MarkRunning moves the agent's dispatched task to running (StartedAt =
 	// now). Already running: a no-op returning the task. Pending or
 	// terminal: ErrConflict. Another agent's task: ErrNotFound.

@@ -262,6 +262,9 @@ func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task,
 	if f.Type != "" {
 		w.add("type = ?", f.Type)
 	}
+	if !f.DispatchedBefore.IsZero() {
+		w.add("dispatched_at < ?", s.d.timeArg(micro(f.DispatchedBefore)))
+	}
 	return listPage(ctx, s, "tasks", taskCols, "id", w, p.AfterID, limit, scanTask)
 }
 

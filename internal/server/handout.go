@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/api"
+	"github.com/cnperf/cnperf/internal/store"
+)
+
+// Hand-out at creation. A task created through the API used to wait, pending, for its
+// source's own claim: the creating replica woke the source (addPending,
+// a NOTIFY to the other replicas), the replica holding the source's
+// session claimed in a store transaction of its own, and only then
+// offered it. A matrix round of 50 pairs was 50 such transactions at
+// once, queued on the database and the cores, and the median task waited
+// behind half of them. Now the creating replica claims, right after the
+// create, every new task whose source holds a session (store.
+// ClaimCreated: one transaction for the run, the exclusive rule as in any
+// claim) and sends each claimed task to its source: into its own mail
+// when the session is here (or there are no other replicas), and in one
+// "offer" message on the bus to the replica that holds it. The session
+// offers it at the agent's pull, as a claimed task. What cannot go now
+// (no session, destination offline, a node busy, iperf tasks that need
+// their destination's server first) stays pending and wakes its source as
+// before.
+//
+// The bus is best effort. A claimed task whose offer message was lost is
+// found by the leader's reaper: a task still dispatched ReofferAfter x 2
+// after its claim is announced again ("unoffered"), and the replica
+// holding its source records it as an offer handed out long ago, so the
+// re-offer machinery (redispatch.go) sends it unless the agent says it
+// holds it. An agent that moved to another replica meanwhile gets it from
+// that replica's first look at its dispatched tasks (seedAgentOffers).
+
+// maxHandOut bounds the tasks of one creation claimed at once (the rest
+// wait for their sources' own claims).
+const maxHandOut = 1000
+
+// handOutCreated claims and hands out the tasks just created that can go
+// now, and wakes the sources of the others. It replaces, in created, each
+// task it claimed with its dispatched self.
+func (s *Server) handOutCreated(ctx context.Context, created []store.Task) {
+	ids := make([]int64, 0, len(created))
+	for _, t := range created {
+		if t.Type != api.TypeIperf && t.Type != api.TypeIperf3 {
+			ids = append(ids, t.ID)
+		}
+	}
+	var claimed []store.Task
+	if len(ids) > 0 && len(ids) <= maxHandOut {
+		var err error
+		claimed, err = s.st.ClaimCreated(ctx, ids, s.now(), claimLimit, s.opts.Grace)
+		if err != nil {
+			// They stay pending (or, if the claim committed after all,
+			// dispatched: the reaper's look for unoffered tasks finds them).
+			s.log.Warn("claim tasks at their creation", "tasks", len(ids), "err", err)
+			claimed = nil
+		}
+	}
+	msgs := make([]clusterMsg, 0, len(claimed))
+	for _, t := range claimed {
+		at := agentTask(t)
+		if s.opts.Bus == nil || s.disp.knows(t.SrcPodUID) {
+			s.disp.requeue(t.SrcPodUID, at)
+		}
+		if m, ok := offerMsg(msgOffer, t.SrcPodUID, at); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	s.publish(msgs...)
+	byID := make(map[int64]store.Task, len(claimed))
+	for _, t := range claimed {
+		byID[t.ID] = t
+	}
+	rest := make([]store.Task, 0, len(created)-len(claimed))
+	for i, t := range created {
+		if c, ok := byID[t.ID]; ok {
+			created[i] = c
+			continue
+		}
+		rest = append(rest, t)
+	}
+	s.addPendingOf(rest)
+}
+
+// offerMsg is a cluster message of kind carrying a task for its source.
+func offerMsg(kind, uid string, at api.AgentTask) (clusterMsg, bool) {
+	b, err := json.Marshal(at)
+	if err != nil {
+		return clusterMsg{}, false
+	}
+	return clusterMsg{Kind: kind, Agent: uid, Task: at.TaskID, Data: string(b)}, true
+}
+
+// applyOffer does what an offer or unoffered message asks, when the
+// agent is held here.
+func (s *Server) applyOffer(m clusterMsg) {
+	if !s.disp.knows(m.Agent) {
+		return
+	}
+	var at api.AgentTask
+	if err := json.Unmarshal([]byte(m.Data), &at); err != nil || at.TaskID == "" {
+		s.log.Warn("unreadable task in a cluster message", "kind", m.Kind, "pod_uid", m.Agent, "err", err)
+		return
+	}
+	if m.Kind == msgOffer {
+		s.disp.requeue(m.Agent, at)
+		return
+	}
+	s.noteUnoffered(m.Agent, at)
+}
+
+// noteUnoffered records a task dispatched long ago as an offer handed out
+// long ago, unless this replica tracks its offer already, so that the
+// agent's next re-offer look sends it unless the agent holds it.
+func (s *Server) noteUnoffered(uid string, at api.AgentTask) {
+	if !s.offers.seed(uid, at) {
+		return
+	}
+	if a := s.sessions.get(uid); a != nil {
+		s.scheduleReoffer(a)
+	}
+}
+
+// announceUnoffered tells every replica (this one too) of the tasks still
+// dispatched, not started, 2 x ReofferAfter after their claim (at most a
+// page of them a pass): the leader's reaper calls it.
+func (s *Server) announceUnoffered(ctx context.Context, now time.Time) error {
+	ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{State: store.TaskDispatched, DispatchedBefore: now.Add(-2 * s.opts.ReofferAfter)}, store.Page{Limit: store.MaxPageLimit})
+	if err != nil {
+		return err
+	}
+	msgs := make([]clusterMsg, 0, len(ts))
+	for _, t := range ts {
+		if t.Type == api.TypeIperf || t.Type == api.TypeIperf3 {
+			continue // hand-offs are left to their deadline (seedOffers)
+		}
+		at := agentTask(t)
+		if s.disp.knows(t.SrcPodUID) {
+			s.noteUnoffered(t.SrcPodUID, at)
+		}
+		if m, ok := offerMsg(msgUnoffered, t.SrcPodUID, at); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	s.publish(msgs...)
+	return nil
+}
