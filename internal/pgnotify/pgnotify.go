@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -168,7 +170,7 @@ func (n *Notifier) sendLoop(ctx context.Context) {
 		msgs := n.queue
 		n.queue = nil
 		n.mu.Unlock()
-		for _, p := range n.payloads(msgs) {
+		for ps := range slices.Chunk(n.payloads(msgs), maxPerStatement) {
 			for try := 0; ; try++ {
 				if c == nil {
 					var err error
@@ -178,7 +180,8 @@ func (n *Notifier) sendLoop(ctx context.Context) {
 				}
 				if c != nil {
 					sctx, cancel := context.WithTimeout(ctx, opTimeout)
-					_, err := c.Exec(sctx, "SELECT pg_notify($1, $2)", Channel, p)
+					q, args := notifyStatement(ps)
+					_, err := c.Exec(sctx, q, args...)
 					cancel()
 					if err == nil {
 						break
@@ -197,6 +200,29 @@ func (n *Notifier) sendLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// maxPerStatement bounds the payloads one NOTIFY statement carries.
+const maxPerStatement = 16
+
+// notifyStatement is one statement that sends every payload of ps: one
+// round trip, where a statement per payload took one each, one after the
+// other, on the latency of the last (a matrix round's offers fill five or
+// six payloads). PostgreSQL delivers them together, at the statement's
+// commit, in order.
+func notifyStatement(ps []string) (string, []any) {
+	var q strings.Builder
+	args := make([]any, 0, len(ps)+1)
+	args = append(args, Channel)
+	q.WriteString("SELECT ")
+	for i, p := range ps {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "pg_notify($1, $%d)", i+2)
+		args = append(args, p)
+	}
+	return q.String(), args
 }
 
 // payloads packs msgs, without duplicates, into JSON batches of at most

@@ -3,28 +3,32 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/store"
 )
 
-// Hand-out at creation. A task created through the API used to wait, pending, for its
-// source's own claim: the creating replica woke the source (addPending,
-// a NOTIFY to the other replicas), the replica holding the source's
-// session claimed in a store transaction of its own, and only then
-// offered it. A matrix round of 50 pairs was 50 such transactions at
-// once, queued on the database and the cores, and the median task waited
-// behind half of them. Now the creating replica claims, right after the
-// create, every new task whose source holds a session (store.
-// ClaimCreated: one transaction for the run, the exclusive rule as in any
-// claim) and sends each claimed task to its source: into its own mail
-// when the session is here (or there are no other replicas), and in one
-// "offer" message on the bus to the replica that holds it. The session
-// offers it at the agent's pull, as a claimed task. What cannot go now
-// (no session, destination offline, a node busy, iperf tasks that need
-// their destination's server first) stays pending and wakes its source as
-// before.
+// Hand-out at creation. A task created through the API used to wait,
+// pending, for its source's own claim: the creating replica woke the
+// source (addPending, a NOTIFY to the other replicas), the replica holding
+// the source's session claimed in a store transaction of its own, and
+// only then offered it. A matrix round of 50 pairs was 50 such
+// transactions at once, queued on the database and the cores, and the
+// median task waited behind half of them. Now a run is created and
+// claimed in one transaction (store.CreateRunAndClaim; a v1 task list is
+// claimed right after its insert, store.ClaimCreated): every new task
+// whose source holds a session (a live presence lease) and whose
+// destination is online is stored dispatched, under the exclusive rule
+// and the per-source limit of any claim. handOut then sends each to its
+// source: into this replica's mail when the session is here (or there are
+// no other replicas), and in an "offer" message on the bus, which the
+// replica holding the session puts in its mail. A session answers its
+// agent's pull from the mail without a claim of its own. What cannot go
+// at once (no session, destination offline, a node busy, iperf tasks that
+// need their destination's server first) stays pending and wakes its
+// source as before.
 //
 // The bus is best effort. A claimed task whose offer message was lost is
 // found by the leader's reaper: a task still dispatched ReofferAfter x 2
@@ -38,29 +42,55 @@ import (
 // wait for their sources' own claims).
 const maxHandOut = 1000
 
-// handOutCreated claims and hands out the tasks just created that can go
-// now, and wakes the sources of the others. It replaces, in created, each
-// task it claimed with its dispatched self.
+// createClaim is what a creation claims at once: what a source's own
+// claim would take, except the iperf tasks (their destination's server
+// starts first, claim's stage).
+func (s *Server) createClaim() store.CreateClaim {
+	return store.CreateClaim{Limit: claimLimit, Grace: s.opts.Grace, Except: []string{api.TypeIperf, api.TypeIperf3}}
+}
+
+// handOutCreated claims the tasks just created (without a run: the v1
+// task list) that can go now, replacing each in created with its
+// dispatched self, and hands them out (handOut).
 func (s *Server) handOutCreated(ctx context.Context, created []store.Task) {
+	c := s.createClaim()
 	ids := make([]int64, 0, len(created))
 	for _, t := range created {
-		if t.Type != api.TypeIperf && t.Type != api.TypeIperf3 {
+		if !slices.Contains(c.Except, t.Type) {
 			ids = append(ids, t.ID)
 		}
 	}
-	var claimed []store.Task
 	if len(ids) > 0 && len(ids) <= maxHandOut {
-		var err error
-		claimed, err = s.st.ClaimCreated(ctx, ids, s.now(), claimLimit, s.opts.Grace)
+		claimed, err := s.st.ClaimCreated(ctx, ids, s.now(), c.Limit, c.Grace)
 		if err != nil {
 			// They stay pending (or, if the claim committed after all,
 			// dispatched: the reaper's look for unoffered tasks finds them).
 			s.log.Warn("claim tasks at their creation", "tasks", len(ids), "err", err)
-			claimed = nil
+		}
+		byID := make(map[int64]store.Task, len(claimed))
+		for _, t := range claimed {
+			byID[t.ID] = t
+		}
+		for i, t := range created {
+			if d, ok := byID[t.ID]; ok {
+				created[i] = d
+			}
 		}
 	}
-	msgs := make([]clusterMsg, 0, len(claimed))
-	for _, t := range claimed {
+	s.handOut(created)
+}
+
+// handOut sends each task of a creation that was dispatched at once to
+// its source (this replica's mail, and an offer message for the replica
+// holding it) and wakes the sources of the pending ones.
+func (s *Server) handOut(created []store.Task) {
+	var msgs []clusterMsg
+	var pending []store.Task
+	for _, t := range created {
+		if t.State != store.TaskDispatched {
+			pending = append(pending, t)
+			continue
+		}
 		at := agentTask(t)
 		if s.opts.Bus == nil || s.disp.knows(t.SrcPodUID) {
 			s.disp.requeue(t.SrcPodUID, at)
@@ -70,19 +100,7 @@ func (s *Server) handOutCreated(ctx context.Context, created []store.Task) {
 		}
 	}
 	s.publish(msgs...)
-	byID := make(map[int64]store.Task, len(claimed))
-	for _, t := range claimed {
-		byID[t.ID] = t
-	}
-	rest := make([]store.Task, 0, len(created)-len(claimed))
-	for i, t := range created {
-		if c, ok := byID[t.ID]; ok {
-			created[i] = c
-			continue
-		}
-		rest = append(rest, t)
-	}
-	s.addPendingOf(rest)
+	s.addPendingOf(pending)
 }
 
 // offerMsg is a cluster message of kind carrying a task for its source.

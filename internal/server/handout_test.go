@@ -13,8 +13,9 @@ import (
 )
 
 // heldSession opens uid's session on f and writes its presence (as the
-// replica's next flush would), so that the store knows the agent is held.
-func heldSession(t *testing.T, f *fixture, uid, ip, node string) (chan api.FetchReply, func()) {
+// replica's next flush would), so that the store knows the agent is held;
+// with pull, the agent asks for tasks.
+func heldSession(t *testing.T, f *fixture, uid, ip, node string, pull bool) (chan api.FetchReply, func()) {
 	t.Helper()
 	onOffer, offers := offerSink()
 	s, err := f.agent.OpenSession(context.Background(), uid, helloOf(uid, "pod-"+uid, ip, node), onOffer)
@@ -24,8 +25,10 @@ func heldSession(t *testing.T, f *fixture, uid, ip, node string) (chan api.Fetch
 	if err := f.srv.flushBeats(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pull(); err != nil {
-		t.Fatal(err)
+	if pull {
+		if err := s.Pull(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return offers, func() { s.Close() }
 }
@@ -42,7 +45,7 @@ func testRunHandedOutAtCreation(t *testing.T, dsn string) {
 	ctx := context.Background()
 	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
 	f.beat("uid-poll", "pod-poll", "10.244.3.7", "node-3")
-	offers, closeSession := heldSession(t, f, "uid-a", "10.244.1.12", "node-1")
+	offers, closeSession := heldSession(t, f, "uid-a", "10.244.1.12", "node-1", true)
 	defer closeSession()
 	spec := &probe.Spec{Kind: probe.KindPing}
 	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{
@@ -116,7 +119,7 @@ func TestHandOutThroughTheBus(t *testing.T) {
 	// The same message at a replica that holds the agent: offered at once.
 	g := sessionFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db")
 	g.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
-	offers, closeSession := heldSession(t, g, "uid-far", "10.244.4.7", "node-4")
+	offers, closeSession := heldSession(t, g, "uid-far", "10.244.4.7", "node-4", true)
 	defer closeSession()
 	g.srv.applyRemote(*offer)
 	fr := nextOffer(t, offers, 2*time.Second)
@@ -135,7 +138,9 @@ func testUnofferedTaskFound(t *testing.T, dsn string) {
 	f := sessionFixture(t, dsn)
 	ctx := context.Background()
 	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
-	offers, closeSession := heldSession(t, f, "uid-a", "10.244.1.12", "node-1")
+	// No pull: the session's own claim must not take the task first (a
+	// re-offer answers the pull the offer was owed).
+	offers, closeSession := heldSession(t, f, "uid-a", "10.244.1.12", "node-1", false)
 	defer closeSession()
 	// Created and claimed in the store, as another replica would, whose
 	// offer message never came.

@@ -56,17 +56,13 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		ts = append(ts, t)
 	}
-	run, created, err := s.st.CreateRun(r.Context(), store.Run{Suite: rc.Suite, Params: rc.Params, AllowConcurrency: rc.AllowConcurrency}, ts, s.now())
+	run, created, err := s.st.CreateRunAndClaim(r.Context(), store.Run{Suite: rc.Suite, Params: rc.Params, AllowConcurrency: rc.AllowConcurrency}, ts, s.now(), s.createClaim())
 	if err != nil {
 		s.fail(w, r, false, err)
 		return
 	}
-	s.handOutCreated(r.Context(), created)
-	s.log.Info("run created", "run_id", run.ID, "tasks", len(created))
-	run.Counts = map[store.TaskState]int{}
-	for _, t := range created {
-		run.Counts[t.State]++
-	}
+	s.handOut(created)
+	s.log.Info("run created", "run_id", run.ID, "tasks", len(created), "dispatched", run.Counts[store.TaskDispatched])
 	writeJSON(w, http.StatusCreated, runV2(run, created))
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -123,6 +124,77 @@ ORDER BY t.id`, args...)
 	return out, nil
 }
 
+// dispatchAtCreate marks, inside a run's creating transaction and before
+// its insert, the new tasks (out) that can go to their sources at once as
+// dispatched: the candidates are the tasks whose source is online and
+// held by a live presence lease and whose destination is online (one
+// read of their agents), chosen by pick as any claim's are.
+func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task, allowConcurrency bool, now time.Time, c CreateClaim) error {
+	var uids []string
+	seen := map[string]bool{}
+	for _, t := range out {
+		if slices.Contains(c.Except, t.Type) {
+			continue
+		}
+		for _, u := range []string{t.SrcPodUID, t.DstPodUID} {
+			if !seen[u] {
+				seen[u] = true
+				uids = append(uids, u)
+			}
+		}
+	}
+	if len(uids) == 0 {
+		return nil
+	}
+	type endpoint struct {
+		node         sql.NullString
+		online, held bool
+	}
+	eps := make(map[string]endpoint, len(uids))
+	in, args := inList(uids)
+	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT a.pod_uid, a.node_name, a.status IN (1, 2),
+	EXISTS (SELECT 1 FROM leases l WHERE l.name = a.presence_lease AND l.expires_at > ?)
+FROM agents a WHERE a.pod_uid IN `+in), append([]any{s.d.timeArg(now)}, args...)...)
+	if err != nil {
+		return fmt.Errorf("read the new tasks' agents: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var uid string
+		var ep endpoint
+		if err := rows.Scan(&uid, &ep.node, &ep.online, &ep.held); err != nil {
+			return fmt.Errorf("read the new tasks' agents: %w", err)
+		}
+		eps[uid] = ep
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the new tasks' agents: %w", err)
+	}
+	var cands []claimCandidate
+	for i, t := range out {
+		src, dst := eps[t.SrcPodUID], eps[t.DstPodUID]
+		if slices.Contains(c.Except, t.Type) || !src.online || !src.held || !dst.online {
+			continue
+		}
+		cands = append(cands, claimCandidate{id: int64(i), src: t.SrcPodUID, timeout: t.Timeout,
+			exclusive: t.Exclusive && !allowConcurrency,
+			nodes:     []string{nodeKey(src.node, t.SrcPodUID), nodeKey(dst.node, t.DstPodUID)}})
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	chosen, err := s.pick(ctx, tx, cands, c.Limit)
+	if err != nil {
+		return err
+	}
+	for _, ch := range chosen {
+		t := &out[ch.id] // id is the task's index here: it has no key yet
+		at, deadline := now, now.Add(t.Timeout+c.Grace)
+		t.State, t.DispatchedAt, t.Deadline = TaskDispatched, &at, &deadline
+	}
+	return nil
+}
+
 // checkClaim checks a claim's limit and grace.
 func checkClaim(limit int, grace time.Duration) error {
 	if limit <= 0 {
@@ -134,56 +206,24 @@ func checkClaim(limit int, grace time.Duration) error {
 	return nil
 }
 
-// claim moves to dispatched, in one transaction, the candidates that may
-// start: at most limit per source, exclusive ones only on nodes no other
-// exclusive task holds (counting those claimed here). A candidate no
-// longer pending (cancelled meanwhile) is left out. The update is one
-// statement per distinct timeout (a matrix round's tasks share one), not
-// one per task.
+// claim moves to dispatched, in one transaction, the candidates pick
+// chooses. A candidate no longer pending (cancelled meanwhile) is left
+// out. The update is one statement per distinct timeout (a matrix round's
+// tasks share one), not one per task.
 func (s *sqlStore) claim(ctx context.Context, cands []claimCandidate, now time.Time, limit int, grace time.Duration) ([]Task, error) {
 	if len(cands) == 0 {
 		return []Task{}, nil
 	}
-	anyExclusive := false
-	for _, c := range cands {
-		anyExclusive = anyExclusive || c.exclusive
-	}
 	now = micro(now)
 	out := []Task{}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.d.lockClaims(ctx, tx); err != nil {
-			return fmt.Errorf("lock claims: %w", err)
+		chosen, err := s.pick(ctx, tx, cands, limit)
+		if err != nil {
+			return err
 		}
-		busy := map[string]bool{}
-		if anyExclusive {
-			var nodes []string
-			for _, c := range cands {
-				if c.exclusive {
-					nodes = append(nodes, c.nodes...)
-				}
-			}
-			if err := s.d.lockNodes(ctx, tx, nodes); err != nil {
-				return fmt.Errorf("lock nodes: %w", err)
-			}
-			var err error
-			if busy, err = s.busyNodes(ctx, tx); err != nil {
-				return err
-			}
-		}
-		perSource := map[string]int{}
 		byTimeout := map[time.Duration][]any{}
 		var timeouts []time.Duration
-		for _, c := range cands {
-			if perSource[c.src] >= limit {
-				continue
-			}
-			if c.exclusive && (busy[c.nodes[0]] || busy[c.nodes[1]]) {
-				continue
-			}
-			if c.exclusive {
-				busy[c.nodes[0]], busy[c.nodes[1]] = true, true
-			}
-			perSource[c.src]++
+		for _, c := range chosen {
 			if _, ok := byTimeout[c.timeout]; !ok {
 				timeouts = append(timeouts, c.timeout)
 			}
@@ -208,6 +248,50 @@ func (s *sqlStore) claim(ctx context.Context, cands []claimCandidate, now time.T
 	}
 	slices.SortFunc(out, func(a, b Task) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// pick chooses, inside a claim's transaction, the candidates that may
+// start, in their order: at most limit per source, exclusive ones only
+// on nodes no other exclusive task holds (counting those chosen here).
+// It takes the claim locks first (lockClaims, and lockNodes for the
+// exclusive candidates' nodes), so that the nodes it reads as free stay
+// free until the transaction ends.
+func (s *sqlStore) pick(ctx context.Context, tx *sql.Tx, cands []claimCandidate, limit int) ([]claimCandidate, error) {
+	if err := s.d.lockClaims(ctx, tx); err != nil {
+		return nil, fmt.Errorf("lock claims: %w", err)
+	}
+	var nodes []string
+	for _, c := range cands {
+		if c.exclusive {
+			nodes = append(nodes, c.nodes...)
+		}
+	}
+	busy := map[string]bool{}
+	if len(nodes) > 0 {
+		if err := s.d.lockNodes(ctx, tx, nodes); err != nil {
+			return nil, fmt.Errorf("lock nodes: %w", err)
+		}
+		var err error
+		if busy, err = s.busyNodes(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	perSource := map[string]int{}
+	var chosen []claimCandidate
+	for _, c := range cands {
+		if perSource[c.src] >= limit {
+			continue
+		}
+		if c.exclusive && (busy[c.nodes[0]] || busy[c.nodes[1]]) {
+			continue
+		}
+		if c.exclusive {
+			busy[c.nodes[0]], busy[c.nodes[1]] = true, true
+		}
+		perSource[c.src]++
+		chosen = append(chosen, c)
+	}
+	return chosen, nil
 }
 
 // readCandidates reads claim candidates on the read pool: the rest of
@@ -274,8 +358,22 @@ WHERE t.state IN `+activeStates+` AND t.exclusive AND NOT COALESCE(r.allow_concu
 }
 
 func (s *sqlStore) MarkRunning(ctx context.Context, taskID, agentUID string, now time.Time) (Task, error) {
+	// The usual case, a dispatched task of this agent, is one statement
+	// (every task's start, a round's at once); anything else is looked at
+	// in a transaction, for its answer.
+	ts := s.d.timeArg(now)
+	t, err := updateOne(ctx, s, nil, update{table: "tasks", key: "id", cols: taskCols,
+		set: "state = 'running', started_at = ?, updated_at = ?", setArgs: []any{ts, ts},
+		where: "task_id = ? AND src_pod_uid = ? AND state = 'dispatched'", whereArgs: []any{taskID, agentUID},
+	}, scanTask)
+	if err == nil {
+		return t, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("mark task %s running: %w", taskID, err)
+	}
 	var out Task
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		t, err := s.lockTask(ctx, tx, taskID)
 		if err != nil {
 			return err

@@ -13,6 +13,18 @@ import (
 )
 
 func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.Time) (Run, []Task, error) {
+	return s.createRun(ctx, r, tasks, now, nil)
+}
+
+func (s *sqlStore) CreateRunAndClaim(ctx context.Context, r Run, tasks []Task, now time.Time, c CreateClaim) (Run, []Task, error) {
+	if err := checkClaim(c.Limit, c.Grace); err != nil {
+		return Run{}, nil, fmt.Errorf("create run: %w", err)
+	}
+	return s.createRun(ctx, r, tasks, now, &c)
+}
+
+// createRun is CreateRun and, with claim set, CreateRunAndClaim.
+func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.Time, claim *CreateClaim) (Run, []Task, error) {
 	if r.ID == "" {
 		r.ID = uuid.NewString()
 	}
@@ -28,43 +40,56 @@ func (s *sqlStore) CreateRun(ctx context.Context, r Run, tasks []Task, now time.
 	if err != nil {
 		return Run{}, nil, err
 	}
-	if s.d.insertsInWith() && len(out) > 0 && len(out) <= batchRows && len(given) == 0 {
-		return s.createRunAtOnce(ctx, r, out)
-	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?)`, "seq")
-		ts := s.d.timeArg(now)
-		var err error
-		r.Seq, err = s.newKey(ctx, bound{tx, insert}, r.ID, r.Suite, s.jsOrNil(r.Params), string(r.State), r.AllowConcurrency, ts, ts)
-		if err != nil {
-			if s.d.isUnique(err) {
-				return fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
-			}
-			return fmt.Errorf("create run %s: %w", r.ID, err)
+	atOnce := s.d.insertsInWith() && len(out) > 0 && len(out) <= batchRows && len(given) == 0
+	if claim == nil && atOnce {
+		// One statement: one round trip, where a transaction of the
+		// run's INSERT and its tasks' takes four (BEGIN, COMMIT), on
+		// every task's dispatch latency.
+		if err := s.insertRunAtOnce(ctx, s.w, &r, out); err != nil {
+			return Run{}, nil, err
 		}
-		out, err = s.insertNewTasks(ctx, tx, r.ID, out, seen, given, now)
-		return err
-	})
-	if err != nil {
-		return Run{}, nil, err
+	} else {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if claim != nil {
+				if err := s.dispatchAtCreate(ctx, tx, out, r.AllowConcurrency, now, *claim); err != nil {
+					return err
+				}
+			}
+			if atOnce {
+				return s.insertRunAtOnce(ctx, tx, &r, out)
+			}
+			insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`, "seq")
+			ts := s.d.timeArg(now)
+			var err error
+			r.Seq, err = s.newKey(ctx, bound{tx, insert}, r.ID, r.Suite, s.jsOrNil(r.Params), string(r.State), r.AllowConcurrency, ts, ts)
+			if err != nil {
+				if s.d.isUnique(err) {
+					return fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
+				}
+				return fmt.Errorf("create run %s: %w", r.ID, err)
+			}
+			out, err = s.insertNewTasks(ctx, tx, r.ID, out, seen, given, now)
+			return err
+		})
+		if err != nil {
+			return Run{}, nil, err
+		}
 	}
 	r.Counts = map[TaskState]int{}
-	if len(out) > 0 {
-		r.Counts[TaskPending] = len(out)
+	for _, t := range out {
+		r.Counts[t.State]++
 	}
 	return r, out, nil
 }
 
-// createRunAtOnce inserts run r and its tasks, checked and with fresh
-// task ids (newTasks), in one statement: one round trip, where a
-// transaction of the run's INSERT and its tasks' takes four (BEGIN,
-// COMMIT), on every task's dispatch latency.
-func (s *sqlStore) createRunAtOnce(ctx context.Context, r Run, out []Task) (Run, []Task, error) {
+// insertRunAtOnce inserts run r and its tasks, checked and with fresh
+// task ids (newTasks), in one statement, and sets their keys.
+func (s *sqlStore) insertRunAtOnce(ctx context.Context, q querier, r *Run, out []Task) error {
 	ts := s.d.timeArg(r.CreatedAt)
 	tasks, targs := s.taskInsert(out, r.ID, r.CreatedAt)
 	args := append([]any{r.ID, r.Suite, s.jsOrNil(r.Params), string(r.State), r.AllowConcurrency, ts, ts}, targs...)
-	rows, err := s.w.QueryContext(ctx, s.d.rebind(`WITH r AS (INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
+	rows, err := q.QueryContext(ctx, s.d.rebind(`WITH r AS (INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq),
 t AS (`+tasks+` RETURNING id, task_id)
 SELECT r.seq, t.id, t.task_id FROM r, t`), args...)
@@ -83,19 +108,18 @@ SELECT r.seq, t.id, t.task_id FROM r, t`), args...)
 	}
 	if err != nil {
 		if s.d.isUnique(err) {
-			return Run{}, nil, fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
+			return fmt.Errorf("create run %s: %w: the run ID exists", r.ID, ErrConflict)
 		}
-		return Run{}, nil, fmt.Errorf("create run %s: %w", r.ID, err)
+		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
 	for i := range out {
 		k, ok := keys[out[i].TaskID]
 		if !ok {
-			return Run{}, nil, fmt.Errorf("create run %s: task %d: inserted, but its row is not found", r.ID, i)
+			return fmt.Errorf("create run %s: task %d: inserted, but its row is not found", r.ID, i)
 		}
 		out[i].ID = k
 	}
-	r.Counts = map[TaskState]int{TaskPending: len(out)}
-	return r, out, nil
+	return nil
 }
 
 func (s *sqlStore) GetRun(ctx context.Context, id string) (Run, error) {

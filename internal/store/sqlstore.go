@@ -94,6 +94,14 @@ func (s tsScan) ptr() *time.Time {
 
 func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
+// timeOrNil is timeArg of *t, or NULL.
+func (s *sqlStore) timeOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return s.d.timeArg(*t)
+}
+
 func (s *sqlStore) jsOrNil(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil

@@ -234,6 +234,13 @@ type TaskFilter struct {
 	DispatchedBefore time.Time
 }
 
+// CreateClaim says what CreateRunAndClaim claims.
+type CreateClaim struct {
+	Limit  int           // tasks per source, at most (ClaimTasks' limit)
+	Grace  time.Duration // added to a claimed task's timeout for its deadline
+	Except []string      // task types never claimed at creation
+}
+
 // Page asks for one page of a listing ordered by ascending ID.
 type Page struct {
 	Limit   int   // 0 means DefaultPageLimit; capped at MaxPageLimit
@@ -363,6 +370,14 @@ type Store interface {
 	// tasks in one transaction: all or nothing. Tasks are validated as by
 	// CreateTasks and get RunID = the run's ID.
 	CreateRun(ctx context.Context, r Run, tasks []Task, now time.Time) (Run, []Task, error)
+	// CreateRunAndClaim is CreateRun that also claims, in the same
+	// transaction, the new tasks ClaimCreated would claim right after
+	// (sources held by a live presence lease, destinations online, the
+	// exclusive rule, at most c.Limit per source, types in c.Except
+	// never): they are stored dispatched (DispatchedAt = now, Deadline =
+	// now + Timeout + c.Grace), the others pending. One transaction, and
+	// one write of each task, for a run created and handed out at once.
+	CreateRunAndClaim(ctx context.Context, r Run, tasks []Task, now time.Time, c CreateClaim) (Run, []Task, error)
 	// GetRun returns the run with its per-state task counts, or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
 	// ListRuns returns one page of runs matching f ordered by Seq, with

@@ -97,14 +97,17 @@ func (s *sqlStore) taskInsert(chunk []Task, runID string, now time.Time) (string
 		run = runID
 	}
 	ts := s.d.timeArg(now)
-	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"
-	args := make([]any, 0, 13*len(chunk))
+	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	args := make([]any, 0, 16*len(chunk))
 	for _, t := range chunk {
+		// State, DispatchedAt and Deadline are newTasks' (pending, none)
+		// unless the task was claimed at its creation (dispatchAtCreate).
 		args = append(args, t.TaskID, run, t.SrcPodUID, t.SrcPodIP, t.DstPodUID, t.DstPodIP,
-			t.Type, t.Param, s.jsOrNil(t.Spec), t.Exclusive, int64(t.Timeout), ts, ts)
+			t.Type, t.Param, s.jsOrNil(t.Spec), string(t.State), t.Exclusive, int64(t.Timeout), ts, ts,
+			s.timeOrNil(t.DispatchedAt), s.timeOrNil(t.Deadline))
 	}
 	return `INSERT INTO tasks (task_id, run_id, src_pod_uid, src_pod_ip, dst_pod_uid, dst_pod_ip,
-	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at)
+	type, param, spec, state, exclusive, timeout_ns, created_at, updated_at, dispatched_at, deadline)
 VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", len(chunk)), ", "), args
 }
 

@@ -95,3 +95,81 @@ func testClaimCreated(t *testing.T, st store.Store) {
 		}
 	}
 }
+
+// testCreateRunAndClaim checks a run created and claimed in one
+// transaction: the same choice as ClaimCreated (held sources, online
+// destinations, the exclusive rule, the per-source limit), types it must
+// not claim left pending, a run that allows concurrency not exclusive,
+// and the stored rows as returned.
+func testCreateRunAndClaim(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	const lease = "presence rc-r1"
+	if l, err := st.HoldLease(ctx, lease, "rc-r1", at(0), time.Minute); err != nil || !l.Held {
+		t.Fatalf("hold %s: %+v %v", lease, l, err)
+	}
+	for _, a := range []struct{ uid, node string }{
+		{"rc-a", "rc-1"}, {"rc-b", "rc-2"}, {"rc-c", "rc-3"}, {"rc-poll", "rc-4"},
+	} {
+		beat(t, st, a.uid, a.node, at(0))
+	}
+	held := []store.Presence{{PodUID: "rc-a", Held: true}, {PodUID: "rc-b", Held: true}, {PodUID: "rc-c", Held: true}}
+	if _, err := st.SetPresence(ctx, lease, held, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	excl := func(src, dst, typ string) store.Task {
+		tk := mkTask(src, dst, typ)
+		tk.Exclusive = true
+		return tk
+	}
+	claim := store.CreateClaim{Limit: 2, Grace: 5 * time.Second, Except: []string{"iperf3"}}
+	run, ts, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{
+		excl("rc-a", "rc-b", "tcp"),       // 0: claimed
+		excl("rc-c", "rc-b", "tcp"),       // 1: node rc-2 taken by 0
+		mkTask("rc-poll", "rc-a", "ping"), // 2: source holds no session
+		mkTask("rc-c", "rc-a", "iperf3"),  // 3: a type never claimed at creation
+		mkTask("rc-a", "rc-c", "ping"),    // 4: claimed
+		mkTask("rc-a", "rc-c", "ping"),    // 5: over the limit of 2 for rc-a
+		mkTask("rc-c", "rc-gone", "ping"), // 6: destination unknown
+	}, at(2), claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.TaskState{store.TaskDispatched, store.TaskPending, store.TaskPending, store.TaskPending, store.TaskDispatched, store.TaskPending, store.TaskPending}
+	for i, tk := range ts {
+		stored, err := st.GetTask(ctx, tk.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State != want[i] || stored.State != want[i] {
+			t.Errorf("task %d: returned %s, stored %s; want %s", i, tk.State, stored.State, want[i])
+			continue
+		}
+		if want[i] != store.TaskDispatched {
+			if stored.DispatchedAt != nil || stored.Deadline != nil {
+				t.Errorf("pending task %d has dispatched_at %v, deadline %v", i, stored.DispatchedAt, stored.Deadline)
+			}
+			continue
+		}
+		if stored.DispatchedAt == nil || !stored.DispatchedAt.Equal(at(2)) || stored.Deadline == nil || !stored.Deadline.Equal(at(2).Add(stored.Timeout+5*time.Second)) {
+			t.Errorf("dispatched task %d: dispatched_at %v deadline %v (timeout %v)", i, stored.DispatchedAt, stored.Deadline, stored.Timeout)
+		}
+	}
+	if run.Counts[store.TaskDispatched] != 2 || run.Counts[store.TaskPending] != 5 {
+		t.Errorf("run counts %v", run.Counts)
+	}
+	// What was left is claimed by its source's own claim, under the
+	// same rule: rc-c's exclusive task waits while task 0 holds rc-2.
+	if own, err := st.ClaimTasks(ctx, "rc-c", at(3), 10, time.Second); err != nil || len(own) != 1 || own[0].TaskID != ts[3].TaskID {
+		t.Errorf("rc-c's own claim: %v %v; want only the iperf3 task", own, err)
+	}
+	// A run that allows concurrency: its exclusive tasks share nodes.
+	_, conc, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix", AllowConcurrency: true}, []store.Task{
+		excl("rc-b", "rc-a", "tcp"), excl("rc-c", "rc-a", "tcp"),
+	}, at(4), claim)
+	if err != nil || conc[0].State != store.TaskDispatched || conc[1].State != store.TaskDispatched {
+		t.Errorf("a concurrent run's tasks: %v %v; want both dispatched", conc, err)
+	}
+	if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("rc-a", "rc-b", "ping")}, at(5), store.CreateClaim{}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("limit 0: %v, want ErrInvalid", err)
+	}
+}

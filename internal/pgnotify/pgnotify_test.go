@@ -1,0 +1,96 @@
+package pgnotify
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnperf/cnperf/internal/store/storetest"
+)
+
+func TestPayloadsStayUnderTheLimit(t *testing.T) {
+	n := New("", "replica-1", nil)
+	var msgs []string
+	for i := range 60 {
+		msgs = append(msgs, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
+	}
+	msgs = append(msgs, msgs[0])                         // a repeat goes once
+	msgs = append(msgs, strings.Repeat("y", maxPayload)) // too long alone: dropped
+	ps := n.payloads(msgs)
+	if len(ps) < 2 {
+		t.Fatalf("%d payloads for 60 messages of 700 bytes", len(ps))
+	}
+	total := 0
+	for _, p := range ps {
+		if len(p) > maxPayload {
+			t.Errorf("payload of %d bytes, limit %d", len(p), maxPayload)
+		}
+		total += strings.Count(p, "-xxx")
+	}
+	if total != 60 {
+		t.Errorf("%d messages in the payloads, want 60", total)
+	}
+}
+
+func TestNotifyStatement(t *testing.T) {
+	q, args := notifyStatement([]string{"a", "b", "c"})
+	if q != "SELECT pg_notify($1, $2), pg_notify($1, $3), pg_notify($1, $4)" {
+		t.Errorf("statement %q", q)
+	}
+	if !slices.Equal(args, []any{Channel, "a", "b", "c"}) {
+		t.Errorf("arguments %v", args)
+	}
+}
+
+// TestDelivery: messages published by one replica reach another, in
+// order, all of them (more than one payload's worth, sent together), and
+// never their sender.
+func TestDelivery(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b := New(dsn, "a", nil), New(dsn, "b", nil)
+	gotA, gotB := make(chan string, 1000), make(chan string, 1000)
+	go a.Run(ctx, func(ms []string) {
+		for _, m := range ms {
+			gotA <- m
+		}
+	})
+	go b.Run(ctx, func(ms []string) {
+		for _, m := range ms {
+			gotB <- m
+		}
+	})
+	for _, n := range []*Notifier{a, b} {
+		select {
+		case <-n.Ready():
+		case <-time.After(10 * time.Second):
+			t.Fatal("not listening within 10 s")
+		}
+	}
+	var sent []string
+	for i := range 60 {
+		sent = append(sent, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
+	}
+	a.Publish(sent...)
+	var got []string
+	for range sent {
+		select {
+		case m := <-gotB:
+			got = append(got, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages arrived within 10 s", len(got), len(sent))
+		}
+	}
+	if !slices.Equal(got, sent) {
+		t.Error("messages arrived out of order or changed")
+	}
+	select {
+	case m := <-gotA:
+		t.Errorf("the sender got its own message %.20q", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
