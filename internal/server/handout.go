@@ -144,9 +144,15 @@ func (s *Server) noteUnoffered(uid string, at api.AgentTask) {
 
 // announceUnoffered tells every replica (this one too) of the tasks still
 // dispatched, not started, 2 x ReofferAfter after their claim (at most a
-// page of them a pass): the leader's reaper calls it.
+// page of them a pass): the leader's reaper calls it. A task is announced
+// in the passes of three reaper periods after that, not for ever: a seed
+// agent never starts its tasks (they stay dispatched until reported), and
+// an agent that comes back later gets its tasks from the replica it comes
+// to (seedAgentOffers) or they end at their deadline.
 func (s *Server) announceUnoffered(ctx context.Context, now time.Time) error {
-	ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{State: store.TaskDispatched, DispatchedBefore: now.Add(-2 * s.opts.ReofferAfter)}, store.Page{Limit: store.MaxPageLimit})
+	before := now.Add(-2 * s.opts.ReofferAfter)
+	ts, _, err := s.st.ListTasks(ctx, store.TaskFilter{State: store.TaskDispatched,
+		DispatchedAfter: before.Add(-3 * s.opts.ReapEvery), DispatchedBefore: before}, store.Page{Limit: store.MaxPageLimit})
 	if err != nil {
 		return err
 	}

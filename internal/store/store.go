@@ -230,8 +230,9 @@ type TaskFilter struct {
 	State    TaskState
 	AgentUID string // tasks whose source or destination is this pod UID
 	Type     string
-	// DispatchedBefore, when set, keeps tasks dispatched before it.
-	DispatchedBefore time.Time
+	// DispatchedAfter and DispatchedBefore, when set, keep tasks
+	// dispatched at or after the one and before the other.
+	DispatchedAfter, DispatchedBefore time.Time
 }
 
 // CreateClaim says what CreateRunAndClaim claims.

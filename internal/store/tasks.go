@@ -265,6 +265,9 @@ func (s *sqlStore) ListTasks(ctx context.Context, f TaskFilter, p Page) ([]Task,
 	if f.Type != "" {
 		w.add("type = ?", f.Type)
 	}
+	if !f.DispatchedAfter.IsZero() {
+		w.add("dispatched_at >= ?", s.d.timeArg(micro(f.DispatchedAfter)))
+	}
 	if !f.DispatchedBefore.IsZero() {
 		w.add("dispatched_at < ?", s.d.timeArg(micro(f.DispatchedBefore)))
 	}

@@ -75,6 +75,16 @@ func testClaimCreated(t *testing.T, st store.Store) {
 	if own, err := st.ClaimTasks(ctx, "cr-poll", at(3), 10, time.Second); err != nil || len(own) != 1 || own[0].TaskID != ts[3].TaskID {
 		t.Errorf("the polling source's own claim: %v %v", own, err)
 	}
+	// Listed by when they were dispatched (the leader's look for offers
+	// lost): at(1) is before the window, at(3) at its end.
+	win, _, err := st.ListTasks(ctx, store.TaskFilter{State: store.TaskDispatched, DispatchedAfter: at(2), DispatchedBefore: at(3)}, store.Page{})
+	var winIDs []string
+	for _, w := range win {
+		winIDs = append(winIDs, w.TaskID)
+	}
+	if err != nil || !slices.Equal(winIDs, want) {
+		t.Errorf("dispatched in [2 s, 3 s): %v %v; want %v", winIDs, err, want)
+	}
 	// The lease expired: no source is held, nothing is claimed.
 	late := create(t, st, mkTask("cr-b", "cr-a", "ping"))[0]
 	if got, err := st.ClaimCreated(ctx, []int64{late.ID}, at(120), 2, time.Second); err != nil || len(got) != 0 {
