@@ -67,14 +67,20 @@ func (o *offers) handed(uid string, ts []api.AgentTask, now time.Time) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	m := o.of(uid)
+	for _, t := range ts {
+		m[t.TaskID] = &offerItem{task: t, at: now}
+	}
+}
+
+// of returns uid's offers, made if it has none; o.mu must be held.
+func (o *offers) of(uid string) map[string]*offerItem {
 	m := o.m[uid]
 	if m == nil {
 		m = map[string]*offerItem{}
 		o.m[uid] = m
 	}
-	for _, t := range ts {
-		m[t.TaskID] = &offerItem{task: t, at: now}
-	}
+	return m
 }
 
 // seed records t as handed to uid long ago, unless an offer of it is
@@ -82,11 +88,7 @@ func (o *offers) handed(uid string, ts []api.AgentTask, now time.Time) {
 func (o *offers) seed(uid string, t api.AgentTask) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m := o.m[uid]
-	if m == nil {
-		m = map[string]*offerItem{}
-		o.m[uid] = m
-	}
+	m := o.of(uid)
 	if m[t.TaskID] != nil {
 		return false
 	}

@@ -16,24 +16,9 @@ import (
 // most limit per source, and nothing twice.
 func testClaimCreated(t *testing.T, st store.Store) {
 	ctx := context.Background()
-	const lease = "presence cr-r1"
-	if l, err := st.HoldLease(ctx, lease, "cr-r1", at(0), time.Minute); err != nil || !l.Held {
-		t.Fatalf("hold %s: %+v %v", lease, l, err)
-	}
-	for _, a := range []struct{ uid, node string }{
-		{"cr-a", "cr-1"}, {"cr-b", "cr-2"}, {"cr-c", "cr-3"}, {"cr-d", "cr-4"}, {"cr-poll", "cr-5"}, {"cr-e", "cr-6"},
-	} {
-		beat(t, st, a.uid, a.node, at(0))
-	}
-	held := []store.Presence{{PodUID: "cr-a", Held: true}, {PodUID: "cr-b", Held: true}, {PodUID: "cr-c", Held: true}, {PodUID: "cr-e", Held: true}}
-	if _, err := st.SetPresence(ctx, lease, held, at(0)); err != nil {
-		t.Fatal(err)
-	}
-	excl := func(src, dst string) store.Task {
-		tk := mkTask(src, dst, "tcp")
-		tk.Exclusive = true
-		return tk
-	}
+	onNodes(t, st, "cr", map[string]string{"cr-a": "cr-1", "cr-b": "cr-2", "cr-c": "cr-3", "cr-d": "cr-4", "cr-poll": "cr-5", "cr-e": "cr-6"},
+		"cr-a", "cr-b", "cr-c", "cr-e")
+	excl := func(src, dst string) store.Task { return exclusive(mkTask(src, dst, "tcp")) }
 	// Running already: an exclusive task on node cr-6 (cr-e → cr-d).
 	busy := create(t, st, excl("cr-e", "cr-d"))[0]
 	if got, err := st.ClaimCreated(ctx, []int64{busy.ID}, at(1), 10, time.Second); err != nil || len(got) != 1 {
@@ -113,24 +98,9 @@ func testClaimCreated(t *testing.T, st store.Store) {
 // and the stored rows as returned.
 func testCreateRunAndClaim(t *testing.T, st store.Store) {
 	ctx := context.Background()
-	const lease = "presence rc-r1"
-	if l, err := st.HoldLease(ctx, lease, "rc-r1", at(0), time.Minute); err != nil || !l.Held {
-		t.Fatalf("hold %s: %+v %v", lease, l, err)
-	}
-	for _, a := range []struct{ uid, node string }{
-		{"rc-a", "rc-1"}, {"rc-b", "rc-2"}, {"rc-c", "rc-3"}, {"rc-poll", "rc-4"},
-	} {
-		beat(t, st, a.uid, a.node, at(0))
-	}
-	held := []store.Presence{{PodUID: "rc-a", Held: true}, {PodUID: "rc-b", Held: true}, {PodUID: "rc-c", Held: true}}
-	if _, err := st.SetPresence(ctx, lease, held, at(0)); err != nil {
-		t.Fatal(err)
-	}
-	excl := func(src, dst, typ string) store.Task {
-		tk := mkTask(src, dst, typ)
-		tk.Exclusive = true
-		return tk
-	}
+	onNodes(t, st, "rc", map[string]string{"rc-a": "rc-1", "rc-b": "rc-2", "rc-c": "rc-3", "rc-poll": "rc-4"},
+		"rc-a", "rc-b", "rc-c")
+	excl := func(src, dst, typ string) store.Task { return exclusive(mkTask(src, dst, typ)) }
 	claim := store.CreateClaim{Limit: 2, Grace: 5 * time.Second, Except: []string{"iperf3"}}
 	run, ts, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{
 		excl("rc-a", "rc-b", "tcp"),       // 0: claimed
@@ -182,4 +152,32 @@ func testCreateRunAndClaim(t *testing.T, st store.Store) {
 	if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("rc-a", "rc-b", "ping")}, at(5), store.CreateClaim{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("limit 0: %v, want ErrInvalid", err)
 	}
+}
+
+// onNodes registers agents (uid → node) at 0 s and marks those in held
+// as holding sessions on replica prefix-r1, whose presence lease lives
+// a minute.
+func onNodes(t *testing.T, st store.Store, prefix string, nodes map[string]string, held ...string) {
+	t.Helper()
+	ctx := context.Background()
+	lease := "presence " + prefix + "-r1"
+	if l, err := st.HoldLease(ctx, lease, prefix+"-r1", at(0), time.Minute); err != nil || !l.Held {
+		t.Fatalf("hold %s: %+v %v", lease, l, err)
+	}
+	for uid, node := range nodes {
+		beat(t, st, uid, node, at(0))
+	}
+	var ps []store.Presence
+	for _, uid := range held {
+		ps = append(ps, store.Presence{PodUID: uid, Held: true})
+	}
+	if _, err := st.SetPresence(ctx, lease, ps, at(0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exclusive returns tk made exclusive.
+func exclusive(tk store.Task) store.Task {
+	tk.Exclusive = true
+	return tk
 }
