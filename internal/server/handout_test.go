@@ -121,6 +121,12 @@ func TestHandOutThroughTheBus(t *testing.T) {
 	g.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
 	offers, closeSession := heldSession(t, g, "uid-far", "10.244.4.7", "node-4", true)
 	defer closeSession()
+	// The session's wake-up is in place a moment after its welcome.
+	for deadline := time.Now().Add(5 * time.Second); !g.srv.disp.knows("uid-far"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session's wake-up is not in place within 5 s")
+		}
+	}
 	g.srv.applyRemote(*offer)
 	fr := nextOffer(t, offers, 2*time.Second)
 	if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != id {
