@@ -75,7 +75,7 @@ func (s *sqlStore) ClaimTasks(ctx context.Context, agentUID string, now time.Tim
 	// on the task's dispatch latency). They may be read before their
 	// nodes are locked: the update claims a task only while it is still
 	// pending.
-	cands, err := s.readCandidates(ctx, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+	cands, err := s.readCandidates(ctx, s.r, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
 LEFT JOIN agents sa ON sa.pod_uid = t.src_pod_uid
 LEFT JOIN runs r ON r.id = t.run_id
 WHERE t.src_pod_uid = ? AND t.state = 'pending'
@@ -108,7 +108,7 @@ func (s *sqlStore) ClaimCreated(ctx context.Context, ids []int64, now time.Time,
 	}
 	// Read on the write pool: the tasks were created a moment ago, and a
 	// read pool may be a replica behind the primary.
-	cands, err := s.readCandidatesOn(ctx, s.w, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
+	cands, err := s.readCandidates(ctx, s.w, `JOIN agents da ON da.pod_uid = t.dst_pod_uid AND da.status IN (1, 2)
 JOIN agents sa ON sa.pod_uid = t.src_pod_uid AND sa.status IN (1, 2)
 JOIN leases pl ON pl.name = sa.presence_lease AND pl.expires_at > ?
 LEFT JOIN runs r ON r.id = t.run_id
@@ -294,14 +294,9 @@ func (s *sqlStore) pick(ctx context.Context, tx *sql.Tx, cands []claimCandidate,
 	return chosen, nil
 }
 
-// readCandidates reads claim candidates on the read pool: the rest of
-// the query after its FROM tasks t, and its arguments.
-func (s *sqlStore) readCandidates(ctx context.Context, rest string, args ...any) ([]claimCandidate, error) {
-	return s.readCandidatesOn(ctx, s.r, rest, args...)
-}
-
-// readCandidatesOn reads claim candidates with q.
-func (s *sqlStore) readCandidatesOn(ctx context.Context, q querier, rest string, args ...any) ([]claimCandidate, error) {
+// readCandidates reads claim candidates with q: the rest of the query
+// after its FROM tasks t, and its arguments.
+func (s *sqlStore) readCandidates(ctx context.Context, q querier, rest string, args ...any) ([]claimCandidate, error) {
 	rows, err := q.QueryContext(ctx, s.d.rebind(`SELECT t.id, t.timeout_ns, t.exclusive AND NOT COALESCE(r.allow_concurrency, FALSE),
 	sa.node_name, t.src_pod_uid, da.node_name, t.dst_pod_uid
 FROM tasks t
