@@ -1,5 +1,7 @@
 // Package pgnotify carries short messages between the server replicas that
-// share one PostgreSQL database, through LISTEN/NOTIFY on one channel.
+// share one PostgreSQL database, through LISTEN/NOTIFY on one channel
+// they share and one channel each (ChannelOf: messages for one replica,
+// sent by the server inside a store transaction, Direct).
 // Each replica keeps one connection of its own that LISTENs, and sends
 // with NOTIFY on a second one; messages queued while a NOTIFY is on its
 // way are sent together in the next (one NOTIFY per batch, each payload
@@ -13,6 +15,8 @@ package pgnotify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -26,6 +30,16 @@ import (
 
 // Channel is the NOTIFY channel the replicas share.
 const Channel = "cnperf_cluster"
+
+// ChannelOf is the NOTIFY channel of one replica: each listens on its
+// own beside Channel, so that a message meant for one replica (an offer
+// for the agent whose session it holds) costs the others nothing. The
+// name is a hash of the replica's id: a plain identifier of fixed length,
+// whatever the id holds.
+func ChannelOf(replica string) string {
+	sum := sha256.Sum256([]byte(replica))
+	return "cnperf_replica_" + hex.EncodeToString(sum[:8])
+}
 
 // maxPayload keeps a NOTIFY payload under PostgreSQL's 8,000-byte limit.
 const maxPayload = 7000
@@ -128,7 +142,7 @@ func (n *Notifier) listen(ctx context.Context, deliver func([]string)) error {
 	}
 	defer c.Close(context.Background())
 	lctx, cancel := context.WithTimeout(ctx, opTimeout)
-	_, err = c.Exec(lctx, "LISTEN "+Channel)
+	_, err = c.Exec(lctx, "LISTEN "+Channel+"; LISTEN "+ChannelOf(n.self))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("pgnotify: LISTEN: %w", err)
@@ -223,6 +237,13 @@ func notifyStatement(ps []string) (string, []any) {
 		args = append(args, p)
 	}
 	return q.String(), args
+}
+
+// Direct is the channel and the payloads that carry msgs to replica
+// alone, as its Run delivers them, for a sender other than Publish (a
+// NOTIFY inside a store transaction, delivered at its commit).
+func (n *Notifier) Direct(replica string, msgs []string) (channel string, payloads []string) {
+	return ChannelOf(replica), n.payloads(msgs)
 }
 
 // payloads packs msgs, without duplicates, into JSON batches of at most

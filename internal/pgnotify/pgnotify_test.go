@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnperf/cnperf/internal/store/storetest"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestPayloadsStayUnderTheLimit(t *testing.T) {
@@ -91,6 +92,64 @@ func TestDelivery(t *testing.T) {
 	select {
 	case m := <-gotA:
 		t.Errorf("the sender got its own message %.20q", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestDirect: messages sent with Direct's channel and payloads (here by a
+// plain NOTIFY, as a store transaction sends them) reach that replica
+// alone, all of them.
+func TestDirect(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, b, c := New(dsn, "a", nil), New(dsn, "b", nil), New(dsn, "c", nil)
+	got := map[*Notifier]chan string{b: make(chan string, 100), c: make(chan string, 100)}
+	for n, ch := range got {
+		go n.Run(ctx, func(ms []string) {
+			for _, m := range ms {
+				ch <- m
+			}
+		})
+		select {
+		case <-n.Ready():
+		case <-time.After(10 * time.Second):
+			t.Fatal("not listening within 10 s")
+		}
+	}
+	var sent []string
+	for i := range 20 {
+		sent = append(sent, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
+	}
+	channel, payloads := a.Direct("b", sent)
+	if channel != ChannelOf("b") || channel == ChannelOf("c") || len(payloads) < 2 {
+		t.Fatalf("Direct: channel %q, %d payloads", channel, len(payloads))
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, p := range payloads {
+		if _, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", channel, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recv []string
+	for range sent {
+		select {
+		case m := <-got[b]:
+			recv = append(recv, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages reached b within 10 s", len(recv), len(sent))
+		}
+	}
+	if !slices.Equal(recv, sent) {
+		t.Error("messages arrived out of order or changed")
+	}
+	select {
+	case m := <-got[c]:
+		t.Errorf("replica c got b's message %.20q", m)
 	case <-time.After(200 * time.Millisecond):
 	}
 }

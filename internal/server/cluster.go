@@ -34,6 +34,15 @@ type Bus interface {
 	Run(ctx context.Context, deliver func(msgs []string)) error
 }
 
+// A DirectBus also addresses messages to one replica alone, for the store
+// to send inside a transaction (store.CreateClaim.Notify): pgnotify's.
+type DirectBus interface {
+	Bus
+	// Direct is the channel and the payloads that carry msgs to replica
+	// alone, as that replica's Run delivers them.
+	Direct(replica string, msgs []string) (channel string, payloads []string)
+}
+
 // Kinds of cluster message.
 const (
 	msgPending     = "pending"   // Agent has pending tasks: wake it

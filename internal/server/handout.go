@@ -77,13 +77,14 @@ func (s *Server) handOutCreated(ctx context.Context, created []store.Task) {
 			}
 		}
 	}
-	s.handOut(created)
+	s.handOut(created, nil)
 }
 
 // handOut sends each task of a creation that was dispatched at once to
 // its source (this replica's mail, and an offer message for the replica
-// holding it) and wakes the sources of the pending ones.
-func (s *Server) handOut(created []store.Task) {
+// holding it unless sent names it: its offer went with the creating
+// transaction, directOffers) and wakes the sources of the pending ones.
+func (s *Server) handOut(created []store.Task, sent map[string]bool) {
 	var msgs []clusterMsg
 	var pending []store.Task
 	for _, t := range created {
@@ -95,12 +96,61 @@ func (s *Server) handOut(created []store.Task) {
 		if s.opts.Bus == nil || s.disp.knows(t.SrcPodUID) {
 			s.disp.requeue(t.SrcPodUID, at)
 		}
+		if sent[t.TaskID] {
+			continue
+		}
 		if m, ok := offerMsg(msgOffer, t.SrcPodUID, at); ok {
 			msgs = append(msgs, m)
 		}
 	}
 	s.publish(msgs...)
 	s.addPendingOf(pending)
+}
+
+// directOffers sets c.Notify, when the bus addresses replicas, to send
+// each claimed task's offer inside the creating transaction to the
+// replica holding its source's session (when that is another one): the
+// offers reach their replicas at the commit, with no NOTIFY of their own
+// after it, and each replica reads only its own agents' offers. It
+// returns the set of task ids whose offers Notify sent, for handOut.
+func (s *Server) directOffers(c *store.CreateClaim) (sent map[string]bool) {
+	bus, ok := s.opts.Bus.(DirectBus)
+	if !ok {
+		return nil
+	}
+	sent = map[string]bool{}
+	c.Notify = func(claimed []store.Task, heldBy map[string]string) []store.Notice {
+		byReplica := map[string][]string{}
+		var replicas []string
+		for _, t := range claimed {
+			r := heldBy[t.SrcPodUID]
+			if r == "" || r == s.opts.ReplicaID {
+				continue
+			}
+			m, ok := offerMsg(msgOffer, t.SrcPodUID, agentTask(t))
+			if !ok {
+				continue
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				continue
+			}
+			if _, ok := byReplica[r]; !ok {
+				replicas = append(replicas, r)
+			}
+			byReplica[r] = append(byReplica[r], string(b))
+			sent[t.TaskID] = true
+		}
+		var notices []store.Notice
+		for _, r := range replicas {
+			channel, payloads := bus.Direct(r, byReplica[r])
+			for _, p := range payloads {
+				notices = append(notices, store.Notice{Channel: channel, Payload: p})
+			}
+		}
+		return notices
+	}
+	return sent
 }
 
 // offerMsg is a cluster message of kind carrying a task for its source.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
 	"github.com/cnperf/cnperf/internal/store"
@@ -170,5 +172,65 @@ func testUnofferedTaskFound(t *testing.T, dsn string) {
 	fr := nextOffer(t, offers, 5*f.srv.opts.ReofferAfter)
 	if len(fr.Tasks) != 1 || fr.Tasks[0].TaskID != created[0].TaskID {
 		t.Fatalf("offer %+v, want task %s", fr, created[0].TaskID)
+	}
+}
+
+// directBus is a recordingBus that also addresses replicas (as pgnotify
+// does): each message in a payload of its own on "direct_" + replica.
+type directBus struct{ *recordingBus }
+
+func (directBus) Direct(replica string, msgs []string) (string, []string) {
+	return "direct_" + replica, msgs
+}
+
+// TestDirectOfferGoesWithTheCreation: on PostgreSQL, with a bus that
+// addresses replicas, the offer of a task claimed at its creation for an
+// agent held by another replica is sent by the creating transaction to
+// that replica alone, and not published again after it.
+func TestDirectOfferGoesWithTheCreation(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	f := sessionFixture(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bus := directBus{&recordingBus{}}
+	f.srv.opts.Bus = bus
+	f.srv.disp.share = f.srv.publish
+	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
+	f.beat("uid-far", "pod-far", "10.244.4.7", "node-4")
+	now := f.srv.now()
+	if l, err := f.st.HoldLease(ctx, "presence r2", "r2", now, time.Minute); err != nil || !l.Held {
+		t.Fatalf("hold r2's presence lease: %+v %v", l, err)
+	}
+	if _, err := f.st.SetPresence(ctx, "presence r2", []store.Presence{{PodUID: "uid-far", Held: true}}, now); err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN direct_r2"); err != nil {
+		t.Fatal(err)
+	}
+	bus.take()
+	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: "uid-far", Dst: "uid-b", Spec: &probe.Spec{Kind: probe.KindPing}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := run.Tasks[0].TaskID
+	n, err := listener.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m clusterMsg
+	if err := json.Unmarshal([]byte(n.Payload), &m); err != nil || m.Kind != msgOffer || m.Agent != "uid-far" || m.Task != id {
+		t.Fatalf("notice %q (%v), want an offer of task %s to uid-far", n.Payload, err, id)
+	}
+	for _, call := range bus.take() {
+		for _, raw := range call {
+			if json.Unmarshal([]byte(raw), &m) == nil && m.Kind == msgOffer {
+				t.Errorf("the offer was published again after the commit: %s", raw)
+			}
+		}
 	}
 }

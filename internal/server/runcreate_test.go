@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/probe"
@@ -23,9 +24,9 @@ func (c *countedAgents) GetAgent(ctx context.Context, uid string) (store.Agent, 
 	return c.Store.GetAgent(ctx, uid)
 }
 
-func (c *countedAgents) GetAgents(ctx context.Context, uids []string) ([]store.Agent, error) {
+func (c *countedAgents) GetAgents(ctx context.Context, uids []string, now time.Time) ([]store.Agent, error) {
 	c.many.Add(1)
-	return c.Store.GetAgents(ctx, uids)
+	return c.Store.GetAgents(ctx, uids, now)
 }
 
 // TestRunCreateReadsAgentsOnce: creating a run reads its endpoints by uid

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/api"
 	"github.com/cnperf/cnperf/internal/store"
@@ -66,12 +67,16 @@ func (s *Server) fresh(a store.Agent) store.Agent {
 type agentIndex struct {
 	ctx    context.Context
 	st     store.Store
+	now    time.Time
 	byUID  map[string]store.Agent
 	byName map[string][]store.Agent // nil until a name is looked up
+	// fetched holds the agents prefetch read, with their sessions'
+	// replicas (store.Agent.HeldBy): what a claim at creation decides by.
+	fetched map[string]store.Agent
 }
 
 func (s *Server) agentIndex(ctx context.Context) (*agentIndex, error) {
-	return &agentIndex{ctx: ctx, st: s.st, byUID: map[string]store.Agent{}}, nil
+	return &agentIndex{ctx: ctx, st: s.st, now: s.now(), byUID: map[string]store.Agent{}, fetched: map[string]store.Agent{}}, nil
 }
 
 // prefetch reads the agents refs name by pod uid in one query per few
@@ -91,12 +96,13 @@ func (ix *agentIndex) prefetch(refs []string) error {
 	if len(want) == 0 {
 		return nil
 	}
-	as, err := ix.st.GetAgents(ix.ctx, want)
+	as, err := ix.st.GetAgents(ix.ctx, want, ix.now)
 	if err != nil {
 		return fmt.Errorf("look up agents: %w", err)
 	}
 	for _, a := range as {
 		ix.byUID[a.PodUID] = a
+		ix.fetched[a.PodUID] = a
 	}
 	return nil
 }

@@ -27,10 +27,6 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, false, err)
 		return
 	}
-	if err := s.checkRunsInFlight(r.Context()); err != nil {
-		s.fail(w, r, false, err)
-		return
-	}
 	if rc.Suite == "" {
 		rc.Suite = "tasks"
 	}
@@ -43,7 +39,15 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range rc.Tasks {
 		refs = append(refs, rt.Src, rt.Dst)
 	}
-	if err := ix.prefetch(refs); err != nil {
+	// The count of runs in flight and the endpoints' read are two round
+	// trips on every task's dispatch latency: they go side by side.
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- s.checkRunsInFlight(r.Context()) }()
+	err = ix.prefetch(refs)
+	if ferr := <-inFlight; ferr != nil {
+		err = ferr // over the limit is the answer, whatever the read found
+	}
+	if err != nil {
 		s.fail(w, r, false, err)
 		return
 	}
@@ -56,12 +60,15 @@ func (s *Server) handleRunCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		ts = append(ts, t)
 	}
-	run, created, err := s.st.CreateRunAndClaim(r.Context(), store.Run{Suite: rc.Suite, Params: rc.Params, AllowConcurrency: rc.AllowConcurrency}, ts, s.now(), s.createClaim())
+	claim := s.createClaim()
+	claim.Agents = ix.fetched
+	sent := s.directOffers(&claim)
+	run, created, err := s.st.CreateRunAndClaim(r.Context(), store.Run{Suite: rc.Suite, Params: rc.Params, AllowConcurrency: rc.AllowConcurrency}, ts, s.now(), claim)
 	if err != nil {
 		s.fail(w, r, false, err)
 		return
 	}
-	s.handOut(created)
+	s.handOut(created, sent)
 	s.log.Info("run created", "run_id", run.ID, "tasks", len(created), "dispatched", run.Counts[store.TaskDispatched])
 	writeJSON(w, http.StatusCreated, runV2(run, created))
 }

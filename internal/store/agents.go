@@ -279,19 +279,29 @@ func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
 // (within every dialect's limit on a statement's parameters).
 const batchRows = 500
 
-func (s *sqlStore) GetAgents(ctx context.Context, podUIDs []string) ([]Agent, error) {
-	var out []Agent
+func (s *sqlStore) GetAgents(ctx context.Context, podUIDs []string, now time.Time) (out []Agent, err error) {
+	// A run's creation reads its endpoints here first: on its lane.
+	var q querier = s.r
+	if c := s.hot.get(ctx); c != nil {
+		q = c
+		defer func() { s.hot.put(c, err != nil) }()
+	}
 	for chunk := range slices.Chunk(podUIDs, batchRows) {
-		args := make([]any, len(chunk))
-		for i, u := range chunk {
-			args[i] = u
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, s.d.timeArg(now))
+		for _, u := range chunk {
+			args = append(args, u)
 		}
-		rows, err := s.r.QueryContext(ctx, s.d.rebind("SELECT "+agentCols+" FROM agents WHERE pod_uid IN ("+placeholders(len(chunk))+")"), args...)
+		rows, err := q.QueryContext(ctx, s.d.rebind("SELECT "+agentColsOf("a")+`, l.holder
+FROM agents a LEFT JOIN leases l ON l.name = a.presence_lease AND l.expires_at > ?
+WHERE a.pod_uid IN (`+placeholders(len(chunk))+")"), args...)
 		if err != nil {
 			return nil, fmt.Errorf("get agents: %w", err)
 		}
 		for rows.Next() {
-			a, err := scanAgent(rows)
+			var heldBy sql.NullString
+			a, err := scanAgent(extraScan{rows, []any{&heldBy}})
+			a.HeldBy = heldBy.String
 			if err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("get agents: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -74,12 +75,23 @@ type dialect interface {
 	// the claim reads which nodes are busy (PostgreSQL; a no-op where
 	// lockClaims serialises every claim).
 	lockNodes(ctx context.Context, tx *sql.Tx, nodes []string) error
+	// notify sends notices inside tx (PostgreSQL's NOTIFY, delivered at
+	// the commit); the other databases refuse any.
+	notify(ctx context.Context, tx *sql.Tx, notices []Notice) error
 	// isUnique reports whether err is a unique-key violation.
 	isUnique(err error) bool
 	// migrations says which goose dialect the migrations run with, and the
 	// session lock (nil: none) that keeps two servers starting at once from
 	// migrating together.
 	migrations() (goose.Dialect, lock.SessionLocker, error)
+}
+
+// noNotices is notify for the databases without NOTIFY.
+func noNotices(name string, notices []Notice) error {
+	if len(notices) > 0 {
+		return fmt.Errorf("%w: %s sends no notices (NOTIFY is PostgreSQL's)", ErrInvalid, name)
+	}
+	return nil
 }
 
 // placeholders returns n comma-separated "?" placeholders.

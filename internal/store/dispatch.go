@@ -128,8 +128,9 @@ ORDER BY t.id`, args...)
 // its insert, the new tasks (out) that can go to their sources at once as
 // dispatched: the candidates are the tasks whose source is online and
 // held by a live presence lease and whose destination is online (one
-// read of their agents), chosen by pick as any claim's are.
-func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task, allowConcurrency bool, now time.Time, c CreateClaim) error {
+// read of their agents), chosen by pick as any claim's are. heldBy names,
+// for each chosen task's source, the replica holding its session.
+func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task, allowConcurrency bool, now time.Time, c CreateClaim) (heldBy map[string]string, err error) {
 	var uids []string
 	seen := map[string]bool{}
 	for _, t := range out {
@@ -144,36 +145,27 @@ func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task,
 		}
 	}
 	if len(uids) == 0 {
-		return nil
-	}
-	type endpoint struct {
-		node         sql.NullString
-		online, held bool
+		return nil, nil
 	}
 	eps := make(map[string]endpoint, len(uids))
-	in, args := inList(uids)
-	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT a.pod_uid, a.node_name, a.status IN (1, 2),
-	EXISTS (SELECT 1 FROM leases l WHERE l.name = a.presence_lease AND l.expires_at > ?)
-FROM agents a WHERE a.pod_uid IN `+in), append([]any{s.d.timeArg(now)}, args...)...)
-	if err != nil {
-		return fmt.Errorf("read the new tasks' agents: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var uid string
-		var ep endpoint
-		if err := rows.Scan(&uid, &ep.node, &ep.online, &ep.held); err != nil {
-			return fmt.Errorf("read the new tasks' agents: %w", err)
+	for _, u := range uids {
+		a, ok := c.Agents[u]
+		if !ok {
+			clear(eps)
+			break
 		}
-		eps[uid] = ep
+		eps[u] = endpoint{node: sql.NullString{String: a.NodeName, Valid: true}, online: a.Status.Online(),
+			heldBy: sql.NullString{String: a.HeldBy, Valid: a.HeldBy != ""}}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the new tasks' agents: %w", err)
+	if len(eps) < len(uids) {
+		if eps, err = s.readEndpoints(ctx, tx, uids, now); err != nil {
+			return nil, err
+		}
 	}
 	var cands []claimCandidate
 	for i, t := range out {
 		src, dst := eps[t.SrcPodUID], eps[t.DstPodUID]
-		if slices.Contains(c.Except, t.Type) || !src.online || !src.held || !dst.online {
+		if slices.Contains(c.Except, t.Type) || !src.online || !src.heldBy.Valid || !dst.online {
 			continue
 		}
 		cands = append(cands, claimCandidate{id: int64(i), src: t.SrcPodUID, timeout: t.Timeout,
@@ -181,18 +173,52 @@ FROM agents a WHERE a.pod_uid IN `+in), append([]any{s.d.timeArg(now)}, args...)
 			nodes:     []string{nodeKey(src.node, t.SrcPodUID), nodeKey(dst.node, t.DstPodUID)}})
 	}
 	if len(cands) == 0 {
-		return nil
+		return nil, nil
 	}
 	chosen, err := s.pick(ctx, tx, cands, c.Limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	heldBy = make(map[string]string, len(chosen))
 	for _, ch := range chosen {
 		t := &out[ch.id] // id is the task's index here: it has no key yet
 		at, deadline := now, now.Add(t.Timeout+c.Grace)
 		t.State, t.DispatchedAt, t.Deadline = TaskDispatched, &at, &deadline
+		heldBy[t.SrcPodUID] = eps[t.SrcPodUID].heldBy.String
 	}
-	return nil
+	return heldBy, nil
+}
+
+// endpoint is what a claim at creation needs of a task's agent.
+type endpoint struct {
+	node   sql.NullString
+	online bool
+	heldBy sql.NullString // the replica holding its session (a live presence lease)
+}
+
+// readEndpoints reads the agents uids, in tx, as endpoints.
+func (s *sqlStore) readEndpoints(ctx context.Context, tx *sql.Tx, uids []string, now time.Time) (map[string]endpoint, error) {
+	in, args := inList(uids)
+	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT a.pod_uid, a.node_name, a.status IN (1, 2), l.holder
+FROM agents a LEFT JOIN leases l ON l.name = a.presence_lease AND l.expires_at > ?
+WHERE a.pod_uid IN `+in), append([]any{s.d.timeArg(now)}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("read the new tasks' agents: %w", err)
+	}
+	defer rows.Close()
+	eps := make(map[string]endpoint, len(uids))
+	for rows.Next() {
+		var uid string
+		var ep endpoint
+		if err := rows.Scan(&uid, &ep.node, &ep.online, &ep.heldBy); err != nil {
+			return nil, fmt.Errorf("read the new tasks' agents: %w", err)
+		}
+		eps[uid] = ep
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the new tasks' agents: %w", err)
+	}
+	return eps, nil
 }
 
 // checkClaim checks a claim's limit and grace.

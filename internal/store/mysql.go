@@ -58,6 +58,9 @@ func (mysqlDialect) lockClaims(ctx context.Context, tx *sql.Tx) error {
 	return tx.QueryRowContext(ctx, "SELECT id FROM claim_lock WHERE id = 1 FOR UPDATE").Scan(&id)
 }
 func (mysqlDialect) lockNodes(context.Context, *sql.Tx, []string) error { return nil }
+func (d mysqlDialect) notify(_ context.Context, _ *sql.Tx, notices []Notice) error {
+	return noNotices(d.name(), notices)
+}
 func (mysqlDialect) isUnique(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == mysqlDupEntry

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,6 +55,31 @@ func (postgresDialect) lockNodes(ctx context.Context, tx *sql.Tx, nodes []string
 	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k", int32(nodeLockClass), keys)
 	return err
 }
+
+// noticesPerStatement bounds the pg_notify calls of one statement.
+const noticesPerStatement = 16
+
+// notify sends the notices in as few statements as noticesPerStatement
+// allows (a statement is a round trip inside the transaction).
+func (postgresDialect) notify(ctx context.Context, tx *sql.Tx, notices []Notice) error {
+	for chunk := range slices.Chunk(notices, noticesPerStatement) {
+		var q strings.Builder
+		args := make([]any, 0, 2*len(chunk))
+		q.WriteString("SELECT ")
+		for i, n := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "pg_notify($%d, $%d)", 2*i+1, 2*i+2)
+			args = append(args, n.Channel, n.Payload)
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	return nil
+}
+
 func (postgresDialect) isUnique(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
@@ -77,5 +104,7 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	if err := migrate(ctx, db, postgresDialect{}); err != nil {
 		return nil, errors.Join(fmt.Errorf("open postgres: %w", err), db.Close())
 	}
-	return newSQLStore(postgresDialect{}, db, db), nil
+	s := newSQLStore(postgresDialect{}, db, db)
+	s.hot = newLane(db, laneConns)
+	return s, nil
 }

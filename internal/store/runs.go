@@ -49,14 +49,28 @@ func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.
 			return Run{}, nil, err
 		}
 	} else {
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// A claim at creation is on every task's dispatch latency: it
+		// goes on the creation lane (lane.go).
+		var b beginner = s.w
+		var hot *sql.Conn
+		if claim != nil {
+			if hot = s.hot.get(ctx); hot != nil {
+				b = hot
+			}
+		}
+		err = s.inTxOn(ctx, b, func(tx *sql.Tx) error {
+			var heldBy map[string]string
 			if claim != nil {
-				if err := s.dispatchAtCreate(ctx, tx, out, r.AllowConcurrency, now, *claim); err != nil {
+				var err error
+				if heldBy, err = s.dispatchAtCreate(ctx, tx, out, r.AllowConcurrency, now, *claim); err != nil {
 					return err
 				}
 			}
 			if atOnce {
-				return s.insertRunAtOnce(ctx, tx, &r, out)
+				if err := s.insertRunAtOnce(ctx, tx, &r, out); err != nil {
+					return err
+				}
+				return s.notifyClaimed(ctx, tx, claim, out, heldBy)
 			}
 			insert := s.insertKeySQL(`INSERT INTO runs (id, suite, params, state, allow_concurrency, created_at, updated_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`, "seq")
@@ -69,9 +83,12 @@ func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.
 				}
 				return fmt.Errorf("create run %s: %w", r.ID, err)
 			}
-			out, err = s.insertNewTasks(ctx, tx, r.ID, out, seen, given, now)
-			return err
+			if out, err = s.insertNewTasks(ctx, tx, r.ID, out, seen, given, now); err != nil {
+				return err
+			}
+			return s.notifyClaimed(ctx, tx, claim, out, heldBy)
 		})
+		s.hot.put(hot, err != nil)
 		if err != nil {
 			return Run{}, nil, err
 		}
@@ -81,6 +98,21 @@ func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.
 		r.Counts[t.State]++
 	}
 	return r, out, nil
+}
+
+// notifyClaimed sends, inside a run's creating transaction, the notices
+// the claim's Notify makes of the tasks it dispatched.
+func (s *sqlStore) notifyClaimed(ctx context.Context, tx *sql.Tx, claim *CreateClaim, out []Task, heldBy map[string]string) error {
+	if claim == nil || claim.Notify == nil || len(heldBy) == 0 {
+		return nil
+	}
+	var claimed []Task
+	for _, t := range out {
+		if t.State == TaskDispatched {
+			claimed = append(claimed, t)
+		}
+	}
+	return s.d.notify(ctx, tx, claim.Notify(claimed, heldBy))
 }
 
 // insertRunAtOnce inserts run r and its tasks, checked and with fresh

@@ -49,6 +49,9 @@ func (sqliteDialect) jsonArg(raw json.RawMessage) any                    { retur
 func (sqliteDialect) forUpdate() string                                  { return "" }
 func (sqliteDialect) lockClaims(context.Context, *sql.Tx) error          { return nil }
 func (sqliteDialect) lockNodes(context.Context, *sql.Tx, []string) error { return nil }
+func (d sqliteDialect) notify(_ context.Context, _ *sql.Tx, notices []Notice) error {
+	return noNotices(d.name(), notices)
+}
 func (sqliteDialect) isUnique(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)

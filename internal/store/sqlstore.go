@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,7 @@ type sqlStore struct {
 	r *sql.DB // reads (may be w)
 
 	lock *fileLock // SQLite's one-writer lock (nil otherwise), released by Close
+	hot  *lane     // connections kept for a run's creation (PostgreSQL; nil otherwise)
 
 	upsertAgentSQL string // the heartbeat upsert, rebound (with RETURNING when the dialect has it)
 	readAgentSQL   string // reads an agent back by pod_uid, rebound
@@ -116,6 +118,19 @@ func rawOrNil(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
+// agentColsOf is agentCols, each qualified with the table's alias.
+func agentColsOf(alias string) string {
+	return alias + "." + strings.ReplaceAll(agentCols, ", ", ", "+alias+".")
+}
+
+// extraScan scans a row's columns, then extra's.
+type extraScan struct {
+	r     rowScanner
+	extra []any
+}
+
+func (e extraScan) Scan(dest ...any) error { return e.r.Scan(append(dest, e.extra...)...) }
+
 func scanAgent(r rowScanner) (Agent, error) {
 	var a Agent
 	var reg, hb tsScan
@@ -191,7 +206,17 @@ func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, erro
 
 // inTx runs fn in a write transaction, committing when it returns nil.
 func (s *sqlStore) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	return s.inTxOn(ctx, s.w, fn)
+}
+
+// beginner is *sql.DB or *sql.Conn.
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// inTxOn is inTx on the connection or pool b.
+func (s *sqlStore) inTxOn(ctx context.Context, b beginner, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := b.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -350,6 +375,7 @@ func (s *sqlStore) Close() error {
 		err = s.recordPair.Close()
 	}
 	s.prepMu.Unlock()
+	s.hot.close()
 	err = errors.Join(err, s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())

@@ -95,6 +95,10 @@ type Agent struct {
 	Status        AgentStatus
 	RegisterTime  time.Time // first heartbeat; kept across offline periods
 	LastHeartbeat time.Time // the seed's UpdateTime
+	// HeldBy is the replica holding the agent's session (the holder of
+	// its live presence lease) when GetAgents read it; "" when none does,
+	// and in every other read.
+	HeldBy string
 }
 
 // MaxNodeLabelsLen bounds an agent's node labels as stored (JSON).
@@ -240,6 +244,27 @@ type CreateClaim struct {
 	Limit  int           // tasks per source, at most (ClaimTasks' limit)
 	Grace  time.Duration // added to a claimed task's timeout for its deadline
 	Except []string      // task types never claimed at creation
+	// Notify, when set, is called inside the transaction with the tasks
+	// it claimed and, by source pod UID, the replica holding that
+	// source's session (its presence lease's holder). The notices it
+	// returns are sent in the same transaction: PostgreSQL delivers a
+	// NOTIFY at the commit, and never if the transaction rolls back, so
+	// the offers reach the other replicas with the tasks' rows and with
+	// no round trip of their own. Only a PostgreSQL store sends notices;
+	// the others refuse any.
+	Notify func(claimed []Task, heldBy map[string]string) []Notice
+	// Agents, when set and holding every endpoint of the tasks to claim,
+	// are those endpoints as the caller read them just before (GetAgents,
+	// by pod UID): their status and HeldBy decide what is claimed, and
+	// the transaction reads no agents of its own (one statement less on
+	// every task's dispatch latency; the read inside the transaction
+	// locked nothing either). Otherwise the transaction reads them.
+	Agents map[string]Agent
+}
+
+// Notice is one message on a PostgreSQL NOTIFY channel.
+type Notice struct {
+	Channel, Payload string
 }
 
 // Page asks for one page of a listing ordered by ascending ID.
@@ -346,8 +371,8 @@ type Store interface {
 	GetAgent(ctx context.Context, podUID string) (Agent, error)
 	// GetAgents returns the agents with these pod UIDs, those that exist,
 	// in no particular order, in one query per few hundred UIDs (a run's
-	// endpoints, read at its creation).
-	GetAgents(ctx context.Context, podUIDs []string) ([]Agent, error)
+	// endpoints, read at its creation), each with HeldBy as of now.
+	GetAgents(ctx context.Context, podUIDs []string, now time.Time) ([]Agent, error)
 	// ListAgents returns the agents matching f, ordered by ID.
 	ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error)
 	// SetPresence records sessions opened and ended on the replica whose

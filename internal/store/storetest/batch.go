@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnperf/cnperf/internal/store"
 )
@@ -26,7 +27,7 @@ func testGetAgents(t *testing.T, st store.Store) {
 	for i := 0; i < 1203; i += 2 {
 		want = append(want, fmt.Sprintf("ga-%d", i))
 	}
-	got, err := st.GetAgents(ctx, append(slices.Clone(want), "nobody", "ga-0"))
+	got, err := st.GetAgents(ctx, append(slices.Clone(want), "nobody", "ga-0"), at(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +43,32 @@ func testGetAgents(t *testing.T, st store.Store) {
 			t.Fatalf("GetAgents: %+v", a)
 		}
 	}
-	if none, err := st.GetAgents(ctx, nil); err != nil || len(none) != 0 {
+	if none, err := st.GetAgents(ctx, nil, at(1)); err != nil || len(none) != 0 {
 		t.Errorf("GetAgents(nil): %v %v", none, err)
+	}
+	// HeldBy: the holder of the agent's live presence lease, "" once the
+	// lease has expired and for an agent no session holds.
+	if l, err := st.HoldLease(ctx, "presence ga-r1", "ga-r1", at(1), time.Minute); err != nil || !l.Held {
+		t.Fatalf("hold lease: %+v %v", l, err)
+	}
+	if _, err := st.SetPresence(ctx, "presence ga-r1", []store.Presence{{PodUID: "ga-2", Held: true}}, at(1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		now  time.Time
+		want string
+	}{{at(2), "ga-r1"}, {at(1).Add(2 * time.Minute), ""}} {
+		got, err := st.GetAgents(ctx, []string{"ga-2", "ga-4"}, c.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]string{}
+		for _, a := range got {
+			held[a.PodUID] = a.HeldBy
+		}
+		if len(got) != 2 || held["ga-2"] != c.want || held["ga-4"] != "" {
+			t.Errorf("GetAgents at %s: held by %v, want ga-2 by %q and ga-4 by none", c.now, held, c.want)
+		}
 	}
 }
 

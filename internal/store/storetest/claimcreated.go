@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -151,6 +152,58 @@ func testCreateRunAndClaim(t *testing.T, st store.Store) {
 	}
 	if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("rc-a", "rc-b", "ping")}, at(5), store.CreateClaim{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("limit 0: %v, want ErrInvalid", err)
+	}
+}
+
+// testCreateClaimNotifyAndAgents: Notify is called inside the creating
+// transaction with exactly the tasks claimed and the replica holding
+// each source's session; given Agents covering every endpoint decide the
+// claim without a read (here they say an agent no lease holds is held),
+// and Agents missing one are not used.
+func testCreateClaimNotifyAndAgents(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	onNodes(t, st, "cn", map[string]string{"cn-a": "cn-1", "cn-b": "cn-2", "cn-poll": "cn-3"}, "cn-a", "cn-b")
+	var calls int
+	var claimed []string
+	var heldBy map[string]string
+	claim := store.CreateClaim{Limit: 5, Grace: time.Second, Notify: func(ts []store.Task, by map[string]string) []store.Notice {
+		calls++
+		claimed, heldBy = nil, by
+		for _, tk := range ts {
+			claimed = append(claimed, tk.TaskID)
+		}
+		return nil
+	}}
+	_, ts, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{
+		mkTask("cn-a", "cn-b", "ping"),    // claimed
+		mkTask("cn-poll", "cn-a", "ping"), // no session: pending
+	}, at(2), claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || !slices.Equal(claimed, []string{ts[0].TaskID}) || !maps.Equal(heldBy, map[string]string{"cn-a": "cn-r1"}) {
+		t.Errorf("Notify called %d times with %v, held by %v; want once with task 0, cn-a held by cn-r1", calls, claimed, heldBy)
+	}
+	agents := map[string]store.Agent{}
+	got, err := st.GetAgents(ctx, []string{"cn-a", "cn-b", "cn-poll"}, at(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range got {
+		agents[a.PodUID] = a
+	}
+	poll := agents["cn-poll"]
+	poll.HeldBy = "cn-r2" // as if a session opened on another replica since the store was read
+	agents["cn-poll"] = poll
+	claim.Agents = agents
+	_, ts, err = st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("cn-poll", "cn-b", "ping")}, at(3), claim)
+	if err != nil || ts[0].State != store.TaskDispatched || heldBy["cn-poll"] != "cn-r2" {
+		t.Errorf("with Agents saying cn-poll is held: %v %v, held by %v; want dispatched, by cn-r2", ts, err, heldBy)
+	}
+	delete(agents, "cn-b")
+	_, ts, err = st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("cn-poll", "cn-b", "ping")}, at(4), claim)
+	if err != nil || ts[0].State != store.TaskPending {
+		t.Errorf("with Agents missing cn-b (the store's read says cn-poll holds no session): %v %v; want pending", ts, err)
 	}
 }
 

@@ -57,6 +57,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("exclusive nodes", func(t *testing.T) { testExclusive(t, st) })
 	t.Run("claim created tasks", func(t *testing.T) { testClaimCreated(t, st) })
 	t.Run("create a run and claim", func(t *testing.T) { testCreateRunAndClaim(t, st) })
+	t.Run("create claim: notify and agents", func(t *testing.T) { testCreateClaimNotifyAndAgents(t, st) })
 	t.Run("offline and deadlines", func(t *testing.T) { testOfflineAndDeadlines(t, st) })
 	t.Run("pending tasks of gone agents", func(t *testing.T) { testGoneAgents(t, st) })
 	t.Run("late results", func(t *testing.T) { testLateResults(t, st) })
