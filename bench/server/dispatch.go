@@ -35,12 +35,14 @@ type dispatcher struct {
 	agents  int
 	pairs   int
 	every   time.Duration
+	from    time.Time // rounds created before this are the warm-up: run, not counted
 
 	mu      sync.Mutex           // guards sent and create
 	sent    map[string]time.Time // task id → create request sent
 	create  []time.Duration      // each round's create call
 	claimed map[string]time.Time // task id → dispatched_at (the server's claim), read once its round finished
-	rounds  int                  // rounds created
+	rounds  int                  // rounds created (counted)
+	warm    int                  // warm-up rounds created
 	done    int                  // rounds whose run finished
 	failed  int                  // runs that ended other than succeeded, or could not be created or read
 	lastErr error
@@ -92,14 +94,19 @@ func (d *dispatcher) run(ctx, stop context.Context) {
 			}
 			continue
 		}
+		counted := !sent.Before(d.from)
 		d.mu.Lock()
-		d.create = append(d.create, time.Since(sent))
-		d.rounds++
-		for _, t := range r.Tasks {
-			d.sent[t.TaskID] = sent
+		if counted {
+			d.create = append(d.create, time.Since(sent))
+			d.rounds++
+			for _, t := range r.Tasks {
+				d.sent[t.TaskID] = sent
+			}
+		} else {
+			d.warm++
 		}
 		d.mu.Unlock()
-		d.wait(ctx, cl, r.ID)
+		d.wait(ctx, cl, r.ID, counted)
 		select {
 		case <-stop.Done():
 		case <-time.After(d.every - time.Since(t0)):
@@ -107,8 +114,9 @@ func (d *dispatcher) run(ctx, stop context.Context) {
 	}
 }
 
-// wait polls the run until it finishes (or 60 s pass, or ctx ends).
-func (d *dispatcher) wait(ctx context.Context, cl *client.Client, id string) {
+// wait polls the run until it finishes (or 60 s pass, or ctx ends); a
+// round not counted is only waited for.
+func (d *dispatcher) wait(ctx context.Context, cl *client.Client, id string, counted bool) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
@@ -127,6 +135,12 @@ func (d *dispatcher) wait(ctx context.Context, cl *client.Client, id string) {
 		}
 		if r.State == api.RunRunning {
 			continue
+		}
+		if !counted {
+			if r.State != api.RunSucceeded {
+				d.fail(fmt.Errorf("warm-up matrix round %s ended %s (%v)", id, r.State, r.Counts))
+			}
+			return
 		}
 		d.mu.Lock()
 		d.done++
@@ -159,12 +173,12 @@ func (d *dispatcher) fail(err error) {
 
 // dispatchFigures is what the matrix dispatch measured.
 type dispatchFigures struct {
-	rounds, done, failed int
-	tasks, arrived       int
-	lat                  []time.Duration // p50, p90, p99, max
-	create               []time.Duration // the create call's p50, p99
-	toClaim, toAgent     []time.Duration // p50, p99 of create request → claim and claim → agent
-	lastErr              error
+	rounds, warm, done, failed int
+	tasks, arrived             int
+	lat                        []time.Duration // p50, p90, p99, max
+	create                     []time.Duration // the create call's p50, p99
+	toClaim, toAgent           []time.Duration // p50, p99 of create request → claim and claim → agent
+	lastErr                    error
 }
 
 // figures matches the tasks created with their arrivals at the
@@ -172,7 +186,7 @@ type dispatchFigures struct {
 func (d *dispatcher) figures(arrivals map[string]int64) dispatchFigures {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	f := dispatchFigures{rounds: d.rounds, done: d.done, failed: d.failed, tasks: len(d.sent), lastErr: d.lastErr}
+	f := dispatchFigures{rounds: d.rounds, warm: d.warm, done: d.done, failed: d.failed, tasks: len(d.sent), lastErr: d.lastErr}
 	var lat, toClaim, toAgent []time.Duration
 	for id, sent := range d.sent {
 		if at, ok := arrivals[id]; ok {

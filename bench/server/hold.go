@@ -232,6 +232,30 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 		}
 	}
 	f.rampMarks = countOfflineAll(reps)
+	var disp *dispatcher
+	var dwg sync.WaitGroup
+	defer dwg.Wait()
+	// Matrix dispatch starts -hold-dispatch-warmup before the window
+	// (its rounds there are not counted): the first rounds meet each
+	// replica's pooled database connections cold (a statement's first
+	// use on a connection prepares it, one more round trip).
+	stopAt := time.Now().Add(c.holdDispatchWarmup + c.holdMeasure)
+	if c.holdPairs > 0 {
+		if disp, err = newDispatcher(bases, n, c.holdPairs, c.holdRound); err != nil {
+			return f, err
+		}
+		disp.from = time.Now().Add(c.holdDispatchWarmup)
+	}
+	dctx, stopDisp := context.WithDeadline(ctx, stopAt)
+	defer stopDisp()
+	if disp != nil {
+		dwg.Go(func() { disp.run(ctx, dctx) })
+		select {
+		case <-ctx.Done():
+			return f, ctx.Err()
+		case <-time.After(time.Until(disp.from)):
+		}
+	}
 	if _, err := askAll(sims, "measure"); err != nil {
 		return f, err
 	}
@@ -247,21 +271,9 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 	}
 	pgPids := pg.pids()
 	pgCPU0, simCPU0 := cpuOf(pgPids), cpuOf(simPids)
-	var disp *dispatcher
-	if c.holdPairs > 0 {
-		if disp, err = newDispatcher(bases, n, c.holdPairs, c.holdRound); err != nil {
-			return f, err
-		}
-	}
 	start := time.Now()
 	// The window; the last matrix round is waited for after it (its
 	// tasks' dispatch is measured, the CPU and memory are the window's).
-	dctx, stopDisp := context.WithTimeout(ctx, c.holdMeasure)
-	defer stopDisp()
-	var dwg sync.WaitGroup
-	if disp != nil {
-		dwg.Go(func() { disp.run(ctx, dctx) })
-	}
 	<-dctx.Done()
 	if ctx.Err() != nil {
 		return f, ctx.Err()
@@ -449,8 +461,8 @@ func (f clusterFigures) print() {
 		mb(rss+f.pgPSS), float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu+f.pgCPU))
 	fmt.Printf("simulators:                          CPU %.1f%% of a core\n", 100*f.simCPU.Seconds()/f.window.Seconds())
 	if d := f.disp; d != nil {
-		fmt.Printf("matrix dispatch:                     %d rounds (runs of suite matrix) created, %d finished, %d failed; %d tasks, %d reached their agents (%.1f/s); %d answered, %d answer errors\n",
-			d.rounds, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
+		fmt.Printf("matrix dispatch:                     %d rounds (runs of suite matrix) created after %d warm-up rounds (not counted), %d finished, %d failed; %d tasks, %d reached their agents (%.1f/s); %d answered with the warm-up's, %d answer errors\n",
+			d.rounds, d.warm, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
 		fmt.Printf("dispatch latency (created → agent):  p50 %s  p90 %s  p99 %s  max %s (the create call alone: p50 %s  p99 %s)\n",
 			ms(d.lat[0]), ms(d.lat[1]), ms(d.lat[2]), ms(d.lat[3]), ms(d.create[0]), ms(d.create[1]))
 		fmt.Printf("  of which:                          create request → claimed (dispatched_at) p50 %s  p99 %s; claimed → agent p50 %s  p99 %s\n",

@@ -59,14 +59,15 @@ type config struct {
 	holdRamp time.Duration
 
 	// The cluster hold (hold.go): replicas on PostgreSQL, simulators.
-	holdReplicas int
-	holdSims     int
-	holdMeasure  time.Duration
-	holdSettle   time.Duration
-	holdPairs    int           // node pairs per matrix round during the window (0: no dispatch)
-	holdRound    time.Duration // a round at most this often
-	holdKA       time.Duration // the replicas' --session-keepalive (0: scaled)
-	pgScript     string
+	holdReplicas       int
+	holdSims           int
+	holdMeasure        time.Duration
+	holdSettle         time.Duration
+	holdDispatchWarmup time.Duration
+	holdPairs          int           // node pairs per matrix round during the window (0: no dispatch)
+	holdRound          time.Duration // a round at most this often
+	holdKA             time.Duration // the replicas' --session-keepalive (0: scaled)
+	pgScript           string
 
 	// A simulator child (sim.go), started by the cluster hold.
 	simChild   bool
@@ -93,6 +94,7 @@ func main() {
 	flag.IntVar(&c.holdReplicas, "hold-replicas", 4, "server replicas on one throwaway PostgreSQL holding the -hold agents (0: one server on SQLite, capped by the open-file limit); raised when the open-file limit needs more")
 	flag.IntVar(&c.holdSims, "hold-sims", 4, "simulator processes holding the -hold agents' sessions, each from its own loopback address (127.0.0.2, ...); raised when the open-file limit or ephemeral ports need more")
 	flag.DurationVar(&c.holdMeasure, "hold-measure", 30*time.Second, "measurement window of the hold")
+	flag.DurationVar(&c.holdDispatchWarmup, "hold-dispatch-warmup", 20*time.Second, "matrix rounds dispatched before the hold's window, not counted")
 	flag.DurationVar(&c.holdSettle, "hold-settle", 60*time.Second, "after the hold's ramp and warm-up, wait up to this long more for every session to open")
 	flag.IntVar(&c.holdPairs, "hold-pairs", 50, "during the hold's window, create matrix rounds of this many disjoint node pairs through the API and measure their dispatch (0: none)")
 	flag.DurationVar(&c.holdRound, "hold-round", time.Second, "start a matrix round at most this often (and only once the previous one finished)")
