@@ -54,24 +54,7 @@ func TestDelivery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, b := New(dsn, "a", nil), New(dsn, "b", nil)
-	gotA, gotB := make(chan string, 1000), make(chan string, 1000)
-	go a.Run(ctx, func(ms []string) {
-		for _, m := range ms {
-			gotA <- m
-		}
-	})
-	go b.Run(ctx, func(ms []string) {
-		for _, m := range ms {
-			gotB <- m
-		}
-	})
-	for _, n := range []*Notifier{a, b} {
-		select {
-		case <-n.Ready():
-		case <-time.After(10 * time.Second):
-			t.Fatal("not listening within 10 s")
-		}
-	}
+	gotA, gotB := listening(ctx, t, a), listening(ctx, t, b)
 	var sent []string
 	for i := range 60 {
 		sent = append(sent, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
@@ -104,19 +87,7 @@ func TestDirect(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, b, c := New(dsn, "a", nil), New(dsn, "b", nil), New(dsn, "c", nil)
-	got := map[*Notifier]chan string{b: make(chan string, 100), c: make(chan string, 100)}
-	for n, ch := range got {
-		go n.Run(ctx, func(ms []string) {
-			for _, m := range ms {
-				ch <- m
-			}
-		})
-		select {
-		case <-n.Ready():
-		case <-time.After(10 * time.Second):
-			t.Fatal("not listening within 10 s")
-		}
-	}
+	got := map[*Notifier]chan string{b: listening(ctx, t, b), c: listening(ctx, t, c)}
 	var sent []string
 	for i := range 20 {
 		sent = append(sent, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
@@ -152,4 +123,22 @@ func TestDirect(t *testing.T) {
 		t.Errorf("replica c got b's message %.20q", m)
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// listening runs n until ctx ends and returns what it delivers, once it
+// listens.
+func listening(ctx context.Context, t *testing.T, n *Notifier) chan string {
+	t.Helper()
+	got := make(chan string, 1000)
+	go n.Run(ctx, func(ms []string) {
+		for _, m := range ms {
+			got <- m
+		}
+	})
+	select {
+	case <-n.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not listening within 10 s")
+	}
+	return got
 }

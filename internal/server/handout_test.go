@@ -81,18 +81,7 @@ func TestHandOutThroughTheBus(t *testing.T) {
 	f := sessionFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db")
 	ctx := context.Background()
 	bus := &recordingBus{}
-	f.srv.opts.Bus = bus
-	f.srv.disp.share = f.srv.publish
-	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
-	f.beat("uid-far", "pod-far", "10.244.4.7", "node-4")
-	// uid-far's session is held by replica r2.
-	now := f.srv.now()
-	if l, err := f.st.HoldLease(ctx, "presence r2", "r2", now, time.Minute); err != nil || !l.Held {
-		t.Fatalf("hold r2's presence lease: %+v %v", l, err)
-	}
-	if _, err := f.st.SetPresence(ctx, "presence r2", []store.Presence{{PodUID: "uid-far", Held: true}}, now); err != nil {
-		t.Fatal(err)
-	}
+	heldOnR2(t, f, bus)
 	bus.take()
 	run, err := f.user.CreateRun(ctx, api.RunCreate{Tasks: []api.RunTask{{Src: "uid-far", Dst: "uid-b", Spec: &probe.Spec{Kind: probe.KindPing}}}})
 	if err != nil {
@@ -193,17 +182,7 @@ func TestDirectOfferGoesWithTheCreation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bus := directBus{&recordingBus{}}
-	f.srv.opts.Bus = bus
-	f.srv.disp.share = f.srv.publish
-	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
-	f.beat("uid-far", "pod-far", "10.244.4.7", "node-4")
-	now := f.srv.now()
-	if l, err := f.st.HoldLease(ctx, "presence r2", "r2", now, time.Minute); err != nil || !l.Held {
-		t.Fatalf("hold r2's presence lease: %+v %v", l, err)
-	}
-	if _, err := f.st.SetPresence(ctx, "presence r2", []store.Presence{{PodUID: "uid-far", Held: true}}, now); err != nil {
-		t.Fatal(err)
-	}
+	heldOnR2(t, f, bus)
 	listener, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +211,23 @@ func TestDirectOfferGoesWithTheCreation(t *testing.T) {
 				t.Errorf("the offer was published again after the commit: %s", raw)
 			}
 		}
+	}
+}
+
+// heldOnR2 puts bus on f's server and, in its store, agents uid-b (no
+// session) and uid-far, whose session replica r2 holds.
+func heldOnR2(t *testing.T, f *fixture, bus Bus) {
+	t.Helper()
+	ctx := context.Background()
+	f.srv.opts.Bus = bus
+	f.srv.disp.share = f.srv.publish
+	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
+	f.beat("uid-far", "pod-far", "10.244.4.7", "node-4")
+	now := f.srv.now()
+	if l, err := f.st.HoldLease(ctx, "presence r2", "r2", now, time.Minute); err != nil || !l.Held {
+		t.Fatalf("hold r2's presence lease: %+v %v", l, err)
+	}
+	if _, err := f.st.SetPresence(ctx, "presence r2", []store.Presence{{PodUID: "uid-far", Held: true}}, now); err != nil {
+		t.Fatal(err)
 	}
 }
