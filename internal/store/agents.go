@@ -279,13 +279,22 @@ func (s *sqlStore) GetAgent(ctx context.Context, podUID string) (Agent, error) {
 // (within every dialect's limit on a statement's parameters).
 const batchRows = 500
 
-func (s *sqlStore) GetAgents(ctx context.Context, podUIDs []string, now time.Time) (out []Agent, err error) {
-	// A run's creation reads its endpoints here first: on its lane.
-	var q querier = s.r
+func (s *sqlStore) GetAgents(ctx context.Context, podUIDs []string, now time.Time) ([]Agent, error) {
+	// A run's creation reads its endpoints here first: on its lane
+	// (lane.go), and on the pool when the lane's connection failed (a
+	// read is safe to make again).
 	if c := s.hot.get(ctx); c != nil {
-		q = c
-		defer func() { s.hot.put(c, err != nil) }()
+		out, err := s.getAgents(ctx, c, podUIDs, now)
+		s.hot.put(c, err != nil)
+		if err == nil || ctx.Err() != nil {
+			return out, err
+		}
 	}
+	return s.getAgents(ctx, s.r, podUIDs, now)
+}
+
+func (s *sqlStore) getAgents(ctx context.Context, q querier, podUIDs []string, now time.Time) ([]Agent, error) {
+	var out []Agent
 	for chunk := range slices.Chunk(podUIDs, batchRows) {
 		args := make([]any, 0, len(chunk)+1)
 		args = append(args, s.d.timeArg(now))

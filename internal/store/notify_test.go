@@ -100,3 +100,55 @@ func heldAgents(t *testing.T, st store.Store, now time.Time, uids ...string) map
 	}
 	return out
 }
+
+// TestCreationOutlivesDroppedConnections: after PostgreSQL drops every
+// connection of the store (a restart, an administrator's
+// pg_terminate_backend), the next run's endpoint read and creation still
+// succeed: the creation lane's connections that cannot work are closed
+// and the pool's are used.
+func TestCreationOutlivesDroppedConnections(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+	held := heldAgents(t, st, t0, "dc-a", "dc-b")
+	claim := store.CreateClaim{Limit: 5, Grace: time.Second, Agents: held}
+	task := store.Task{SrcPodUID: "dc-a", DstPodUID: "dc-b", Type: "probe", Timeout: 10 * time.Second}
+	creation := func(n int) {
+		t.Helper()
+		if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{task}, t0, claim); err != nil {
+			t.Fatalf("creation %d: %v", n, err)
+		}
+	}
+	read := func(n int) {
+		t.Helper()
+		if _, err := st.GetAgents(ctx, []string{"dc-a", "dc-b"}, t0); err != nil {
+			t.Fatalf("read %d: %v", n, err)
+		}
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	drop := func() {
+		t.Helper()
+		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each first use after the drop meets the lane's dropped connection
+	// (one is made and then reused): the creation's, then the read's.
+	creation(1)
+	drop()
+	creation(2)
+	read(2)
+	drop()
+	read(3)
+	creation(3)
+}

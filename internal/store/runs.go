@@ -51,14 +51,11 @@ func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.
 	} else {
 		// A claim at creation is on every task's dispatch latency: it
 		// goes on the creation lane (lane.go).
-		var b beginner = s.w
-		var hot *sql.Conn
+		inTx := s.inTx
 		if claim != nil {
-			if hot = s.hot.get(ctx); hot != nil {
-				b = hot
-			}
+			inTx = s.inHotTx
 		}
-		err = s.inTxOn(ctx, b, func(tx *sql.Tx) error {
+		err = inTx(ctx, func(tx *sql.Tx) error {
 			var heldBy map[string]string
 			if claim != nil {
 				var err error
@@ -88,7 +85,6 @@ func (s *sqlStore) createRun(ctx context.Context, r Run, tasks []Task, now time.
 			}
 			return s.notifyClaimed(ctx, tx, claim, out, heldBy)
 		})
-		s.hot.put(hot, err != nil)
 		if err != nil {
 			return Run{}, nil, err
 		}

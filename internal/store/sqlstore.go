@@ -206,20 +206,34 @@ func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, erro
 
 // inTx runs fn in a write transaction, committing when it returns nil.
 func (s *sqlStore) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	return s.inTxOn(ctx, s.w, fn)
-}
-
-// beginner is *sql.DB or *sql.Conn.
-type beginner interface {
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
-}
-
-// inTxOn is inTx on the connection or pool b.
-func (s *sqlStore) inTxOn(ctx context.Context, b beginner, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := b.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	return finishTx(tx, fn)
+}
+
+// inHotTx is inTx on a connection of the creation lane (lane.go) when
+// one is free. A lane connection that cannot begin (one the server
+// dropped; nothing ran on it) is closed and the pool's used instead, as
+// the pool itself would.
+func (s *sqlStore) inHotTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	c := s.hot.get(ctx)
+	if c == nil {
+		return s.inTx(ctx, fn)
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		s.hot.put(c, true)
+		return s.inTx(ctx, fn)
+	}
+	err = finishTx(tx, fn)
+	s.hot.put(c, err != nil)
+	return err
+}
+
+// finishTx runs fn in tx and commits, or rolls back when either fails.
+func finishTx(tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
 	defer func() {
 		if err != nil {
 			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
