@@ -60,18 +60,7 @@ func TestDelivery(t *testing.T) {
 		sent = append(sent, fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 700)))
 	}
 	a.Publish(sent...)
-	var got []string
-	for range sent {
-		select {
-		case m := <-gotB:
-			got = append(got, m)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d messages arrived within 10 s", len(got), len(sent))
-		}
-	}
-	if !slices.Equal(got, sent) {
-		t.Error("messages arrived out of order or changed")
-	}
+	receiveAll(t, gotB, sent)
 	select {
 	case m := <-gotA:
 		t.Errorf("the sender got its own message %.20q", m)
@@ -106,18 +95,7 @@ func TestDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var recv []string
-	for range sent {
-		select {
-		case m := <-got[b]:
-			recv = append(recv, m)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of %d messages reached b within 10 s", len(recv), len(sent))
-		}
-	}
-	if !slices.Equal(recv, sent) {
-		t.Error("messages arrived out of order or changed")
-	}
+	receiveAll(t, got[b], sent)
 	select {
 	case m := <-got[c]:
 		t.Errorf("replica c got b's message %.20q", m)
@@ -141,4 +119,21 @@ func listening(ctx context.Context, t *testing.T, n *Notifier) chan string {
 		t.Fatal("not listening within 10 s")
 	}
 	return got
+}
+
+// receiveAll waits for sent to arrive on got, all of them, in order.
+func receiveAll(t *testing.T, got chan string, sent []string) {
+	t.Helper()
+	var recv []string
+	for range sent {
+		select {
+		case m := <-got:
+			recv = append(recv, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d messages arrived within 10 s", len(recv), len(sent))
+		}
+	}
+	if !slices.Equal(recv, sent) {
+		t.Error("messages arrived out of order or changed")
+	}
 }

@@ -127,8 +127,9 @@ ORDER BY t.id`, args...)
 // dispatchAtCreate marks, inside a run's creating transaction and before
 // its insert, the new tasks (out) that can go to their sources at once as
 // dispatched: the candidates are the tasks whose source is online and
-// held by a live presence lease and whose destination is online (one
-// read of their agents), chosen by pick as any claim's are. heldBy names,
+// held by a live presence lease and whose destination is online (as the
+// caller read them, CreateClaim.Agents, or as the transaction reads them
+// when those miss one), chosen by pick as any claim's are. heldBy names,
 // for each chosen task's source, the replica holding its session.
 func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task, allowConcurrency bool, now time.Time, c CreateClaim) (heldBy map[string]string, err error) {
 	var uids []string
@@ -147,30 +148,31 @@ func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task,
 	if len(uids) == 0 {
 		return nil, nil
 	}
-	eps := make(map[string]endpoint, len(uids))
+	agents := c.Agents
 	for _, u := range uids {
-		a, ok := c.Agents[u]
-		if !ok {
-			clear(eps)
+		if _, ok := agents[u]; !ok {
+			// Not the caller's read: the transaction reads them.
+			read, err := s.getAgents(ctx, tx, uids, now)
+			if err != nil {
+				return nil, fmt.Errorf("read the new tasks' agents: %w", err)
+			}
+			agents = make(map[string]Agent, len(read))
+			for _, a := range read {
+				agents[a.PodUID] = a
+			}
 			break
-		}
-		eps[u] = endpoint{node: sql.NullString{String: a.NodeName, Valid: true}, online: a.Status.Online(),
-			heldBy: sql.NullString{String: a.HeldBy, Valid: a.HeldBy != ""}}
-	}
-	if len(eps) < len(uids) {
-		if eps, err = s.readEndpoints(ctx, tx, uids, now); err != nil {
-			return nil, err
 		}
 	}
 	var cands []claimCandidate
 	for i, t := range out {
-		src, dst := eps[t.SrcPodUID], eps[t.DstPodUID]
-		if slices.Contains(c.Except, t.Type) || !src.online || !src.heldBy.Valid || !dst.online {
+		src, srcOK := agents[t.SrcPodUID]
+		dst, dstOK := agents[t.DstPodUID]
+		if slices.Contains(c.Except, t.Type) || !srcOK || !dstOK || !src.Status.Online() || src.HeldBy == "" || !dst.Status.Online() {
 			continue
 		}
 		cands = append(cands, claimCandidate{id: int64(i), src: t.SrcPodUID, timeout: t.Timeout,
 			exclusive: t.Exclusive && !allowConcurrency,
-			nodes:     []string{nodeKey(src.node, t.SrcPodUID), nodeKey(dst.node, t.DstPodUID)}})
+			nodes:     []string{nodeKey(sql.NullString{String: src.NodeName, Valid: true}, t.SrcPodUID), nodeKey(sql.NullString{String: dst.NodeName, Valid: true}, t.DstPodUID)}})
 	}
 	if len(cands) == 0 {
 		return nil, nil
@@ -184,41 +186,9 @@ func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task,
 		t := &out[ch.id] // id is the task's index here: it has no key yet
 		at, deadline := now, now.Add(t.Timeout+c.Grace)
 		t.State, t.DispatchedAt, t.Deadline = TaskDispatched, &at, &deadline
-		heldBy[t.SrcPodUID] = eps[t.SrcPodUID].heldBy.String
+		heldBy[t.SrcPodUID] = agents[t.SrcPodUID].HeldBy
 	}
 	return heldBy, nil
-}
-
-// endpoint is what a claim at creation needs of a task's agent.
-type endpoint struct {
-	node   sql.NullString
-	online bool
-	heldBy sql.NullString // the replica holding its session (a live presence lease)
-}
-
-// readEndpoints reads the agents uids, in tx, as endpoints.
-func (s *sqlStore) readEndpoints(ctx context.Context, tx *sql.Tx, uids []string, now time.Time) (map[string]endpoint, error) {
-	in, args := inList(uids)
-	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT a.pod_uid, a.node_name, a.status IN (1, 2), l.holder
-FROM agents a LEFT JOIN leases l ON l.name = a.presence_lease AND l.expires_at > ?
-WHERE a.pod_uid IN `+in), append([]any{s.d.timeArg(now)}, args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("read the new tasks' agents: %w", err)
-	}
-	defer rows.Close()
-	eps := make(map[string]endpoint, len(uids))
-	for rows.Next() {
-		var uid string
-		var ep endpoint
-		if err := rows.Scan(&uid, &ep.node, &ep.online, &ep.heldBy); err != nil {
-			return nil, fmt.Errorf("read the new tasks' agents: %w", err)
-		}
-		eps[uid] = ep
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the new tasks' agents: %w", err)
-	}
-	return eps, nil
 }
 
 // checkClaim checks a claim's limit and grace.

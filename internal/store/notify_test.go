@@ -17,14 +17,7 @@ import (
 // once it commits, and never when it rolls back (a run id that exists).
 // SQLite, which has no NOTIFY, refuses them and stores nothing.
 func TestNoticesGoWithTheCreation(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st, dsn := openPostgres(t)
 	listener, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -107,14 +100,7 @@ func heldAgents(t *testing.T, st store.Store, now time.Time, uids ...string) map
 // succeed: the creation lane's connections that cannot work are closed
 // and the pool's are used.
 func TestCreationOutlivesDroppedConnections(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st, dsn := openPostgres(t)
 	t0 := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
 	held := heldAgents(t, st, t0, "dc-a", "dc-b")
 	claim := store.CreateClaim{Limit: 5, Grace: time.Second, Agents: held}
@@ -151,4 +137,19 @@ func TestCreationOutlivesDroppedConnections(t *testing.T) {
 	drop()
 	read(3)
 	creation(3)
+}
+
+// openPostgres opens a store on a test database of its own, closed with
+// the test, and a context that ends within 30 s.
+func openPostgres(t *testing.T) (context.Context, store.Store, string) {
+	t.Helper()
+	dsn := storetest.PostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return ctx, st, dsn
 }
