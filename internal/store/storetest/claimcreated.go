@@ -94,23 +94,43 @@ func testClaimCreated(t *testing.T, st store.Store) {
 
 // testCreateRunAndClaim checks a run created and claimed in one
 // transaction: the same choice as ClaimCreated (held sources, online
-// destinations, the exclusive rule, the per-source limit), types it must
-// not claim left pending, a run that allows concurrency not exclusive,
-// and the stored rows as returned.
+// destinations, the exclusive rule within the run and against tasks
+// already dispatched, the per-source limit), types it must not claim
+// left pending, a run that allows concurrency not exclusive, and the
+// stored rows as returned; both when the transaction reads the endpoints
+// and when the caller read them (CreateClaim.Agents: the server's way).
 func testCreateRunAndClaim(t *testing.T, st store.Store) {
+	t.Run("agents read inside", func(t *testing.T) { createRunAndClaim(t, st, "rc", false) })
+	t.Run("agents read before", func(t *testing.T) { createRunAndClaim(t, st, "ra", true) })
+}
+
+// createRunAndClaim is testCreateRunAndClaim with agents named after p,
+// their endpoints read before the creation when readBefore is set.
+func createRunAndClaim(t *testing.T, st store.Store, p string, readBefore bool) {
 	ctx := context.Background()
-	onNodes(t, st, "rc", map[string]string{"rc-a": "rc-1", "rc-b": "rc-2", "rc-c": "rc-3", "rc-poll": "rc-4"},
-		"rc-a", "rc-b", "rc-c")
-	excl := func(src, dst, typ string) store.Task { return exclusive(mkTask(src, dst, typ)) }
+	onNodes(t, st, p, map[string]string{p + "-a": p + "-1", p + "-b": p + "-2", p + "-c": p + "-3", p + "-poll": p + "-4"},
+		p+"-a", p+"-b", p+"-c")
+	excl := func(src, dst, typ string) store.Task { return exclusive(mkTask(p+"-"+src, p+"-"+dst, typ)) }
+	task := func(src, dst, typ string) store.Task { return mkTask(p+"-"+src, p+"-"+dst, typ) }
 	claim := store.CreateClaim{Limit: 2, Grace: 5 * time.Second, Except: []string{"iperf3"}}
+	if readBefore {
+		got, err := st.GetAgents(ctx, []string{p + "-a", p + "-b", p + "-c", p + "-poll"}, at(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.Agents = map[string]store.Agent{p + "-gone": {PodUID: p + "-gone", Status: store.AgentOffline}}
+		for _, a := range got {
+			claim.Agents[a.PodUID] = a
+		}
+	}
 	run, ts, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{
-		excl("rc-a", "rc-b", "tcp"),       // 0: claimed
-		excl("rc-c", "rc-b", "tcp"),       // 1: node rc-2 taken by 0
-		mkTask("rc-poll", "rc-a", "ping"), // 2: source holds no session
-		mkTask("rc-c", "rc-a", "iperf3"),  // 3: a type never claimed at creation
-		mkTask("rc-a", "rc-c", "ping"),    // 4: claimed
-		mkTask("rc-a", "rc-c", "ping"),    // 5: over the limit of 2 for rc-a
-		mkTask("rc-c", "rc-gone", "ping"), // 6: destination unknown
+		excl("a", "b", "tcp"),     // 0: claimed
+		excl("c", "b", "tcp"),     // 1: node 2 taken by 0
+		task("poll", "a", "ping"), // 2: source holds no session
+		task("c", "a", "iperf3"),  // 3: a type never claimed at creation
+		task("a", "c", "ping"),    // 4: claimed
+		task("a", "c", "ping"),    // 5: over the limit of 2 for a
+		task("c", "gone", "ping"), // 6: destination unknown (offline)
 	}, at(2), claim)
 	if err != nil {
 		t.Fatal(err)
@@ -139,18 +159,26 @@ func testCreateRunAndClaim(t *testing.T, st store.Store) {
 		t.Errorf("run counts %v", run.Counts)
 	}
 	// What was left is claimed by its source's own claim, under the
-	// same rule: rc-c's exclusive task waits while task 0 holds rc-2.
-	if own, err := st.ClaimTasks(ctx, "rc-c", at(3), 10, time.Second); err != nil || len(own) != 1 || own[0].TaskID != ts[3].TaskID {
-		t.Errorf("rc-c's own claim: %v %v; want only the iperf3 task", own, err)
+	// same rule: c's exclusive task waits while task 0 holds node 2.
+	if own, err := st.ClaimTasks(ctx, p+"-c", at(3), 10, time.Second); err != nil || len(own) != 1 || own[0].TaskID != ts[3].TaskID {
+		t.Errorf("%s-c's own claim: %v %v; want only the iperf3 task", p, own, err)
+	}
+	// Another run: node 2 is still busy with task 0; nodes 3 and 4 are
+	// free.
+	_, next, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{
+		excl("c", "b", "tcp"), excl("c", "poll", "tcp"),
+	}, at(3), claim)
+	if err != nil || next[0].State != store.TaskPending || next[1].State != store.TaskDispatched {
+		t.Errorf("exclusive tasks toward a busy node and between free ones: %v %v; want pending, dispatched", next, err)
 	}
 	// A run that allows concurrency: its exclusive tasks share nodes.
 	_, conc, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix", AllowConcurrency: true}, []store.Task{
-		excl("rc-b", "rc-a", "tcp"), excl("rc-c", "rc-a", "tcp"),
+		excl("b", "a", "tcp"), excl("c", "a", "tcp"),
 	}, at(4), claim)
 	if err != nil || conc[0].State != store.TaskDispatched || conc[1].State != store.TaskDispatched {
 		t.Errorf("a concurrent run's tasks: %v %v; want both dispatched", conc, err)
 	}
-	if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{mkTask("rc-a", "rc-b", "ping")}, at(5), store.CreateClaim{}); !errors.Is(err, store.ErrInvalid) {
+	if _, _, err := st.CreateRunAndClaim(ctx, store.Run{Suite: "matrix"}, []store.Task{task("a", "b", "ping")}, at(5), store.CreateClaim{}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("limit 0: %v, want ErrInvalid", err)
 	}
 }
