@@ -23,9 +23,9 @@ type claimCandidate struct {
 
 // nodeKey names the node an endpoint is on; an endpoint with no known node
 // is its own node.
-func nodeKey(node sql.NullString, podUID string) string {
-	if node.Valid && node.String != "" {
-		return "node:" + node.String
+func nodeKey(node, podUID string) string {
+	if node != "" {
+		return "node:" + node
 	}
 	return "pod:" + podUID
 }
@@ -149,30 +149,27 @@ func (s *sqlStore) dispatchAtCreate(ctx context.Context, tx *sql.Tx, out []Task,
 		return nil, nil
 	}
 	agents := c.Agents
-	for _, u := range uids {
-		if _, ok := agents[u]; !ok {
-			// Not the caller's read: the transaction reads them.
-			read, err := s.getAgents(ctx, tx, uids, now)
-			if err != nil {
-				return nil, fmt.Errorf("read the new tasks' agents: %w", err)
-			}
-			agents = make(map[string]Agent, len(read))
-			for _, a := range read {
-				agents[a.PodUID] = a
-			}
-			break
+	missing := func(u string) bool { _, ok := agents[u]; return !ok }
+	if slices.ContainsFunc(uids, missing) {
+		// The caller's read misses one: the transaction reads them all.
+		read, err := s.getAgents(ctx, tx, uids, now)
+		if err != nil {
+			return nil, fmt.Errorf("read the new tasks' agents: %w", err)
+		}
+		agents = make(map[string]Agent, len(read))
+		for _, a := range read {
+			agents[a.PodUID] = a
 		}
 	}
 	var cands []claimCandidate
 	for i, t := range out {
-		src, srcOK := agents[t.SrcPodUID]
-		dst, dstOK := agents[t.DstPodUID]
-		if slices.Contains(c.Except, t.Type) || !srcOK || !dstOK || !src.Status.Online() || src.HeldBy == "" || !dst.Status.Online() {
+		src, dst := agents[t.SrcPodUID], agents[t.DstPodUID] // an unknown one is not online
+		if slices.Contains(c.Except, t.Type) || !src.Status.Online() || src.HeldBy == "" || !dst.Status.Online() {
 			continue
 		}
 		cands = append(cands, claimCandidate{id: int64(i), src: t.SrcPodUID, timeout: t.Timeout,
 			exclusive: t.Exclusive && !allowConcurrency,
-			nodes:     []string{nodeKey(sql.NullString{String: src.NodeName, Valid: true}, t.SrcPodUID), nodeKey(sql.NullString{String: dst.NodeName, Valid: true}, t.DstPodUID)}})
+			nodes:     []string{nodeKey(src.NodeName, t.SrcPodUID), nodeKey(dst.NodeName, t.DstPodUID)}})
 	}
 	if len(cands) == 0 {
 		return nil, nil
@@ -311,7 +308,7 @@ FROM tasks t
 			return nil, fmt.Errorf("find pending tasks: %w", err)
 		}
 		c.timeout = time.Duration(timeout)
-		c.nodes = []string{nodeKey(srcNode, c.src), nodeKey(dstNode, dst)}
+		c.nodes = []string{nodeKey(srcNode.String, c.src), nodeKey(dstNode.String, dst)}
 		cands = append(cands, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -340,7 +337,7 @@ WHERE t.state IN `+activeStates+` AND t.exclusive AND NOT COALESCE(r.allow_concu
 		if err := rows.Scan(&srcNode, &src, &dstNode, &dst); err != nil {
 			return nil, fmt.Errorf("find busy nodes: %w", err)
 		}
-		busy[nodeKey(srcNode, src)], busy[nodeKey(dstNode, dst)] = true, true
+		busy[nodeKey(srcNode.String, src)], busy[nodeKey(dstNode.String, dst)] = true, true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("find busy nodes: %w", err)

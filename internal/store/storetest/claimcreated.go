@@ -118,6 +118,8 @@ func createRunAndClaim(t *testing.T, st store.Store, p string, readBefore bool) 
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The read covers every endpoint, as the server's does: the
+		// unknown destination is there as offline.
 		claim.Agents = map[string]store.Agent{p + "-gone": {PodUID: p + "-gone", Status: store.AgentOffline}}
 		for _, a := range got {
 			claim.Agents[a.PodUID] = a
