@@ -23,7 +23,9 @@ import (
 // holding its source agent's session). The simulators answer each task
 // with a synthetic result over the session (sim.go), which the server
 // keeps as the pair's coverage; a round starts when the previous one has
-// finished and -hold-round has passed.
+// finished and -hold-round has passed. Every -hold-solo-th round is one
+// pair alone, measured apart: the difference from a full round's figures
+// is the round's own work queued on the machine.
 
 // nodeSize is how many simulated agents share a node name (sim.go's
 // hello: node-i/20).
@@ -34,22 +36,25 @@ type dispatcher struct {
 	clients []*client.Client // one per replica
 	agents  int
 	pairs   int
+	solo    int // every solo-th round is one pair alone (0: none)
 	every   time.Duration
 	from    time.Time // rounds created before this are the warm-up: run, not counted
 
 	mu      sync.Mutex           // guards sent and create
 	sent    map[string]time.Time // task id → create request sent
+	alone   map[string]bool      // task ids of the lone pairs' rounds
 	create  []time.Duration      // each round's create call
 	claimed map[string]time.Time // task id → dispatched_at (the server's claim), read once its round finished
 	rounds  int                  // rounds created (counted)
+	lone    int                  // of which one pair alone
 	warm    int                  // warm-up rounds created
 	done    int                  // rounds whose run finished
 	failed  int                  // runs that ended other than succeeded, or could not be created or read
 	lastErr error
 }
 
-func newDispatcher(bases []string, agents, pairs int, every time.Duration) (*dispatcher, error) {
-	d := &dispatcher{agents: agents, pairs: pairs, every: every, sent: map[string]time.Time{}, claimed: map[string]time.Time{}}
+func newDispatcher(bases []string, agents, pairs, solo int, every time.Duration) (*dispatcher, error) {
+	d := &dispatcher{agents: agents, pairs: pairs, solo: solo, every: every, sent: map[string]time.Time{}, alone: map[string]bool{}, claimed: map[string]time.Time{}}
 	for _, b := range bases {
 		cl, err := client.New(b, userTok)
 		if err != nil {
@@ -60,10 +65,10 @@ func newDispatcher(bases []string, agents, pairs int, every time.Duration) (*dis
 	return d, nil
 }
 
-// round picks pairs disjoint nodes in pairs and an agent on each.
-func (d *dispatcher) round() []api.RunTask {
+// round picks pairs disjoint node pairs and an agent on each node.
+func (d *dispatcher) round(pairs int) []api.RunTask {
 	nodes := (d.agents + nodeSize - 1) / nodeSize
-	k := min(2*d.pairs, nodes-nodes%2)
+	k := min(2*pairs, nodes-nodes%2)
 	perm := rand.Perm(nodes)[:k]
 	agentOn := func(node int) int {
 		return node*nodeSize + rand.IntN(min(nodeSize, d.agents-node*nodeSize))
@@ -83,9 +88,13 @@ func (d *dispatcher) run(ctx, stop context.Context) {
 	for i := 0; stop.Err() == nil; i++ {
 		t0 := time.Now()
 		cl := d.clients[i%len(d.clients)]
+		pairs, lone := d.pairs, d.solo > 0 && d.pairs > 1 && i%d.solo == d.solo-1
+		if lone {
+			pairs = 1
+		}
 		cctx, cancel := context.WithTimeout(stop, 30*time.Second)
 		sent := time.Now()
-		r, err := cl.CreateRun(cctx, api.RunCreate{Suite: matrix.SuiteName, Tasks: d.round()})
+		r, err := cl.CreateRun(cctx, api.RunCreate{Suite: matrix.SuiteName, Tasks: d.round(pairs)})
 		cancel()
 		if err != nil {
 			if stop.Err() == nil {
@@ -97,10 +106,16 @@ func (d *dispatcher) run(ctx, stop context.Context) {
 		counted := !sent.Before(d.from)
 		d.mu.Lock()
 		if counted {
-			d.create = append(d.create, time.Since(sent))
+			if !lone {
+				d.create = append(d.create, time.Since(sent))
+			}
 			d.rounds++
+			if lone {
+				d.lone++
+			}
 			for _, t := range r.Tasks {
 				d.sent[t.TaskID] = sent
+				d.alone[t.TaskID] = lone
 			}
 		} else {
 			d.warm++
@@ -178,18 +193,26 @@ type dispatchFigures struct {
 	lat                        []time.Duration // p50, p90, p99, max
 	create                     []time.Duration // the create call's p50, p99
 	toClaim, toAgent           []time.Duration // p50, p99 of create request → claim and claim → agent
+	solo, soloRounds           int             // every solo-th round was one pair alone; how many were
+	soloArrived                int             // their tasks that reached their agents
+	soloLat                    []time.Duration // their p50, p99 (not in lat)
 	lastErr                    error
 }
 
 // figures matches the tasks created with their arrivals at the
-// simulators (task id → Unix nanoseconds; the same clock).
+// simulators (task id → Unix nanoseconds; the same clock). The lone
+// pairs' tasks count in tasks and arrived, and their latency apart.
 func (d *dispatcher) figures(arrivals map[string]int64) dispatchFigures {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	f := dispatchFigures{rounds: d.rounds, warm: d.warm, done: d.done, failed: d.failed, tasks: len(d.sent), lastErr: d.lastErr}
-	var lat, toClaim, toAgent []time.Duration
+	f := dispatchFigures{rounds: d.rounds, warm: d.warm, done: d.done, failed: d.failed, tasks: len(d.sent), solo: d.solo, soloRounds: d.lone, lastErr: d.lastErr}
+	var lat, soloLat, toClaim, toAgent []time.Duration
 	for id, sent := range d.sent {
 		if at, ok := arrivals[id]; ok {
+			if d.alone[id] {
+				soloLat = append(soloLat, time.Unix(0, at).Sub(sent))
+				continue
+			}
 			lat = append(lat, time.Unix(0, at).Sub(sent))
 			if c, ok := d.claimed[id]; ok {
 				toClaim = append(toClaim, c.Sub(sent))
@@ -200,6 +223,8 @@ func (d *dispatcher) figures(arrivals map[string]int64) dispatchFigures {
 	_, f.toClaim = percentiles(toClaim, 50, 99)
 	_, f.toAgent = percentiles(toAgent, 50, 99)
 	f.arrived, f.lat = percentiles(lat, 50, 90, 99, 100)
+	f.soloArrived, f.soloLat = percentiles(soloLat, 50, 99)
+	f.arrived += f.soloArrived
 	_, f.create = percentiles(slices.Clone(d.create), 50, 99)
 	return f
 }

@@ -241,7 +241,7 @@ func runClusterHold(ctx context.Context, c config) (clusterFigures, error) {
 	// use on a connection prepares it, one more round trip).
 	stopAt := time.Now().Add(c.holdDispatchWarmup + c.holdMeasure)
 	if c.holdPairs > 0 {
-		if disp, err = newDispatcher(bases, n, c.holdPairs, c.holdRound); err != nil {
+		if disp, err = newDispatcher(bases, n, c.holdPairs, c.holdSolo, c.holdRound); err != nil {
 			return f, err
 		}
 		disp.from = time.Now().Add(c.holdDispatchWarmup)
@@ -461,12 +461,16 @@ func (f clusterFigures) print() {
 		mb(rss+f.pgPSS), float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu+f.pgCPU))
 	fmt.Printf("simulators:                          CPU %.1f%% of a core\n", 100*f.simCPU.Seconds()/f.window.Seconds())
 	if d := f.disp; d != nil {
-		fmt.Printf("matrix dispatch:                     %d rounds (runs of suite matrix) created after %d warm-up rounds (not counted), %d finished, %d failed; %d tasks, %d reached their agents (%.1f/s); %d answered with the warm-up's, %d answer errors\n",
-			d.rounds, d.warm, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
+		fmt.Printf("matrix dispatch:                     %d rounds (runs of suite matrix; %d of them one pair alone) created after %d warm-up rounds (not counted), %d finished, %d failed; %d tasks, %d reached their agents (%.1f/s); %d answered with the warm-up's, %d answer errors\n",
+			d.rounds, d.soloRounds, d.warm, d.done, d.failed, d.tasks, d.arrived, float64(d.arrived)/f.window.Seconds(), f.answered, f.answerErr)
 		fmt.Printf("dispatch latency (created → agent):  p50 %s  p90 %s  p99 %s  max %s (the create call alone: p50 %s  p99 %s)\n",
 			ms(d.lat[0]), ms(d.lat[1]), ms(d.lat[2]), ms(d.lat[3]), ms(d.create[0]), ms(d.create[1]))
 		fmt.Printf("  of which:                          create request → claimed (dispatched_at) p50 %s  p99 %s; claimed → agent p50 %s  p99 %s\n",
 			ms(d.toClaim[0]), ms(d.toClaim[1]), ms(d.toAgent[0]), ms(d.toAgent[1]))
+		if d.soloRounds > 0 {
+			fmt.Printf("one pair alone (a round in %d):       %d tasks, p50 %s  p99 %s (not in the figures above: one task's path, no round queued with it)\n",
+				d.solo, d.soloArrived, ms(d.soloLat[0]), ms(d.soloLat[1]))
+		}
 		if d.lastErr != nil {
 			fmt.Printf("matrix dispatch, last error:         %v\n", d.lastErr)
 		}
@@ -527,8 +531,12 @@ func (f clusterFigures) summary() string {
 		f.agents, f.replicas, f.sims, f.window.Seconds(), f.held, f.agents, f.falseOff, ms(f.ka[1]), mb(rss), float64(rss)/1e3/float64(f.divisor()),
 		float64(rss+f.pgPSS)/1e3/float64(f.divisor()), f.perAgent(cpu), f.perAgent(cpu+f.pgCPU), f.load, verdict(f.met()))
 	if d := f.disp; d != nil {
-		s += fmt.Sprintf("\nmatrix dispatch while held: %d tasks, p50 %s (target < 10 ms: %s), p99 %s (target < 100 ms: %s)",
-			d.arrived, ms(d.lat[0]), verdict(d.arrived > 0 && d.lat[0] < 10*time.Millisecond), ms(d.lat[2]), verdict(d.arrived > 0 && d.lat[2] < 100*time.Millisecond))
+		n := d.arrived - d.soloArrived // the full rounds' tasks: what the targets judge
+		s += fmt.Sprintf("\nmatrix dispatch while held: %d tasks of full rounds, p50 %s (target < 10 ms: %s), p99 %s (target < 100 ms: %s)",
+			n, ms(d.lat[0]), verdict(n > 0 && d.lat[0] < 10*time.Millisecond), ms(d.lat[2]), verdict(n > 0 && d.lat[2] < 100*time.Millisecond))
+		if d.soloRounds > 0 {
+			s += fmt.Sprintf("; one pair alone: %d tasks, p50 %s", d.soloArrived, ms(d.soloLat[0]))
+		}
 	}
 	return s
 }
