@@ -115,7 +115,9 @@ func (d *dispatcher) run(ctx, stop context.Context) {
 			}
 			for _, t := range r.Tasks {
 				d.sent[t.TaskID] = sent
-				d.alone[t.TaskID] = lone
+				if lone {
+					d.alone[t.TaskID] = true
+				}
 			}
 		} else {
 			d.warm++
