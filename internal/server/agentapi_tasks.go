@@ -225,10 +225,18 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	jsonCall(s, false, api.MaxBody, s.startByOwner, start)(w, r)
 }
 
-// start marks the task running (its offer acknowledged).
+// start marks the task running (its offer acknowledged), for its source
+// agent uid alone: the store's update requires that uid is the task's
+// source, so the task is read (ownTask) only when the update refuses, to
+// answer another agent's start 403 rather than 404. A start is on the
+// path of every task of a round, and the read before the update was a
+// round trip more for each.
 func (s *Server) start(ctx context.Context, id, uid string) (api.TaskV2, error) {
 	t, err := s.st.MarkRunning(ctx, id, uid, s.now())
 	if err != nil {
+		if oerr := s.ownTask(ctx, id, uid, false); oerr != nil {
+			return api.TaskV2{}, oerr
+		}
 		return api.TaskV2{}, err
 	}
 	s.offers.ack(uid, t.TaskID)
@@ -236,7 +244,8 @@ func (s *Server) start(ctx context.Context, id, uid string) (api.TaskV2, error) 
 }
 
 // startByOwner refuses a start request without the agent's pod uid, or
-// by another agent than the task's source (403).
+// by a caller that cannot act for that agent (403); start refuses
+// another agent's task (403).
 func (s *Server) startByOwner(r *http.Request, req *api.StartRequest) error {
 	if req.PodUID == "" {
 		return api.BadRequest("pod_uid", "missing")
@@ -244,7 +253,7 @@ func (s *Server) startByOwner(r *http.Request, req *api.StartRequest) error {
 	if err := checkLen("pod_uid", req.PodUID, MaxUIDLen); err != nil {
 		return err
 	}
-	return s.actForTask(r, r.PathValue("id"), req.PodUID, false)
+	return s.actFor(r, req.PodUID)
 }
 
 func (s *Server) handleServing(w http.ResponseWriter, r *http.Request) {

@@ -39,9 +39,13 @@ import (
 //     checks and code as their REST endpoints, as the caller that opened
 //     the session (403 for another agent's task), and are answered by a
 //     reply frame with the same seq;
-//   - the caller's token is checked again every credCacheTTL and on every
-//     frame but keep-alives; a revoked credential ends the session at once
-//     (bye, status 401), as does a newer session of the same agent (409).
+//   - the caller's token, and its right to act for the agent, are checked
+//     again at the first frame credCacheTTL after the last check (a
+//     credential found in the store is trusted as long, so a check per
+//     frame found nothing sooner; it cost a store read on the path of
+//     every start); a credential revoked here ends the session at once
+//     (bye, status 401), one revoked on another replica within
+//     credCacheTTL, and a newer session of the same agent ends it (409).
 
 // sessionSilence is the silence limit of the next session to open (its
 // hello must come within it): two of the periods it is asked for and a
@@ -143,7 +147,8 @@ type agentSession struct {
 	hbMu sync.Mutex
 	hb   api.Heartbeat // the latest heartbeat, to register the agent again
 
-	checked time.Time // the token's last check (read loop only)
+	checked  time.Time // the token's last check (read loop only)
+	actedFor time.Time // actFor's last pass for uid (read loop only; sessionActFor)
 
 	asked atomic.Int64 // the keep-alive period asked of the agent (ns; only raised)
 
@@ -399,7 +404,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	a := &agentSession{uid: uid, r: r, token: tok, w: w, rc: rc, cancel: cancel,
-		hb: *hello.Heartbeat, checked: s.now(), ctx: ctx, srv: s}
+		hb: *hello.Heartbeat, checked: s.now(), actedFor: s.now(), ctx: ctx, srv: s}
 	period := s.keepaliveFor(s.sessions.count() + 1)
 	s.ask(a, period)
 	a.lastFrame.Store(time.Now().UnixNano())
@@ -527,6 +532,25 @@ func (s *Server) recheck(ctx context.Context, a *agentSession) error {
 	return nil
 }
 
+// sessionActFor is actFor for the session's own agent, trusted for
+// credCacheTTL once it passed (the session open's check is the first),
+// as a credential found in the store is: a session opened with the join
+// token would otherwise read the agent's credential at every start, on
+// the path of every task of a round. A credential issued to the agent
+// elsewhere meanwhile ends the join token's right within credCacheTTL,
+// as a revocation on another replica ends a cached credential's.
+func (s *Server) sessionActFor(a *agentSession) error {
+	now := s.now()
+	if now.Sub(a.actedFor) < credCacheTTL {
+		return nil
+	}
+	if err := s.actFor(a.r, a.uid); err != nil {
+		return err
+	}
+	a.actedFor = now
+	return nil
+}
+
 // sessionFrame handles one frame from the agent. An error ends the
 // session; a refused request is a reply carrying the error.
 func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte) error {
@@ -550,8 +574,10 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 		}
 		return a.write(keepaliveEcho)
 	}
-	if err := s.recheck(ctx, a); err != nil {
-		return err
+	if now.Sub(a.checked) >= credCacheTTL {
+		if err := s.recheck(ctx, a); err != nil {
+			return err
+		}
 	}
 	var f api.SessionFrame
 	if err := api.DecodeBytes(line, &f); err != nil {
@@ -589,10 +615,10 @@ func (s *Server) sessionFrame(ctx context.Context, a *agentSession, line []byte)
 		if err := s.checkTaskFrame(a, f.TaskID); err != nil {
 			return s.replyErr(a, f.Seq, err)
 		}
-		if err := s.actForTask(a.r, f.TaskID, req.PodUID, false); err != nil {
+		if err := s.sessionActFor(a); err != nil {
 			return s.replyErr(a, f.Seq, err)
 		}
-		if _, err := s.start(ctx, f.TaskID, req.PodUID); err != nil {
+		if _, err := s.start(ctx, f.TaskID, req.PodUID); err != nil { // start checks the task is the agent's
 			return s.replyErr(a, f.Seq, err)
 		}
 		return s.send(a, api.SessionFrame{Type: api.FrameReply, Seq: f.Seq})
