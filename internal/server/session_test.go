@@ -33,6 +33,18 @@ func offerSink() (func(*client.Session, api.FetchReply), chan api.FetchReply) {
 	return func(_ *client.Session, fr api.FetchReply) { ch <- fr }, ch
 }
 
+// openSession opens uid's session with cl (uid: hello's), closed when
+// the test ends.
+func openSession(t *testing.T, cl *client.Client, hello api.Heartbeat, onOffer func(*client.Session, api.FetchReply)) *client.Session {
+	t.Helper()
+	s, err := cl.OpenSession(context.Background(), hello.PodUID, hello, onOffer)
+	if err != nil {
+		t.Fatalf("open %s's session: %v", hello.PodUID, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func nextOffer(t *testing.T, ch chan api.FetchReply, within time.Duration) api.FetchReply {
 	t.Helper()
 	select {
@@ -335,16 +347,8 @@ func TestSessionSilenceEnds(t *testing.T) {
 	f := sessionFixture(t, "sqlite:"+t.TempDir()+"/cnperf.db")
 	f.srv.opts.SessionKeepalive = 200 * time.Millisecond // silence: 1.4 s
 	ctx := context.Background()
-	quiet, err := f.agent.OpenSession(ctx, "uid-q", helloOf("uid-q", "pod-q", "10.244.1.2", "node-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer quiet.Close()
-	talker, err := f.agent.OpenSession(ctx, "uid-t", helloOf("uid-t", "pod-t", "10.244.1.3", "node-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer talker.Close()
+	quiet := openSession(t, f.agent, helloOf("uid-q", "pod-q", "10.244.1.2", "node-1"), nil)
+	talker := openSession(t, f.agent, helloOf("uid-t", "pod-t", "10.244.1.3", "node-1"), nil)
 	opened := time.Now()
 	if err := f.srv.flushBeats(ctx); err != nil { // the sessions are held
 		t.Fatal(err)

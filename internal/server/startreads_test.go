@@ -38,16 +38,8 @@ func TestSessionStartReadsNothing(t *testing.T) {
 	ctx := context.Background()
 	f.beat("uid-b", "pod-b", "10.244.2.7", "node-2")
 	onOffer, offers := offerSink()
-	s, err := f.agent.OpenSession(ctx, "uid-a", helloOf("uid-a", "pod-a", "10.244.1.12", "node-1"), onOffer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sb, err := f.agent.OpenSession(ctx, "uid-b", helloOf("uid-b", "pod-b", "10.244.2.7", "node-2"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	s := openSession(t, f.agent, helloOf("uid-a", "pod-a", "10.244.1.12", "node-1"), onOffer)
+	sb := openSession(t, f.agent, helloOf("uid-b", "pod-b", "10.244.2.7", "node-2"), nil)
 	if err := s.Pull(); err != nil {
 		t.Fatal(err)
 	}
