@@ -226,17 +226,19 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 }
 
 // start marks the task running (its offer acknowledged), for its source
-// agent uid alone: the store's update requires that uid is the task's
-// source, so the task is read (ownTask) only when the update refuses, to
-// answer another agent's start 403 rather than 404. A start is on the
-// path of every task of a round, and the read before the update was a
+// agent uid alone: the store's update finds no task of uid's by that id
+// when the task is another agent's, and only then is the task read
+// (ownTask), to answer that start 403 rather than 404. A start is on the
+// path of every task of a round, and a read before the update was a
 // round trip more for each.
 func (s *Server) start(ctx context.Context, id, uid string) (api.TaskV2, error) {
 	t, err := s.st.MarkRunning(ctx, id, uid, s.now())
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		if oerr := s.ownTask(ctx, id, uid, false); oerr != nil {
 			return api.TaskV2{}, oerr
 		}
+	}
+	if err != nil {
 		return api.TaskV2{}, err
 	}
 	s.offers.ack(uid, t.TaskID)
