@@ -68,13 +68,21 @@ func (d *dispatcher) chLocked(uid string) chan struct{} {
 	return c
 }
 
+// notifyLocked wakes the agent's session and its long poll, if it has
+// either here. It makes no channel: one made for an agent whose session
+// or poll is on another replica would have this one "know" the agent
+// (knowsLocked) and keep its mail and cancellations until it goes
+// offline. A long poll takes its channel before it looks at the store,
+// so a wake-up sent before that has nothing to wake.
 func (d *dispatcher) notifyLocked(uid string) {
 	if h := d.hooks[uid]; h != nil {
 		h.fn()
 	}
-	select {
-	case d.chLocked(uid) <- struct{}{}:
-	default:
+	if c := d.wake[uid]; c != nil {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -263,6 +271,11 @@ func (d *dispatcher) stopTask(agent, taskID string) {
 func (d *dispatcher) stopTaskLocal(agent, taskID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.share != nil && !d.knowsLocked(agent) {
+		// Another replica holds it (and got the stop), or none does:
+		// its next heartbeat learns that the task ended.
+		return
+	}
 	for _, id := range d.cancel[agent] {
 		if id == taskID {
 			return
