@@ -99,7 +99,7 @@ func main() {
 	flag.DurationVar(&c.holdSettle, "hold-settle", 60*time.Second, "after the hold's ramp and warm-up, wait up to this long more for every session to open")
 	flag.IntVar(&c.holdPairs, "hold-pairs", 50, "during the hold's window, create matrix rounds of this many disjoint node pairs through the API and measure their dispatch (0: none)")
 	flag.DurationVar(&c.holdRound, "hold-round", time.Second, "start a matrix round at most this often (and only once the previous one finished)")
-	flag.IntVar(&c.holdSolo, "hold-solo", 4, "make every Nth matrix round one pair alone and measure its task apart: one task's path without a round's queue (0: none)")
+	flag.IntVar(&c.holdSolo, "hold-solo", 4, "make every Nth matrix round (N >= 2) one pair alone and measure its task apart: one task's path without a round's queue (0: none)")
 	flag.DurationVar(&c.holdKA, "hold-keepalive", 0, "the replicas' --session-keepalive (0: each scales the period with the sessions it holds)")
 	flag.StringVar(&c.pgScript, "pg-script", "scripts/pg-test.sh", "the throwaway PostgreSQL helper (start/stop) of the cluster hold")
 	flag.BoolVar(&c.simChild, "sim-child", false, "internal: run as a simulator of the cluster hold (commands on stdin)")

@@ -106,8 +106,10 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("-mode %q: want both, sessions, poll or hold", c.mode)
 	}
 	cluster := c.hold > 0 && c.holdReplicas > 0 && c.mode != "poll"
-	if c.holdSolo < 0 {
-		return fmt.Errorf("-hold-solo %d: want 0 (no lone pairs) or N > 0 (every Nth round one pair alone)", c.holdSolo)
+	if c.holdSolo < 0 || c.holdSolo == 1 {
+		// 1 would make every round one pair alone: no full round left
+		// to judge the targets by.
+		return fmt.Errorf("-hold-solo %d: want 0 (no lone pairs) or N >= 2 (every Nth round one pair alone)", c.holdSolo)
 	}
 	if cluster && (c.holdSims < 1 || c.holdSims > 250) {
 		return fmt.Errorf("-hold-sims %d: want 1 to 250 simulator processes", c.holdSims)
