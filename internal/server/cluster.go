@@ -105,9 +105,7 @@ func (s *Server) applyRemote(m clusterMsg) {
 	case msgWakePending:
 		s.disp.wakePendingLocal()
 	case msgStop:
-		if s.disp.knows(m.Agent) {
-			s.disp.stopTaskLocal(m.Agent, m.Task)
-		}
+		s.disp.stopTaskLocal(m.Agent, m.Task) // only if the agent is held here
 	case msgServe:
 		var req api.ServeRequest
 		if json.Unmarshal([]byte(m.Data), &req) == nil {

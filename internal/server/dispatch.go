@@ -268,6 +268,10 @@ func (d *dispatcher) stopTask(agent, taskID string) {
 	d.tell(clusterMsg{Kind: msgStop, Agent: agent, Task: taskID})
 }
 
+// stopTaskLocal queues the stop here (for the agent's next fetch or
+// heartbeat), unless other replicas exist and the agent is not held
+// here: the one place that decides it, for this replica's stops and
+// the bus's alike.
 func (d *dispatcher) stopTaskLocal(agent, taskID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
